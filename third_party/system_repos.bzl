@@ -1,0 +1,91 @@
+"""Repositories for the Debian system libraries plexus builds against (nothing is downloaded).
+
+Headers under /usr/include are on the compiler's built-in search path, so those libraries need
+only link options; the rest are exposed as local repositories with their headers declared.
+"""
+
+def _python_headers_impl(rctx):
+    python = rctx.attr.interpreter
+    result = rctx.execute([python, "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"])
+    if result.return_code != 0:
+        fail("cannot ask %s for its include directory: %s" % (python, result.stderr))
+    include_dir = result.stdout.strip()
+    rctx.symlink(include_dir, "include")
+    rctx.file("BUILD", """
+package(default_visibility = ["//visibility:public"])
+
+cc_library(
+    name = "python_headers",
+    hdrs = glob(["include/**/*.h"]),
+    includes = ["include"],
+)
+""")
+
+python_headers_repository = repository_rule(
+    implementation = _python_headers_impl,
+    attrs = {"interpreter": attr.string(default = "/usr/bin/python3")},
+    local = True,
+)
+
+def _cuda_impl(rctx):
+    root = rctx.os.environ.get("PLEXUS_CUDA_ROOT", "/usr/local/cuda")
+    has_cuda = rctx.path(root + "/include/cuda_runtime.h").exists
+    has_nccl = has_cuda and rctx.path(root + "/include/nccl.h").exists
+    if has_cuda:
+        rctx.symlink(root + "/include", "include")
+        rctx.symlink(root + "/lib64", "lib64")
+    rctx.file("defs.bzl", "CUDA_AVAILABLE = %s\nNCCL_AVAILABLE = %s\n" % (has_cuda, has_nccl))
+    build = ["package(default_visibility = [\"//visibility:public\"])", ""]
+    if has_cuda:
+        build.append("""
+cc_library(
+    name = "cudart",
+    hdrs = glob(["include/*.h", "include/crt/*.h", "include/cuda/**"], allow_empty = True),
+    includes = ["include"],
+    linkopts = ["-L{root}/lib64", "-Wl,-rpath,{root}/lib64", "-lcudart"],
+)
+""".format(root = root))
+    if has_nccl:
+        build.append("""
+cc_library(
+    name = "nccl",
+    linkopts = ["-L{root}/lib64", "-Wl,-rpath,{root}/lib64", "-lnccl"],
+    deps = [":cudart"],
+)
+""".format(root = root))
+    rctx.file("BUILD", "\n".join(build))
+
+cuda_repository = repository_rule(
+    implementation = _cuda_impl,
+    environ = ["PLEXUS_CUDA_ROOT"],
+    local = True,
+)
+
+def plexus_system_repositories():
+    native.new_local_repository(
+        name = "com_google_absl",
+        path = "/usr/include/absl",
+        build_file = "@plexus//third_party:absl.BUILD",
+    )
+    native.new_local_repository(
+        name = "com_google_googletest",
+        path = "/usr/include/gtest",
+        build_file = "@plexus//third_party:googletest.BUILD",
+    )
+    native.new_local_repository(
+        name = "gloo",
+        path = "/usr/include/gloo",
+        build_file = "@plexus//third_party:gloo.BUILD",
+    )
+    native.new_local_repository(
+        name = "openmpi",
+        path = "/usr/lib/x86_64-linux-gnu/openmpi",
+        build_file = "@plexus//third_party:openmpi.BUILD",
+    )
+    native.new_local_repository(
+        name = "pybind11",
+        path = "/usr/include/pybind11",
+        build_file = "@plexus//third_party:pybind11.BUILD",
+    )
+    python_headers_repository(name = "python")
+    cuda_repository(name = "cuda")
