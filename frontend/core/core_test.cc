@@ -1,0 +1,143 @@
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "frontend/core/device.h"
+#include "frontend/core/dtype.h"
+#include "frontend/core/options.h"
+#include "frontend/core/reduce_op.h"
+#include "frontend/core/status_macros.h"
+#include "frontend/core/tensor.h"
+#include "gtest/gtest.h"
+
+namespace plexus {
+namespace {
+
+TEST(DTypeTest, SizesMatchCTypes) {
+  EXPECT_EQ(DTypeSize(DType::kBool), sizeof(bool));
+  EXPECT_EQ(DTypeSize(DType::kInt16), sizeof(int16_t));
+  EXPECT_EQ(DTypeSize(DType::kBFloat16), 2u);
+  EXPECT_EQ(DTypeSize(DType::kFloat32), sizeof(float));
+  EXPECT_EQ(DTypeSize(DType::kInt64), sizeof(int64_t));
+  EXPECT_EQ(DTypeSize(DType::kFloat64), sizeof(double));
+}
+
+TEST(DTypeTest, NamesRoundTrip) {
+  for (DType dtype : kAllDTypes) {
+    auto parsed = ParseDType(DTypeName(dtype));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(*parsed, dtype);
+  }
+  EXPECT_EQ(*ParseDType("half"), DType::kFloat16);
+  EXPECT_EQ(*ParseDType("Float"), DType::kFloat32);
+  auto bad = ParseDType("complex512");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("bfloat16"), absl::string_view::npos);
+}
+
+TEST(ReduceOpTest, ValidityTable) {
+  EXPECT_TRUE(ValidateReduceOp(ReduceOpKind::kSum, DType::kBool).ok());
+  EXPECT_TRUE(ValidateReduceOp(ReduceOpKind::kMax, DType::kBFloat16).ok());
+  EXPECT_TRUE(ValidateReduceOp(ReduceOpKind::kBxor, DType::kInt64).ok());
+  EXPECT_TRUE(ValidateReduceOp(ReduceOpKind::kBand, DType::kBool).ok());
+  EXPECT_TRUE(ValidateReduceOp(ReduceOpKind::kAvg, DType::kFloat16).ok());
+  EXPECT_TRUE(ValidateReduceOp(ReduceOp::PremulSum(0.5), DType::kFloat64).ok());
+
+  absl::Status bxor = ValidateReduceOp(ReduceOpKind::kBxor, DType::kFloat32);
+  EXPECT_EQ(bxor.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bxor.message().find("BXOR"), absl::string_view::npos);
+  EXPECT_NE(bxor.message().find("float32"), absl::string_view::npos);
+  EXPECT_FALSE(ValidateReduceOp(ReduceOpKind::kAvg, DType::kInt32).ok());
+  EXPECT_FALSE(ValidateReduceOp(ReduceOp::PremulSum(2), DType::kUInt8).ok());
+}
+
+TEST(ReduceOpTest, EveryPairIsDecided) {
+  // Each pair is either valid or rejected with a message naming op and dtype.
+  for (ReduceOpKind kind : kAllReduceOpKinds) {
+    for (DType dtype : kAllDTypes) {
+      absl::Status status = ValidateReduceOp(kind, dtype);
+      if (!status.ok()) {
+        EXPECT_NE(status.message().find(DTypeName(dtype)), absl::string_view::npos) << status;
+      }
+    }
+  }
+  EXPECT_EQ(*ParseReduceOp("prod"), ReduceOpKind::kProduct);
+  EXPECT_EQ(*ParseReduceOp("premul_sum"), ReduceOpKind::kPremulSum);
+  EXPECT_FALSE(ParseReduceOp("median").ok());
+  EXPECT_EQ(ReduceOpName(ReduceOp::PremulSum(0.25)), "PREMUL_SUM(0.25)");
+}
+
+TEST(DeviceTest, Parse) {
+  EXPECT_EQ(*ParseDevice("cpu"), Device::Cpu());
+  EXPECT_EQ(*ParseDevice("cuda"), Device::Cuda(0));
+  EXPECT_EQ(*ParseDevice("cuda:3"), Device::Cuda(3));
+  EXPECT_EQ(Device::Cuda(3).ToString(), "cuda:3");
+  EXPECT_FALSE(ParseDevice("cuda:-1").ok());
+  EXPECT_FALSE(ParseDevice("cpu:1").ok());
+  auto bad = ParseDevice("tpu:0");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("cpu, cuda"), absl::string_view::npos);
+}
+
+TEST(TensorTest, ContiguityAndSizes) {
+  std::vector<float> data(12);
+  Tensor t(data.data(), DType::kFloat32, Shape{3, 4});
+  EXPECT_EQ(t.numel(), 12);
+  EXPECT_EQ(t.nbytes(), 48u);
+  EXPECT_TRUE(t.IsContiguous());
+  EXPECT_TRUE(t.CheckContiguous("all_reduce", "input").ok());
+
+  Tensor transposed(data.data(), DType::kFloat32, Shape{4, 3}, Shape{1, 4}, Device::Cpu());
+  EXPECT_FALSE(transposed.IsContiguous());
+  absl::Status status = transposed.CheckContiguous("all_reduce", "input");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("all_reduce: input is not contiguous"), absl::string_view::npos);
+  EXPECT_NE(status.message().find("strides [1, 4]"), absl::string_view::npos);
+
+  // Size-1 dimensions may carry any stride.
+  Tensor unit(data.data(), DType::kFloat32, Shape{1, 12}, Shape{99, 1}, Device::Cpu());
+  EXPECT_TRUE(unit.IsContiguous());
+
+  Tensor empty(nullptr, DType::kInt8, Shape{0});
+  EXPECT_TRUE(empty.CheckContiguous("broadcast", "tensor").ok());
+  Tensor null_data(nullptr, DType::kInt8, Shape{5});
+  EXPECT_FALSE(null_data.CheckContiguous("broadcast", "tensor").ok());
+
+  Tensor slice = t.Slice(4, 4);
+  EXPECT_EQ(slice.data(), data.data() + 4);
+  EXPECT_EQ(slice.numel(), 4);
+  EXPECT_EQ(t.DebugString(), "float32[3, 4] on cpu");
+}
+
+TEST(OptionsTest, TimeoutResolution) {
+  AllReduceOptions options;
+  EXPECT_EQ(ResolveTimeout(options.timeout, absl::Seconds(7)), absl::Seconds(7));
+  options.timeout = absl::Milliseconds(5);
+  EXPECT_EQ(ResolveTimeout(options.timeout, absl::Seconds(7)), absl::Milliseconds(5));
+}
+
+absl::StatusOr<int> Half(int x) {
+  if (x % 2 != 0) return absl::InvalidArgumentError("odd");
+  return x / 2;
+}
+
+absl::StatusOr<int> Quarter(int x) {
+  ASSIGN_OR_RETURN(int half, Half(x));
+  ASSIGN_OR_RETURN(int quarter, Half(half));
+  return quarter;
+}
+
+absl::Status CheckEven(int x) {
+  RETURN_IF_ERROR(Half(x).status());
+  return absl::OkStatus();
+}
+
+TEST(StatusMacrosTest, PropagateErrorsAndValues) {
+  EXPECT_EQ(*Quarter(8), 2);
+  EXPECT_EQ(Quarter(6).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(CheckEven(4).ok());
+  EXPECT_FALSE(CheckEven(3).ok());
+}
+
+}  // namespace
+}  // namespace plexus

@@ -1,0 +1,103 @@
+// Work: the one asynchronous handle every collective, send and receive returns.
+//
+// A producer (a backend or algorithm) creates the Work, records bytes as they move, and calls
+// Complete() exactly once with the outcome. Consumers Wait() with a deadline, poll
+// IsCompleted(), or register OnComplete() callbacks. Thread-safe throughout.
+#ifndef PLEXUS_FRONTEND_WORK_WORK_H_
+#define PLEXUS_FRONTEND_WORK_WORK_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace plexus {
+
+class Work {
+ public:
+  using Callback = std::function<void(const absl::Status&)>;
+
+  struct Stats {
+    int64_t bytes_sent = 0;
+    int64_t bytes_received = 0;
+    absl::Duration duration;  // From construction to completion (so far, if still running).
+    int world_size = 0;       // Ranks in the group the operation ran over.
+  };
+
+  // `op_name` (e.g. "all_reduce") and `sequence` appear in timeout messages.
+  Work(std::string op_name, int world_size, int64_t sequence = -1);
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+
+  // A Work that is already complete with `status`.
+  static std::shared_ptr<Work> Finished(absl::Status status, std::string op_name = "",
+                                        int world_size = 0);
+
+  // Blocks until completion or until `timeout` has passed. Returns the operation's status, or
+  // DeadlineExceeded naming the op if it was still running. A timed-out wait does not cancel
+  // the operation; waiting again is allowed. Safe from any number of threads.
+  absl::Status Wait(absl::Duration timeout);
+
+  bool IsCompleted() const;
+
+  // The final status; Unknown("... still running") before completion.
+  absl::Status status() const;
+
+  // Registers `callback` to run exactly once with the final status. If the Work is already
+  // complete it runs now, in this thread; otherwise it runs in the thread that calls
+  // Complete(), after the lock is released. Callbacks run in registration order.
+  void OnComplete(Callback callback);
+
+  Stats stats() const;
+  const std::string& op_name() const { return op_name_; }
+  int64_t sequence() const { return sequence_; }
+
+  // Rank a receive-from-any-source matched; -1 until known or for other operations.
+  int source_rank() const { return source_rank_.load(std::memory_order_acquire); }
+
+  // --- Producer side ---
+
+  // Completes the Work with `status`. The first call wins and returns true; later calls change
+  // nothing and return false (so racing error paths may all call it).
+  bool Complete(absl::Status status);
+
+  void AddBytesSent(int64_t bytes) { bytes_sent_.fetch_add(bytes, std::memory_order_relaxed); }
+  void AddBytesReceived(int64_t bytes) {
+    bytes_received_.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  void SetSourceRank(int rank) { source_rank_.store(rank, std::memory_order_release); }
+
+ private:
+  const std::string op_name_;
+  const int world_size_;
+  const int64_t sequence_;
+  const absl::Time start_;
+
+  std::atomic<int64_t> bytes_sent_{0};
+  std::atomic<int64_t> bytes_received_{0};
+  std::atomic<int> source_rank_{-1};
+
+  mutable absl::Mutex mu_;
+  bool completed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  absl::Time end_ ABSL_GUARDED_BY(mu_);
+  std::vector<Callback> callbacks_ ABSL_GUARDED_BY(mu_);
+};
+
+using WorkPtr = std::shared_ptr<Work>;
+
+// Waits for every Work in `works` within one shared deadline; returns the first error seen
+// (in order), or DeadlineExceeded when time runs out.
+absl::Status WaitAll(const std::vector<WorkPtr>& works, absl::Duration timeout);
+
+}  // namespace plexus
+
+#endif  // PLEXUS_FRONTEND_WORK_WORK_H_

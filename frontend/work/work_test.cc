@@ -1,0 +1,125 @@
+#include "frontend/work/work.h"
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace plexus {
+namespace {
+
+TEST(WorkTest, WaitTimesOutWithClearMessageAndCanWaitAgain) {
+  Work work("all_reduce", 4, 17);
+  const absl::Time start = absl::Now();
+  absl::Status status = work.Wait(absl::Milliseconds(50));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(50));
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(status.message().find("all_reduce (sequence 17)"), std::string_view::npos) << status;
+  EXPECT_NE(status.message().find("4 ranks"), std::string_view::npos) << status;
+  EXPECT_FALSE(work.IsCompleted());
+  EXPECT_EQ(work.status().code(), absl::StatusCode::kUnknown);
+
+  EXPECT_TRUE(work.Complete(absl::OkStatus()));
+  EXPECT_TRUE(work.Wait(absl::Milliseconds(1)).ok());
+}
+
+TEST(WorkTest, FirstCompletionWins) {
+  Work work("broadcast", 2);
+  EXPECT_TRUE(work.Complete(absl::UnavailableError("peer 1 lost")));
+  EXPECT_FALSE(work.Complete(absl::OkStatus()));
+  EXPECT_EQ(work.Wait(absl::Seconds(1)).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(work.status().message(), "peer 1 lost");
+}
+
+TEST(WorkTest, CallbackRegisteredBeforeCompletionFiresOnceInCompleterThread) {
+  Work work("barrier", 3);
+  std::atomic<int> calls{0};
+  std::thread::id callback_thread;
+  work.OnComplete([&](const absl::Status& status) {
+    EXPECT_TRUE(status.ok());
+    callback_thread = std::this_thread::get_id();
+    ++calls;
+  });
+  EXPECT_EQ(calls.load(), 0);
+  std::thread completer([&] { work.Complete(absl::OkStatus()); });
+  const std::thread::id completer_id = completer.get_id();
+  completer.join();
+  work.Complete(absl::InternalError("late"));
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(callback_thread, completer_id);
+}
+
+TEST(WorkTest, CallbackAfterCompletionRunsInlineWithFinalStatus) {
+  WorkPtr work = Work::Finished(absl::AbortedError("aborted by user"), "send", 2);
+  int calls = 0;
+  work->OnComplete([&](const absl::Status& status) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kAborted);
+    ++calls;
+  });
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(WorkTest, CallbackMayUseTheWorkWithoutDeadlock) {
+  auto work = std::make_shared<Work>("recv", 2);
+  bool saw_completed = false;
+  work->OnComplete([&](const absl::Status&) {
+    saw_completed = work->IsCompleted() && work->stats().world_size == 2;
+  });
+  work->Complete(absl::OkStatus());
+  EXPECT_TRUE(saw_completed);
+}
+
+TEST(WorkTest, ConcurrentWaitersAllSeeTheResult) {
+  Work work("all_gather", 8);
+  constexpr int kWaiters = 16;
+  std::atomic<int> ok_count{0};
+  std::atomic<int> started{0};
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < kWaiters; ++i) {
+    waiters.emplace_back([&] {
+      ++started;
+      if (work.Wait(absl::Seconds(30)).ok()) ++ok_count;
+    });
+  }
+  // Completion may land before or after any waiter blocks; both must see OK.
+  work.AddBytesSent(100);
+  work.AddBytesReceived(300);
+  work.Complete(absl::OkStatus());
+  for (auto& t : waiters) t.join();
+  EXPECT_EQ(ok_count.load(), kWaiters);
+  Work::Stats stats = work.stats();
+  EXPECT_EQ(stats.bytes_sent, 100);
+  EXPECT_EQ(stats.bytes_received, 300);
+  EXPECT_EQ(stats.world_size, 8);
+  EXPECT_GE(stats.duration, absl::ZeroDuration());
+}
+
+TEST(WorkTest, DurationFreezesAtCompletion) {
+  Work work("scatter", 2);
+  work.Complete(absl::OkStatus());
+  absl::Duration first = work.stats().duration;
+  absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_EQ(work.stats().duration, first);
+}
+
+TEST(WorkTest, WaitAllReportsFirstErrorAndSharesDeadline) {
+  std::vector<WorkPtr> works = {Work::Finished(absl::OkStatus()),
+                                Work::Finished(absl::UnavailableError("rank 2 lost")),
+                                std::make_shared<Work>("recv", 2)};
+  absl::Status status = WaitAll(works, absl::Milliseconds(20));
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  works.resize(1);
+  works.push_back(std::make_shared<Work>("recv", 2));
+  EXPECT_EQ(WaitAll(works, absl::Milliseconds(20)).code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(WorkTest, SourceRank) {
+  Work work("recv_any_source", 4);
+  EXPECT_EQ(work.source_rank(), -1);
+  work.SetSourceRank(3);
+  EXPECT_EQ(work.source_rank(), 3);
+}
+
+}  // namespace
+}  // namespace plexus
