@@ -1,0 +1,45 @@
+// HashStore: a Store in this process's memory, for threads of one process and for tests.
+#ifndef PLEXUS_FRONTEND_STORE_HASH_STORE_H_
+#define PLEXUS_FRONTEND_STORE_HASH_STORE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "frontend/store/key_value_table.h"
+#include "frontend/store/store.h"
+
+namespace plexus {
+
+class HashStore : public Store {
+ public:
+  explicit HashStore(absl::Duration timeout = kDefaultStoreTimeout) : Store(timeout) {}
+
+  absl::Status Set(absl::string_view key, absl::string_view value) override;
+  absl::StatusOr<std::string> Get(absl::string_view key) override;
+  absl::StatusOr<int64_t> Add(absl::string_view key, int64_t delta) override;
+  absl::StatusOr<std::string> CompareSet(absl::string_view key, absl::string_view expected,
+                                         absl::string_view desired) override;
+  absl::Status Wait(absl::Span<const std::string> keys, absl::Duration timeout) override;
+  using Store::Wait;
+  absl::StatusOr<bool> Check(absl::Span<const std::string> keys) override;
+  absl::StatusOr<bool> DeleteKey(absl::string_view key) override;
+  absl::StatusOr<int64_t> NumKeys() override;
+  absl::StatusOr<std::vector<std::string>> MultiGet(absl::Span<const std::string> keys) override;
+  absl::Status MultiSet(absl::Span<const std::string> keys,
+                        absl::Span<const std::string> values) override;
+  absl::Status Append(absl::string_view key, absl::string_view value) override;
+
+ private:
+  // Waits (holding mu_) until all keys exist or `timeout` passes.
+  absl::Status AwaitKeys(absl::Span<const std::string> keys, absl::Duration timeout)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex mu_;
+  KeyValueTable table_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace plexus
+
+#endif  // PLEXUS_FRONTEND_STORE_HASH_STORE_H_

@@ -1,0 +1,81 @@
+// TCPStore: a Store served over TCP by a TCPStoreServer, as c10d's TCPStore.
+//
+// One process (usually rank 0) creates it with is_server = true, which starts the server in a
+// thread of that process; every process, the server's included, talks to it as a client.
+// Clients connect with retry and backoff until `timeout`, so ranks may start in any order.
+// Requests on one TCPStore are serialised; use one TCPStore per thread for parallelism.
+#ifndef PLEXUS_FRONTEND_STORE_TCP_STORE_H_
+#define PLEXUS_FRONTEND_STORE_TCP_STORE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "frontend/store/socket_util.h"
+#include "frontend/store/store.h"
+#include "frontend/store/tcp_store_protocol.h"
+#include "frontend/store/tcp_store_server.h"
+
+namespace plexus {
+
+struct TCPStoreOptions {
+  std::string host = "127.0.0.1";  // Server address; the server binds it when is_server.
+  int port = 0;                    // 0 with is_server picks a free port; see TCPStore::port().
+  bool is_server = false;
+  // Clients expected, the server's own included (torch's world_size). 0 = unknown.
+  int world_size = 0;
+  // With is_server and world_size > 0, Create() returns only once world_size clients joined.
+  bool wait_for_workers = true;
+  absl::Duration timeout = kDefaultStoreTimeout;  // Connecting, and every blocking operation.
+  uint64_t max_frame_bytes = tcp_store::kDefaultMaxFrameBytes;
+};
+
+class TCPStore : public Store {
+ public:
+  static absl::StatusOr<std::unique_ptr<TCPStore>> Create(TCPStoreOptions options);
+  ~TCPStore() override;
+
+  absl::Status Set(absl::string_view key, absl::string_view value) override;
+  absl::StatusOr<std::string> Get(absl::string_view key) override;
+  absl::StatusOr<int64_t> Add(absl::string_view key, int64_t delta) override;
+  absl::StatusOr<std::string> CompareSet(absl::string_view key, absl::string_view expected,
+                                         absl::string_view desired) override;
+  absl::Status Wait(absl::Span<const std::string> keys, absl::Duration timeout) override;
+  using Store::Wait;
+  absl::StatusOr<bool> Check(absl::Span<const std::string> keys) override;
+  absl::StatusOr<bool> DeleteKey(absl::string_view key) override;
+  absl::StatusOr<int64_t> NumKeys() override;
+  absl::StatusOr<std::vector<std::string>> MultiGet(absl::Span<const std::string> keys) override;
+  absl::Status MultiSet(absl::Span<const std::string> keys,
+                        absl::Span<const std::string> values) override;
+  absl::Status Append(absl::string_view key, absl::string_view value) override;
+
+  // Waits until `count` clients are connected to the server.
+  absl::Status WaitForClients(int count, absl::Duration timeout);
+
+  const std::string& host() const { return options_.host; }
+  int port() const { return port_; }
+  bool is_server() const { return server_ != nullptr; }
+
+ private:
+  TCPStore(TCPStoreOptions options, std::unique_ptr<TCPStoreServer> server, int port,
+           ScopedFd socket);
+
+  // Sends one request and reads its response payload (after the status byte). `wait` is how
+  // long the server may legitimately hold the request before answering.
+  absl::StatusOr<std::string> Call(absl::string_view op_name, const tcp_store::Encoder& request,
+                                   absl::Duration wait = absl::ZeroDuration());
+
+  const TCPStoreOptions options_;
+  const std::unique_ptr<TCPStoreServer> server_;  // Declared first: destroyed last.
+  const int port_;
+  absl::Mutex mu_;
+  ScopedFd socket_ ABSL_GUARDED_BY(mu_);
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);  // Set once the connection is unusable.
+};
+
+}  // namespace plexus
+
+#endif  // PLEXUS_FRONTEND_STORE_TCP_STORE_H_

@@ -1,0 +1,457 @@
+#include "frontend/store/tcp_store_server.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "frontend/core/logging.h"
+#include "frontend/core/status_macros.h"
+#include "frontend/store/store.h"
+
+namespace plexus {
+
+using tcp_store::Decoder;
+using tcp_store::Encoder;
+using tcp_store::Opcode;
+
+namespace {
+
+constexpr uint64_t kListenerId = 0;
+constexpr uint64_t kWakeupId = 1;
+constexpr size_t kReadChunk = 64 * 1024;
+constexpr int64_t kMaxWaitMs = int64_t{365} * 24 * 3600 * 1000;
+
+std::string OkFrame() { return Encoder().U8(static_cast<uint8_t>(absl::StatusCode::kOk)).Frame(); }
+
+}  // namespace
+
+struct TCPStoreServer::Waiter {
+  Opcode op;
+  std::vector<std::string> keys;
+  int64_t client_count = 0;  // For kWaitClients.
+  absl::Duration timeout;
+  absl::Time deadline;
+};
+
+struct TCPStoreServer::Connection {
+  uint64_t id = 0;
+  ScopedFd fd;
+  bool handshaken = false;
+  absl::Time handshake_deadline;
+  bool broken = false;  // A write failed; closed by the loop after the current event.
+  bool want_write = false;
+  std::string in;
+  std::string out;
+  std::optional<Waiter> waiter;  // At most one parked request; input pauses behind it.
+};
+
+absl::StatusOr<std::unique_ptr<TCPStoreServer>> TCPStoreServer::Start(
+    TCPStoreServerOptions options) {
+  ASSIGN_OR_RETURN(ScopedFd listener, ListenTcp(options.host, options.port));
+  ASSIGN_OR_RETURN(int port, LocalPort(listener.get()));
+  ScopedFd epoll(epoll_create1(EPOLL_CLOEXEC));
+  ScopedFd wakeup(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!epoll.valid() || !wakeup.valid()) {
+    return absl::InternalError(absl::StrCat("TCPStore server: epoll/eventfd: ", strerror(errno)));
+  }
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.u64 = kListenerId;
+  epoll_ctl(epoll.get(), EPOLL_CTL_ADD, listener.get(), &event);
+  event.data.u64 = kWakeupId;
+  epoll_ctl(epoll.get(), EPOLL_CTL_ADD, wakeup.get(), &event);
+  return std::unique_ptr<TCPStoreServer>(new TCPStoreServer(
+      std::move(options), std::move(listener), port, std::move(epoll), std::move(wakeup)));
+}
+
+TCPStoreServer::TCPStoreServer(TCPStoreServerOptions options, ScopedFd listener, int port,
+                               ScopedFd epoll, ScopedFd wakeup)
+    : options_(std::move(options)),
+      listener_(std::move(listener)),
+      port_(port),
+      epoll_(std::move(epoll)),
+      wakeup_(std::move(wakeup)) {
+  next_id_ = kWakeupId + 1;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+TCPStoreServer::~TCPStoreServer() {
+  stopping_.store(true);
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(wakeup_.get(), &one, sizeof(one));
+  thread_.join();
+}
+
+void TCPStoreServer::Loop() {
+  epoll_event events[64];
+  while (!stopping_.load()) {
+    int n = epoll_wait(epoll_.get(), events, 64, NextTimeoutMs());
+    if (n < 0 && errno != EINTR) {
+      Log(LogLevel::kError, absl::StrCat("TCPStore server: epoll_wait: ", strerror(errno)));
+      break;
+    }
+    for (int i = 0; i < n; ++i) {
+      const uint64_t id = events[i].data.u64;
+      if (id == kListenerId) {
+        AcceptAll();
+      } else if (id == kWakeupId) {
+        uint64_t count;
+        [[maybe_unused]] ssize_t r = read(wakeup_.get(), &count, sizeof(count));
+      } else {
+        if (events[i].events & EPOLLOUT) OnWritable(id);
+        if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) OnReadable(id);
+      }
+    }
+    ExpireHandshakes();
+    ServeWaiters();
+  }
+  connections_.clear();
+}
+
+void TCPStoreServer::AcceptAll() {
+  while (true) {
+    int fd = accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        Log(LogLevel::kWarning, absl::StrCat("TCPStore server: accept: ", strerror(errno)));
+      }
+      return;
+    }
+    SetNoDelay(fd);
+    auto connection = std::make_unique<Connection>();
+    connection->id = next_id_++;
+    connection->fd.Reset(fd);
+    connection->handshake_deadline = absl::Now() + options_.handshake_timeout;
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.u64 = connection->id;
+    epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event);
+    connections_[connection->id] = std::move(connection);
+  }
+}
+
+void TCPStoreServer::OnReadable(uint64_t id) {
+  auto it = connections_.find(id);
+  if (it == connections_.end()) return;
+  Connection& connection = *it->second;
+  // Bounded by one maximal frame plus its header and the handshake; a peer that sends more
+  // while a request is parked is misbehaving.
+  const size_t limit = options_.max_frame_bytes + tcp_store::kFrameHeaderBytes +
+                       tcp_store::kHandshakeBytes;
+  char chunk[kReadChunk];
+  while (true) {
+    ssize_t n = recv(connection.fd.get(), chunk, sizeof(chunk), 0);
+    if (n > 0) {
+      connection.in.append(chunk, static_cast<size_t>(n));
+      if (connection.in.size() > limit) {
+        CloseConnection(id, "sent more than one maximal frame ahead", /*rejected=*/true);
+        return;
+      }
+      continue;
+    }
+    if (n == 0) {
+      CloseConnection(id, "peer closed the connection", /*rejected=*/false);
+      return;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    CloseConnection(id, absl::StrCat("recv: ", strerror(errno)), /*rejected=*/false);
+    return;
+  }
+  if (ProcessInput(connection) && connection.broken) {
+    CloseConnection(id, "write failed", /*rejected=*/false);
+  }
+}
+
+void TCPStoreServer::OnWritable(uint64_t id) {
+  auto it = connections_.find(id);
+  if (it == connections_.end()) return;
+  Connection& connection = *it->second;
+  Reply(connection, "");
+  if (connection.broken) {
+    CloseConnection(id, "write failed", /*rejected=*/false);
+    return;
+  }
+  if (!connection.want_write && ProcessInput(connection) && connection.broken) {
+    CloseConnection(id, "write failed", /*rejected=*/false);
+  }
+}
+
+bool TCPStoreServer::ProcessInput(Connection& connection) {
+  const uint64_t id = connection.id;
+  size_t pos = 0;
+  if (!connection.handshaken) {
+    if (connection.in.size() < tcp_store::kHandshakeBytes) return true;
+    uint16_t ignored;
+    absl::Status handshake = tcp_store::ParseHandshake(
+        absl::string_view(connection.in).substr(0, tcp_store::kHandshakeBytes), &ignored);
+    if (!handshake.ok()) {
+      CloseConnection(id, absl::StrCat("handshake: ", handshake.message()), /*rejected=*/true);
+      return false;
+    }
+    connection.handshaken = true;
+    connected_.fetch_add(1);
+    Reply(connection, tcp_store::HandshakeBytes(0));
+    pos = tcp_store::kHandshakeBytes;
+  }
+  while (!connection.waiter.has_value() && !connection.broken &&
+         connection.out.size() < options_.max_frame_bytes) {
+    const size_t available = connection.in.size() - pos;
+    if (available < tcp_store::kFrameHeaderBytes) break;
+    const uint64_t length = tcp_store::FrameLength(connection.in.data() + pos);
+    if (length > options_.max_frame_bytes) {
+      CloseConnection(id,
+                      absl::StrCat("frame of ", length, " bytes exceeds the cap of ",
+                                   options_.max_frame_bytes),
+                      /*rejected=*/true);
+      return false;
+    }
+    if (available - tcp_store::kFrameHeaderBytes < length) break;
+    absl::string_view payload(connection.in.data() + pos + tcp_store::kFrameHeaderBytes, length);
+    absl::Status handled = HandleRequest(connection, payload);
+    if (!handled.ok()) {
+      CloseConnection(id, absl::StrCat("bad request: ", handled.message()), /*rejected=*/true);
+      return false;
+    }
+    pos += tcp_store::kFrameHeaderBytes + length;
+  }
+  connection.in.erase(0, pos);
+  return true;
+}
+
+absl::Status TCPStoreServer::HandleRequest(Connection& connection, absl::string_view payload) {
+  Decoder in(payload);
+  ASSIGN_OR_RETURN(uint8_t raw_op, in.U8());
+  const Opcode op = static_cast<Opcode>(raw_op);
+  auto wait_for = [&](std::vector<std::string> keys, int64_t client_count) -> absl::Status {
+    ASSIGN_OR_RETURN(int64_t timeout_ms, in.I64());
+    RETURN_IF_ERROR(in.Done());
+    const absl::Duration timeout = absl::Milliseconds(std::clamp<int64_t>(timeout_ms, 0, kMaxWaitMs));
+    Waiter waiter{op, std::move(keys), client_count, timeout, absl::Now() + timeout};
+    if (WaiterReady(waiter)) {
+      AnswerWaiter(connection, waiter);
+    } else {
+      connection.waiter = std::move(waiter);
+    }
+    return absl::OkStatus();
+  };
+  switch (op) {
+    case Opcode::kSet: {
+      ASSIGN_OR_RETURN(std::string key, in.Str());
+      ASSIGN_OR_RETURN(std::string value, in.Str());
+      RETURN_IF_ERROR(in.Done());
+      table_.Set(key, value);
+      Reply(connection, OkFrame());
+      return absl::OkStatus();
+    }
+    case Opcode::kGet: {
+      ASSIGN_OR_RETURN(std::string key, in.Str());
+      return wait_for({std::move(key)}, 0);
+    }
+    case Opcode::kAdd: {
+      ASSIGN_OR_RETURN(std::string key, in.Str());
+      ASSIGN_OR_RETURN(int64_t delta, in.I64());
+      RETURN_IF_ERROR(in.Done());
+      absl::StatusOr<int64_t> value = table_.Add(key, delta);
+      if (!value.ok()) {
+        ReplyError(connection, value.status());
+      } else {
+        Reply(connection, Encoder().U8(0).I64(*value).Frame());
+      }
+      return absl::OkStatus();
+    }
+    case Opcode::kCompareSet: {
+      ASSIGN_OR_RETURN(std::string key, in.Str());
+      ASSIGN_OR_RETURN(std::string expected, in.Str());
+      ASSIGN_OR_RETURN(std::string desired, in.Str());
+      RETURN_IF_ERROR(in.Done());
+      Reply(connection, Encoder().U8(0).Str(table_.CompareSet(key, expected, desired)).Frame());
+      return absl::OkStatus();
+    }
+    case Opcode::kWait:
+    case Opcode::kMultiGet: {
+      ASSIGN_OR_RETURN(std::vector<std::string> keys, in.StrList());
+      return wait_for(std::move(keys), 0);
+    }
+    case Opcode::kCheck: {
+      ASSIGN_OR_RETURN(std::vector<std::string> keys, in.StrList());
+      RETURN_IF_ERROR(in.Done());
+      Reply(connection, Encoder().U8(0).U8(table_.ContainsAll(keys) ? 1 : 0).Frame());
+      return absl::OkStatus();
+    }
+    case Opcode::kDelete: {
+      ASSIGN_OR_RETURN(std::string key, in.Str());
+      RETURN_IF_ERROR(in.Done());
+      Reply(connection, Encoder().U8(0).U8(table_.Delete(key) ? 1 : 0).Frame());
+      return absl::OkStatus();
+    }
+    case Opcode::kNumKeys: {
+      RETURN_IF_ERROR(in.Done());
+      Reply(connection, Encoder().U8(0).I64(table_.size()).Frame());
+      return absl::OkStatus();
+    }
+    case Opcode::kMultiSet: {
+      ASSIGN_OR_RETURN(std::vector<std::string> keys, in.StrList());
+      ASSIGN_OR_RETURN(std::vector<std::string> values, in.StrList());
+      RETURN_IF_ERROR(in.Done());
+      absl::Status sizes = CheckMultiSetSizes(keys, values);
+      if (!sizes.ok()) {
+        ReplyError(connection, sizes);
+        return absl::OkStatus();
+      }
+      for (size_t i = 0; i < keys.size(); ++i) table_.Set(keys[i], values[i]);
+      Reply(connection, OkFrame());
+      return absl::OkStatus();
+    }
+    case Opcode::kAppend: {
+      ASSIGN_OR_RETURN(std::string key, in.Str());
+      ASSIGN_OR_RETURN(std::string value, in.Str());
+      RETURN_IF_ERROR(in.Done());
+      table_.Append(key, value);
+      Reply(connection, OkFrame());
+      return absl::OkStatus();
+    }
+    case Opcode::kWaitClients: {
+      ASSIGN_OR_RETURN(int64_t count, in.I64());
+      return wait_for({}, count);
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown opcode ", raw_op));
+}
+
+bool TCPStoreServer::WaiterReady(const Waiter& waiter) const {
+  if (waiter.op == Opcode::kWaitClients) return connected_.load() >= waiter.client_count;
+  return table_.ContainsAll(waiter.keys);
+}
+
+void TCPStoreServer::AnswerWaiter(Connection& connection, const Waiter& waiter) {
+  if (!WaiterReady(waiter)) {
+    if (waiter.op == Opcode::kWaitClients) {
+      ReplyError(connection, absl::DeadlineExceededError(absl::StrCat(
+                                 "timed out after ", absl::FormatDuration(waiter.timeout),
+                                 " waiting for ", waiter.client_count, " clients; ",
+                                 JoinedDetail())));
+    } else {
+      ReplyError(connection,
+                 WaitTimeoutError(waiter.timeout, table_.Missing(waiter.keys), JoinedDetail()));
+    }
+    return;
+  }
+  Encoder out;
+  out.U8(0);
+  if (waiter.op == Opcode::kGet) out.Str(*table_.Find(waiter.keys[0]));
+  if (waiter.op == Opcode::kMultiGet) {
+    std::vector<std::string> values;
+    values.reserve(waiter.keys.size());
+    for (const std::string& key : waiter.keys) values.push_back(*table_.Find(key));
+    out.StrList(values);
+  }
+  Reply(connection, out.Frame());
+}
+
+void TCPStoreServer::ServeWaiters() {
+  const absl::Time now = absl::Now();
+  std::vector<uint64_t> answered;
+  for (auto& [id, connection] : connections_) {
+    if (!connection->waiter.has_value()) continue;
+    if (!WaiterReady(*connection->waiter) && connection->waiter->deadline > now) continue;
+    Waiter waiter = std::move(*connection->waiter);
+    connection->waiter.reset();
+    AnswerWaiter(*connection, waiter);
+    answered.push_back(id);
+  }
+  // Requests queued behind an answered waiter run now; they may change the table and so
+  // satisfy other waiters, which the next loop iteration serves.
+  for (uint64_t id : answered) {
+    auto it = connections_.find(id);
+    if (it == connections_.end()) continue;
+    if (ProcessInput(*it->second) && it->second->broken) {
+      CloseConnection(id, "write failed", /*rejected=*/false);
+    }
+  }
+}
+
+void TCPStoreServer::ExpireHandshakes() {
+  const absl::Time now = absl::Now();
+  std::vector<uint64_t> expired;
+  for (const auto& [id, connection] : connections_) {
+    if (!connection->handshaken && connection->handshake_deadline <= now) expired.push_back(id);
+  }
+  for (uint64_t id : expired) {
+    CloseConnection(id,
+                    absl::StrCat("no handshake within ",
+                                 absl::FormatDuration(options_.handshake_timeout)),
+                    /*rejected=*/true);
+  }
+}
+
+int TCPStoreServer::NextTimeoutMs() const {
+  absl::Time next = absl::Now() + absl::Seconds(1);
+  for (const auto& [id, connection] : connections_) {
+    if (!connection->handshaken) next = std::min(next, connection->handshake_deadline);
+    if (connection->waiter.has_value()) next = std::min(next, connection->waiter->deadline);
+  }
+  return static_cast<int>(
+      std::max<int64_t>(0, absl::ToInt64Milliseconds(absl::Ceil(next - absl::Now(),
+                                                                  absl::Milliseconds(1)))));
+}
+
+std::string TCPStoreServer::JoinedDetail() const {
+  if (options_.expected_clients > 0) {
+    return absl::StrCat(connected_.load(), "/", options_.expected_clients, " clients joined");
+  }
+  return absl::StrCat(connected_.load(), " clients connected");
+}
+
+void TCPStoreServer::Reply(Connection& connection, const std::string& frame) {
+  connection.out += frame;
+  while (!connection.out.empty()) {
+    ssize_t n = send(connection.fd.get(), connection.out.data(), connection.out.size(),
+                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      connection.out.erase(0, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    connection.broken = true;
+    return;
+  }
+  const bool want_write = !connection.out.empty();
+  if (want_write != connection.want_write) {
+    connection.want_write = want_write;
+    epoll_event event{};
+    event.events = EPOLLIN | (want_write ? EPOLLOUT : 0);
+    event.data.u64 = connection.id;
+    epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, connection.fd.get(), &event);
+  }
+}
+
+void TCPStoreServer::ReplyError(Connection& connection, const absl::Status& status) {
+  Reply(connection,
+        Encoder().U8(static_cast<uint8_t>(status.code())).Str(status.message()).Frame());
+}
+
+void TCPStoreServer::CloseConnection(uint64_t id, absl::string_view reason, bool rejected) {
+  auto it = connections_.find(id);
+  if (it == connections_.end()) return;
+  Connection& connection = *it->second;
+  if (connection.handshaken) connected_.fetch_sub(1);
+  if (rejected) rejected_.fetch_add(1);
+  Log(rejected ? LogLevel::kWarning : LogLevel::kDebug,
+      absl::StrCat("TCPStore server on port ", port_, ": closing connection ", id, ": ", reason));
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, connection.fd.get(), nullptr);
+  connections_.erase(it);
+}
+
+}  // namespace plexus

@@ -1,0 +1,220 @@
+// TCPStore behaviour under load, bad input and missing servers.
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <thread>
+#include <vector>
+#include <memory>
+#include <string>
+
+#include "absl/base/internal/endian.h"
+#include "frontend/store/socket_util.h"
+#include "frontend/store/tcp_store.h"
+#include "frontend/store/tcp_store_protocol.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/subprocess.h"
+
+namespace plexus {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::unique_ptr<TCPStore> StartServer(int world_size = 0) {
+  TCPStoreOptions options;
+  options.is_server = true;
+  options.world_size = world_size;
+  options.wait_for_workers = false;
+  options.timeout = absl::Seconds(30);
+  auto store = TCPStore::Create(options);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return std::move(store).value();
+}
+
+int64_t ResidentKiB() {
+  long pages = 0, resident = 0;
+  FILE* f = fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+  fclose(f);
+  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+// True if the server closed `fd` within `within` (read returns 0 or an error).
+bool ClosedWithin(int fd, absl::Duration within) {
+  char buffer[256];
+  absl::Status status = RecvExact(fd, buffer, sizeof(buffer), absl::Now() + within);
+  return absl::IsUnavailable(status);
+}
+
+TEST(TCPStoreTest, SixtyFourProcessesAddToOneKey) {
+  auto server = StartServer(/*world_size=*/65);
+  constexpr int kClients = 64;
+  constexpr int kAdds = 1000;
+  const int port = server->port();
+  const absl::Time start = absl::Now();
+  absl::Status status = testing::RunInChildren(
+      kClients,
+      [port](int) {
+        TCPStoreOptions options;
+        options.port = port;
+        options.timeout = absl::Seconds(60);
+        auto client = TCPStore::Create(options);
+        if (!client.ok()) {
+          fprintf(stderr, "%s\n", std::string(client.status().message()).c_str());
+          return 1;
+        }
+        for (int i = 0; i < kAdds; ++i) {
+          if (!(*client)->Add("counter", 1).ok()) return 2;
+        }
+        return 0;
+      },
+      absl::Seconds(120));
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(*server->Get("counter"), std::to_string(kClients * kAdds));
+  EXPECT_LT(absl::Now() - start, absl::Minutes(1));
+}
+
+TEST(TCPStoreTest, GarbageBytesAreDisconnectedAndOthersKeepWorking) {
+  auto server = StartServer();
+  auto socket = ConnectTcpWithRetry("127.0.0.1", server->port(), absl::Now() + absl::Seconds(5));
+  ASSERT_TRUE(socket.ok()) << socket.status();
+  const std::string garbage = "GET / HTTP/1.1\r\nHost: plexus\r\n\r\n";
+  ASSERT_TRUE(SendAll(socket->get(), garbage, absl::Now() + absl::Seconds(1)).ok());
+  EXPECT_TRUE(ClosedWithin(socket->get(), absl::Seconds(1)));
+  EXPECT_TRUE(server->Set("still", "serving").ok());
+  EXPECT_EQ(*server->Get("still"), "serving");
+}
+
+TEST(TCPStoreTest, OversizedFrameHeaderIsDisconnectedWithoutGrowingMemory) {
+  auto server = StartServer();
+  ASSERT_TRUE(server->Set("warm", "up").ok());
+  const int64_t before = ResidentKiB();
+  for (int i = 0; i < 20; ++i) {
+    auto socket =
+        ConnectTcpWithRetry("127.0.0.1", server->port(), absl::Now() + absl::Seconds(5));
+    ASSERT_TRUE(socket.ok());
+    std::string bytes = tcp_store::HandshakeBytes(0);
+    char header[tcp_store::kFrameHeaderBytes];
+    absl::little_endian::Store64(header, uint64_t{1} << 40);  // A 1 TiB "value".
+    bytes.append(header, sizeof(header));
+    bytes.push_back(static_cast<char>(tcp_store::Opcode::kSet));
+    ASSERT_TRUE(SendAll(socket->get(), bytes, absl::Now() + absl::Seconds(1)).ok());
+    char handshake[tcp_store::kHandshakeBytes];
+    ASSERT_TRUE(RecvExact(socket->get(), handshake, sizeof(handshake),
+                          absl::Now() + absl::Seconds(1))
+                    .ok());
+    EXPECT_TRUE(ClosedWithin(socket->get(), absl::Seconds(1)));
+  }
+  EXPECT_LT(ResidentKiB() - before, 4 * 1024);
+  EXPECT_EQ(*server->Get("warm"), "up");
+}
+
+TEST(TCPStoreTest, TruncatedFieldsInsideAFrameAreRejected) {
+  auto server = StartServer();
+  auto socket = ConnectTcpWithRetry("127.0.0.1", server->port(), absl::Now() + absl::Seconds(5));
+  ASSERT_TRUE(socket.ok());
+  // A set whose key claims 4 GiB inside a 9-byte frame.
+  tcp_store::Encoder request;
+  request.U8(static_cast<uint8_t>(tcp_store::Opcode::kSet)).I64(-1);
+  std::string bytes = tcp_store::HandshakeBytes(0) + request.Frame();
+  ASSERT_TRUE(SendAll(socket->get(), bytes, absl::Now() + absl::Seconds(1)).ok());
+  char handshake[tcp_store::kHandshakeBytes];
+  ASSERT_TRUE(
+      RecvExact(socket->get(), handshake, sizeof(handshake), absl::Now() + absl::Seconds(1)).ok());
+  EXPECT_TRUE(ClosedWithin(socket->get(), absl::Seconds(1)));
+  EXPECT_TRUE(server->Set("alive", "yes").ok());
+}
+
+TEST(TCPStoreTest, WaitTimeoutNamesKeysAndJoinedClients) {
+  TCPStoreOptions options;
+  options.is_server = true;
+  options.world_size = 4;
+  options.wait_for_workers = false;
+  options.timeout = absl::Seconds(5);
+  auto server = TCPStore::Create(options);
+  ASSERT_TRUE(server.ok());
+  const absl::Time start = absl::Now();
+  absl::Status status = (*server)->Wait({"a", "b"}, absl::Milliseconds(200));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(status.message(), HasSubstr("timed out after 200ms waiting for keys [a, b]"));
+  EXPECT_THAT(status.message(), HasSubstr("1/4 clients joined"));
+}
+
+TEST(TCPStoreTest, WaitForWorkersTimesOutWithCount) {
+  TCPStoreOptions options;
+  options.is_server = true;
+  options.world_size = 3;
+  options.wait_for_workers = true;
+  options.timeout = absl::Milliseconds(300);
+  auto server = TCPStore::Create(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(server.status().message(), HasSubstr("1/3 clients joined"));
+}
+
+TEST(TCPStoreTest, WaitForWorkersReturnsWhenAllJoin) {
+  TCPStoreOptions options;
+  options.is_server = true;
+  options.world_size = 3;
+  options.timeout = absl::Seconds(30);
+  // Bind first to learn a free port, then let the two workers join the real server.
+  auto probe = ListenTcp("127.0.0.1", 0);
+  ASSERT_TRUE(probe.ok());
+  options.port = *LocalPort(probe->get());
+  probe->Reset();
+  std::vector<std::thread> workers;
+  std::atomic<int> ok_workers{0};
+  for (int i = 0; i < 2; ++i) {
+    workers.emplace_back([&] {
+      TCPStoreOptions worker = options;
+      worker.is_server = false;
+      auto client = TCPStore::Create(worker);  // Retries until the server below is up.
+      if (client.ok() && (*client)->Wait({"done"}, absl::Seconds(30)).ok()) ++ok_workers;
+    });
+  }
+  auto server = TCPStore::Create(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_TRUE((*server)->Set("done", "1").ok());
+  for (auto& worker : workers) worker.join();
+  EXPECT_EQ(ok_workers.load(), 2);
+}
+
+TEST(TCPStoreTest, ClientWithoutServerFailsAtItsTimeout) {
+  auto probe = ListenTcp("127.0.0.1", 0);
+  ASSERT_TRUE(probe.ok());
+  const int port = *LocalPort(probe->get());
+  probe->Reset();  // Nothing listens there now.
+  TCPStoreOptions options;
+  options.port = port;
+  options.timeout = absl::Milliseconds(500);
+  const absl::Time start = absl::Now();
+  auto client = TCPStore::Create(options);
+  const absl::Duration took = absl::Now() - start;
+  ASSERT_FALSE(client.ok());
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(client.status().message(),
+              HasSubstr("could not connect to 127.0.0.1:" + std::to_string(port)));
+  EXPECT_THAT(client.status().message(), HasSubstr("Connection refused"));
+  EXPECT_GE(took, absl::Milliseconds(450));
+  EXPECT_LT(took, absl::Seconds(3));
+}
+
+TEST(TCPStoreTest, LostServerIsUnavailable) {
+  auto server = StartServer();
+  TCPStoreOptions options;
+  options.port = server->port();
+  options.timeout = absl::Seconds(5);
+  auto client = TCPStore::Create(options);
+  ASSERT_TRUE(client.ok());
+  server.reset();
+  absl::Status status = (*client)->Set("k", "v");
+  if (status.ok()) status = (*client)->Set("k", "v");  // The first write may still be buffered.
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+}
+
+}  // namespace
+}  // namespace plexus

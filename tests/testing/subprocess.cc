@@ -1,0 +1,77 @@
+#include "tests/testing/subprocess.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace plexus::testing {
+
+absl::Status RunInChildren(int count, const std::function<int(int)>& body,
+                           absl::Duration timeout) {
+  fflush(stdout);
+  fflush(stderr);
+  std::vector<pid_t> pids;
+  for (int i = 0; i < count; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      int code = body(i);
+      fflush(stdout);
+      fflush(stderr);
+      _exit(code);
+    }
+    if (pid < 0) {
+      for (pid_t started : pids) kill(started, SIGKILL);
+      return absl::InternalError("fork failed");
+    }
+    pids.push_back(pid);
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  std::vector<int> statuses(count, -1);
+  int remaining = count;
+  std::string failures;
+  while (remaining > 0) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      for (int i = 0; i < count; ++i) {
+        if (pids[i] == pid) {
+          statuses[i] = status;
+          --remaining;
+        }
+      }
+      continue;
+    }
+    if (absl::Now() >= deadline) break;
+    absl::SleepFor(absl::Milliseconds(2));  // Polling for exit; not synchronisation.
+  }
+  for (int i = 0; i < count; ++i) {
+    if (statuses[i] == -1) {
+      kill(pids[i], SIGKILL);
+      waitpid(pids[i], nullptr, 0);
+      absl::StrAppend(&failures, " child ", i, " still running after ",
+                      absl::FormatDuration(timeout), " (killed);");
+    } else if (WIFSIGNALED(statuses[i])) {
+      absl::StrAppend(&failures, " child ", i, " killed by signal ", WTERMSIG(statuses[i]), ";");
+    } else if (WEXITSTATUS(statuses[i]) != 0) {
+      absl::StrAppend(&failures, " child ", i, " exited with ", WEXITSTATUS(statuses[i]), ";");
+    }
+  }
+  if (failures.empty()) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("subprocess failures:", failures));
+}
+
+std::string TempPath(const std::string& name) {
+  static std::atomic<int> counter{0};
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name, ".", getpid(), ".",
+                      counter.fetch_add(1));
+}
+
+}  // namespace plexus::testing
