@@ -1,0 +1,64 @@
+#include "frontend/dispatch/backend_registry.h"
+
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "frontend/core/logging.h"
+
+namespace plexus {
+
+BackendRegistry& BackendRegistry::Global() {
+  static auto* registry = new BackendRegistry();
+  return *registry;
+}
+
+absl::Status BackendRegistry::Register(BackendRegistration registration) {
+  const std::string& name = registration.name;
+  if (name.empty() || name != absl::AsciiStrToLower(name) ||
+      name.find_first_of(":, ") != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "backend name '", name, "' must be non-empty, lower case, without ':', ',' or spaces"));
+  }
+  if (registration.devices.empty() || !registration.factory) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend '", name, "' must list its devices and provide a factory"));
+  }
+  absl::MutexLock lock(&mu_);
+  if (registrations_.contains(name)) {
+    return absl::AlreadyExistsError(absl::StrCat("backend '", name, "' is already registered"));
+  }
+  registrations_.emplace(name, std::move(registration));
+  return absl::OkStatus();
+}
+
+bool BackendRegistry::Unregister(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  return registrations_.erase(name) > 0;
+}
+
+absl::StatusOr<BackendRegistration> BackendRegistry::Find(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = registrations_.find(name);
+  if (it != registrations_.end()) return it->second;
+  std::vector<std::string> names;
+  for (const auto& [known, unused] : registrations_) names.push_back(known);
+  return absl::NotFoundError(absl::StrCat(
+      "unknown backend '", name, "'; registered backends: ",
+      names.empty() ? "(none)" : absl::StrJoin(names, ", ")));
+}
+
+std::vector<std::string> BackendRegistry::Names() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> names;
+  for (const auto& [name, unused] : registrations_) names.push_back(name);
+  return names;
+}
+
+BackendRegisterer::BackendRegisterer(BackendRegistration registration) {
+  absl::Status status = BackendRegistry::Global().Register(std::move(registration));
+  if (!status.ok()) Log(LogLevel::kError, status.message());
+}
+
+}  // namespace plexus

@@ -1,0 +1,55 @@
+// BackendRegistry: maps backend names ("tcp", "gloo", or a name registered by code outside this
+// repository) to factories. Registration happens at run time, typically from a static
+// BackendRegisterer in the backend's own library; frontend code never names a backend.
+#ifndef PLEXUS_FRONTEND_DISPATCH_BACKEND_REGISTRY_H_
+#define PLEXUS_FRONTEND_DISPATCH_BACKEND_REGISTRY_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/btree_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "frontend/dispatch/backend.h"
+
+namespace plexus {
+
+using BackendFactory =
+    std::function<absl::StatusOr<std::shared_ptr<Backend>>(const BackendContext& context)>;
+
+struct BackendRegistration {
+  std::string name;                 // Lower-case identifier used in backend strings.
+  std::vector<DeviceType> devices;  // Devices "name" alone expands to.
+  BackendFactory factory;
+};
+
+class BackendRegistry {
+ public:
+  // The process-wide registry.
+  static BackendRegistry& Global();
+
+  // AlreadyExists if the name is taken; InvalidArgument for a malformed registration.
+  absl::Status Register(BackendRegistration registration);
+  // Returns whether a backend of that name was registered.
+  bool Unregister(const std::string& name);
+  absl::StatusOr<BackendRegistration> Find(const std::string& name) const;
+  std::vector<std::string> Names() const;  // Sorted.
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::btree_map<std::string, BackendRegistration> registrations_ ABSL_GUARDED_BY(mu_);
+};
+
+// Registers a backend when constructed; declare one at namespace scope in a backend's .cc.
+// A failed registration (duplicate name) is logged, not fatal.
+class BackendRegisterer {
+ public:
+  explicit BackendRegisterer(BackendRegistration registration);
+};
+
+}  // namespace plexus
+
+#endif  // PLEXUS_FRONTEND_DISPATCH_BACKEND_REGISTRY_H_

@@ -1,0 +1,52 @@
+#include "frontend/dispatch/init.h"
+
+#include <unistd.h>
+
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "frontend/core/status_macros.h"
+#include "frontend/store/prefix_store.h"
+
+namespace plexus {
+
+absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(InitOptions options,
+                                                               const EnvLookup& env) {
+  RendezvousResult rendezvous;
+  if (options.store != nullptr) {
+    if (options.rank < 0 || options.world_size < 1) {
+      return absl::InvalidArgumentError(
+          "init_process_group with a store needs rank and world_size");
+    }
+    rendezvous = {options.store, options.rank, options.world_size};
+  } else {
+    ASSIGN_OR_RETURN(rendezvous, Rendezvous(options.init_method, options.rank,
+                                            options.world_size, options.timeout, env));
+  }
+  auto store = std::make_shared<PrefixStore>(options.group_name, rendezvous.store);
+  // A second process claiming the same rank would deadlock or corrupt results later.
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  absl::BitGen gen;
+  const std::string token = absl::StrCat(host, ":", getpid(), ":", absl::Uniform<uint64_t>(gen));
+  ASSIGN_OR_RETURN(std::string owner,
+                   store->CompareSet(absl::StrCat("rank_owner/", rendezvous.rank), "", token));
+  if (owner != token) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "init_process_group: rank ", rendezvous.rank, " was already claimed by ", owner,
+        " (two processes were given the same rank)"));
+  }
+  RETURN_IF_ERROR(StoreBarrier(*store, "init", rendezvous.rank, rendezvous.world_size,
+                               options.timeout));
+  ProcessGroup::Config config;
+  config.name = options.group_name;
+  config.rank = rendezvous.rank;
+  config.size = rendezvous.world_size;
+  config.store = std::move(store);
+  config.backend = options.backend;
+  config.timeout = options.timeout;
+  return ProcessGroup::Create(std::move(config));
+}
+
+}  // namespace plexus

@@ -1,0 +1,31 @@
+// InitProcessGroup: forms the world group, as torch.distributed.init_process_group does.
+#ifndef PLEXUS_FRONTEND_DISPATCH_INIT_H_
+#define PLEXUS_FRONTEND_DISPATCH_INIT_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "frontend/dispatch/process_group.h"
+#include "frontend/dispatch/rendezvous.h"
+
+namespace plexus {
+
+struct InitOptions {
+  std::string backend = "tcp";        // Backend string, e.g. "cpu:tcp,cuda:nccl".
+  std::string init_method = "env://";  // Ignored when `store` is given.
+  int rank = -1;                       // -1: from the URL or the environment.
+  int world_size = -1;                 // -1: from the URL or the environment.
+  absl::Duration timeout = kDefaultGroupTimeout;  // Rendezvous and the group's default.
+  std::shared_ptr<Store> store;        // Use this store instead of the init method.
+  std::string group_name = "world";
+};
+
+// Rendezvous, check that each rank joined once, wait for all ranks, then build the backends.
+// Errors name the init method, the rank and how many ranks arrived.
+absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(InitOptions options,
+                                                               const EnvLookup& env = GetEnv);
+
+}  // namespace plexus
+
+#endif  // PLEXUS_FRONTEND_DISPATCH_INIT_H_

@@ -1,0 +1,281 @@
+#include "frontend/dispatch/process_group.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "frontend/core/status_macros.h"
+#include "frontend/dispatch/rendezvous.h"
+#include "frontend/dispatch/validate.h"
+#include "frontend/store/prefix_store.h"
+
+namespace plexus {
+
+absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Create(
+    Config config, const BackendRegistry& registry) {
+  if (config.size < 1 || config.rank < 0 || config.rank >= config.size) {
+    return absl::InvalidArgumentError(absl::StrCat("process group '", config.name, "': rank ",
+                                                   config.rank, " is outside [0, ", config.size,
+                                                   ")"));
+  }
+  if (config.global_ranks.empty()) {
+    for (int r = 0; r < config.size; ++r) config.global_ranks.push_back(r);
+  }
+  ASSIGN_OR_RETURN(std::vector<DeviceBackend> mapping,
+                   ParseBackendString(config.backend, registry));
+  // One instance per backend name, serving every device the string gives it.
+  std::vector<std::pair<DeviceType, std::shared_ptr<Backend>>> backends;
+  std::vector<std::string> created;
+  for (const DeviceBackend& entry : mapping) {
+    if (std::find(created.begin(), created.end(), entry.backend) != created.end()) continue;
+    created.push_back(entry.backend);
+    BackendContext context;
+    context.store = std::make_shared<PrefixStore>(absl::StrCat("backend.", entry.backend),
+                                                  config.store);
+    context.rank = config.rank;
+    context.size = config.size;
+    context.global_ranks = config.global_ranks;
+    context.group_name = config.name;
+    context.timeout = config.timeout;
+    for (const DeviceBackend& other : mapping) {
+      if (other.backend == entry.backend) context.devices.push_back(other.device);
+    }
+    ASSIGN_OR_RETURN(BackendRegistration registration, registry.Find(entry.backend));
+    auto backend = registration.factory(context);
+    if (!backend.ok()) {
+      return absl::Status(backend.status().code(),
+                          absl::StrCat("creating backend '", entry.backend, "' for group '",
+                                       config.name, "' on rank ", config.rank, ": ",
+                                       backend.status().message()));
+    }
+    for (DeviceType device : context.devices) backends.emplace_back(device, *backend);
+  }
+  return std::shared_ptr<ProcessGroup>(
+      new ProcessGroup(std::move(config), registry, std::move(mapping), std::move(backends)));
+}
+
+ProcessGroup::ProcessGroup(Config config, const BackendRegistry& registry,
+                           std::vector<DeviceBackend> mapping,
+                           std::vector<std::pair<DeviceType, std::shared_ptr<Backend>>> backends)
+    : config_(std::move(config)),
+      registry_(registry),
+      mapping_(std::move(mapping)),
+      backends_(std::move(backends)) {}
+
+absl::StatusOr<std::shared_ptr<Backend>> ProcessGroup::BackendFor(DeviceType device) const {
+  for (const auto& [served, backend] : backends_) {
+    if (served == device) return backend;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "no backend serves device ", DeviceTypeName(device), " in process group '", config_.name,
+      "' (backends '", backend_string(), "'); name one, e.g. \"", DeviceTypeName(device),
+      device == DeviceType::kCuda ? ":nccl\"" : ":tcp\""));
+}
+
+absl::StatusOr<std::shared_ptr<Backend>> ProcessGroup::Route(absl::string_view op,
+                                                             const Tensor& tensor) const {
+  auto backend = BackendFor(tensor.device().type);
+  if (!backend.ok()) {
+    return absl::Status(backend.status().code(),
+                        absl::StrCat(op, " on rank ", config_.rank, ": ",
+                                     backend.status().message()));
+  }
+  const std::vector<DType> dtypes = (*backend)->capabilities().dtypes;
+  if (std::find(dtypes.begin(), dtypes.end(), tensor.dtype()) == dtypes.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(op, " on rank ", config_.rank, ": backend '",
+                                                   (*backend)->name(), "' does not support dtype ",
+                                                   DTypeName(tensor.dtype())));
+  }
+  return backend;
+}
+
+absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::NewGroup(std::vector<int> ranks,
+                                                                     std::string backend) {
+  // Every rank takes an id, members or not, so ids agree across the parent group.
+  const int64_t id = next_subgroup_id_.fetch_add(1);
+  const std::string name = absl::StrCat(config_.name, ".", id);
+  std::sort(ranks.begin(), ranks.end());
+  if (ranks.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("new_group '", name, "': no ranks given"));
+  }
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] < 0 || ranks[i] >= config_.size) {
+      return absl::InvalidArgumentError(absl::StrCat("new_group '", name, "': rank ", ranks[i],
+                                                     " is outside [0, ", config_.size, ")"));
+    }
+    if (i > 0 && ranks[i] == ranks[i - 1]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("new_group '", name, "': rank ", ranks[i], " is listed twice"));
+    }
+  }
+  auto member = std::find(ranks.begin(), ranks.end(), config_.rank);
+  if (member == ranks.end()) return std::shared_ptr<ProcessGroup>();
+  Config config;
+  config.name = name;
+  config.rank = static_cast<int>(member - ranks.begin());
+  config.size = static_cast<int>(ranks.size());
+  for (int r : ranks) config.global_ranks.push_back(config_.global_ranks[r]);
+  config.store = std::make_shared<PrefixStore>(absl::StrCat("group.", id), config_.store);
+  config.backend = backend.empty() ? backend_string() : std::move(backend);
+  config.timeout = config_.timeout;
+  RETURN_IF_ERROR(StoreBarrier(*config.store, "new_group", config.rank, config.size,
+                               config.timeout));
+  return Create(std::move(config), registry_);
+}
+
+absl::Status ProcessGroup::Shutdown(absl::Duration timeout) {
+  ASSIGN_OR_RETURN(int64_t departed, config_.store->Add("departed", 1));
+  if (departed == config_.size) RETURN_IF_ERROR(config_.store->Set("all_departed", "1"));
+  if (config_.rank != 0) return absl::OkStatus();
+  absl::Status waited = config_.store->Wait({"all_departed"}, timeout);
+  if (absl::IsDeadlineExceeded(waited)) {
+    auto now = config_.store->Add("departed", 0);
+    return absl::DeadlineExceededError(absl::StrCat(
+        "shutdown of group '", config_.name, "': timed out after ", absl::FormatDuration(timeout),
+        "; ", now.ok() ? *now : -1, "/", config_.size, " ranks departed"));
+  }
+  return waited;
+}
+
+absl::StatusOr<WorkPtr> ProcessGroup::Broadcast(const Tensor& tensor, BroadcastOptions options) {
+  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
+  RETURN_IF_ERROR(ValidateBroadcast(position(), tensor, options));
+  ASSIGN_OR_RETURN(auto backend, Route("broadcast", tensor));
+  return backend->Broadcast(tensor, options);
+}
+
+absl::StatusOr<WorkPtr> ProcessGroup::Reduce(const Tensor& tensor, ReduceOptions options) {
+  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
+  RETURN_IF_ERROR(ValidateReduce(position(), tensor, options));
+  ASSIGN_OR_RETURN(auto backend, Route("reduce", tensor));
+  return backend->Reduce(tensor, options);
+}
+
+absl::StatusOr<WorkPtr> ProcessGroup::AllReduce(const Tensor& tensor, AllReduceOptions options) {
+  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
+  RETURN_IF_ERROR(ValidateAllReduce(position(), tensor, options));
+  ASSIGN_OR_RETURN(auto backend, Route("all_reduce", tensor));
+  return backend->AllReduce(tensor, options);
+}
+
+absl::StatusOr<WorkPtr> ProcessGroup::AllReduceCoalesced(absl::Span<const Tensor> tensors,
+                                                         AllReduceCoalescedOptions options) {
+  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
+  RETURN_IF_ERROR(ValidateAllReduceCoalesced(position(), tensors, options));
+  ASSIGN_OR_RETURN(auto backend, Route("all_reduce_coalesced", tensors[0]));
+  return backend->AllReduceCoalesced(tensors, options);
+}
+
+absl::StatusOr<WorkPtr> ProcessGroup::AllGather(absl::Span<const Tensor> outputs,
+                                                const Tensor& input, AllGatherOptions options) {
+  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
+  RETURN_IF_ERROR(ValidateAllGather(position(), outputs, input));
+  ASSIGN_OR_RETURN(auto backend, Route("all_gather", input));
+  return backend->AllGather(outputs, input, options);
+}
+
+absl::StatusOr<WorkPtr> ProcessGroup::AllGatherIntoTensor(const Tensor& output,
+                                                          const Tensor& input,
+                                                          AllGatherOptions options) {
+  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
+  RETURN_IF_ERROR(ValidateAllGatherIntoTensor(position(), output, input));
+  ASSIGN_OR_RETURN(auto backend, Route("all_gather_into_tensor", input));
+  return backend->AllGatherIntoTensor(output, input, options);
+}
+
+absl::StatusOr<WorkPtr> ProcessGroup::Gather(absl::Span<const Tensor> outputs,
+                                             const Tensor& input, GatherOptions options) {
+  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
+  RETURN_IF_ERROR(ValidateGather(position(), outputs, input, options));
+  ASSIGN_OR_RETURN(auto backend, Route("gather", input));
+  return backend->Gather(outputs, input, options);
+}
+
+absl::StatusOr<WorkPtr> ProcessGroup::Scatter(const Tensor& output,
+                                              absl::Span<const Tensor> inputs,
+                                              ScatterOptions options) {
+  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
+  RETURN_IF_ERROR(ValidateScatter(position(), output, inputs, options));
+  ASSIGN_OR_RETURN(auto backend, Route("scatter", output));
+  return backend->Scatter(output, inputs, options);
+}
+
+absl::StatusOr<WorkPtr> ProcessGroup::ReduceScatter(const Tensor& output,
+                                                    absl::Span<const Tensor> inputs,
+                                                    ReduceScatterOptions options) {
+  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
+  RETURN_IF_ERROR(ValidateReduceScatter(position(), output, inputs, options));
+  ASSIGN_OR_RETURN(auto backend, Route("reduce_scatter", output));
+  return backend->ReduceScatter(output, inputs, options);
+}
+
+absl::StatusOr<WorkPtr> ProcessGroup::ReduceScatterTensor(const Tensor& output,
+                                                          const Tensor& input,
+                                                          ReduceScatterOptions options) {
+  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
+  RETURN_IF_ERROR(ValidateReduceScatterTensor(position(), output, input, options));
+  ASSIGN_OR_RETURN(auto backend, Route("reduce_scatter_tensor", output));
+  return backend->ReduceScatterTensor(output, input, options);
+}
+
+absl::StatusOr<WorkPtr> ProcessGroup::AllToAll(absl::Span<const Tensor> outputs,
+                                               absl::Span<const Tensor> inputs,
+                                               AllToAllOptions options) {
+  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
+  RETURN_IF_ERROR(ValidateAllToAll(position(), outputs, inputs));
+  ASSIGN_OR_RETURN(auto backend, Route("all_to_all", inputs[0]));
+  return backend->AllToAll(outputs, inputs, options);
+}
+
+absl::StatusOr<WorkPtr> ProcessGroup::AllToAllSingle(const Tensor& output, const Tensor& input,
+                                                     std::vector<int64_t> output_split_sizes,
+                                                     std::vector<int64_t> input_split_sizes,
+                                                     AllToAllOptions options) {
+  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
+  RETURN_IF_ERROR(ValidateAllToAllSingle(position(), output, input, output_split_sizes,
+                                         input_split_sizes));
+  ASSIGN_OR_RETURN(auto backend, Route("all_to_all_single", input));
+  return backend->AllToAllSingle(output, input, output_split_sizes, input_split_sizes, options);
+}
+
+absl::StatusOr<WorkPtr> ProcessGroup::Barrier(BarrierOptions options) {
+  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
+  std::shared_ptr<Backend> chosen = backends_.front().second;
+  for (const auto& [device, backend] : backends_) {
+    if (device == DeviceType::kCpu) chosen = backend;
+  }
+  return chosen->Barrier(options);
+}
+
+absl::StatusOr<WorkPtr> ProcessGroup::Send(const Tensor& tensor, int dst_rank,
+                                           SendOptions options) {
+  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
+  RETURN_IF_ERROR(ValidatePointToPoint(position(), "send", tensor, dst_rank, options.tag));
+  ASSIGN_OR_RETURN(auto backend, Route("send", tensor));
+  return backend->Send(tensor, dst_rank, options);
+}
+
+absl::StatusOr<WorkPtr> ProcessGroup::Recv(const Tensor& tensor, int src_rank,
+                                           RecvOptions options) {
+  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
+  RETURN_IF_ERROR(ValidatePointToPoint(position(), "recv", tensor, src_rank, options.tag));
+  ASSIGN_OR_RETURN(auto backend, Route("recv", tensor));
+  return backend->Recv(tensor, src_rank, options);
+}
+
+absl::StatusOr<WorkPtr> ProcessGroup::RecvAnySource(const Tensor& tensor, RecvOptions options) {
+  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
+  if (options.tag < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("recv_any_source on rank ", config_.rank,
+                                                   ": tag ", options.tag, " is negative"));
+  }
+  RETURN_IF_ERROR(tensor.CheckContiguous("recv_any_source", "tensor"));
+  ASSIGN_OR_RETURN(auto backend, Route("recv_any_source", tensor));
+  if (!backend->capabilities().recv_any_source) {
+    return absl::UnimplementedError(absl::StrCat("recv_any_source: backend '", backend->name(),
+                                                 "' cannot receive from any source"));
+  }
+  return backend->RecvAnySource(tensor, options);
+}
+
+}  // namespace plexus

@@ -1,0 +1,112 @@
+// ProcessGroup: the user-facing handle on a group of ranks. It validates every call, picks the
+// backend serving the tensors' device (per the backend string) and hands the call over. All
+// collectives return a Work, or an error before anything is sent when the input is bad.
+//
+// Built by InitProcessGroup (init.h) for the world and by NewGroup for subgroups. Every rank
+// of the parent must call NewGroup with the same ranks in the same order, as in
+// torch.distributed. Thread-safe.
+#ifndef PLEXUS_FRONTEND_DISPATCH_PROCESS_GROUP_H_
+#define PLEXUS_FRONTEND_DISPATCH_PROCESS_GROUP_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "frontend/dispatch/backend.h"
+#include "frontend/dispatch/backend_registry.h"
+#include "frontend/dispatch/backend_string.h"
+#include "frontend/dispatch/validate.h"
+
+namespace plexus {
+
+class ProcessGroup {
+ public:
+  struct Config {
+    std::string name;                // "world", or "world.1" for its first subgroup.
+    int rank = 0;
+    int size = 1;
+    std::vector<int> global_ranks;   // Group rank -> world rank.
+    std::shared_ptr<Store> store;    // Namespace private to this group.
+    std::string backend;             // Backend string.
+    absl::Duration timeout = kDefaultGroupTimeout;
+  };
+
+  // Parses the backend string and creates one backend instance per distinct backend name,
+  // each in its own store namespace. Collective: every rank of the group calls it.
+  static absl::StatusOr<std::shared_ptr<ProcessGroup>> Create(
+      Config config, const BackendRegistry& registry = BackendRegistry::Global());
+
+  const std::string& name() const { return config_.name; }
+  int rank() const { return config_.rank; }
+  int size() const { return config_.size; }
+  const std::vector<int>& global_ranks() const { return config_.global_ranks; }
+  absl::Duration timeout() const { return config_.timeout; }
+  const std::shared_ptr<Store>& store() const { return config_.store; }
+  // Canonical "device:backend" list this group was built with.
+  std::string backend_string() const { return BackendString(mapping_); }
+  // The backend serving `device`; InvalidArgument naming the backend string when none does.
+  absl::StatusOr<std::shared_ptr<Backend>> BackendFor(DeviceType device) const;
+
+  // A subgroup of `ranks` (ranks of this group; sorted and de-duplicated checks apply).
+  // Returns nullptr on ranks outside the subgroup. `backend` defaults to this group's.
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> NewGroup(std::vector<int> ranks,
+                                                         std::string backend = "");
+
+  // Collective departure, as destroy_process_group: every rank calls it before exiting. Other
+  // ranks return as soon as they have signalled; rank 0 waits (up to `timeout`) until all have,
+  // so a store it hosts outlives every other rank's last request.
+  absl::Status Shutdown(absl::Duration timeout);
+
+  absl::StatusOr<WorkPtr> Broadcast(const Tensor& tensor, BroadcastOptions options = {});
+  absl::StatusOr<WorkPtr> Reduce(const Tensor& tensor, ReduceOptions options = {});
+  absl::StatusOr<WorkPtr> AllReduce(const Tensor& tensor, AllReduceOptions options = {});
+  absl::StatusOr<WorkPtr> AllReduceCoalesced(absl::Span<const Tensor> tensors,
+                                             AllReduceCoalescedOptions options = {});
+  absl::StatusOr<WorkPtr> AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
+                                    AllGatherOptions options = {});
+  absl::StatusOr<WorkPtr> AllGatherIntoTensor(const Tensor& output, const Tensor& input,
+                                              AllGatherOptions options = {});
+  absl::StatusOr<WorkPtr> Gather(absl::Span<const Tensor> outputs, const Tensor& input,
+                                 GatherOptions options = {});
+  absl::StatusOr<WorkPtr> Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
+                                  ScatterOptions options = {});
+  absl::StatusOr<WorkPtr> ReduceScatter(const Tensor& output, absl::Span<const Tensor> inputs,
+                                        ReduceScatterOptions options = {});
+  absl::StatusOr<WorkPtr> ReduceScatterTensor(const Tensor& output, const Tensor& input,
+                                              ReduceScatterOptions options = {});
+  absl::StatusOr<WorkPtr> AllToAll(absl::Span<const Tensor> outputs,
+                                   absl::Span<const Tensor> inputs, AllToAllOptions options = {});
+  // Empty split lists mean equal splits of the first dimension.
+  absl::StatusOr<WorkPtr> AllToAllSingle(const Tensor& output, const Tensor& input,
+                                         std::vector<int64_t> output_split_sizes = {},
+                                         std::vector<int64_t> input_split_sizes = {},
+                                         AllToAllOptions options = {});
+  // Runs on the cpu backend when there is one, otherwise on the first in the backend string.
+  absl::StatusOr<WorkPtr> Barrier(BarrierOptions options = {});
+  absl::StatusOr<WorkPtr> Send(const Tensor& tensor, int dst_rank, SendOptions options = {});
+  absl::StatusOr<WorkPtr> Recv(const Tensor& tensor, int src_rank, RecvOptions options = {});
+  absl::StatusOr<WorkPtr> RecvAnySource(const Tensor& tensor, RecvOptions options = {});
+
+ private:
+  ProcessGroup(Config config, const BackendRegistry& registry,
+               std::vector<DeviceBackend> mapping,
+               std::vector<std::pair<DeviceType, std::shared_ptr<Backend>>> backends);
+
+  // The backend for `tensor`'s device, after checking it accepts the dtype.
+  absl::StatusOr<std::shared_ptr<Backend>> Route(absl::string_view op, const Tensor& tensor) const;
+  GroupPosition position() const { return {config_.rank, config_.size}; }
+
+  const Config config_;
+  const BackendRegistry& registry_;  // Subgroups resolve their backends here too.
+  const std::vector<DeviceBackend> mapping_;
+  const std::vector<std::pair<DeviceType, std::shared_ptr<Backend>>> backends_;
+  std::atomic<int64_t> next_subgroup_id_{1};
+};
+
+}  // namespace plexus
+
+#endif  // PLEXUS_FRONTEND_DISPATCH_PROCESS_GROUP_H_

@@ -1,0 +1,44 @@
+// Rendezvous: turns an init method ("env://", "tcp://host:port", "file:///path") plus an
+// optional rank and world size into a shared Store, as torch.distributed's rendezvous does.
+#ifndef PLEXUS_FRONTEND_DISPATCH_RENDEZVOUS_H_
+#define PLEXUS_FRONTEND_DISPATCH_RENDEZVOUS_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "frontend/store/store.h"
+
+namespace plexus {
+
+using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
+
+// Reads the process environment.
+std::optional<std::string> GetEnv(const std::string& name);
+
+struct RendezvousResult {
+  std::shared_ptr<Store> store;
+  int rank = -1;
+  int world_size = -1;
+};
+
+// Resolves rank and world size (arguments >= 0 win; then the URL's ?rank=&world_size=; then
+// RANK/WORLD_SIZE, SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE) and
+// connects the store. For env:// and tcp://, rank 0 hosts a TCPStore server on the given
+// address and port; everyone else connects, retrying until `timeout`.
+absl::StatusOr<RendezvousResult> Rendezvous(const std::string& init_method, int rank,
+                                            int world_size, absl::Duration timeout,
+                                            const EnvLookup& env = GetEnv);
+
+// Blocks until `size` ranks have called it with the same `name`; reusable (each round of
+// `size` arrivals releases one generation). DeadlineExceeded says how many arrived.
+absl::Status StoreBarrier(Store& store, absl::string_view name, int rank, int size,
+                          absl::Duration timeout);
+
+}  // namespace plexus
+
+#endif  // PLEXUS_FRONTEND_DISPATCH_RENDEZVOUS_H_

@@ -1,0 +1,231 @@
+#include "frontend/dispatch/validate.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "frontend/core/status_macros.h"
+
+namespace plexus {
+namespace {
+
+std::string Where(absl::string_view op, GroupPosition at) {
+  return absl::StrCat(op, " on rank ", at.rank, " of ", at.size);
+}
+
+absl::Status Invalid(absl::string_view op, GroupPosition at, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(Where(op, at), ": ", what));
+}
+
+absl::Status CheckTensor(absl::string_view op, GroupPosition at, absl::string_view which,
+                         const Tensor& tensor) {
+  absl::Status status = tensor.CheckContiguous(Where(op, at), which);
+  return status;
+}
+
+// Every tensor in `tensors` is valid and matches `reference` in dtype and device.
+absl::Status CheckList(absl::string_view op, GroupPosition at, absl::string_view list_name,
+                       absl::Span<const Tensor> tensors, const Tensor& reference,
+                       bool same_numel) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const std::string which = absl::StrCat(list_name, "[", i, "]");
+    RETURN_IF_ERROR(CheckTensor(op, at, which, tensors[i]));
+    if (tensors[i].dtype() != reference.dtype()) {
+      return Invalid(op, at, absl::StrCat(which, " has dtype ", DTypeName(tensors[i].dtype()),
+                                          " but the input has ", DTypeName(reference.dtype())));
+    }
+    if (tensors[i].device() != reference.device()) {
+      return Invalid(op, at, absl::StrCat(which, " is on ", tensors[i].device().ToString(),
+                                          " but the input is on ",
+                                          reference.device().ToString()));
+    }
+    if (same_numel && tensors[i].numel() != reference.numel()) {
+      return Invalid(op, at, absl::StrCat(which, " has ", tensors[i].numel(),
+                                          " elements but the input has ", reference.numel()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRoot(absl::string_view op, GroupPosition at, int root) {
+  if (root >= 0 && root < at.size) return absl::OkStatus();
+  return Invalid(op, at, absl::StrCat("root rank ", root, " is outside [0, ", at.size, ")"));
+}
+
+absl::Status CheckOp(absl::string_view op, GroupPosition at, const ReduceOp& reduce_op,
+                     DType dtype) {
+  absl::Status status = ValidateReduceOp(reduce_op, dtype);
+  if (status.ok()) return status;
+  return Invalid(op, at, status.message());
+}
+
+absl::Status CheckCount(absl::string_view op, GroupPosition at, absl::string_view list_name,
+                        size_t count, size_t expected) {
+  if (count == expected) return absl::OkStatus();
+  return Invalid(op, at, absl::StrCat(list_name, " has ", count, " tensors; expected ", expected));
+}
+
+absl::Status CheckSameDtypeDevice(absl::string_view op, GroupPosition at, const Tensor& output,
+                                  const Tensor& input) {
+  if (output.dtype() != input.dtype()) {
+    return Invalid(op, at, absl::StrCat("output dtype ", DTypeName(output.dtype()),
+                                        " differs from input dtype ", DTypeName(input.dtype())));
+  }
+  if (output.device() != input.device()) {
+    return Invalid(op, at, absl::StrCat("output is on ", output.device().ToString(),
+                                        " but input is on ", input.device().ToString()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateBroadcast(GroupPosition at, const Tensor& tensor,
+                               const BroadcastOptions& options) {
+  RETURN_IF_ERROR(CheckRoot("broadcast", at, options.root_rank));
+  return CheckTensor("broadcast", at, "tensor", tensor);
+}
+
+absl::Status ValidateReduce(GroupPosition at, const Tensor& tensor, const ReduceOptions& options) {
+  RETURN_IF_ERROR(CheckRoot("reduce", at, options.root_rank));
+  RETURN_IF_ERROR(CheckTensor("reduce", at, "tensor", tensor));
+  return CheckOp("reduce", at, options.op, tensor.dtype());
+}
+
+absl::Status ValidateAllReduce(GroupPosition at, const Tensor& tensor,
+                               const AllReduceOptions& options) {
+  RETURN_IF_ERROR(CheckTensor("all_reduce", at, "tensor", tensor));
+  return CheckOp("all_reduce", at, options.op, tensor.dtype());
+}
+
+absl::Status ValidateAllReduceCoalesced(GroupPosition at, absl::Span<const Tensor> tensors,
+                                        const AllReduceCoalescedOptions& options) {
+  if (tensors.empty()) return Invalid("all_reduce_coalesced", at, "no tensors given");
+  RETURN_IF_ERROR(CheckList("all_reduce_coalesced", at, "tensors", tensors, tensors[0],
+                            /*same_numel=*/false));
+  return CheckOp("all_reduce_coalesced", at, options.op, tensors[0].dtype());
+}
+
+absl::Status ValidateAllGather(GroupPosition at, absl::Span<const Tensor> outputs,
+                               const Tensor& input) {
+  RETURN_IF_ERROR(CheckTensor("all_gather", at, "input", input));
+  RETURN_IF_ERROR(CheckCount("all_gather", at, "outputs", outputs.size(), at.size));
+  return CheckList("all_gather", at, "outputs", outputs, input, /*same_numel=*/true);
+}
+
+absl::Status ValidateAllGatherIntoTensor(GroupPosition at, const Tensor& output,
+                                         const Tensor& input) {
+  constexpr absl::string_view kOp = "all_gather_into_tensor";
+  RETURN_IF_ERROR(CheckTensor(kOp, at, "input", input));
+  RETURN_IF_ERROR(CheckTensor(kOp, at, "output", output));
+  RETURN_IF_ERROR(CheckSameDtypeDevice(kOp, at, output, input));
+  if (output.numel() != input.numel() * at.size) {
+    return Invalid(kOp, at, absl::StrCat("output has ", output.numel(), " elements; expected ",
+                                         at.size, " x ", input.numel(), " = ",
+                                         input.numel() * at.size));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateGather(GroupPosition at, absl::Span<const Tensor> outputs,
+                            const Tensor& input, const GatherOptions& options) {
+  RETURN_IF_ERROR(CheckRoot("gather", at, options.root_rank));
+  RETURN_IF_ERROR(CheckTensor("gather", at, "input", input));
+  const size_t expected = at.rank == options.root_rank ? at.size : 0;
+  RETURN_IF_ERROR(CheckCount("gather", at, "outputs", outputs.size(), expected));
+  return CheckList("gather", at, "outputs", outputs, input, /*same_numel=*/true);
+}
+
+absl::Status ValidateScatter(GroupPosition at, const Tensor& output,
+                             absl::Span<const Tensor> inputs, const ScatterOptions& options) {
+  RETURN_IF_ERROR(CheckRoot("scatter", at, options.root_rank));
+  RETURN_IF_ERROR(CheckTensor("scatter", at, "output", output));
+  const size_t expected = at.rank == options.root_rank ? at.size : 0;
+  RETURN_IF_ERROR(CheckCount("scatter", at, "inputs", inputs.size(), expected));
+  return CheckList("scatter", at, "inputs", inputs, output, /*same_numel=*/true);
+}
+
+absl::Status ValidateReduceScatter(GroupPosition at, const Tensor& output,
+                                   absl::Span<const Tensor> inputs,
+                                   const ReduceScatterOptions& options) {
+  RETURN_IF_ERROR(CheckTensor("reduce_scatter", at, "output", output));
+  RETURN_IF_ERROR(CheckCount("reduce_scatter", at, "inputs", inputs.size(), at.size));
+  RETURN_IF_ERROR(CheckList("reduce_scatter", at, "inputs", inputs, output, /*same_numel=*/true));
+  return CheckOp("reduce_scatter", at, options.op, output.dtype());
+}
+
+absl::Status ValidateReduceScatterTensor(GroupPosition at, const Tensor& output,
+                                         const Tensor& input,
+                                         const ReduceScatterOptions& options) {
+  constexpr absl::string_view kOp = "reduce_scatter_tensor";
+  RETURN_IF_ERROR(CheckTensor(kOp, at, "input", input));
+  RETURN_IF_ERROR(CheckTensor(kOp, at, "output", output));
+  RETURN_IF_ERROR(CheckSameDtypeDevice(kOp, at, output, input));
+  if (input.numel() != output.numel() * at.size) {
+    return Invalid(kOp, at, absl::StrCat("input has ", input.numel(), " elements; expected ",
+                                         at.size, " x ", output.numel(), " = ",
+                                         output.numel() * at.size));
+  }
+  return CheckOp(kOp, at, options.op, output.dtype());
+}
+
+absl::Status ValidateAllToAll(GroupPosition at, absl::Span<const Tensor> outputs,
+                              absl::Span<const Tensor> inputs) {
+  RETURN_IF_ERROR(CheckCount("all_to_all", at, "inputs", inputs.size(), at.size));
+  RETURN_IF_ERROR(CheckCount("all_to_all", at, "outputs", outputs.size(), at.size));
+  RETURN_IF_ERROR(CheckList("all_to_all", at, "inputs", inputs, inputs[0], false));
+  return CheckList("all_to_all", at, "outputs", outputs, inputs[0], false);
+}
+
+absl::Status ValidateAllToAllSingle(GroupPosition at, const Tensor& output, const Tensor& input,
+                                    std::vector<int64_t>& output_split_sizes,
+                                    std::vector<int64_t>& input_split_sizes) {
+  constexpr absl::string_view kOp = "all_to_all_single";
+  RETURN_IF_ERROR(CheckTensor(kOp, at, "input", input));
+  RETURN_IF_ERROR(CheckTensor(kOp, at, "output", output));
+  RETURN_IF_ERROR(CheckSameDtypeDevice(kOp, at, output, input));
+  auto rows = [](const Tensor& t) { return t.shape().empty() ? t.numel() : t.shape()[0]; };
+  auto fill_and_check = [&](absl::string_view name, const Tensor& tensor,
+                            std::vector<int64_t>& splits) -> absl::Status {
+    const int64_t total = rows(tensor);
+    if (splits.empty()) {
+      if (total % at.size != 0) {
+        return Invalid(kOp, at, absl::StrCat(name, " has ", total, " rows, not divisible by ",
+                                             at.size, " ranks; pass split sizes"));
+      }
+      splits.assign(at.size, total / at.size);
+    }
+    if (splits.size() != static_cast<size_t>(at.size)) {
+      return Invalid(kOp, at, absl::StrCat(name, " split sizes have ", splits.size(),
+                                           " entries; expected ", at.size));
+    }
+    int64_t sum = 0;
+    for (int64_t split : splits) {
+      if (split < 0) return Invalid(kOp, at, absl::StrCat(name, " split size ", split, " < 0"));
+      sum += split;
+    }
+    if (sum != total) {
+      return Invalid(kOp, at, absl::StrCat(name, " split sizes sum to ", sum, " but it has ",
+                                           total, " rows"));
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(fill_and_check("input", input, input_split_sizes));
+  return fill_and_check("output", output, output_split_sizes);
+}
+
+absl::Status ValidatePeer(GroupPosition at, absl::string_view op, int peer) {
+  if (peer < 0 || peer >= at.size) {
+    return Invalid(op, at, absl::StrCat("peer rank ", peer, " is outside [0, ", at.size, ")"));
+  }
+  if (peer == at.rank) return Invalid(op, at, "peer rank is this rank");
+  return absl::OkStatus();
+}
+
+absl::Status ValidatePointToPoint(GroupPosition at, absl::string_view op, const Tensor& tensor,
+                                  int peer, int tag) {
+  RETURN_IF_ERROR(ValidatePeer(at, op, peer));
+  if (tag < 0) return Invalid(op, at, absl::StrCat("tag ", tag, " is negative"));
+  return CheckTensor(op, at, "tensor", tensor);
+}
+
+}  // namespace plexus

@@ -1,0 +1,206 @@
+#include "tests/testing/store_backend.h"
+
+#include <cstring>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "frontend/core/status_macros.h"
+#include "frontend/dispatch/backend_registry.h"
+#include "frontend/dispatch/rendezvous.h"
+
+namespace plexus::testing {
+namespace {
+
+template <typename T>
+void ReduceInto(T* acc, const T* in, int64_t n, ReduceOpKind op) {
+  for (int64_t i = 0; i < n; ++i) {
+    switch (op) {
+      case ReduceOpKind::kProduct:
+        acc[i] = acc[i] * in[i];
+        break;
+      case ReduceOpKind::kMin:
+        acc[i] = in[i] < acc[i] ? in[i] : acc[i];
+        break;
+      case ReduceOpKind::kMax:
+        acc[i] = in[i] > acc[i] ? in[i] : acc[i];
+        break;
+      default:
+        acc[i] = acc[i] + in[i];
+        break;
+    }
+  }
+}
+
+class StoreBackend : public Backend {
+ public:
+  explicit StoreBackend(const BackendContext& context) : context_(context) {}
+
+  std::string name() const override { return kStoreBackendName; }
+  BackendCapabilities capabilities() const override {
+    BackendCapabilities caps;
+    caps.devices = {DeviceType::kCpu};
+    caps.dtypes = {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64,
+                   DType::kUInt8};
+    return caps;
+  }
+
+  WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options) override {
+    const std::string key = NextKey("broadcast");
+    absl::Status status;
+    if (context_.rank == options.root_rank) {
+      status = store().Set(key, Bytes(tensor));
+    } else {
+      auto value = store().Get(key);
+      status = value.ok() ? CopyIn(tensor, *value) : value.status();
+    }
+    return Done("broadcast", status);
+  }
+
+  WorkPtr AllReduce(const Tensor& tensor, const AllReduceOptions& options) override {
+    const std::string key = NextKey("all_reduce");
+    auto values = Exchange(key, Bytes(tensor));
+    if (!values.ok()) return Done("all_reduce", values.status());
+    // Reduce in rank order on every rank: the results are bit-identical.
+    std::string acc = (*values)[0];
+    for (int r = 1; r < context_.size; ++r) {
+      const int64_t n = tensor.numel();
+      const std::string& in = (*values)[r];
+      switch (tensor.dtype()) {
+        case DType::kFloat32:
+          ReduceInto(reinterpret_cast<float*>(acc.data()),
+                     reinterpret_cast<const float*>(in.data()), n, options.op.kind);
+          break;
+        case DType::kFloat64:
+          ReduceInto(reinterpret_cast<double*>(acc.data()),
+                     reinterpret_cast<const double*>(in.data()), n, options.op.kind);
+          break;
+        case DType::kInt32:
+          ReduceInto(reinterpret_cast<int32_t*>(acc.data()),
+                     reinterpret_cast<const int32_t*>(in.data()), n, options.op.kind);
+          break;
+        case DType::kInt64:
+          ReduceInto(reinterpret_cast<int64_t*>(acc.data()),
+                     reinterpret_cast<const int64_t*>(in.data()), n, options.op.kind);
+          break;
+        default:
+          return Done("all_reduce", absl::UnimplementedError("storetest reduces only float32, "
+                                                             "float64, int32 and int64"));
+      }
+    }
+    return Done("all_reduce", CopyIn(tensor, acc));
+  }
+
+  WorkPtr AllGatherIntoTensor(const Tensor& output, const Tensor& input,
+                              const AllGatherOptions&) override {
+    auto values = Exchange(NextKey("all_gather"), Bytes(input));
+    if (!values.ok()) return Done("all_gather_into_tensor", values.status());
+    std::string all;
+    for (const std::string& value : *values) all += value;
+    return Done("all_gather_into_tensor", CopyIn(output, all));
+  }
+
+  WorkPtr Barrier(const BarrierOptions& options) override {
+    return Done("barrier", StoreBarrier(store(), "storetest_barrier", context_.rank,
+                                        context_.size, options.timeout));
+  }
+
+  WorkPtr Send(const Tensor& tensor, int dst, const SendOptions& options) override {
+    const std::string key = PairKey(context_.rank, dst, options.tag, sent_);
+    return Done("send", store().Set(key, Bytes(tensor)));
+  }
+
+  WorkPtr Recv(const Tensor& tensor, int src, const RecvOptions& options) override {
+    const std::string key = PairKey(src, context_.rank, options.tag, received_);
+    auto value = store().Get(key);
+    return Done("recv", value.ok() ? CopyIn(tensor, *value) : value.status());
+  }
+
+  WorkPtr Reduce(const Tensor&, const ReduceOptions&) override { return Missing("reduce"); }
+  WorkPtr AllReduceCoalesced(absl::Span<const Tensor>, const AllReduceCoalescedOptions&) override {
+    return Missing("all_reduce_coalesced");
+  }
+  WorkPtr AllGather(absl::Span<const Tensor>, const Tensor&, const AllGatherOptions&) override {
+    return Missing("all_gather");
+  }
+  WorkPtr Gather(absl::Span<const Tensor>, const Tensor&, const GatherOptions&) override {
+    return Missing("gather");
+  }
+  WorkPtr Scatter(const Tensor&, absl::Span<const Tensor>, const ScatterOptions&) override {
+    return Missing("scatter");
+  }
+  WorkPtr ReduceScatter(const Tensor&, absl::Span<const Tensor>,
+                        const ReduceScatterOptions&) override {
+    return Missing("reduce_scatter");
+  }
+  WorkPtr ReduceScatterTensor(const Tensor&, const Tensor&, const ReduceScatterOptions&) override {
+    return Missing("reduce_scatter_tensor");
+  }
+  WorkPtr AllToAll(absl::Span<const Tensor>, absl::Span<const Tensor>,
+                   const AllToAllOptions&) override {
+    return Missing("all_to_all");
+  }
+  WorkPtr AllToAllSingle(const Tensor&, const Tensor&, absl::Span<const int64_t>,
+                         absl::Span<const int64_t>, const AllToAllOptions&) override {
+    return Missing("all_to_all_single");
+  }
+  WorkPtr RecvAnySource(const Tensor&, const RecvOptions&) override {
+    return Missing("recv_any_source");
+  }
+
+ private:
+  Store& store() { return *context_.store; }
+  static std::string Bytes(const Tensor& tensor) {
+    return std::string(reinterpret_cast<const char*>(tensor.data()), tensor.nbytes());
+  }
+  static absl::Status CopyIn(const Tensor& tensor, const std::string& bytes) {
+    if (bytes.size() != tensor.nbytes()) {
+      return absl::FailedPreconditionError(absl::StrCat("storetest: received ", bytes.size(),
+                                                        " bytes for a ", tensor.nbytes(),
+                                                        "-byte tensor"));
+    }
+    if (!bytes.empty()) std::memcpy(tensor.data(), bytes.data(), bytes.size());
+    return absl::OkStatus();
+  }
+  std::string NextKey(absl::string_view op) {
+    absl::MutexLock lock(&mu_);
+    return absl::StrCat(op, "/", sequence_++);
+  }
+  std::string PairKey(int src, int dst, int tag, std::map<std::string, int>& counters) {
+    absl::MutexLock lock(&mu_);
+    const std::string pair = absl::StrCat("p2p/", src, "/", dst, "/", tag);
+    return absl::StrCat(pair, "/", counters[pair]++);
+  }
+  // Publishes this rank's bytes under `key` and returns every rank's, in rank order.
+  absl::StatusOr<std::vector<std::string>> Exchange(const std::string& key,
+                                                    const std::string& mine) {
+    RETURN_IF_ERROR(store().Set(absl::StrCat(key, "/", context_.rank), mine));
+    std::vector<std::string> keys;
+    for (int r = 0; r < context_.size; ++r) keys.push_back(absl::StrCat(key, "/", r));
+    return store().MultiGet(keys);
+  }
+  WorkPtr Done(const std::string& op, absl::Status status) {
+    return Work::Finished(std::move(status), op, context_.size);
+  }
+  WorkPtr Missing(const std::string& op) {
+    return Done(op, absl::UnimplementedError(
+                        absl::StrCat("the storetest backend does not implement ", op)));
+  }
+
+  const BackendContext context_;
+  absl::Mutex mu_;
+  int64_t sequence_ = 0;
+  std::map<std::string, int> sent_;
+  std::map<std::string, int> received_;
+};
+
+const BackendRegisterer kRegisterStoreBackend({
+    kStoreBackendName,
+    {DeviceType::kCpu},
+    [](const BackendContext& context) -> absl::StatusOr<std::shared_ptr<Backend>> {
+      return std::make_shared<StoreBackend>(context);
+    },
+});
+
+}  // namespace
+}  // namespace plexus::testing
