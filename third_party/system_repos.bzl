@@ -6,10 +6,12 @@ only link options; the rest are exposed as local repositories with their headers
 
 def _python_headers_impl(rctx):
     python = rctx.attr.interpreter
-    result = rctx.execute([python, "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"])
+    script = "import sysconfig as s; print(s.get_paths()['include']); " + \
+             "print(s.get_config_var('LIBDIR')); print(s.get_config_var('LDVERSION'))"
+    result = rctx.execute([python, "-c", script])
     if result.return_code != 0:
         fail("cannot ask %s for its include directory: %s" % (python, result.stderr))
-    include_dir = result.stdout.strip()
+    include_dir, lib_dir, ld_version = result.stdout.strip().split("\n")
     rctx.symlink(include_dir, "include")
     rctx.file("BUILD", """
 package(default_visibility = ["//visibility:public"])
@@ -19,7 +21,14 @@ cc_library(
     hdrs = glob(["include/**/*.h"]),
     includes = ["include"],
 )
-""")
+
+# For programs that embed the interpreter (extension modules must not link it).
+cc_library(
+    name = "python_embed",
+    linkopts = ["-L%s", "-lpython%s"],
+    deps = [":python_headers"],
+)
+""" % (lib_dir, ld_version))
 
 python_headers_repository = repository_rule(
     implementation = _python_headers_impl,
@@ -40,8 +49,9 @@ def _cuda_impl(rctx):
         build.append("""
 cc_library(
     name = "cudart",
-    hdrs = glob(["include/*.h", "include/crt/*.h", "include/cuda/**"], allow_empty = True),
-    includes = ["include"],
+    hdrs = glob(["include/**"], allow_empty = True),
+    # CUDA 13 keeps CCCL (nv/target, cuda/std) in include/cccl, which nvcc searches itself.
+    includes = ["include", "include/cccl"],
     linkopts = ["-L{root}/lib64", "-Wl,-rpath,{root}/lib64", "-lcudart"],
 )
 """.format(root = root))

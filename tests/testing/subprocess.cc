@@ -1,5 +1,6 @@
 #include "tests/testing/subprocess.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -65,6 +66,43 @@ absl::Status RunInChildren(int count, const std::function<int(int)>& body,
   }
   if (failures.empty()) return absl::OkStatus();
   return absl::InternalError(absl::StrCat("subprocess failures:", failures));
+}
+
+absl::StatusOr<std::unique_ptr<ChildServer>> ChildServer::Start(
+    const std::function<void(const std::function<void(int)>& report)>& serve,
+    absl::Duration timeout) {
+  int fds[2];
+  if (pipe(fds) != 0) return absl::InternalError("pipe failed");
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    close(fds[0]);
+    serve([&](int port) {
+      [[maybe_unused]] ssize_t n = write(fds[1], &port, sizeof(port));
+      close(fds[1]);
+      while (true) pause();  // Serve until killed.
+    });
+    _exit(1);
+  }
+  close(fds[1]);
+  pollfd pfd{fds[0], POLLIN, 0};
+  int port = 0;
+  const int ready = poll(&pfd, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout)));
+  const bool got = ready == 1 && read(fds[0], &port, sizeof(port)) == sizeof(port);
+  close(fds[0]);
+  if (!got) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    return absl::InternalError("child server did not report a port");
+  }
+  return std::unique_ptr<ChildServer>(new ChildServer(pid, port));
+}
+
+ChildServer::~ChildServer() {
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
 }
 
 std::string TempPath(const std::string& name) {

@@ -3,9 +3,11 @@
 #define PLEXUS_TESTS_TESTING_SUBPROCESS_H_
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 namespace plexus::testing {
@@ -15,6 +17,24 @@ namespace plexus::testing {
 // exited 0, otherwise an error listing each failing child and how it ended.
 absl::Status RunInChildren(int count, const std::function<int(int)>& body,
                            absl::Duration timeout);
+
+// A server in a forked child process, so that the test process stays single-threaded and can
+// fork further children safely (forking a process that runs threads can deadlock the child).
+class ChildServer {
+ public:
+  // `serve` runs in the child: it starts a server, calls report(port), and keeps the server
+  // alive (returning only on failure). Start() waits up to `timeout` for the port.
+  static absl::StatusOr<std::unique_ptr<ChildServer>> Start(
+      const std::function<void(const std::function<void(int)>& report)>& serve,
+      absl::Duration timeout);
+  ~ChildServer();  // Kills and reaps the child.
+  int port() const { return port_; }
+
+ private:
+  ChildServer(int pid, int port) : pid_(pid), port_(port) {}
+  int pid_;
+  int port_;
+};
 
 // A fresh path under $TEST_TMPDIR (or /tmp) that does not exist yet.
 std::string TempPath(const std::string& name);
