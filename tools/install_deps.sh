@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every Debian package plexus needs to build and test. Idempotent: packages already
+# present are skipped, and apt-get runs only when something is missing. Run as root (or with
+# sudo available).
+set -euo pipefail
+
+packages=(
+  bazel-bootstrap      # Bazel 4.2.3, the build system (offline; see DESIGN.md)
+  g++
+  libabsl-dev          # abseil 20220623
+  libgtest-dev libgmock-dev
+  libgloo-dev          # the gloo backend
+  libopenmpi-dev openmpi-bin  # the mpi backend and mpirun
+  pybind11-dev python3-dev    # Python bindings
+  python3-numpy python3-pytest
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$package")
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install_deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo_cmd=()
+[[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+echo "install_deps: installing ${missing[*]}"
+"${sudo_cmd[@]}" apt-get update -q
+DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends \
+  "${missing[@]}"
