@@ -25,7 +25,7 @@ absl::Status BackendRegistry::Register(BackendRegistration registration) {
     return absl::InvalidArgumentError(
         absl::StrCat("backend '", name, "' must list its devices and provide a factory"));
   }
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (registrations_.contains(name)) {
     return absl::AlreadyExistsError(absl::StrCat("backend '", name, "' is already registered"));
   }
@@ -34,12 +34,12 @@ absl::Status BackendRegistry::Register(BackendRegistration registration) {
 }
 
 bool BackendRegistry::Unregister(const std::string& name) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return registrations_.erase(name) > 0;
 }
 
 absl::StatusOr<BackendRegistration> BackendRegistry::Find(const std::string& name) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = registrations_.find(name);
   if (it != registrations_.end()) return it->second;
   std::vector<std::string> names;
@@ -50,7 +50,7 @@ absl::StatusOr<BackendRegistration> BackendRegistry::Find(const std::string& nam
 }
 
 std::vector<std::string> BackendRegistry::Names() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> names;
   for (const auto& [name, unused] : registrations_) names.push_back(name);
   return names;

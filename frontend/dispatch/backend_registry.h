@@ -12,7 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "frontend/dispatch/backend.h"
 
 namespace plexus {
@@ -39,7 +39,7 @@ class BackendRegistry {
   std::vector<std::string> Names() const;  // Sorted.
 
  private:
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   absl::btree_map<std::string, BackendRegistration> registrations_ ABSL_GUARDED_BY(mu_);
 };
 

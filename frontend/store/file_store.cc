@@ -100,7 +100,7 @@ absl::Status FileStore::CatchUp() {
 }
 
 absl::Status FileStore::Read(absl::FunctionRef<void(const KeyValueTable&)> read) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   FileLock file_lock(fd_, LOCK_SH);
   if (!file_lock.ok()) return ErrnoError("cannot lock", path_);
   RETURN_IF_ERROR(CatchUp());
@@ -109,7 +109,7 @@ absl::Status FileStore::Read(absl::FunctionRef<void(const KeyValueTable&)> read)
 }
 
 absl::Status FileStore::Write(Mutation mutate) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   FileLock file_lock(fd_, LOCK_EX);
   if (!file_lock.ok()) return ErrnoError("cannot lock", path_);
   RETURN_IF_ERROR(CatchUp());

@@ -13,7 +13,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "frontend/store/key_value_table.h"
 #include "frontend/store/store.h"
 
@@ -65,7 +65,7 @@ class FileStore : public Store {
 
   const std::string path_;
   const int fd_;
-  absl::Mutex mu_;  // Serialises this process's threads; flock() serialises processes.
+  std::mutex mu_;  // Serialises this process's threads; flock() serialises processes.
   KeyValueTable table_ ABSL_GUARDED_BY(mu_);
   int64_t offset_ ABSL_GUARDED_BY(mu_) = 0;  // Bytes of the log already replayed.
 };

@@ -2,11 +2,12 @@
 #ifndef PLEXUS_FRONTEND_STORE_HASH_STORE_H_
 #define PLEXUS_FRONTEND_STORE_HASH_STORE_H_
 
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "frontend/store/key_value_table.h"
 #include "frontend/store/store.h"
 
@@ -32,11 +33,15 @@ class HashStore : public Store {
   absl::Status Append(absl::string_view key, absl::string_view value) override;
 
  private:
-  // Waits (holding mu_) until all keys exist or `timeout` passes.
-  absl::Status AwaitKeys(absl::Span<const std::string> keys, absl::Duration timeout)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits on `lock` (of mu_) until all keys exist or `timeout` passes.
+  absl::Status AwaitKeys(std::unique_lock<std::mutex>& lock, absl::Span<const std::string> keys,
+                         absl::Duration timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Applies a mutation under the lock and wakes waiters.
+  template <typename Fn>
+  auto Mutate(Fn mutate);
 
-  absl::Mutex mu_;
+  std::mutex mu_;
+  std::condition_variable changed_;
   KeyValueTable table_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -73,13 +73,13 @@ TCPStore::TCPStore(TCPStoreOptions options, std::unique_ptr<TCPStoreServer> serv
       socket_(std::move(socket)) {}
 
 TCPStore::~TCPStore() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   socket_.Reset();  // Close before the server (if ours) shuts down.
 }
 
 absl::StatusOr<std::string> TCPStore::Call(absl::string_view op_name, const Encoder& request,
                                            absl::Duration wait) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (!broken_.ok()) return broken_;
   // A parked request may legitimately take `wait`; the answer then needs time to travel.
   const absl::Duration grace = wait > absl::ZeroDuration() ? kReplyGrace : absl::ZeroDuration();

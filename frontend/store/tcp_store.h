@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "frontend/store/socket_util.h"
 #include "frontend/store/store.h"
 #include "frontend/store/tcp_store_protocol.h"
@@ -71,7 +71,7 @@ class TCPStore : public Store {
   const TCPStoreOptions options_;
   const std::unique_ptr<TCPStoreServer> server_;  // Declared first: destroyed last.
   const int port_;
-  absl::Mutex mu_;
+  std::mutex mu_;
   ScopedFd socket_ ABSL_GUARDED_BY(mu_);
   absl::Status broken_ ABSL_GUARDED_BY(mu_);  // Set once the connection is unusable.
 };

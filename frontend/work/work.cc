@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "frontend/core/deadline.h"
 
 namespace plexus {
 
@@ -20,8 +21,9 @@ std::shared_ptr<Work> Work::Finished(absl::Status status, std::string op_name, i
 }
 
 absl::Status Work::Wait(absl::Duration timeout) {
-  absl::MutexLock lock(&mu_);
-  if (!mu_.AwaitWithTimeout(absl::Condition(&completed_), timeout)) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto deadline = SteadyDeadline(timeout);
+  if (!completed_cv_.wait_until(lock, deadline, [this] { return completed_; })) {
     std::string sequence =
         sequence_ >= 0 ? absl::StrCat(" (sequence ", sequence_, ")") : std::string();
     return absl::DeadlineExceededError(absl::StrCat(
@@ -32,12 +34,12 @@ absl::Status Work::Wait(absl::Duration timeout) {
 }
 
 bool Work::IsCompleted() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return completed_;
 }
 
 absl::Status Work::status() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (!completed_) return absl::UnknownError(absl::StrCat(op_name_, " is still running"));
   return status_;
 }
@@ -45,7 +47,7 @@ absl::Status Work::status() const {
 void Work::OnComplete(Callback callback) {
   absl::Status final_status;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (!completed_) {
       callbacks_.push_back(std::move(callback));
       return;
@@ -60,7 +62,7 @@ Work::Stats Work::stats() const {
   stats.bytes_sent = bytes_sent_.load(std::memory_order_relaxed);
   stats.bytes_received = bytes_received_.load(std::memory_order_relaxed);
   stats.world_size = world_size_;
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   stats.duration = (completed_ ? end_ : absl::Now()) - start_;
   return stats;
 }
@@ -68,13 +70,14 @@ Work::Stats Work::stats() const {
 bool Work::Complete(absl::Status status) {
   std::vector<Callback> callbacks;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (completed_) return false;
     completed_ = true;
     status_ = std::move(status);
     end_ = absl::Now();
     callbacks.swap(callbacks_);
   }
+  completed_cv_.notify_all();
   // Run outside the lock: a callback may wait on or complete other Works.
   const absl::Status final_status = this->status();
   for (Callback& callback : callbacks) callback(final_status);

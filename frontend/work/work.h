@@ -7,16 +7,17 @@
 #define PLEXUS_FRONTEND_WORK_WORK_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 namespace plexus {
@@ -85,7 +86,8 @@ class Work {
   std::atomic<int64_t> bytes_received_{0};
   std::atomic<int> source_rank_{-1};
 
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
+  std::condition_variable completed_cv_;
   bool completed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   absl::Time end_ ABSL_GUARDED_BY(mu_);

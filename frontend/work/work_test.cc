@@ -114,6 +114,14 @@ TEST(WorkTest, WaitAllReportsFirstErrorAndSharesDeadline) {
   EXPECT_EQ(WaitAll(works, absl::Milliseconds(20)).code(), absl::StatusCode::kDeadlineExceeded);
 }
 
+TEST(WorkTest, InfiniteAndNegativeTimeoutsAreSafe) {
+  Work done("barrier", 2);
+  done.Complete(absl::OkStatus());
+  EXPECT_TRUE(done.Wait(absl::InfiniteDuration()).ok());
+  Work pending("barrier", 2);
+  EXPECT_EQ(pending.Wait(-absl::Seconds(1)).code(), absl::StatusCode::kDeadlineExceeded);
+}
+
 TEST(WorkTest, SourceRank) {
   Work work("recv_any_source", 4);
   EXPECT_EQ(work.source_rank(), -1);

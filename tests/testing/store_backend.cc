@@ -163,11 +163,11 @@ class StoreBackend : public Backend {
     return absl::OkStatus();
   }
   std::string NextKey(absl::string_view op) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return absl::StrCat(op, "/", sequence_++);
   }
   std::string PairKey(int src, int dst, int tag, std::map<std::string, int>& counters) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     const std::string pair = absl::StrCat("p2p/", src, "/", dst, "/", tag);
     return absl::StrCat(pair, "/", counters[pair]++);
   }
@@ -188,7 +188,7 @@ class StoreBackend : public Backend {
   }
 
   const BackendContext context_;
-  absl::Mutex mu_;
+  std::mutex mu_;
   int64_t sequence_ = 0;
   std::map<std::string, int> sent_;
   std::map<std::string, int> received_;

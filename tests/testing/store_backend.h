@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "frontend/dispatch/backend.h"
 
 namespace plexus::testing {
@@ -27,7 +27,7 @@ class RecordingBackend : public Backend {
       : name_(std::move(name)), capabilities_(std::move(capabilities)) {}
 
   std::vector<std::string> calls() const {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return calls_;
   }
 
@@ -66,7 +66,7 @@ class RecordingBackend : public Backend {
   }
   WorkPtr AllToAllSingle(const Tensor&, const Tensor&, absl::Span<const int64_t> output_splits,
                          absl::Span<const int64_t> input_splits, const AllToAllOptions&) override {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     last_output_splits_.assign(output_splits.begin(), output_splits.end());
     last_input_splits_.assign(input_splits.begin(), input_splits.end());
     calls_.push_back("all_to_all_single");
@@ -80,20 +80,20 @@ class RecordingBackend : public Backend {
   }
 
   std::vector<int64_t> last_output_splits() const {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return last_output_splits_;
   }
 
  private:
   WorkPtr Record(const std::string& op) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     calls_.push_back(op);
     return Work::Finished(absl::OkStatus(), op);
   }
 
   const std::string name_;
   const BackendCapabilities capabilities_;
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   std::vector<std::string> calls_;
   std::vector<int64_t> last_output_splits_;
   std::vector<int64_t> last_input_splits_;
