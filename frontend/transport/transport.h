@@ -5,11 +5,12 @@
 //  - Send/Recv return at once with a Work that completes when the bytes have left the buffer
 //    (send) or arrived in it (recv). Buffers must stay valid until then.
 //  - Messages from one sender to one receiver with the same tag are matched in send order.
-//    A receive's size must equal the matched message's size; otherwise the receive fails with
-//    InvalidArgument naming both sizes, and no byte outside the buffer is written.
-//  - A lost peer completes every pending operation involving it with Unavailable; a deadline
-//    completes an operation with DeadlineExceeded; Abort() completes every pending operation
-//    with the given status (Aborted by convention) and makes later calls fail the same way.
+//    A receive's size must equal the matched message's size, and its signature (when both are
+//    non-zero) the message's; otherwise the receive fails with FailedPrecondition naming both,
+//    and no byte outside the buffer is written.
+//  - A lost peer fails every pending operation with Unavailable naming it (a group that lost a
+//    member cannot finish a collective), and later operations fail the same way. A deadline
+//    fails an operation with DeadlineExceeded. Abort() fails everything with its status.
 //  - Thread-safe: any thread may call any method.
 #ifndef PLEXUS_FRONTEND_TRANSPORT_TRANSPORT_H_
 #define PLEXUS_FRONTEND_TRANSPORT_TRANSPORT_H_
@@ -23,6 +24,20 @@
 
 namespace plexus {
 
+// A message's identity. The tag's high 40 bits name the operation (one collective, or one
+// point-to-point tag), the low 24 bits a step within it. The signature describes what the
+// sender is doing (see algorithms/signature.h); 0 disables the check.
+struct MessageTag {
+  uint64_t tag = 0;
+  uint64_t signature = 0;
+};
+
+inline constexpr int kTagStepBits = 24;
+inline constexpr uint64_t MakeTag(uint64_t operation, uint32_t step) {
+  return (operation << kTagStepBits) | (step & ((1u << kTagStepBits) - 1));
+}
+inline constexpr uint64_t TagOperation(uint64_t tag) { return tag >> kTagStepBits; }
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -30,18 +45,23 @@ class Transport {
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
-  // Sends `data` to `peer` under `tag`; the Work fails if not delivered by `timeout`.
-  virtual WorkPtr Send(int peer, uint64_t tag, absl::Span<const uint8_t> data,
+  // Sends `data` to `peer`; the Work fails if not sent by `timeout`.
+  virtual WorkPtr Send(int peer, MessageTag tag, absl::Span<const uint8_t> data,
                        absl::Duration timeout) = 0;
 
-  // Receives the next message from `peer` under `tag` into `data`.
-  virtual WorkPtr Recv(int peer, uint64_t tag, absl::Span<uint8_t> data,
+  // Receives the next message from `peer` with `tag.tag` into `data`.
+  virtual WorkPtr Recv(int peer, MessageTag tag, absl::Span<uint8_t> data,
                        absl::Duration timeout) = 0;
 
-  // Receives the next message under `tag` from whichever peer sends first; the Work's
+  // Receives the next message with `tag.tag` from whichever peer sends first; the Work's
   // source_rank() names it once complete.
-  virtual WorkPtr RecvFromAny(uint64_t tag, absl::Span<uint8_t> data,
+  virtual WorkPtr RecvFromAny(MessageTag tag, absl::Span<uint8_t> data,
                               absl::Duration timeout) = 0;
+
+  // Fails every pending and later send and receive of `operation` (TagOperation of its tags),
+  // here and on every peer, with `reason`: one rank's failure ends the collective everywhere
+  // instead of leaving the others to time out.
+  virtual void AbortOperation(uint64_t operation, absl::Status reason) = 0;
 
   // Fails every pending and future operation with `reason`.
   virtual void Abort(absl::Status reason) = 0;

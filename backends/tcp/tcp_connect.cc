@@ -1,0 +1,141 @@
+#include "backends/tcp/tcp_connect.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/base/internal/endian.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "frontend/core/status_macros.h"
+
+namespace plexus::tcp {
+namespace {
+
+constexpr uint32_t kHelloMagic = 0x54584C50;  // "PLXT"
+constexpr uint16_t kHelloVersion = 1;
+constexpr size_t kHelloBytes = 24;
+
+uint64_t GroupHash(const std::string& name, int size) {
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a: stable across processes and builds.
+  for (char c : absl::StrCat(name, "/", size)) {
+    hash ^= static_cast<uint8_t>(c);
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+std::string Hello(const MeshOptions& options) {
+  char bytes[kHelloBytes] = {};
+  absl::little_endian::Store32(bytes, kHelloMagic);
+  absl::little_endian::Store16(bytes + 4, kHelloVersion);
+  absl::little_endian::Store32(bytes + 8, static_cast<uint32_t>(options.rank));
+  absl::little_endian::Store32(bytes + 12, static_cast<uint32_t>(options.size));
+  absl::little_endian::Store64(bytes + 16, GroupHash(options.group_name, options.size));
+  return std::string(bytes, kHelloBytes);
+}
+
+// Reads a peer's hello and returns its rank after checking it belongs to this group.
+absl::StatusOr<int> ReadHello(int fd, const MeshOptions& options, absl::Time deadline) {
+  char bytes[kHelloBytes];
+  RETURN_IF_ERROR(RecvExact(fd, bytes, kHelloBytes, deadline));
+  if (absl::little_endian::Load32(bytes) != kHelloMagic) {
+    return absl::UnauthenticatedError("handshake: bad magic (not a plexus tcp peer)");
+  }
+  const uint16_t version = absl::little_endian::Load16(bytes + 4);
+  if (version != kHelloVersion) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("handshake: peer speaks protocol ", version, ", this rank ", kHelloVersion));
+  }
+  const int rank = static_cast<int>(absl::little_endian::Load32(bytes + 8));
+  const int size = static_cast<int>(absl::little_endian::Load32(bytes + 12));
+  if (size != options.size || absl::little_endian::Load64(bytes + 16) !=
+                                  GroupHash(options.group_name, options.size)) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "handshake: peer rank ", rank, " belongs to another group (size ", size, ") than group '",
+        options.group_name, "' of size ", options.size));
+  }
+  if (rank < 0 || rank >= options.size || rank == options.rank) {
+    return absl::UnauthenticatedError(absl::StrCat("handshake: peer claims rank ", rank));
+  }
+  return rank;
+}
+
+absl::StatusOr<std::pair<std::string, int>> ParseAddress(const std::string& text) {
+  const size_t colon = text.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(text.substr(colon + 1), &port)) {
+    return absl::DataLossError(absl::StrCat("bad peer address '", text, "' in the store"));
+  }
+  std::string host = text.substr(0, colon);
+  if (host.size() > 1 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  return std::make_pair(host, port);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<ScopedFd>> ConnectMesh(const MeshOptions& options) {
+  const absl::Time deadline = absl::Now() + options.timeout;
+  std::vector<ScopedFd> peers(options.size);
+  if (options.size == 1) return peers;
+  ASSIGN_OR_RETURN(ScopedFd listener, ListenTcp(options.address, 0, options.size));
+  ASSIGN_OR_RETURN(int port, LocalPort(listener.get()));
+  RETURN_IF_ERROR(options.store->Set(absl::StrCat("addr/", options.rank),
+                                     HostPort(options.address, port)));
+  const std::string hello = Hello(options);
+  // Higher ranks: connect and introduce ourselves, then read their hello back.
+  for (int peer = options.rank + 1; peer < options.size; ++peer) {
+    const std::string key = absl::StrCat("addr/", peer);
+    RETURN_IF_ERROR(options.store->Wait({key}, std::max(deadline - absl::Now(),
+                                                        absl::ZeroDuration())));
+    ASSIGN_OR_RETURN(std::string text, options.store->Get(key));
+    ASSIGN_OR_RETURN(auto host_port, ParseAddress(text));
+    auto fd = ConnectTcpWithRetry(host_port.first, host_port.second, deadline);
+    if (!fd.ok()) {
+      return absl::UnavailableError(absl::StrCat("rank ", options.rank, ": connecting to rank ",
+                                                 peer, " at ", text, ": ", fd.status().message()));
+    }
+    RETURN_IF_ERROR(SendAll(fd->get(), hello, deadline));
+    ASSIGN_OR_RETURN(int answered, ReadHello(fd->get(), options, deadline));
+    if (answered != peer) {
+      return absl::UnauthenticatedError(absl::StrCat("rank ", options.rank, ": ", text,
+                                                     " answered as rank ", answered, ", not ",
+                                                     peer));
+    }
+    peers[peer] = std::move(fd).value();
+  }
+  // Lower ranks: accept until each has introduced itself.
+  for (int accepted = 0; accepted < options.rank;) {
+    pollfd pfd{listener.get(), POLLIN, 0};
+    const int64_t left_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+    if (left_ms <= 0 || poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left_ms, 1000))) < 0) {
+      if (left_ms > 0 && errno == EINTR) continue;
+      if (left_ms > 0) return absl::InternalError(absl::StrCat("poll: ", strerror(errno)));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "rank ", options.rank, " of group '", options.group_name, "': only ", accepted, " of ",
+          options.rank, " lower ranks connected within ", absl::FormatDuration(options.timeout)));
+    }
+    if (!(pfd.revents & POLLIN)) continue;
+    ScopedFd fd(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!fd.valid()) continue;
+    RETURN_IF_ERROR(SetNonBlocking(fd.get(), false));
+    SetNoDelay(fd.get());
+    auto peer = ReadHello(fd.get(), options, deadline);
+    if (!peer.ok()) return peer.status();
+    if (*peer > options.rank || peers[*peer].valid()) {
+      return absl::UnauthenticatedError(
+          absl::StrCat("rank ", options.rank, ": unexpected connection from rank ", *peer));
+    }
+    RETURN_IF_ERROR(SendAll(fd.get(), hello, deadline));
+    peers[*peer] = std::move(fd);
+    ++accepted;
+  }
+  for (ScopedFd& fd : peers) {
+    if (fd.valid()) RETURN_IF_ERROR(SetNonBlocking(fd.get(), true));
+  }
+  return peers;
+}
+
+}  // namespace plexus::tcp

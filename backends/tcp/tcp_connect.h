@@ -1,0 +1,30 @@
+// Connection setup for TcpTransport: listen, publish the address in the store, connect the full
+// mesh and run the handshake (magic, version, group, rank) on every connection.
+#ifndef PLEXUS_BACKENDS_TCP_TCP_CONNECT_H_
+#define PLEXUS_BACKENDS_TCP_TCP_CONNECT_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "frontend/store/socket_util.h"
+#include "frontend/store/store.h"
+
+namespace plexus::tcp {
+
+struct MeshOptions {
+  Store* store;
+  int rank;
+  int size;
+  std::string group_name;
+  std::string address;
+  absl::Duration timeout;
+};
+
+// Returns one connected, handshaken, non-blocking socket per peer (index = peer rank; the
+// entry for this rank is empty). Connects to higher ranks and accepts lower ones.
+absl::StatusOr<std::vector<ScopedFd>> ConnectMesh(const MeshOptions& options);
+
+}  // namespace plexus::tcp
+
+#endif  // PLEXUS_BACKENDS_TCP_TCP_CONNECT_H_

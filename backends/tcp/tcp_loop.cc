@@ -1,0 +1,532 @@
+#include "backends/tcp/tcp_loop.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/base/internal/endian.h"
+#include "absl/strings/str_cat.h"
+#include "frontend/core/logging.h"
+
+namespace plexus::tcp {
+namespace {
+
+constexpr size_t kRxBufferBytes = 256 * 1024;
+// Payloads at least this large (with nothing buffered) are read straight into their target.
+constexpr uint64_t kDirectReadBytes = 32 * 1024;
+constexpr uint64_t kMaxAbortReasonBytes = 64 * 1024;
+constexpr size_t kMaxRememberedAborts = 4096;
+
+void EncodeHeader(char* out, FrameType type, uint64_t tag, uint64_t signature, uint64_t size) {
+  absl::little_endian::Store32(out, static_cast<uint32_t>(type));
+  absl::little_endian::Store32(out + 4, 0);
+  absl::little_endian::Store64(out + 8, tag);
+  absl::little_endian::Store64(out + 16, signature);
+  absl::little_endian::Store64(out + 24, size);
+}
+
+}  // namespace
+
+Loop::Loop(int rank, std::vector<ScopedFd> peers, int epoll_fd, uint64_t max_message_bytes,
+           uint64_t max_unexpected_bytes)
+    : rank_(rank),
+      epoll_fd_(epoll_fd),
+      max_message_bytes_(max_message_bytes),
+      max_unexpected_bytes_(max_unexpected_bytes),
+      peers_(peers.size()) {
+  for (size_t i = 0; i < peers.size(); ++i) {
+    peers_[i].fd = std::move(peers[i]);
+    if (!peers_[i].fd.valid()) {
+      peers_[i].alive = false;
+      continue;
+    }
+    peers_[i].rx.resize(kRxBufferBytes);
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.u64 = i;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, peers_[i].fd.get(), &event);
+  }
+}
+
+Loop::~Loop() { FailEverything(absl::AbortedError("transport destroyed")); }
+
+std::string Loop::Describe(const Op& op) const {
+  const char* what = op.kind == Op::Kind::kSend ? "send to" : "recv from";
+  std::string peer = op.peer >= 0 ? absl::StrCat("rank ", op.peer) : std::string("any rank");
+  return absl::StrCat(what, " ", peer, " (operation ", TagOperation(op.tag.tag), " step ",
+                      op.tag.tag & ((1u << kTagStepBits) - 1), ", ", op.size, " bytes) on rank ",
+                      rank_);
+}
+
+absl::Status Loop::Refusal(const Op& op) const {
+  if (!broken_.ok()) return broken_;
+  auto aborted = aborted_.find(TagOperation(op.tag.tag));
+  if (aborted != aborted_.end()) return aborted->second;
+  if (op.peer >= 0 && (op.peer >= static_cast<int>(peers_.size()) || op.peer == rank_)) {
+    return absl::InvalidArgumentError(absl::StrCat(Describe(op), ": no such peer"));
+  }
+  return absl::OkStatus();
+}
+
+void Loop::Finish(const OpPtr& op, const absl::Status& status) {
+  if (op->done) return;
+  op->done = true;
+  if (op->has_timer) {
+    timers_.erase(op->timer);
+    op->has_timer = false;
+  }
+  if (status.ok()) {
+    if (op->kind == Op::Kind::kSend) {
+      op->work->AddBytesSent(static_cast<int64_t>(op->size));
+    } else {
+      op->work->AddBytesReceived(static_cast<int64_t>(op->size));
+      op->work->SetSourceRank(op->peer);
+    }
+  }
+  op->work->Complete(status);
+}
+
+void Loop::Arm(const OpPtr& op) {
+  op->timer = timers_.emplace(op->deadline, op);
+  op->has_timer = true;
+}
+
+void Loop::PostSend(const OpPtr& op) {
+  if (absl::Status refused = Refusal(*op); !refused.ok()) return Finish(op, refused);
+  EncodeHeader(op->header, FrameType::kData, op->tag.tag, op->tag.signature, op->size);
+  op->payload = op->data;
+  Arm(op);
+  peers_[op->peer].tx.push_back(op);
+  if (peers_[op->peer].tx.size() == 1) Flush(op->peer);
+}
+
+void Loop::Flush(int peer_index) {
+  Peer& peer = peers_[peer_index];
+  while (!peer.tx.empty() && peer.alive) {
+    const OpPtr& op = peer.tx.front();
+    if (op->done && op->written == 0) {  // Timed out or aborted before a byte left.
+      peer.tx.pop_front();
+      continue;
+    }
+    iovec iov[2];
+    int count = 0;
+    if (op->written < kFrameHeaderBytes) {
+      iov[count++] = {op->header + op->written, kFrameHeaderBytes - op->written};
+      if (op->size > 0) iov[count++] = {const_cast<uint8_t*>(op->payload), op->size};
+    } else {
+      const uint64_t offset = op->written - kFrameHeaderBytes;
+      iov[count++] = {const_cast<uint8_t*>(op->payload) + offset, op->size - offset};
+    }
+    msghdr message{};
+    message.msg_iov = iov;
+    message.msg_iovlen = count;
+    ssize_t n = sendmsg(peer.fd.get(), &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      SetWantWrite(peer_index, true);
+      return;
+    }
+    if (n < 0) return PeerLost(peer_index, absl::StrCat("send failed: ", strerror(errno)));
+    op->written += static_cast<uint64_t>(n);
+    if (op->written == kFrameHeaderBytes + op->size) {
+      OpPtr finished = op;
+      peer.tx.pop_front();
+      Finish(finished, absl::OkStatus());
+    }
+  }
+  SetWantWrite(peer_index, false);
+}
+
+void Loop::SetWantWrite(int peer_index, bool want) {
+  Peer& peer = peers_[peer_index];
+  if (peer.want_write == want || !peer.alive) return;
+  peer.want_write = want;
+  epoll_event event{};
+  event.events = EPOLLIN | (want ? EPOLLOUT : 0);
+  event.data.u64 = static_cast<uint64_t>(peer_index);
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, peer.fd.get(), &event);
+}
+
+bool Loop::Matches(const OpPtr& op, int peer, uint64_t size, uint64_t signature) {
+  std::string problem;
+  if (op->tag.signature != 0 && signature != 0 && op->tag.signature != signature) {
+    problem = absl::StrCat("rank ", peer, " sent signature 0x", absl::Hex(signature),
+                           " but this rank expected 0x", absl::Hex(op->tag.signature));
+  } else if (size != op->size) {
+    problem = absl::StrCat("rank ", peer, " sent ", size, " bytes but this rank expected ",
+                           op->size);
+  }
+  if (problem.empty()) return true;
+  op->peer = peer;
+  Finish(op, absl::FailedPreconditionError(absl::StrCat(Describe(*op), ": ", problem)));
+  return false;
+}
+
+OpPtr Loop::TakePosted(int peer, uint64_t tag) {
+  auto it = posted_.find({peer, tag});
+  while (it != posted_.end() && !it->second.empty()) {
+    OpPtr op = it->second.front();
+    it->second.pop_front();
+    if (it->second.empty()) posted_.erase(it), it = posted_.end();
+    if (!op->done) return op;
+  }
+  auto any = posted_any_.find(tag);
+  while (any != posted_any_.end() && !any->second.empty()) {
+    OpPtr op = any->second.front();
+    any->second.pop_front();
+    if (any->second.empty()) posted_any_.erase(any), any = posted_any_.end();
+    if (!op->done) {
+      op->peer = peer;
+      return op;
+    }
+  }
+  return nullptr;
+}
+
+void Loop::PostRecv(const OpPtr& op) {
+  if (absl::Status refused = Refusal(*op); !refused.ok()) return Finish(op, refused);
+  Arm(op);
+  // A message that already arrived (or is arriving) is matched first, in arrival order.
+  for (auto it = staged_.begin(); it != staged_.end(); ++it) {
+    if (it->first.second != op->tag.tag) continue;
+    if (op->kind == Op::Kind::kRecv && it->first.first != op->peer) continue;
+    for (auto staged_it = it->second.begin(); staged_it != it->second.end(); ++staged_it) {
+      StagedPtr staged = *staged_it;
+      if (staged->waiter != nullptr && !staged->waiter->done) continue;
+      if (!staged->complete) {
+        staged->waiter = op;
+        op->peer = staged->peer;
+        return;
+      }
+      it->second.erase(staged_it);
+      if (it->second.empty()) staged_.erase(it);
+      return Deliver(op, staged);
+    }
+  }
+  if (op->kind == Op::Kind::kRecv) {
+    posted_[{op->peer, op->tag.tag}].push_back(op);
+  } else {
+    posted_any_[op->tag.tag].push_back(op);
+  }
+}
+
+void Loop::Deliver(const OpPtr& op, const StagedPtr& staged) {
+  staged_bytes_ -= staged->bytes.size();
+  if (!Matches(op, staged->peer, staged->bytes.size(), staged->signature)) return;
+  op->peer = staged->peer;
+  if (!staged->bytes.empty()) std::memcpy(op->data, staged->bytes.data(), staged->bytes.size());
+  Finish(op, absl::OkStatus());
+}
+
+void Loop::OnEvent(int peer, uint32_t events) {
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer].alive) return;
+  if (events & EPOLLOUT) Flush(peer);
+  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) OnReadable(peer);
+}
+
+void Loop::OnReadable(int peer_index) {
+  Peer& peer = peers_[peer_index];
+  while (peer.alive) {
+    if (peer.rx_begin < peer.rx_end) {
+      if (!ProcessBuffered(peer_index)) return;
+      continue;
+    }
+    peer.rx_begin = peer.rx_end = 0;
+    ssize_t n;
+    if (peer.in_payload && peer.target != nullptr && peer.payload_left >= kDirectReadBytes) {
+      n = recv(peer.fd.get(), peer.target, peer.payload_left, MSG_DONTWAIT);
+      if (n > 0) {
+        peer.target += n;
+        peer.payload_left -= static_cast<uint64_t>(n);
+        if (peer.payload_left == 0) FinishFrame(peer_index);
+        continue;
+      }
+    } else {
+      n = recv(peer.fd.get(), peer.rx.data(), peer.rx.size(), MSG_DONTWAIT);
+      if (n > 0) {
+        peer.rx_end = static_cast<size_t>(n);
+        continue;
+      }
+    }
+    if (n == 0) return PeerLost(peer_index, "connection closed");
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+    return PeerLost(peer_index, absl::StrCat("recv failed: ", strerror(errno)));
+  }
+}
+
+bool Loop::ProcessBuffered(int peer_index) {
+  Peer& peer = peers_[peer_index];
+  while (peer.alive && peer.rx_begin < peer.rx_end) {
+    const size_t available = peer.rx_end - peer.rx_begin;
+    if (!peer.in_payload) {
+      if (available < kFrameHeaderBytes) {
+        // Keep the partial header at the front and read more behind it.
+        std::memmove(peer.rx.data(), peer.rx.data() + peer.rx_begin, available);
+        peer.rx_begin = 0;
+        peer.rx_end = available;
+        ssize_t n = recv(peer.fd.get(), peer.rx.data() + available, peer.rx.size() - available,
+                         MSG_DONTWAIT);
+        if (n > 0) {
+          peer.rx_end += static_cast<size_t>(n);
+          continue;
+        }
+        if (n == 0) {
+          PeerLost(peer_index, "connection closed");
+          return false;
+        }
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+        PeerLost(peer_index, absl::StrCat("recv failed: ", strerror(errno)));
+        return false;
+      }
+      const char* header = reinterpret_cast<const char*>(peer.rx.data() + peer.rx_begin);
+      peer.rx_begin += kFrameHeaderBytes;
+      if (!StartFrame(peer_index, header)) return false;
+      continue;
+    }
+    const uint64_t n = std::min<uint64_t>(peer.payload_left, available);
+    if (peer.type == FrameType::kAbort) {
+      peer.abort_text.append(reinterpret_cast<const char*>(peer.rx.data() + peer.rx_begin), n);
+    } else if (peer.target != nullptr) {
+      std::memcpy(peer.target, peer.rx.data() + peer.rx_begin, n);
+      peer.target += n;
+    }
+    peer.rx_begin += n;
+    peer.payload_left -= n;
+    if (peer.payload_left == 0) FinishFrame(peer_index);
+  }
+  return peer.alive;
+}
+
+bool Loop::StartFrame(int peer_index, const char* header) {
+  Peer& peer = peers_[peer_index];
+  const uint32_t type = absl::little_endian::Load32(header);
+  peer.tag = absl::little_endian::Load64(header + 8);
+  peer.signature = absl::little_endian::Load64(header + 16);
+  const uint64_t size = absl::little_endian::Load64(header + 24);
+  peer.in_payload = true;
+  peer.payload_left = size;
+  peer.target = nullptr;
+  if (type == static_cast<uint32_t>(FrameType::kAbort)) {
+    if (size > kMaxAbortReasonBytes) {
+      PeerLost(peer_index, absl::StrCat("abort frame of ", size, " bytes"));
+      return false;
+    }
+    peer.type = FrameType::kAbort;
+    peer.abort_text.clear();
+  } else if (type == static_cast<uint32_t>(FrameType::kData)) {
+    if (size > max_message_bytes_) {
+      PeerLost(peer_index, absl::StrCat("frame of ", size, " bytes exceeds the cap of ",
+                                        max_message_bytes_));
+      return false;
+    }
+    peer.type = FrameType::kData;
+    if (OpPtr op = TakePosted(peer_index, peer.tag); op != nullptr) {
+      if (Matches(op, peer_index, size, peer.signature)) {
+        op->receiving = true;
+        peer.rx_op = op;
+        peer.target = op->data;
+      }
+    } else if (aborted_.contains(TagOperation(peer.tag))) {
+      // A straggler of an aborted operation: drop it.
+    } else {
+      if (staged_bytes_ + size > max_unexpected_bytes_) {
+        PeerLost(peer_index, absl::StrCat("peer sent ", staged_bytes_ + size,
+                                          " bytes nobody has asked for (cap ",
+                                          max_unexpected_bytes_, ")"));
+        return false;
+      }
+      auto staged = std::make_shared<Staged>();
+      staged->peer = peer_index;
+      staged->tag = peer.tag;
+      staged->signature = peer.signature;
+      staged->bytes.resize(size);
+      staged_bytes_ += size;
+      staged_[{peer_index, peer.tag}].push_back(staged);
+      peer.rx_staged = staged;
+      peer.target = staged->bytes.data();
+    }
+  } else {
+    PeerLost(peer_index, absl::StrCat("unknown frame type ", type));
+    return false;
+  }
+  if (size == 0) FinishFrame(peer_index);
+  return true;
+}
+
+void Loop::FinishFrame(int peer_index) {
+  Peer& peer = peers_[peer_index];
+  peer.in_payload = false;
+  peer.target = nullptr;
+  if (peer.type == FrameType::kAbort) {
+    const auto code = static_cast<absl::StatusCode>(peer.signature);
+    AbortOperation(peer.tag, absl::Status(code == absl::StatusCode::kOk ? absl::StatusCode::kAborted : code,
+                                          peer.abort_text),
+                   /*notify_peers=*/false);
+    return;
+  }
+  if (peer.rx_op != nullptr) {
+    OpPtr op = std::move(peer.rx_op);
+    op->receiving = false;
+    Finish(op, absl::OkStatus());
+  }
+  if (peer.rx_staged != nullptr) {
+    StagedPtr staged = std::move(peer.rx_staged);
+    staged->complete = true;
+    if (staged->waiter != nullptr && !staged->waiter->done) {
+      auto& queue = staged_[{peer_index, staged->tag}];
+      queue.erase(std::find(queue.begin(), queue.end(), staged));
+      if (queue.empty()) staged_.erase({peer_index, staged->tag});
+      OpPtr waiter = std::move(staged->waiter);
+      Deliver(waiter, staged);
+    }
+  }
+}
+
+void Loop::AbortOperation(uint64_t operation, const absl::Status& reason, bool notify_peers) {
+  if (!aborted_.contains(operation)) {
+    aborted_.emplace(operation, reason);
+    aborted_order_.push_back(operation);
+    if (aborted_order_.size() > kMaxRememberedAborts) {
+      aborted_.erase(aborted_order_.front());
+      aborted_order_.pop_front();
+    }
+  }
+  std::vector<OpPtr> victims;
+  for (auto& [key, queue] : posted_) {
+    for (const OpPtr& op : queue) {
+      if (TagOperation(op->tag.tag) == operation) victims.push_back(op);
+    }
+  }
+  for (auto& [tag, queue] : posted_any_) {
+    for (const OpPtr& op : queue) {
+      if (TagOperation(op->tag.tag) == operation) victims.push_back(op);
+    }
+  }
+  for (auto it = staged_.begin(); it != staged_.end();) {
+    if (TagOperation(it->first.second) != operation) {
+      ++it;
+      continue;
+    }
+    for (const StagedPtr& staged : it->second) {
+      if (staged->waiter != nullptr) victims.push_back(staged->waiter);
+      if (staged->complete) staged_bytes_ -= staged->bytes.size();
+    }
+    it = staged_.erase(it);
+  }
+  for (Peer& peer : peers_) {
+    for (const OpPtr& op : peer.tx) {
+      if (TagOperation(op->tag.tag) == operation) victims.push_back(op);
+    }
+    if (peer.rx_op != nullptr && TagOperation(peer.rx_op->tag.tag) == operation) {
+      victims.push_back(peer.rx_op);
+      peer.rx_op = nullptr;
+      peer.target = nullptr;  // Drain the rest of the payload.
+    }
+    if (peer.rx_staged != nullptr && TagOperation(peer.rx_staged->tag) == operation) {
+      peer.rx_staged = nullptr;
+      peer.target = nullptr;
+    }
+  }
+  for (const OpPtr& op : victims) {
+    if (op->kind == Op::Kind::kSend && op->written > 0 && !op->done) {
+      op->owned.reset(new uint8_t[op->size]);  // The frame must still be completed on the wire.
+      std::memcpy(op->owned.get(), op->payload, op->size);
+      op->payload = op->owned.get();
+    }
+    Finish(op, reason);
+  }
+  if (!notify_peers) return;
+  for (int p = 0; p < static_cast<int>(peers_.size()); ++p) {
+    if (!peers_[p].alive) continue;
+    auto frame = std::make_shared<Op>();
+    frame->kind = Op::Kind::kSend;
+    frame->peer = p;
+    frame->size = reason.message().size();
+    frame->owned.reset(new uint8_t[frame->size + 1]);
+    std::memcpy(frame->owned.get(), reason.message().data(), frame->size);
+    frame->payload = frame->owned.get();
+    frame->work = std::make_shared<Work>("abort", static_cast<int>(peers_.size()));
+    EncodeHeader(frame->header, FrameType::kAbort, operation,
+                 static_cast<uint64_t>(reason.code()), frame->size);
+    peers_[p].tx.push_back(frame);
+    if (peers_[p].tx.size() == 1) Flush(p);
+  }
+}
+
+void Loop::PeerLost(int peer_index, const std::string& reason) {
+  Peer& peer = peers_[peer_index];
+  if (!peer.alive) return;
+  peer.alive = false;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, peer.fd.get(), nullptr);
+  peer.fd.Reset();
+  Log(LogLevel::kWarning, absl::StrCat("tcp transport rank ", rank_, ": lost rank ", peer_index,
+                                       ": ", reason));
+  if (broken_.ok()) {
+    broken_ = absl::UnavailableError(
+        absl::StrCat("rank ", rank_, " lost rank ", peer_index, ": ", reason));
+  }
+  FailEverything(broken_);
+}
+
+void Loop::AbortAll(const absl::Status& reason) {
+  if (broken_.ok()) broken_ = reason;
+  FailEverything(broken_);
+}
+
+void Loop::FailEverything(const absl::Status& status) {
+  std::vector<OpPtr> victims;
+  for (auto& [key, queue] : posted_) victims.insert(victims.end(), queue.begin(), queue.end());
+  for (auto& [key, queue] : posted_any_) victims.insert(victims.end(), queue.begin(), queue.end());
+  for (auto& [key, queue] : staged_) {
+    for (const StagedPtr& staged : queue) {
+      if (staged->waiter != nullptr) victims.push_back(staged->waiter);
+    }
+  }
+  posted_.clear();
+  posted_any_.clear();
+  staged_.clear();
+  staged_bytes_ = 0;
+  for (Peer& peer : peers_) {
+    victims.insert(victims.end(), peer.tx.begin(), peer.tx.end());
+    peer.tx.clear();
+    if (peer.rx_op != nullptr) victims.push_back(peer.rx_op);
+    peer.rx_op = nullptr;
+    peer.rx_staged = nullptr;
+    peer.target = nullptr;
+  }
+  for (const OpPtr& op : victims) Finish(op, status);
+}
+
+void Loop::ExpireDeadlines() {
+  const absl::Time now = absl::Now();
+  while (!timers_.empty() && timers_.begin()->first <= now) {
+    OpPtr op = timers_.begin()->second;
+    if (op->kind == Op::Kind::kSend && op->written > 0) {
+      // Part of the frame is on the wire: keep a copy so the stream stays whole.
+      op->owned.reset(new uint8_t[op->size]);
+      std::memcpy(op->owned.get(), op->payload, op->size);
+      op->payload = op->owned.get();
+    }
+    if (op->receiving && op->peer >= 0 && peers_[op->peer].rx_op == op) {
+      peers_[op->peer].rx_op = nullptr;
+      peers_[op->peer].target = nullptr;  // Drain the rest of the payload.
+    }
+    Finish(op, absl::DeadlineExceededError(absl::StrCat(
+                   Describe(*op), " timed out after ", absl::FormatDuration(op->timeout))));
+  }
+}
+
+int Loop::NextTimeoutMs() const {
+  if (timers_.empty()) return 1000;
+  const absl::Duration left = timers_.begin()->first - absl::Now();
+  return static_cast<int>(std::clamp<int64_t>(
+      absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), 0, 1000));
+}
+
+}  // namespace plexus::tcp

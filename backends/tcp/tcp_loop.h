@@ -1,0 +1,133 @@
+// The event loop behind TcpTransport: owns every peer socket and all send/receive matching
+// state. Every method runs on the loop thread only, so nothing here is locked.
+#ifndef PLEXUS_BACKENDS_TCP_TCP_LOOP_H_
+#define PLEXUS_BACKENDS_TCP_TCP_LOOP_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "frontend/store/socket_util.h"
+#include "frontend/transport/transport.h"
+
+namespace plexus::tcp {
+
+// Frame header on the wire, little endian: type, reserved (4 bytes each), tag, signature and
+// payload size (8 bytes each). Abort frames carry the operation in `tag`, the status code in
+// `signature` and the reason as payload.
+inline constexpr size_t kFrameHeaderBytes = 32;
+enum class FrameType : uint32_t { kData = 1, kAbort = 2 };
+
+// A pending send or receive.
+struct Op {
+  enum class Kind { kSend, kRecv, kRecvAny };
+  Kind kind;
+  int peer;  // For kRecvAny: -1 until matched.
+  MessageTag tag;
+  uint8_t* data;  // Receive target, or the caller's send buffer.
+  uint64_t size;
+  absl::Time deadline;
+  absl::Duration timeout;
+  WorkPtr work;
+  bool done = false;
+  bool receiving = false;  // Payload is being read into `data` right now.
+  // Sends only.
+  char header[kFrameHeaderBytes];
+  const uint8_t* payload = nullptr;  // `data`, or `owned` once the caller's buffer is released.
+  uint64_t written = 0;             // Header + payload bytes written so far.
+  std::unique_ptr<uint8_t[]> owned;
+  std::multimap<absl::Time, std::shared_ptr<Op>>::iterator timer;
+  bool has_timer = false;
+};
+using OpPtr = std::shared_ptr<Op>;
+
+class Loop {
+ public:
+  Loop(int rank, std::vector<ScopedFd> peers, int epoll_fd, uint64_t max_message_bytes,
+       uint64_t max_unexpected_bytes);
+  ~Loop();
+
+  void PostSend(const OpPtr& op);
+  void PostRecv(const OpPtr& op);
+  // Fails the operation's pending work here; with `notify_peers`, tells every peer to do so.
+  void AbortOperation(uint64_t operation, const absl::Status& reason, bool notify_peers);
+  void AbortAll(const absl::Status& reason);
+
+  void OnEvent(int peer, uint32_t events);
+  void ExpireDeadlines();
+  int NextTimeoutMs() const;
+
+ private:
+  struct Staged {
+    int peer;
+    uint64_t tag;
+    uint64_t signature;
+    std::vector<uint8_t> bytes;
+    bool complete = false;
+    OpPtr waiter;  // A receive posted while the bytes were still arriving.
+  };
+  using StagedPtr = std::shared_ptr<Staged>;
+
+  struct Peer {
+    ScopedFd fd;
+    bool alive = true;
+    bool want_write = false;
+    std::deque<OpPtr> tx;
+    std::vector<uint8_t> rx;  // Small reads land here; large payloads bypass it.
+    size_t rx_begin = 0;
+    size_t rx_end = 0;
+    bool in_payload = false;
+    FrameType type = FrameType::kData;
+    uint64_t tag = 0;
+    uint64_t signature = 0;
+    uint64_t payload_left = 0;
+    uint8_t* target = nullptr;  // nullptr: discard the payload.
+    OpPtr rx_op;
+    StagedPtr rx_staged;
+    std::string abort_text;
+  };
+
+  void Flush(int peer);
+  void OnReadable(int peer);
+  // Consumes buffered bytes; false if the peer was dropped.
+  bool ProcessBuffered(int peer);
+  bool StartFrame(int peer, const char* header);
+  void FinishFrame(int peer);
+  void Deliver(const OpPtr& op, const StagedPtr& staged);
+  // Checks a matched receive against the arriving message; fails it on disagreement.
+  bool Matches(const OpPtr& op, int peer, uint64_t size, uint64_t signature);
+  OpPtr TakePosted(int peer, uint64_t tag);
+  void PeerLost(int peer, const std::string& reason);
+  void FailEverything(const absl::Status& status);
+  void Finish(const OpPtr& op, const absl::Status& status);
+  void Arm(const OpPtr& op);
+  void SetWantWrite(int peer, bool want);
+  // Status an operation fails with right away, if any (broken transport, aborted operation).
+  absl::Status Refusal(const Op& op) const;
+  std::string Describe(const Op& op) const;
+
+  const int rank_;
+  const int epoll_fd_;
+  const uint64_t max_message_bytes_;
+  const uint64_t max_unexpected_bytes_;
+  std::vector<Peer> peers_;
+  std::map<std::pair<int, uint64_t>, std::deque<OpPtr>> posted_;
+  std::map<uint64_t, std::deque<OpPtr>> posted_any_;
+  std::map<std::pair<int, uint64_t>, std::deque<StagedPtr>> staged_;
+  uint64_t staged_bytes_ = 0;
+  std::multimap<absl::Time, OpPtr> timers_;
+  absl::flat_hash_map<uint64_t, absl::Status> aborted_;
+  std::deque<uint64_t> aborted_order_;
+  absl::Status broken_;
+};
+
+}  // namespace plexus::tcp
+
+#endif  // PLEXUS_BACKENDS_TCP_TCP_LOOP_H_

@@ -1,0 +1,80 @@
+// TcpTransport: the Transport of the in-house TCP backend. One socket per peer (full mesh,
+// set up through the store), one event-loop thread (epoll) that owns every socket and all
+// matching state; callers hand it commands through a queue. Large payloads are read straight
+// into the receiver's buffer when the receive is already posted; a message that arrives first
+// is staged (bounded by max_unexpected_bytes). A lost peer fails everything at once.
+#ifndef PLEXUS_BACKENDS_TCP_TCP_TRANSPORT_H_
+#define PLEXUS_BACKENDS_TCP_TCP_TRANSPORT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "frontend/store/socket_util.h"
+#include "frontend/store/store.h"
+#include "frontend/transport/transport.h"
+
+namespace plexus {
+
+struct TcpTransportOptions {
+  std::shared_ptr<Store> store;  // Where peers publish their addresses.
+  int rank = 0;
+  int size = 1;
+  std::string group_name;        // Both ends of a connection must agree on it.
+  // Address to listen on and publish; empty means $PLEXUS_TCP_ADDR, else this host's first
+  // non-loopback IPv4 address, else 127.0.0.1.
+  std::string address;
+  absl::Duration connect_timeout = absl::Seconds(300);
+  uint64_t max_message_bytes = uint64_t{1} << 36;    // Larger frames close the connection.
+  uint64_t max_unexpected_bytes = uint64_t{4} << 30;  // Staged bytes before a peer is dropped.
+};
+
+class TcpTransport : public Transport {
+ public:
+  // Listens, publishes the address, connects to every peer and starts the loop. Collective:
+  // every rank of the group calls it.
+  static absl::StatusOr<std::unique_ptr<TcpTransport>> Create(TcpTransportOptions options);
+  ~TcpTransport() override;
+
+  int rank() const override { return options_.rank; }
+  int size() const override { return options_.size; }
+  WorkPtr Send(int peer, MessageTag tag, absl::Span<const uint8_t> data,
+               absl::Duration timeout) override;
+  WorkPtr Recv(int peer, MessageTag tag, absl::Span<uint8_t> data,
+               absl::Duration timeout) override;
+  WorkPtr RecvFromAny(MessageTag tag, absl::Span<uint8_t> data, absl::Duration timeout) override;
+  void AbortOperation(uint64_t operation, absl::Status reason) override;
+  void Abort(absl::Status reason) override;
+
+  const std::string& address() const { return address_; }
+
+ private:
+  class Loop;  // All socket and matching state; lives on the loop thread.
+
+  TcpTransport(TcpTransportOptions options, std::string address, std::vector<ScopedFd> peers);
+  // Queues `command` for the loop thread and wakes it.
+  void Post(std::function<void(Loop&)> command);
+  void RunLoop();
+
+  const TcpTransportOptions options_;
+  const std::string address_;
+  std::unique_ptr<Loop> loop_;
+  ScopedFd wakeup_;
+  std::mutex inbox_mu_;
+  std::vector<std::function<void(Loop&)>> inbox_;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+// Resolves the address a rank listens on (see TcpTransportOptions::address).
+std::string DefaultTcpAddress();
+
+}  // namespace plexus
+
+#endif  // PLEXUS_BACKENDS_TCP_TCP_TRANSPORT_H_

@@ -1,0 +1,220 @@
+// TcpTransport: matching, ordering, sizes, signatures, timeouts, aborts and peer loss, with
+// ranks as threads of one process meeting through a HashStore.
+#include "backends/tcp/tcp_transport.h"
+
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "frontend/store/hash_store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace plexus {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kWait = absl::Seconds(20);
+
+std::vector<std::unique_ptr<TcpTransport>> MakeWorld(int size, const std::string& group = "g") {
+  auto store = std::make_shared<HashStore>(absl::Seconds(20));
+  std::vector<std::unique_ptr<TcpTransport>> world(size);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < size; ++rank) {
+    threads.emplace_back([&, rank] {
+      TcpTransportOptions options;
+      options.store = store;
+      options.rank = rank;
+      options.size = size;
+      options.group_name = group;
+      options.address = "127.0.0.1";
+      options.connect_timeout = absl::Seconds(20);
+      auto transport = TcpTransport::Create(options);
+      EXPECT_TRUE(transport.ok()) << transport.status();
+      if (transport.ok()) world[rank] = std::move(transport).value();
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  return world;
+}
+
+absl::Span<const uint8_t> Bytes(const std::vector<uint8_t>& v) { return {v.data(), v.size()}; }
+absl::Span<uint8_t> Bytes(std::vector<uint8_t>& v) { return {v.data(), v.size()}; }
+
+std::vector<uint8_t> Pattern(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed + i * 7);
+  return v;
+}
+
+TEST(TcpTransportTest, SendsEverySizePrePostedAndUnexpected) {
+  auto world = MakeWorld(2);
+  ASSERT_NE(world[1], nullptr);
+  uint32_t step = 0;
+  for (size_t size : {size_t{0}, size_t{1}, size_t{1000}, size_t{100000}, size_t{8} << 20}) {
+    for (bool pre_post : {true, false}) {
+      const MessageTag tag{MakeTag(1, step++), 0};
+      const std::vector<uint8_t> sent = Pattern(size, static_cast<uint8_t>(size));
+      std::vector<uint8_t> received(size, 0xEE);
+      WorkPtr recv;
+      if (pre_post) recv = world[1]->Recv(0, tag, Bytes(received), kWait);
+      WorkPtr send = world[0]->Send(1, tag, Bytes(sent), kWait);
+      ASSERT_TRUE(send->Wait(kWait).ok());
+      if (!pre_post) recv = world[1]->Recv(0, tag, Bytes(received), kWait);
+      ASSERT_TRUE(recv->Wait(kWait).ok()) << size;
+      EXPECT_EQ(received, sent) << size << (pre_post ? " pre-posted" : " unexpected");
+      EXPECT_EQ(recv->stats().bytes_received, static_cast<int64_t>(size));
+      EXPECT_EQ(send->stats().bytes_sent, static_cast<int64_t>(size));
+    }
+  }
+}
+
+TEST(TcpTransportTest, SameTagMessagesArriveInOrderAndTagsAreIndependent) {
+  auto world = MakeWorld(2);
+  constexpr int kMessages = 50;
+  std::vector<std::vector<uint8_t>> sent;
+  std::vector<WorkPtr> sends;
+  for (int i = 0; i < kMessages; ++i) sent.push_back(Pattern(64 + i, static_cast<uint8_t>(i)));
+  for (int i = 0; i < kMessages; ++i) {
+    sends.push_back(world[0]->Send(1, {MakeTag(2, i % 2), 0}, Bytes(sent[i]), kWait));
+  }
+  // Receive tag 1 first, then tag 0: each tag's messages still arrive in send order.
+  for (int parity : {1, 0}) {
+    for (int i = parity; i < kMessages; i += 2) {
+      std::vector<uint8_t> received(64 + i);
+      ASSERT_TRUE(world[1]->Recv(0, {MakeTag(2, parity), 0}, Bytes(received), kWait)
+                      ->Wait(kWait)
+                      .ok());
+      EXPECT_EQ(received, sent[i]) << i;
+    }
+  }
+  EXPECT_TRUE(WaitAll(sends, kWait).ok());
+}
+
+TEST(TcpTransportTest, RecvFromAnyNamesTheSender) {
+  auto world = MakeWorld(3);
+  std::vector<uint8_t> from2 = {2, 2, 2};
+  ASSERT_TRUE(world[2]->Send(0, {MakeTag(3, 0), 0}, Bytes(from2), kWait)->Wait(kWait).ok());
+  std::vector<uint8_t> received(3);
+  WorkPtr recv = world[0]->RecvFromAny({MakeTag(3, 0), 0}, Bytes(received), kWait);
+  ASSERT_TRUE(recv->Wait(kWait).ok());
+  EXPECT_EQ(recv->source_rank(), 2);
+  EXPECT_EQ(received, from2);
+  // Posted before the send.
+  std::vector<uint8_t> later(3);
+  WorkPtr pending = world[0]->RecvFromAny({MakeTag(3, 1), 0}, Bytes(later), kWait);
+  std::vector<uint8_t> from1 = {1, 1, 1};
+  ASSERT_TRUE(world[1]->Send(0, {MakeTag(3, 1), 0}, Bytes(from1), kWait)->Wait(kWait).ok());
+  ASSERT_TRUE(pending->Wait(kWait).ok());
+  EXPECT_EQ(pending->source_rank(), 1);
+  EXPECT_EQ(later, from1);
+}
+
+TEST(TcpTransportTest, SizeAndSignatureDisagreementsFailClearly) {
+  auto world = MakeWorld(2);
+  std::vector<uint8_t> four(4, 1), eight(8, 0);
+  ASSERT_TRUE(world[0]->Send(1, {MakeTag(4, 0), 0}, Bytes(four), kWait)->Wait(kWait).ok());
+  absl::Status size = world[1]->Recv(0, {MakeTag(4, 0), 0}, Bytes(eight), kWait)->Wait(kWait);
+  EXPECT_EQ(size.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(size.message(), HasSubstr("rank 0 sent 4 bytes but this rank expected 8"));
+  EXPECT_EQ(eight, std::vector<uint8_t>(8, 0));  // Nothing written.
+
+  ASSERT_TRUE(world[0]->Send(1, {MakeTag(4, 1), 0xAA}, Bytes(four), kWait)->Wait(kWait).ok());
+  std::vector<uint8_t> out(4);
+  absl::Status signature =
+      world[1]->Recv(0, {MakeTag(4, 1), 0xBB}, Bytes(out), kWait)->Wait(kWait);
+  EXPECT_EQ(signature.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(signature.message(), HasSubstr("signature 0xaa"));
+  // The connection is still usable.
+  ASSERT_TRUE(world[0]->Send(1, {MakeTag(4, 2), 0}, Bytes(four), kWait)->Wait(kWait).ok());
+  EXPECT_TRUE(world[1]->Recv(0, {MakeTag(4, 2), 0}, Bytes(out), kWait)->Wait(kWait).ok());
+}
+
+TEST(TcpTransportTest, TimedOutRecvLeavesTheStreamIntact) {
+  auto world = MakeWorld(2);
+  std::vector<uint8_t> buffer(16);
+  const absl::Time start = absl::Now();
+  absl::Status status =
+      world[1]->Recv(0, {MakeTag(5, 0), 0}, Bytes(buffer), absl::Milliseconds(100))->Wait(kWait);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(status.message(), HasSubstr("recv from rank 0"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  std::vector<uint8_t> sent = Pattern(16, 3);
+  ASSERT_TRUE(world[0]->Send(1, {MakeTag(5, 0), 0}, Bytes(sent), kWait)->Wait(kWait).ok());
+  ASSERT_TRUE(world[1]->Recv(0, {MakeTag(5, 0), 0}, Bytes(buffer), kWait)->Wait(kWait).ok());
+  EXPECT_EQ(buffer, sent);
+}
+
+TEST(TcpTransportTest, AbortOperationReachesPeers) {
+  auto world = MakeWorld(3);
+  std::vector<uint8_t> a(8), b(8);
+  WorkPtr on1 = world[1]->Recv(2, {MakeTag(6, 0), 0}, Bytes(a), kWait);
+  WorkPtr on2 = world[2]->Recv(1, {MakeTag(6, 0), 0}, Bytes(b), kWait);
+  WorkPtr other = world[2]->Recv(1, {MakeTag(7, 0), 0}, Bytes(b), absl::Milliseconds(300));
+  world[0]->AbortOperation(6, absl::FailedPreconditionError("rank 0 saw a mismatch"));
+  for (const WorkPtr& work : {on1, on2}) {
+    absl::Status status = work->Wait(kWait);
+    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(status.message(), HasSubstr("rank 0 saw a mismatch"));
+  }
+  // Other operations are untouched, and later work on the aborted one fails at once.
+  EXPECT_EQ(other->Wait(kWait).code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(world[1]->Recv(2, {MakeTag(6, 1), 0}, Bytes(a), kWait)->Wait(kWait).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(TcpTransportTest, LostPeerFailsEveryPendingOperationPromptly) {
+  auto world = MakeWorld(3);
+  std::vector<uint8_t> a(8), b(8);
+  WorkPtr from_lost = world[0]->Recv(2, {MakeTag(8, 0), 0}, Bytes(a), kWait);
+  WorkPtr from_alive = world[0]->Recv(1, {MakeTag(8, 1), 0}, Bytes(b), kWait);
+  const absl::Time start = absl::Now();
+  world[2].reset();  // Closes its sockets.
+  for (const WorkPtr& work : {from_lost, from_alive}) {
+    absl::Status status = work->Wait(kWait);
+    EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+    EXPECT_THAT(status.message(), HasSubstr("lost rank 2"));
+  }
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_EQ(world[0]->Send(1, {MakeTag(9, 0), 0}, Bytes(a), kWait)->Wait(kWait).code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST(TcpTransportTest, GroupsDoNotCrossConnect) {
+  auto store = std::make_shared<HashStore>(absl::Seconds(5));
+  std::vector<absl::Status> results(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      TcpTransportOptions options;
+      options.store = store;
+      options.rank = rank;
+      options.size = 2;
+      options.group_name = rank == 0 ? "left" : "right";
+      options.address = "127.0.0.1";
+      options.connect_timeout = absl::Seconds(5);
+      results[rank] = TcpTransport::Create(options).status();
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_TRUE(results[0].code() == absl::StatusCode::kUnauthenticated ||
+              results[1].code() == absl::StatusCode::kUnauthenticated)
+      << results[0] << " / " << results[1];
+  const std::string messages = absl::StrCat(results[0].message(), " / ", results[1].message());
+  EXPECT_THAT(messages, HasSubstr("belongs to another group"));
+}
+
+TEST(TcpTransportTest, SingleRankWorldNeedsNoSockets) {
+  auto world = MakeWorld(1);
+  ASSERT_NE(world[0], nullptr);
+  std::vector<uint8_t> a(1);
+  EXPECT_EQ(world[0]->Send(0, {MakeTag(1, 0), 0}, Bytes(a), kWait)->Wait(kWait).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace plexus
