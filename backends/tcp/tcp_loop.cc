@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "absl/base/internal/endian.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "frontend/core/logging.h"
 
@@ -162,7 +163,10 @@ bool Loop::Matches(const OpPtr& op, int peer, uint64_t size, uint64_t signature)
   }
   if (problem.empty()) return true;
   op->peer = peer;
-  Finish(op, absl::FailedPreconditionError(absl::StrCat(Describe(*op), ": ", problem)));
+  absl::Status status = absl::FailedPreconditionError(absl::StrCat(Describe(*op), ": ", problem));
+  // Lets the collective layer name what the peer was doing (see algorithms/).
+  status.SetPayload(kPeerSignaturePayload, absl::Cord(absl::StrCat(peer, ":", signature)));
+  Finish(op, status);
   return false;
 }
 

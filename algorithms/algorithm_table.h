@@ -1,0 +1,49 @@
+// The algorithm table: for each collective, which algorithm serves which message sizes.
+// PLEXUS_ALGO overrides it, e.g. PLEXUS_ALGO="all_reduce:0-64K:rd,64K-:ring;broadcast:0-:binomial"
+// (sizes in bytes with optional K/M/G suffixes; ranges are [low, high), "64K-" is open).
+// Every rank must see the same table, or ranks pick different algorithms and fail with
+// FailedPrecondition.
+#ifndef PLEXUS_ALGORITHMS_ALGORITHM_TABLE_H_
+#define PLEXUS_ALGORITHMS_ALGORITHM_TABLE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace plexus {
+
+struct AlgorithmRange {
+  std::string collective;  // "all_reduce", "broadcast", ...
+  uint64_t min_bytes;      // Inclusive.
+  uint64_t max_bytes;      // Exclusive; UINT64_MAX for open-ended.
+  std::string algorithm;   // "ring", "rd", "binomial", ...
+};
+
+class AlgorithmTable {
+ public:
+  // The built-in table, with $PLEXUS_ALGO applied when set (an invalid value is an error).
+  static absl::StatusOr<AlgorithmTable> FromEnvironment();
+  static AlgorithmTable Default();
+
+  // Replaces the ranges of each collective named in `spec`.
+  absl::Status Override(absl::string_view spec);
+
+  // The algorithm for a message of `bytes`; the collective must be known.
+  std::string Choose(absl::string_view collective, uint64_t bytes) const;
+
+  const std::vector<AlgorithmRange>& ranges() const { return ranges_; }
+  std::string ToString() const;
+
+ private:
+  std::vector<AlgorithmRange> ranges_;
+};
+
+// The algorithms each collective can run, first being the default.
+std::vector<std::string> KnownAlgorithms(absl::string_view collective);
+
+}  // namespace plexus
+
+#endif  // PLEXUS_ALGORITHMS_ALGORITHM_TABLE_H_

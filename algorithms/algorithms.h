@@ -1,0 +1,70 @@
+// The collective schedules, written once over the Transport (through CollectiveContext). Each is
+// a blocking function, implemented in its own file; see docs/algorithms.md for costs and when
+// each is chosen. All buffers are contiguous; counts are elements of `dtype`.
+#ifndef PLEXUS_ALGORITHMS_ALGORITHMS_H_
+#define PLEXUS_ALGORITHMS_ALGORITHMS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "algorithms/collective_context.h"
+#include "frontend/core/dtype.h"
+#include "frontend/core/reduce_op.h"
+
+namespace plexus {
+
+// Messages larger than this are cut into segments so reduction and forwarding overlap transfer.
+inline constexpr size_t kSegmentBytes = 256 * 1024;
+
+// ring_reduce_scatter.cc. Block i of `data` (per `blocks`) ends fully reduced (with the
+// primitive `op`) at rank i; other blocks are left partially reduced. Steps [step_base,
+// step_base + size - 1) of the operation's tags.
+absl::Status RingReduceScatter(CollectiveContext& ctx, uint8_t* data, const Partition& blocks,
+                               DType dtype, ReduceOpKind op, uint32_t step_base = 0);
+
+// ring_all_gather.cc. blocks[i] (bytes[i] long) holds rank i's block at rank i on entry and
+// at every rank on return.
+absl::Status RingAllGather(CollectiveContext& ctx, const std::vector<uint8_t*>& blocks,
+                           const std::vector<size_t>& bytes, uint32_t step_base = 0);
+
+// ring_all_reduce.cc: reduce-scatter then all-gather over balanced blocks, in place.
+absl::Status RingAllReduce(CollectiveContext& ctx, void* data, int64_t count, DType dtype,
+                           ReduceOpKind op);
+
+// recursive_doubling_all_reduce.cc: log2(size) exchanges of the whole buffer, in place; any
+// size (the ranks beyond a power of two fold in first and are sent the result last).
+absl::Status RecursiveDoublingAllReduce(CollectiveContext& ctx, void* data, int64_t count,
+                                        DType dtype, ReduceOpKind op);
+
+// binomial_broadcast.cc: the root's `bytes` reach every rank down a binomial tree, pipelined
+// in segments.
+absl::Status BinomialBroadcast(CollectiveContext& ctx, void* data, size_t bytes, int root);
+
+// binomial_reduce.cc: the reduction lands in the root's `data`; other ranks' data is unchanged.
+absl::Status BinomialReduce(CollectiveContext& ctx, void* data, int64_t count, DType dtype,
+                            ReduceOpKind op, int root);
+
+// linear_gather.cc: at the root, outputs[i] receives rank i's `bytes` of input.
+absl::Status LinearGather(CollectiveContext& ctx, const void* input, size_t bytes,
+                          const std::vector<void*>& outputs, int root);
+
+// linear_scatter.cc: rank i's output receives the root's inputs[i].
+absl::Status LinearScatter(CollectiveContext& ctx, void* output, size_t bytes,
+                           const std::vector<const void*>& inputs, int root);
+
+// pairwise_all_to_all.cc: send_blocks[i] goes to rank i, and recv_blocks[i] is filled from it;
+// sizes may differ per peer (uneven splits).
+struct ByteBlock {
+  uint8_t* data;
+  size_t bytes;
+};
+absl::Status PairwiseAllToAll(CollectiveContext& ctx, const std::vector<ByteBlock>& send_blocks,
+                              const std::vector<ByteBlock>& recv_blocks);
+
+// dissemination_barrier.cc: ceil(log2(size)) rounds of empty messages.
+absl::Status DisseminationBarrier(CollectiveContext& ctx);
+
+}  // namespace plexus
+
+#endif  // PLEXUS_ALGORITHMS_ALGORITHMS_H_

@@ -1,0 +1,130 @@
+#include "algorithms/collective_context.h"
+
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace plexus {
+
+const char* CollectiveName(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kBroadcast:
+      return "broadcast";
+    case CollectiveKind::kReduce:
+      return "reduce";
+    case CollectiveKind::kAllReduce:
+      return "all_reduce";
+    case CollectiveKind::kAllReduceCoalesced:
+      return "all_reduce_coalesced";
+    case CollectiveKind::kAllGather:
+      return "all_gather";
+    case CollectiveKind::kGather:
+      return "gather";
+    case CollectiveKind::kScatter:
+      return "scatter";
+    case CollectiveKind::kReduceScatter:
+      return "reduce_scatter";
+    case CollectiveKind::kAllToAll:
+      return "all_to_all";
+    case CollectiveKind::kBarrier:
+      return "barrier";
+  }
+  return "unknown";
+}
+
+uint64_t MakeSignature(CollectiveKind kind, DType dtype, uint64_t sequence, uint64_t count) {
+  return (uint64_t{static_cast<uint8_t>(kind)} << 56) |
+         (uint64_t{static_cast<uint8_t>(dtype) + 1u} << 48) | ((sequence & 0xffff) << 32) |
+         (count & 0xffffffffu);
+}
+
+std::string DescribeSignature(uint64_t signature) {
+  const auto kind = static_cast<CollectiveKind>(signature >> 56);
+  const int dtype_index = static_cast<int>((signature >> 48) & 0xff) - 1;
+  std::string dtype = "?";
+  if (dtype_index >= 0 && dtype_index < static_cast<int>(std::size(kAllDTypes))) {
+    dtype = std::string(DTypeName(kAllDTypes[dtype_index]));
+  }
+  return absl::StrCat(CollectiveName(kind), " #", (signature >> 32) & 0xffff, " of ",
+                      signature & 0xffffffffu, " ", dtype, " elements");
+}
+
+CollectiveContext::CollectiveContext(Transport& transport, CollectiveKind kind,
+                                     uint64_t sequence, uint64_t signature,
+                                     absl::Duration timeout, Work* work)
+    : transport_(transport),
+      kind_(kind),
+      sequence_(sequence),
+      signature_(signature),
+      deadline_(absl::Now() + timeout),
+      work_(work) {}
+
+WorkPtr CollectiveContext::Send(int peer, uint32_t step, const void* data, size_t bytes) {
+  return transport_.Send(peer, {MakeTag(sequence_, step), signature_},
+                         {static_cast<const uint8_t*>(data), bytes},
+                         std::max(deadline_ - absl::Now(), absl::ZeroDuration()));
+}
+
+WorkPtr CollectiveContext::Recv(int peer, uint32_t step, void* data, size_t bytes) {
+  return transport_.Recv(peer, {MakeTag(sequence_, step), signature_},
+                         {static_cast<uint8_t*>(data), bytes},
+                         std::max(deadline_ - absl::Now(), absl::ZeroDuration()));
+}
+
+absl::Status CollectiveContext::Wait(const WorkPtr& work) {
+  // The transport enforces the deadline; the extra second only guards against a lost wakeup.
+  absl::Status status =
+      work->Wait(std::max(deadline_ - absl::Now(), absl::ZeroDuration()) + absl::Seconds(1));
+  if (!status.ok()) return Fail(status);
+  if (work_ != nullptr) {
+    const Work::Stats stats = work->stats();
+    work_->AddBytesSent(stats.bytes_sent);
+    work_->AddBytesReceived(stats.bytes_received);
+  }
+  return status;
+}
+
+absl::Status CollectiveContext::Fail(absl::Status status) {
+  if (auto peer = status.GetPayload(kPeerSignaturePayload); peer.has_value()) {
+    std::vector<std::string> parts = absl::StrSplit(std::string(*peer), ':');
+    uint64_t theirs = 0;
+    if (parts.size() == 2 && absl::SimpleAtoi(parts[1], &theirs)) {
+      status = absl::FailedPreconditionError(absl::StrCat(
+          "ranks disagree on the collective: rank ", rank(), " is running ",
+          DescribeSignature(signature_), " but rank ", parts[0], " is running ",
+          DescribeSignature(theirs)));
+    }
+  }
+  // A lost peer already failed everything; anything else must end the operation everywhere.
+  if (!failed_ && !absl::IsUnavailable(status)) {
+    failed_ = true;
+    transport_.AbortOperation(sequence_, status);
+  }
+  return status;
+}
+
+absl::Status CollectiveContext::WaitAll(const std::vector<WorkPtr>& works) {
+  absl::Status first;
+  for (const WorkPtr& work : works) {
+    absl::Status status = Wait(work);
+    if (first.ok()) first = status;
+  }
+  return first;
+}
+
+Partition BalancedPartition(int64_t count, int parts) {
+  Partition partition;
+  partition.counts.resize(parts);
+  partition.offsets.resize(parts);
+  int64_t offset = 0;
+  for (int i = 0; i < parts; ++i) {
+    partition.counts[i] = count / parts + (i < count % parts ? 1 : 0);
+    partition.offsets[i] = offset;
+    offset += partition.counts[i];
+  }
+  return partition;
+}
+
+}  // namespace plexus

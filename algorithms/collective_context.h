@@ -1,0 +1,87 @@
+// CollectiveContext: what every algorithm runs with - the transport, the operation's identity
+// (sequence number and signature), its deadline, and the Work that accumulates its byte counts.
+// Algorithms are blocking functions run by a backend's worker thread; they post transport
+// operations, wait on them against the one deadline, and return the first failure.
+#ifndef PLEXUS_ALGORITHMS_COLLECTIVE_CONTEXT_H_
+#define PLEXUS_ALGORITHMS_COLLECTIVE_CONTEXT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "frontend/core/dtype.h"
+#include "frontend/transport/transport.h"
+#include "frontend/work/work.h"
+
+namespace plexus {
+
+// Collectives as numbered in signatures (stable: they travel on the wire).
+enum class CollectiveKind : uint8_t {
+  kBroadcast = 1,
+  kReduce = 2,
+  kAllReduce = 3,
+  kAllReduceCoalesced = 4,
+  kAllGather = 5,
+  kGather = 6,
+  kScatter = 7,
+  kReduceScatter = 8,
+  kAllToAll = 9,
+  kBarrier = 10,
+};
+
+const char* CollectiveName(CollectiveKind kind);
+
+// Packs (collective, dtype, low 16 bits of the sequence, low 32 bits of the element count)
+// into a signature; never 0. DescribeSignature prints one for error messages.
+uint64_t MakeSignature(CollectiveKind kind, DType dtype, uint64_t sequence, uint64_t count);
+std::string DescribeSignature(uint64_t signature);
+
+class CollectiveContext {
+ public:
+  CollectiveContext(Transport& transport, CollectiveKind kind, uint64_t sequence,
+                    uint64_t signature, absl::Duration timeout, Work* work);
+
+  int rank() const { return transport_.rank(); }
+  int size() const { return transport_.size(); }
+  CollectiveKind kind() const { return kind_; }
+  uint64_t sequence() const { return sequence_; }
+
+  // Post a send/receive for step `step` of this operation.
+  WorkPtr Send(int peer, uint32_t step, const void* data, size_t bytes);
+  WorkPtr Recv(int peer, uint32_t step, void* data, size_t bytes);
+
+  // Waits for `work` until the operation's deadline; adds its bytes to the operation's stats.
+  absl::Status Wait(const WorkPtr& work);
+  // Waits for all, returning the first failure (and still waiting for the rest).
+  absl::Status WaitAll(const std::vector<WorkPtr>& works);
+
+  absl::Time deadline() const { return deadline_; }
+
+  // Ends the operation on every rank with `status` (idempotent), naming what each side was
+  // doing when the failure is a signature mismatch. Returns the (rewritten) status.
+  absl::Status Fail(absl::Status status);
+
+ private:
+  Transport& transport_;
+  const CollectiveKind kind_;
+  const uint64_t sequence_;
+  const uint64_t signature_;
+  const absl::Time deadline_;
+  Work* const work_;
+  bool failed_ = false;
+};
+
+// The counts of `parts` near-equal pieces of `count` elements (the first count % parts get
+// one more), and their element offsets.
+struct Partition {
+  std::vector<int64_t> counts;
+  std::vector<int64_t> offsets;
+};
+Partition BalancedPartition(int64_t count, int parts);
+
+}  // namespace plexus
+
+#endif  // PLEXUS_ALGORITHMS_COLLECTIVE_CONTEXT_H_

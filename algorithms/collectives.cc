@@ -1,0 +1,312 @@
+#include "algorithms/collectives.h"
+
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "algorithms/algorithms.h"
+#include "algorithms/reduce_kernels.h"
+
+namespace plexus {
+namespace {
+
+std::vector<Tensor> Copy(absl::Span<const Tensor> tensors) {
+  return std::vector<Tensor>(tensors.begin(), tensors.end());
+}
+
+int64_t Rows(const Tensor& tensor) {
+  return tensor.shape().empty() ? tensor.numel() : tensor.shape()[0];
+}
+
+}  // namespace
+
+Collectives::Collectives(std::shared_ptr<Transport> transport, AlgorithmTable table)
+    : transport_(std::move(transport)), table_(std::move(table)) {
+  worker_ = std::thread([this] { Worker(); });
+}
+
+Collectives::~Collectives() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  ready_.notify_all();
+  worker_.join();
+}
+
+WorkPtr Collectives::Enqueue(CollectiveKind kind, DType dtype, int64_t count,
+                             absl::Duration timeout, Body body) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t sequence = next_sequence_++;
+  auto work = std::make_shared<Work>(CollectiveName(kind), size(), static_cast<int64_t>(sequence));
+  queue_.push_back({kind, sequence, MakeSignature(kind, dtype, sequence, count), timeout, work,
+                    std::move(body)});
+  ready_.notify_one();
+  return work;
+}
+
+void Collectives::Worker() {
+  while (true) {
+    Task task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_) {
+        for (Task& pending : queue_) {
+          pending.work->Complete(absl::AbortedError(
+              absl::StrCat(CollectiveName(pending.kind), " #", pending.sequence,
+                           ": the backend was shut down before it ran")));
+        }
+        queue_.clear();
+        return;
+      }
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    CollectiveContext ctx(*transport_, task.kind, task.sequence, task.signature, task.timeout,
+                          task.work.get());
+    absl::Status status = task.body(ctx);
+    if (!status.ok()) status = ctx.Fail(status);
+    task.work->Complete(status);
+  }
+}
+
+absl::Status Collectives::RunAllReduce(CollectiveContext& ctx, void* data, int64_t count,
+                                       DType dtype, const ReduceOp& op) {
+  if (op.kind == ReduceOpKind::kPremulSum) ScaleInPlace(data, count, dtype, op.scale);
+  const uint64_t bytes = static_cast<uint64_t>(count) * DTypeSize(dtype);
+  const ReduceOpKind kernel = KernelOp(op.kind);
+  absl::Status status = table_.Choose("all_reduce", bytes) == "rd"
+                            ? RecursiveDoublingAllReduce(ctx, data, count, dtype, kernel)
+                            : RingAllReduce(ctx, data, count, dtype, kernel);
+  if (status.ok() && op.kind == ReduceOpKind::kAvg) {
+    ScaleInPlace(data, count, dtype, 1.0 / size());
+  }
+  return status;
+}
+
+WorkPtr Collectives::AllReduce(const Tensor& tensor, const AllReduceOptions& options) {
+  return Enqueue(CollectiveKind::kAllReduce, tensor.dtype(), tensor.numel(), options.timeout,
+                 [this, tensor, options](CollectiveContext& ctx) {
+                   return RunAllReduce(ctx, tensor.data(), tensor.numel(), tensor.dtype(),
+                                       options.op);
+                 });
+}
+
+WorkPtr Collectives::AllReduceCoalesced(absl::Span<const Tensor> tensors,
+                                        const AllReduceCoalescedOptions& options) {
+  int64_t total = 0;
+  for (const Tensor& t : tensors) total += t.numel();
+  return Enqueue(
+      CollectiveKind::kAllReduceCoalesced, tensors[0].dtype(), total, options.timeout,
+      [this, list = Copy(tensors), total, options](CollectiveContext& ctx) {
+        // One fused reduction over the tensors packed end to end.
+        std::vector<uint8_t> packed(static_cast<size_t>(total) * list[0].element_size());
+        size_t offset = 0;
+        for (const Tensor& t : list) {
+          if (t.nbytes() > 0) std::memcpy(packed.data() + offset, t.data(), t.nbytes());
+          offset += t.nbytes();
+        }
+        absl::Status status = RunAllReduce(ctx, packed.data(), total, list[0].dtype(), options.op);
+        if (!status.ok()) return status;
+        offset = 0;
+        for (const Tensor& t : list) {
+          if (t.nbytes() > 0) std::memcpy(t.data(), packed.data() + offset, t.nbytes());
+          offset += t.nbytes();
+        }
+        return absl::OkStatus();
+      });
+}
+
+WorkPtr Collectives::Broadcast(const Tensor& tensor, const BroadcastOptions& options) {
+  return Enqueue(CollectiveKind::kBroadcast, tensor.dtype(), tensor.numel(), options.timeout,
+                 [tensor, options](CollectiveContext& ctx) {
+                   return BinomialBroadcast(ctx, tensor.data(), tensor.nbytes(),
+                                            options.root_rank);
+                 });
+}
+
+WorkPtr Collectives::Reduce(const Tensor& tensor, const ReduceOptions& options) {
+  return Enqueue(CollectiveKind::kReduce, tensor.dtype(), tensor.numel(), options.timeout,
+                 [this, tensor, options](CollectiveContext& ctx) {
+                   const int64_t count = tensor.numel();
+                   const DType dtype = tensor.dtype();
+                   // Scale a copy: off the root the caller's tensor must stay as it was.
+                   std::vector<uint8_t> scaled;
+                   void* input = tensor.data();
+                   if (options.op.kind == ReduceOpKind::kPremulSum) {
+                     scaled.assign(tensor.bytes(), tensor.bytes() + tensor.nbytes());
+                     ScaleInPlace(scaled.data(), count, dtype, options.op.scale);
+                     input = scaled.data();
+                   }
+                   absl::Status status = BinomialReduce(ctx, input, count, dtype,
+                                                        KernelOp(options.op.kind),
+                                                        options.root_rank);
+                   if (!status.ok() || rank() != options.root_rank) return status;
+                   if (input != tensor.data() && tensor.nbytes() > 0) {
+                     std::memcpy(tensor.data(), input, tensor.nbytes());
+                   }
+                   if (options.op.kind == ReduceOpKind::kAvg) {
+                     ScaleInPlace(tensor.data(), count, dtype, 1.0 / size());
+                   }
+                   return absl::OkStatus();
+                 });
+}
+
+WorkPtr Collectives::AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
+                               const AllGatherOptions& options) {
+  return Enqueue(CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
+                 [this, list = Copy(outputs), input](CollectiveContext& ctx) {
+                   std::vector<uint8_t*> blocks;
+                   std::vector<size_t> bytes;
+                   for (const Tensor& t : list) {
+                     blocks.push_back(t.bytes());
+                     bytes.push_back(t.nbytes());
+                   }
+                   if (input.nbytes() > 0 && blocks[rank()] != input.bytes()) {
+                     std::memmove(blocks[rank()], input.data(), input.nbytes());
+                   }
+                   return RingAllGather(ctx, blocks, bytes);
+                 });
+}
+
+WorkPtr Collectives::AllGatherIntoTensor(const Tensor& output, const Tensor& input,
+                                         const AllGatherOptions& options) {
+  return Enqueue(CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
+                 [this, output, input](CollectiveContext& ctx) {
+                   std::vector<uint8_t*> blocks;
+                   std::vector<size_t> bytes(size(), input.nbytes());
+                   for (int i = 0; i < size(); ++i) {
+                     blocks.push_back(output.bytes() + i * input.nbytes());
+                   }
+                   if (input.nbytes() > 0 && blocks[rank()] != input.bytes()) {
+                     std::memmove(blocks[rank()], input.data(), input.nbytes());
+                   }
+                   return RingAllGather(ctx, blocks, bytes);
+                 });
+}
+
+WorkPtr Collectives::Gather(absl::Span<const Tensor> outputs, const Tensor& input,
+                            const GatherOptions& options) {
+  return Enqueue(CollectiveKind::kGather, input.dtype(), input.numel(), options.timeout,
+                 [list = Copy(outputs), input, options](CollectiveContext& ctx) {
+                   std::vector<void*> pointers;
+                   for (const Tensor& t : list) pointers.push_back(t.data());
+                   return LinearGather(ctx, input.data(), input.nbytes(), pointers,
+                                       options.root_rank);
+                 });
+}
+
+WorkPtr Collectives::Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
+                             const ScatterOptions& options) {
+  return Enqueue(CollectiveKind::kScatter, output.dtype(), output.numel(), options.timeout,
+                 [list = Copy(inputs), output, options](CollectiveContext& ctx) {
+                   std::vector<const void*> pointers;
+                   for (const Tensor& t : list) pointers.push_back(t.data());
+                   return LinearScatter(ctx, output.data(), output.nbytes(), pointers,
+                                        options.root_rank);
+                 });
+}
+
+absl::Status Collectives::RunReduceScatter(CollectiveContext& ctx, std::vector<uint8_t>& packed,
+                                           const Tensor& output, const ReduceOp& op) {
+  const int64_t count = output.numel();
+  const DType dtype = output.dtype();
+  if (op.kind == ReduceOpKind::kPremulSum) {
+    ScaleInPlace(packed.data(), count * size(), dtype, op.scale);
+  }
+  Partition blocks;
+  for (int i = 0; i < size(); ++i) {
+    blocks.counts.push_back(count);
+    blocks.offsets.push_back(count * i);
+  }
+  absl::Status status = RingReduceScatter(ctx, packed.data(), blocks, dtype, KernelOp(op.kind));
+  if (!status.ok()) return status;
+  if (output.nbytes() > 0) {
+    std::memcpy(output.data(), packed.data() + rank() * output.nbytes(), output.nbytes());
+  }
+  if (op.kind == ReduceOpKind::kAvg) ScaleInPlace(output.data(), count, dtype, 1.0 / size());
+  return absl::OkStatus();
+}
+
+WorkPtr Collectives::ReduceScatter(const Tensor& output, absl::Span<const Tensor> inputs,
+                                   const ReduceScatterOptions& options) {
+  return Enqueue(CollectiveKind::kReduceScatter, output.dtype(), output.numel(), options.timeout,
+                 [this, list = Copy(inputs), output, options](CollectiveContext& ctx) {
+                   std::vector<uint8_t> packed;
+                   packed.reserve(output.nbytes() * list.size());
+                   for (const Tensor& t : list) {
+                     packed.insert(packed.end(), t.bytes(), t.bytes() + t.nbytes());
+                   }
+                   return RunReduceScatter(ctx, packed, output, options.op);
+                 });
+}
+
+WorkPtr Collectives::ReduceScatterTensor(const Tensor& output, const Tensor& input,
+                                         const ReduceScatterOptions& options) {
+  return Enqueue(CollectiveKind::kReduceScatter, output.dtype(), output.numel(), options.timeout,
+                 [this, input, output, options](CollectiveContext& ctx) {
+                   // The input is the caller's: reduce in a copy.
+                   std::vector<uint8_t> packed(input.bytes(), input.bytes() + input.nbytes());
+                   return RunReduceScatter(ctx, packed, output, options.op);
+                 });
+}
+
+WorkPtr Collectives::AllToAll(absl::Span<const Tensor> outputs, absl::Span<const Tensor> inputs,
+                              const AllToAllOptions& options) {
+  return Enqueue(CollectiveKind::kAllToAll, inputs[0].dtype(), 0, options.timeout,
+                 [outs = Copy(outputs), ins = Copy(inputs)](CollectiveContext& ctx) {
+                   std::vector<ByteBlock> send, recv;
+                   for (const Tensor& t : ins) send.push_back({t.bytes(), t.nbytes()});
+                   for (const Tensor& t : outs) recv.push_back({t.bytes(), t.nbytes()});
+                   return PairwiseAllToAll(ctx, send, recv);
+                 });
+}
+
+WorkPtr Collectives::AllToAllSingle(const Tensor& output, const Tensor& input,
+                                    absl::Span<const int64_t> output_split_sizes,
+                                    absl::Span<const int64_t> input_split_sizes,
+                                    const AllToAllOptions& options) {
+  std::vector<int64_t> out_splits(output_split_sizes.begin(), output_split_sizes.end());
+  std::vector<int64_t> in_splits(input_split_sizes.begin(), input_split_sizes.end());
+  return Enqueue(
+      CollectiveKind::kAllToAll, input.dtype(), 0, options.timeout,
+      [output, input, out_splits, in_splits](CollectiveContext& ctx) {
+        // Splits count rows of the first dimension; a row is numel / rows elements.
+        auto blocks = [](const Tensor& t, const std::vector<int64_t>& splits) {
+          const int64_t rows = Rows(t);
+          const size_t row_bytes = rows == 0 ? 0 : t.nbytes() / static_cast<size_t>(rows);
+          std::vector<ByteBlock> result;
+          size_t offset = 0;
+          for (int64_t split : splits) {
+            result.push_back({t.bytes() + offset, static_cast<size_t>(split) * row_bytes});
+            offset += static_cast<size_t>(split) * row_bytes;
+          }
+          return result;
+        };
+        return PairwiseAllToAll(ctx, blocks(input, in_splits), blocks(output, out_splits));
+      });
+}
+
+WorkPtr Collectives::Barrier(const BarrierOptions& options) {
+  return Enqueue(CollectiveKind::kBarrier, DType::kUInt8, 0, options.timeout,
+                 [](CollectiveContext& ctx) { return DisseminationBarrier(ctx); });
+}
+
+WorkPtr Collectives::Send(const Tensor& tensor, int dst, const SendOptions& options) {
+  return transport_->Send(dst, {MakeTag(kPointToPointOperationBase + options.tag, 0), 0},
+                          {tensor.bytes(), tensor.nbytes()}, options.timeout);
+}
+
+WorkPtr Collectives::Recv(const Tensor& tensor, int src, const RecvOptions& options) {
+  return transport_->Recv(src, {MakeTag(kPointToPointOperationBase + options.tag, 0), 0},
+                          {tensor.bytes(), tensor.nbytes()}, options.timeout);
+}
+
+WorkPtr Collectives::RecvAnySource(const Tensor& tensor, const RecvOptions& options) {
+  return transport_->RecvFromAny({MakeTag(kPointToPointOperationBase + options.tag, 0), 0},
+                                 {tensor.bytes(), tensor.nbytes()}, options.timeout);
+}
+
+}  // namespace plexus

@@ -1,0 +1,104 @@
+// Collectives: every c10d collective implemented with algorithms/ over one Transport, executed
+// in issue order by one worker thread. A backend built on a Transport (tcp, and the parts of
+// gloo and mpi their libraries lack) forwards its Backend methods here.
+//
+// Each call takes the next sequence number at issue time (ranks issue in the same order, so
+// the numbers agree), returns a Work at once, and runs when the calls before it finished. The
+// sequence number tags every message and, with the op, dtype and count, forms the signature
+// peers check: ranks that disagree fail with FailedPrecondition naming both sides. Arguments
+// are assumed validated (frontend/dispatch/validate.h); timeouts already resolved.
+#ifndef PLEXUS_ALGORITHMS_COLLECTIVES_H_
+#define PLEXUS_ALGORITHMS_COLLECTIVES_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "algorithms/algorithm_table.h"
+#include "algorithms/collective_context.h"
+#include "frontend/core/options.h"
+#include "frontend/core/tensor.h"
+#include "frontend/transport/transport.h"
+
+namespace plexus {
+
+class Collectives {
+ public:
+  Collectives(std::shared_ptr<Transport> transport, AlgorithmTable table);
+  // Fails queued work with Aborted and joins the worker.
+  ~Collectives();
+
+  int rank() const { return transport_->rank(); }
+  int size() const { return transport_->size(); }
+  Transport& transport() { return *transport_; }
+
+  WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options);
+  WorkPtr Reduce(const Tensor& tensor, const ReduceOptions& options);
+  WorkPtr AllReduce(const Tensor& tensor, const AllReduceOptions& options);
+  WorkPtr AllReduceCoalesced(absl::Span<const Tensor> tensors,
+                             const AllReduceCoalescedOptions& options);
+  WorkPtr AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
+                    const AllGatherOptions& options);
+  WorkPtr AllGatherIntoTensor(const Tensor& output, const Tensor& input,
+                              const AllGatherOptions& options);
+  WorkPtr Gather(absl::Span<const Tensor> outputs, const Tensor& input,
+                 const GatherOptions& options);
+  WorkPtr Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
+                  const ScatterOptions& options);
+  WorkPtr ReduceScatter(const Tensor& output, absl::Span<const Tensor> inputs,
+                        const ReduceScatterOptions& options);
+  WorkPtr ReduceScatterTensor(const Tensor& output, const Tensor& input,
+                              const ReduceScatterOptions& options);
+  WorkPtr AllToAll(absl::Span<const Tensor> outputs, absl::Span<const Tensor> inputs,
+                   const AllToAllOptions& options);
+  WorkPtr AllToAllSingle(const Tensor& output, const Tensor& input,
+                         absl::Span<const int64_t> output_split_sizes,
+                         absl::Span<const int64_t> input_split_sizes,
+                         const AllToAllOptions& options);
+  WorkPtr Barrier(const BarrierOptions& options);
+  // Point-to-point bypasses the queue: ordered per (peer, tag), independent of collectives.
+  WorkPtr Send(const Tensor& tensor, int dst, const SendOptions& options);
+  WorkPtr Recv(const Tensor& tensor, int src, const RecvOptions& options);
+  WorkPtr RecvAnySource(const Tensor& tensor, const RecvOptions& options);
+
+ private:
+  using Body = std::function<absl::Status(CollectiveContext&)>;
+  struct Task {
+    CollectiveKind kind;
+    uint64_t sequence;
+    uint64_t signature;
+    absl::Duration timeout;
+    WorkPtr work;
+    Body body;
+  };
+
+  WorkPtr Enqueue(CollectiveKind kind, DType dtype, int64_t count, absl::Duration timeout,
+                  Body body);
+  // All-reduce of `data` in place, with PREMUL_SUM pre-scaling and AVG post-scaling.
+  absl::Status RunAllReduce(CollectiveContext& ctx, void* data, int64_t count, DType dtype,
+                            const ReduceOp& op);
+  // Reduce-scatter of `packed` (size x count elements) into `output`.
+  absl::Status RunReduceScatter(CollectiveContext& ctx, std::vector<uint8_t>& packed,
+                                const Tensor& output, const ReduceOp& op);
+  void Worker();
+
+  const std::shared_ptr<Transport> transport_;
+  const AlgorithmTable table_;
+  std::mutex mu_;
+  std::condition_variable ready_;
+  std::deque<Task> queue_;
+  uint64_t next_sequence_ = 1;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+// Point-to-point messages use operations at and above this, collectives below it.
+inline constexpr uint64_t kPointToPointOperationBase = uint64_t{1} << 39;
+
+}  // namespace plexus
+
+#endif  // PLEXUS_ALGORITHMS_COLLECTIVES_H_
