@@ -2,9 +2,7 @@
 
 #include <algorithm>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 
 namespace plexus {
 
@@ -87,16 +85,6 @@ absl::Status CollectiveContext::Wait(const WorkPtr& work) {
 }
 
 absl::Status CollectiveContext::Fail(absl::Status status) {
-  if (auto peer = status.GetPayload(kPeerSignaturePayload); peer.has_value()) {
-    std::vector<std::string> parts = absl::StrSplit(std::string(*peer), ':');
-    uint64_t theirs = 0;
-    if (parts.size() == 2 && absl::SimpleAtoi(parts[1], &theirs)) {
-      status = absl::FailedPreconditionError(absl::StrCat(
-          "ranks disagree on the collective: rank ", rank(), " is running ",
-          DescribeSignature(signature_), " but rank ", parts[0], " is running ",
-          DescribeSignature(theirs)));
-    }
-  }
   // A lost peer already failed everything; anything else must end the operation everywhere.
   if (!failed_ && !absl::IsUnavailable(status)) {
     failed_ = true;

@@ -60,8 +60,7 @@ class CollectiveContext {
 
   absl::Time deadline() const { return deadline_; }
 
-  // Ends the operation on every rank with `status` (idempotent), naming what each side was
-  // doing when the failure is a signature mismatch. Returns the (rewritten) status.
+  // Ends the operation on every rank with `status` (idempotent); returns `status`.
   absl::Status Fail(absl::Status status);
 
  private:

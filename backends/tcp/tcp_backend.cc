@@ -15,6 +15,7 @@ absl::StatusOr<std::shared_ptr<Backend>> TcpBackend::Create(const BackendContext
   options.size = context.size;
   options.group_name = context.group_name;
   options.connect_timeout = context.timeout;
+  options.describe_signature = DescribeSignature;
   ASSIGN_OR_RETURN(std::unique_ptr<TcpTransport> transport, TcpTransport::Create(options));
   auto collectives = std::make_unique<Collectives>(
       std::shared_ptr<Transport>(std::move(transport)), std::move(table));

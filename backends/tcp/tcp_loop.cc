@@ -9,7 +9,6 @@
 #include <cstring>
 
 #include "absl/base/internal/endian.h"
-#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "frontend/core/logging.h"
 
@@ -33,12 +32,13 @@ void EncodeHeader(char* out, FrameType type, uint64_t tag, uint64_t signature, u
 }  // namespace
 
 Loop::Loop(int rank, std::vector<ScopedFd> peers, int epoll_fd, uint64_t max_message_bytes,
-           uint64_t max_unexpected_bytes)
+           uint64_t max_unexpected_bytes, SignatureDescriber describe)
     : rank_(rank),
       epoll_fd_(epoll_fd),
       max_message_bytes_(max_message_bytes),
       max_unexpected_bytes_(max_unexpected_bytes),
-      peers_(peers.size()) {
+      peers_(peers.size()),
+      describe_(std::move(describe)) {
   for (size_t i = 0; i < peers.size(); ++i) {
     peers_[i].fd = std::move(peers[i]);
     if (!peers_[i].fd.valid()) {
@@ -70,6 +70,10 @@ absl::Status Loop::Refusal(const Op& op) const {
   if (op.peer >= 0 && (op.peer >= static_cast<int>(peers_.size()) || op.peer == rank_)) {
     return absl::InvalidArgumentError(absl::StrCat(Describe(op), ": no such peer"));
   }
+  if (op.kind == Op::Kind::kSend && peers_[op.peer].departed) {
+    return absl::UnavailableError(absl::StrCat(Describe(op), ": rank ", op.peer,
+                                               " has shut down"));
+  }
   return absl::OkStatus();
 }
 
@@ -98,6 +102,7 @@ void Loop::Arm(const OpPtr& op) {
 
 void Loop::PostSend(const OpPtr& op) {
   if (absl::Status refused = Refusal(*op); !refused.ok()) return Finish(op, refused);
+  if (!RecordSignature(*op)) return Finish(op, Refusal(*op));
   EncodeHeader(op->header, FrameType::kData, op->tag.tag, op->tag.signature, op->size);
   op->payload = op->data;
   Arm(op);
@@ -153,21 +158,46 @@ void Loop::SetWantWrite(int peer_index, bool want) {
 }
 
 bool Loop::Matches(const OpPtr& op, int peer, uint64_t size, uint64_t signature) {
-  std::string problem;
   if (op->tag.signature != 0 && signature != 0 && op->tag.signature != signature) {
-    problem = absl::StrCat("rank ", peer, " sent signature 0x", absl::Hex(signature),
-                           " but this rank expected 0x", absl::Hex(op->tag.signature));
-  } else if (size != op->size) {
-    problem = absl::StrCat("rank ", peer, " sent ", size, " bytes but this rank expected ",
-                           op->size);
+    Mismatch(TagOperation(op->tag.tag), peer, signature, op->tag.signature);
+    return false;
   }
-  if (problem.empty()) return true;
+  if (size == op->size) return true;
   op->peer = peer;
-  absl::Status status = absl::FailedPreconditionError(absl::StrCat(Describe(*op), ": ", problem));
-  // Lets the collective layer name what the peer was doing (see algorithms/).
-  status.SetPayload(kPeerSignaturePayload, absl::Cord(absl::StrCat(peer, ":", signature)));
-  Finish(op, status);
+  Finish(op, absl::FailedPreconditionError(absl::StrCat(
+                 Describe(*op), ": rank ", peer, " sent ", size, " bytes but this rank expected ",
+                 op->size)));
   return false;
+}
+
+bool Loop::RecordSignature(const Op& op) {
+  if (op.tag.signature == 0) return true;
+  const uint64_t operation = TagOperation(op.tag.tag);
+  if (signatures_.emplace(operation, op.tag.signature).second) {
+    signature_order_.push_back(operation);
+    if (signature_order_.size() > kMaxRememberedAborts) {
+      signatures_.erase(signature_order_.front());
+      signature_order_.pop_front();
+    }
+  }
+  for (const auto& [key, queue] : staged_) {
+    if (TagOperation(key.second) != operation) continue;
+    for (const StagedPtr& staged : queue) {
+      if (staged->signature != 0 && staged->signature != op.tag.signature) {
+        Mismatch(operation, staged->peer, staged->signature, op.tag.signature);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+void Loop::Mismatch(uint64_t operation, int peer, uint64_t theirs, uint64_t ours) {
+  AbortOperation(operation,
+                 absl::FailedPreconditionError(absl::StrCat(
+                     "ranks disagree on the collective: rank ", rank_, " is running ",
+                     describe_(ours), " but rank ", peer, " is running ", describe_(theirs))),
+                 /*notify_peers=*/true);
 }
 
 OpPtr Loop::TakePosted(int peer, uint64_t tag) {
@@ -193,6 +223,7 @@ OpPtr Loop::TakePosted(int peer, uint64_t tag) {
 
 void Loop::PostRecv(const OpPtr& op) {
   if (absl::Status refused = Refusal(*op); !refused.ok()) return Finish(op, refused);
+  if (!RecordSignature(*op)) return Finish(op, Refusal(*op));
   Arm(op);
   // A message that already arrived (or is arriving) is matched first, in arrival order.
   for (auto it = staged_.begin(); it != staged_.end(); ++it) {
@@ -212,6 +243,10 @@ void Loop::PostRecv(const OpPtr& op) {
     }
   }
   if (op->kind == Op::Kind::kRecv) {
+    if (peers_[op->peer].departed) {
+      return Finish(op, absl::UnavailableError(absl::StrCat(
+                            Describe(*op), ": rank ", op->peer, " has shut down")));
+    }
     posted_[{op->peer, op->tag.tag}].push_back(op);
   } else {
     posted_any_[op->tag.tag].push_back(op);
@@ -323,6 +358,9 @@ bool Loop::StartFrame(int peer_index, const char* header) {
     }
     peer.type = FrameType::kAbort;
     peer.abort_text.clear();
+  } else if (type == static_cast<uint32_t>(FrameType::kGoodbye)) {
+    PeerDeparted(peer_index);
+    return false;
   } else if (type == static_cast<uint32_t>(FrameType::kData)) {
     if (size > max_message_bytes_) {
       PeerLost(peer_index, absl::StrCat("frame of ", size, " bytes exceeds the cap of ",
@@ -330,14 +368,20 @@ bool Loop::StartFrame(int peer_index, const char* header) {
       return false;
     }
     peer.type = FrameType::kData;
-    if (OpPtr op = TakePosted(peer_index, peer.tag); op != nullptr) {
+    const uint64_t operation = TagOperation(peer.tag);
+    if (auto ours = signatures_.find(operation);
+        peer.signature != 0 && ours != signatures_.end() && ours->second != peer.signature &&
+        !aborted_.contains(operation)) {
+      Mismatch(operation, peer_index, peer.signature, ours->second);
+    }
+    if (aborted_.contains(operation)) {
+      // A message of an aborted operation: drop it.
+    } else if (OpPtr op = TakePosted(peer_index, peer.tag); op != nullptr) {
       if (Matches(op, peer_index, size, peer.signature)) {
         op->receiving = true;
         peer.rx_op = op;
         peer.target = op->data;
       }
-    } else if (aborted_.contains(TagOperation(peer.tag))) {
-      // A straggler of an aborted operation: drop it.
     } else {
       if (staged_bytes_ + size > max_unexpected_bytes_) {
         PeerLost(peer_index, absl::StrCat("peer sent ", staged_bytes_ + size,
@@ -476,6 +520,57 @@ void Loop::PeerLost(int peer_index, const std::string& reason) {
         absl::StrCat("rank ", rank_, " lost rank ", peer_index, ": ", reason));
   }
   FailEverything(broken_);
+}
+
+void Loop::PeerDeparted(int peer_index) {
+  Peer& peer = peers_[peer_index];
+  peer.alive = false;
+  peer.departed = true;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, peer.fd.get(), nullptr);
+  peer.fd.Reset();
+  const absl::Status gone =
+      absl::UnavailableError(absl::StrCat("rank ", peer_index, " has shut down"));
+  std::vector<OpPtr> victims(peer.tx.begin(), peer.tx.end());
+  peer.tx.clear();
+  for (auto it = posted_.begin(); it != posted_.end();) {
+    if (it->first.first != peer_index) {
+      ++it;
+      continue;
+    }
+    victims.insert(victims.end(), it->second.begin(), it->second.end());
+    it = posted_.erase(it);
+  }
+  // Receives from anyone wait on as long as some peer can still send.
+  bool anyone_left = false;
+  for (const Peer& other : peers_) anyone_left |= other.alive;
+  if (!anyone_left) {
+    for (auto& [tag, queue] : posted_any_) victims.insert(victims.end(), queue.begin(), queue.end());
+    posted_any_.clear();
+  }
+  for (const OpPtr& op : victims) {
+    Finish(op, absl::UnavailableError(absl::StrCat(Describe(*op), ": ", gone.message())));
+  }
+}
+
+void Loop::SayGoodbye() {
+  for (int p = 0; p < static_cast<int>(peers_.size()); ++p) {
+    if (!peers_[p].alive) continue;
+    auto frame = std::make_shared<Op>();
+    frame->kind = Op::Kind::kSend;
+    frame->peer = p;
+    frame->size = 0;
+    frame->work = std::make_shared<Work>("goodbye", static_cast<int>(peers_.size()));
+    EncodeHeader(frame->header, FrameType::kGoodbye, 0, 0, 0);
+    peers_[p].tx.push_back(frame);
+    if (peers_[p].tx.size() == 1) Flush(p);
+  }
+}
+
+bool Loop::Drained() const {
+  for (const Peer& peer : peers_) {
+    if (peer.alive && !peer.tx.empty()) return false;
+  }
+  return true;
 }
 
 void Loop::AbortAll(const absl::Status& reason) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,9 +22,11 @@ namespace plexus::tcp {
 
 // Frame header on the wire, little endian: type, reserved (4 bytes each), tag, signature and
 // payload size (8 bytes each). Abort frames carry the operation in `tag`, the status code in
-// `signature` and the reason as payload.
+// `signature` and the reason as payload. A goodbye frame is the last a rank sends when it shuts
+// down cleanly: its peers keep what already arrived, and only a close without one (a crash)
+// breaks the group.
 inline constexpr size_t kFrameHeaderBytes = 32;
-enum class FrameType : uint32_t { kData = 1, kAbort = 2 };
+enum class FrameType : uint32_t { kData = 1, kAbort = 2, kGoodbye = 3 };
 
 // A pending send or receive.
 struct Op {
@@ -50,8 +53,10 @@ using OpPtr = std::shared_ptr<Op>;
 
 class Loop {
  public:
+  using SignatureDescriber = std::function<std::string(uint64_t signature)>;
+
   Loop(int rank, std::vector<ScopedFd> peers, int epoll_fd, uint64_t max_message_bytes,
-       uint64_t max_unexpected_bytes);
+       uint64_t max_unexpected_bytes, SignatureDescriber describe);
   ~Loop();
 
   void PostSend(const OpPtr& op);
@@ -59,6 +64,9 @@ class Loop {
   // Fails the operation's pending work here; with `notify_peers`, tells every peer to do so.
   void AbortOperation(uint64_t operation, const absl::Status& reason, bool notify_peers);
   void AbortAll(const absl::Status& reason);
+  // Queues a goodbye to every peer; Drained() says when they have been written.
+  void SayGoodbye();
+  bool Drained() const;
 
   void OnEvent(int peer, uint32_t events);
   void ExpireDeadlines();
@@ -78,6 +86,7 @@ class Loop {
   struct Peer {
     ScopedFd fd;
     bool alive = true;
+    bool departed = false;  // Said goodbye: its messages so far still count.
     bool want_write = false;
     std::deque<OpPtr> tx;
     std::vector<uint8_t> rx;  // Small reads land here; large payloads bypass it.
@@ -104,7 +113,13 @@ class Loop {
   // Checks a matched receive against the arriving message; fails it on disagreement.
   bool Matches(const OpPtr& op, int peer, uint64_t size, uint64_t signature);
   OpPtr TakePosted(int peer, uint64_t tag);
+  // Remembers the signature this rank uses for an operation, and checks it against messages
+  // that already arrived for it. False (and the operation aborted everywhere) on disagreement.
+  bool RecordSignature(const Op& op);
+  // Aborts `operation` everywhere because `peer` sent `theirs` while this rank runs `ours`.
+  void Mismatch(uint64_t operation, int peer, uint64_t theirs, uint64_t ours);
   void PeerLost(int peer, const std::string& reason);
+  void PeerDeparted(int peer);
   void FailEverything(const absl::Status& status);
   void Finish(const OpPtr& op, const absl::Status& status);
   void Arm(const OpPtr& op);
@@ -126,6 +141,9 @@ class Loop {
   absl::flat_hash_map<uint64_t, absl::Status> aborted_;
   std::deque<uint64_t> aborted_order_;
   absl::Status broken_;
+  const SignatureDescriber describe_;
+  absl::flat_hash_map<uint64_t, uint64_t> signatures_;  // Operation -> this rank's signature.
+  std::deque<uint64_t> signature_order_;
 };
 
 }  // namespace plexus::tcp

@@ -80,13 +80,28 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::string address,
   event.data.u64 = kWakeupId;
   epoll_ctl(epoll.get(), EPOLL_CTL_ADD, wakeup_.get(), &event);
   const int epoll_fd = epoll.Release();
+  Loop::SignatureDescriber describe = options_.describe_signature;
+  if (!describe) {
+    describe = [](uint64_t signature) { return absl::StrCat("signature 0x", absl::Hex(signature)); };
+  }
   loop_ = std::make_unique<Loop>(options_.rank, std::move(peers), epoll_fd,
-                                 options_.max_message_bytes, options_.max_unexpected_bytes);
+                                 options_.max_message_bytes, options_.max_unexpected_bytes,
+                                 std::move(describe));
   thread_ = std::thread([this, epoll_fd] {
     ScopedFd owned_epoll(epoll_fd);
     epoll_event events[64];
-    while (!stopping_.load(std::memory_order_acquire)) {
-      int n = epoll_wait(epoll_fd, events, 64, loop_->NextTimeoutMs());
+    absl::Time close_deadline = absl::InfiniteFuture();
+    while (true) {
+      if (stopping_.load(std::memory_order_acquire)) {
+        // Say goodbye, then give the frames still queued a bounded time to leave.
+        if (close_deadline == absl::InfiniteFuture()) {
+          close_deadline = absl::Now() + absl::Seconds(5);
+          loop_->SayGoodbye();
+        }
+        if (loop_->Drained() || absl::Now() >= close_deadline) break;
+      }
+      int n = epoll_wait(epoll_fd, events, 64,
+                         stopping_.load(std::memory_order_acquire) ? 10 : loop_->NextTimeoutMs());
       for (int i = 0; i < n; ++i) {
         if (events[i].data.u64 == kWakeupId) {
           uint64_t count;

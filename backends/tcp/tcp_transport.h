@@ -33,6 +33,8 @@ struct TcpTransportOptions {
   absl::Duration connect_timeout = absl::Seconds(300);
   uint64_t max_message_bytes = uint64_t{1} << 36;    // Larger frames close the connection.
   uint64_t max_unexpected_bytes = uint64_t{4} << 30;  // Staged bytes before a peer is dropped.
+  // Names a message signature in mismatch errors (the collective layer knows the encoding).
+  std::function<std::string(uint64_t)> describe_signature;
 };
 
 class TcpTransport : public Transport {

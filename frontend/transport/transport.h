@@ -32,9 +32,6 @@ struct MessageTag {
   uint64_t signature = 0;
 };
 
-// Status payload a transport attaches to a signature mismatch: "<peer rank>:<peer signature>".
-inline constexpr char kPeerSignaturePayload[] = "plexus.dev/peer-signature";
-
 inline constexpr int kTagStepBits = 24;
 inline constexpr uint64_t MakeTag(uint64_t operation, uint32_t step) {
   return (operation << kTagStepBits) | (step & ((1u << kTagStepBits) - 1));

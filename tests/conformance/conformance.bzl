@@ -1,0 +1,13 @@
+"""One cc_test per (suite, backend): <suite>_<backend>_test, run with --backend=<string>."""
+
+def conformance_tests(suites, backends):
+    for suite in suites:
+        for short_name, backend in backends.items():
+            native.cc_test(
+                name = "%s_%s_test" % (suite, short_name),
+                size = "large",
+                srcs = ["%s_test.cc" % suite],
+                args = ["--backend=" + backend],
+                tags = ["conformance", short_name],
+                deps = [":conformance"],
+            )

@@ -1,0 +1,58 @@
+// The conformance suite, run unchanged against every backend string: each test forks a world
+// of ranks (sizes 1, 2, 3, 4 and 8) that meet through a FileStore in $TEST_TMPDIR, runs one
+// family of collectives over every dtype, valid op and awkward count, and checks each result
+// against a reference computed locally (reference.h).
+#ifndef PLEXUS_TESTS_CONFORMANCE_CONFORMANCE_H_
+#define PLEXUS_TESTS_CONFORMANCE_CONFORMANCE_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "frontend/dispatch/process_group.h"
+
+namespace plexus::conformance {
+
+// The backend string under test (set by the test's main from --backend=).
+const std::string& BackendUnderTest();
+void SetBackendUnderTest(std::string backend);
+
+// Collects failures inside a rank.
+class Checker {
+ public:
+  explicit Checker(int rank) : rank_(rank) {}
+  template <typename... Args>
+  void Fail(const Args&... args) {
+    failures_.push_back(absl::StrCat("rank ", rank_, ": ", args...));
+  }
+  // Waits for an issued collective; records a failure if either step failed.
+  bool Ran(const std::string& what, absl::StatusOr<WorkPtr> work);
+  int Report() const;  // Prints the failures to stderr; returns the exit code.
+
+ private:
+  int rank_;
+  std::vector<std::string> failures_;
+};
+
+// Forks `world` ranks, forms the group, and runs `body` in each; fails the test if any rank
+// reports a failure or does not finish in time.
+void RunWorld(int world, const std::function<void(ProcessGroup&, Checker&)>& body);
+
+// Counts used for every collective: empty, one element, not divisible by any world size > 1,
+// and larger than a segment.
+inline const std::vector<int64_t>& Counts() {
+  static const std::vector<int64_t> counts = {0, 1, 7, 1001, 70001};
+  return counts;
+}
+
+// World sizes the suite runs at.
+inline const std::vector<int>& WorldSizes() {
+  static const std::vector<int> sizes = {1, 2, 3, 4, 8};
+  return sizes;
+}
+
+}  // namespace plexus::conformance
+
+#endif  // PLEXUS_TESTS_CONFORMANCE_CONFORMANCE_H_

@@ -1,0 +1,103 @@
+// Conformance: several operations in flight, issue order, subgroups, stats, and a large tensor.
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/conformance/conformance.h"
+#include "tests/conformance/reference.h"
+
+namespace plexus::conformance {
+namespace {
+
+class SemanticsTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(SemanticsTest, ManyOperationsInFlight) {
+  RunWorld(GetParam(), [](ProcessGroup& group, Checker& check) {
+    constexpr int kInFlight = 16;
+    std::vector<Buffer> buffers;
+    std::vector<absl::StatusOr<WorkPtr>> works;
+    for (int i = 0; i < kInFlight; ++i) {
+      buffers.push_back(MakeInput(DType::kFloat32, ReduceOpKind::kSum, group.rank(), 1000 + i * 997, i));
+    }
+    for (int i = 0; i < kInFlight; ++i) {
+      Buffer& b = buffers[i];
+      if (i % 4 == 3) {
+        BroadcastOptions options;
+        options.root_rank = i % group.size();
+        works.push_back(group.Broadcast(Tensor::Flat(b.data(), DType::kFloat32, b.count()), options));
+      } else {
+        works.push_back(group.AllReduce(Tensor::Flat(b.data(), DType::kFloat32, b.count())));
+      }
+    }
+    for (int i = kInFlight - 1; i >= 0; --i) {  // Waiting out of order is fine.
+      if (!check.Ran(absl::StrCat("op ", i), works[i])) continue;
+      std::vector<double> expected;
+      for (int64_t e = 0; e < buffers[i].count(); ++e) {
+        expected.push_back(i % 4 == 3 ? InputValue(DType::kFloat32, ReduceOpKind::kSum,
+                                                   i % group.size(), e, i)
+                                      : ReducedValue(DType::kFloat32, ReduceOpKind::kSum,
+                                                     group.size(), e, i));
+      }
+      std::string diff = Compare(buffers[i], expected, ReduceOpKind::kSum);
+      if (!diff.empty()) check.Fail("op ", i, ": ", diff);
+    }
+  });
+}
+
+TEST_P(SemanticsTest, SubgroupsRunIndependently) {
+  RunWorld(GetParam(), [](ProcessGroup& group, Checker& check) {
+    std::vector<int> evens, odds;
+    for (int r = 0; r < group.size(); ++r) (r % 2 == 0 ? evens : odds).push_back(r);
+    auto even_group = group.NewGroup(evens);
+    absl::StatusOr<std::shared_ptr<ProcessGroup>> odd_group = std::shared_ptr<ProcessGroup>();
+    if (!odds.empty()) odd_group = group.NewGroup(odds);
+    if (!even_group.ok() || !odd_group.ok()) {
+      check.Fail("new_group failed");
+      return;
+    }
+    auto mine = group.rank() % 2 == 0 ? *even_group : *odd_group;
+    const std::vector<int>& members = group.rank() % 2 == 0 ? evens : odds;
+    int64_t value = group.rank() + 1;
+    if (check.Ran("subgroup all_reduce", mine->AllReduce(Tensor::Flat(&value, DType::kInt64, 1)))) {
+      int64_t expected = 0;
+      for (int r : members) expected += r + 1;
+      if (value != expected) check.Fail("subgroup sum ", value, " expected ", expected);
+    }
+    // The world still works after the subgroups.
+    int64_t world_value = 1;
+    if (check.Ran("world all_reduce", group.AllReduce(Tensor::Flat(&world_value, DType::kInt64, 1))) &&
+        world_value != group.size()) {
+      check.Fail("world sum ", world_value);
+    }
+    (void)mine->Shutdown(absl::Seconds(60));
+  });
+}
+
+TEST_P(SemanticsTest, LargeTensorAndStats) {
+  RunWorld(GetParam(), [](ProcessGroup& group, Checker& check) {
+    const int64_t count = 1 << 20;
+    Buffer data = MakeInput(DType::kFloat32, ReduceOpKind::kSum, group.rank(), count);
+    auto work = group.AllReduce(Tensor::Flat(data.data(), DType::kFloat32, count));
+    if (!check.Ran("all_reduce 1M", work)) return;
+    std::vector<double> expected(count);
+    for (int64_t i = 0; i < count; ++i) {
+      expected[i] = ReducedValue(DType::kFloat32, ReduceOpKind::kSum, group.size(), i);
+    }
+    std::string diff = Compare(data, expected, ReduceOpKind::kSum);
+    if (!diff.empty()) check.Fail("all_reduce 1M: ", diff);
+    const Work::Stats stats = (*work)->stats();
+    const int n = group.size();
+    // Ring: each rank sends and receives 2 (n - 1) / n of the buffer.
+    const int64_t bound = 2 * count * 4;
+    if (n > 1 && (stats.bytes_sent <= 0 || stats.bytes_sent > bound ||
+                  stats.bytes_received <= 0 || stats.bytes_received > bound)) {
+      check.Fail("stats: sent ", stats.bytes_sent, " received ", stats.bytes_received);
+    }
+    if (stats.world_size != n) check.Fail("stats world size ", stats.world_size);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, SemanticsTest, ::testing::ValuesIn(WorldSizes()),
+                         [](const auto& info) { return absl::StrCat("world", info.param); });
+
+}  // namespace
+}  // namespace plexus::conformance

@@ -1,0 +1,222 @@
+// Fault injection on the tcp backend, with ranks as forked processes: a rank killed mid
+// all_reduce, a rank that skips a collective, ranks that disagree on the count, and a rank that
+// never arrives. Every survivor must fail with the right code, promptly, and never hang.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "frontend/dispatch/init.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/subprocess.h"
+
+namespace plexus {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kWorld = 4;
+
+absl::StatusOr<std::shared_ptr<ProcessGroup>> Join(const std::string& url, int rank,
+                                                   absl::Duration timeout) {
+  InitOptions options;
+  options.backend = "cpu:tcp";
+  options.init_method = url;
+  options.rank = rank;
+  options.world_size = kWorld;
+  options.timeout = timeout;
+  return InitProcessGroup(options);
+}
+
+// Each child writes one line "<code> <message>" to its pipe; the parent collects them.
+struct Outcome {
+  absl::StatusCode code = absl::StatusCode::kUnknown;
+  std::string message;
+};
+
+void Report(int fd, const absl::Status& status) {
+  const std::string line = absl::StrCat(static_cast<int>(status.code()), " ", status.message());
+  [[maybe_unused]] ssize_t n = write(fd, line.data(), line.size());
+  close(fd);
+}
+
+std::vector<Outcome> Collect(const std::vector<int>& fds) {
+  std::vector<Outcome> outcomes(fds.size());
+  for (size_t i = 0; i < fds.size(); ++i) {
+    std::string text;
+    char buffer[4096];
+    ssize_t n;
+    while ((n = read(fds[i], buffer, sizeof(buffer))) > 0) text.append(buffer, n);
+    close(fds[i]);
+    const size_t space = text.find(' ');
+    if (space == std::string::npos) continue;
+    outcomes[i].code = static_cast<absl::StatusCode>(std::stoi(text.substr(0, space)));
+    outcomes[i].message = text.substr(space + 1);
+  }
+  return outcomes;
+}
+
+// Forks kWorld ranks running `body(rank)`, each reporting the status it ends with.
+struct World {
+  std::vector<pid_t> pids;
+  std::vector<int> fds;
+};
+
+World Fork(const std::function<absl::Status(int)>& body) {
+  World world;
+  fflush(stdout);
+  fflush(stderr);
+  for (int rank = 0; rank < kWorld; ++rank) {
+    int pipe_fds[2];
+    EXPECT_EQ(pipe(pipe_fds), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(pipe_fds[0]);
+      Report(pipe_fds[1], body(rank));
+      _exit(0);
+    }
+    close(pipe_fds[1]);
+    world.pids.push_back(pid);
+    world.fds.push_back(pipe_fds[0]);
+  }
+  return world;
+}
+
+void Reap(World& world) {
+  for (pid_t pid : world.pids) waitpid(pid, nullptr, 0);
+}
+
+TEST(FaultTest, KilledRankFailsEverySurvivorWithinTwoSeconds) {
+  const std::string url = "file://" + testing::TempPath("fault_kill");
+  int ready_pipe[2];
+  ASSERT_EQ(pipe(ready_pipe), 0);
+  World world = Fork([&](int rank) -> absl::Status {
+    close(ready_pipe[0]);
+    auto group = Join(url, rank, absl::Seconds(60));
+    if (!group.ok()) return group.status();
+    std::vector<float> data(4 << 20, 1.0f);  // 16 MiB: long enough to be killed mid-way.
+    for (int i = 0;; ++i) {
+      if (i == 1) {
+        char one = 1;
+        [[maybe_unused]] ssize_t n = write(ready_pipe[1], &one, 1);
+      }
+      auto work = (*group)->AllReduce(Tensor::Flat(data.data(), DType::kFloat32, data.size()));
+      if (!work.ok()) return work.status();
+      absl::Status status = (*work)->Wait(absl::Seconds(60));
+      if (!status.ok()) return status;
+    }
+  });
+  close(ready_pipe[1]);
+  char byte;
+  for (int i = 0; i < kWorld; ++i) ASSERT_EQ(read(ready_pipe[0], &byte, 1), 1);
+  close(ready_pipe[0]);
+  const absl::Time killed = absl::Now();
+  kill(world.pids[2], SIGKILL);
+  std::vector<Outcome> outcomes = Collect(world.fds);  // Returns when every survivor reported.
+  const absl::Duration detection = absl::Now() - killed;
+  Reap(world);
+  for (int rank : {0, 1, 3}) {
+    EXPECT_EQ(outcomes[rank].code, absl::StatusCode::kUnavailable)
+        << "rank " << rank << ": " << outcomes[rank].message;
+    EXPECT_THAT(outcomes[rank].message, HasSubstr("lost rank"));
+  }
+  EXPECT_LT(detection, absl::Seconds(2));
+}
+
+TEST(FaultTest, RankThatSkipsACollectiveIsAMismatchEverywhere) {
+  const std::string url = "file://" + testing::TempPath("fault_skip");
+  World world = Fork([&](int rank) -> absl::Status {
+    auto group = Join(url, rank, absl::Seconds(30));
+    if (!group.ok()) return group.status();
+    std::vector<float> data(1000, 1.0f);
+    if (rank != 3) {  // Rank 3 skips the all_reduce and goes straight to the barrier.
+      auto work = (*group)->AllReduce(Tensor::Flat(data.data(), DType::kFloat32, data.size()));
+      absl::Status status = work.ok() ? (*work)->Wait(absl::Seconds(30)) : work.status();
+      if (!status.ok()) return status;
+    }
+    auto barrier = (*group)->Barrier();
+    return barrier.ok() ? (*barrier)->Wait(absl::Seconds(30)) : barrier.status();
+  });
+  const absl::Time start = absl::Now();
+  std::vector<Outcome> outcomes = Collect(world.fds);
+  Reap(world);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));
+  for (int rank = 0; rank < kWorld; ++rank) {
+    EXPECT_EQ(outcomes[rank].code, absl::StatusCode::kFailedPrecondition)
+        << "rank " << rank << ": " << outcomes[rank].message;
+  }
+  // At least one rank names both sides.
+  bool named = false;
+  for (const Outcome& outcome : outcomes) {
+    named |= outcome.message.find("all_reduce") != std::string::npos &&
+             outcome.message.find("barrier") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << outcomes[0].message;
+}
+
+TEST(FaultTest, MismatchedCountsFailEverywhereNamingBothSides) {
+  const std::string url = "file://" + testing::TempPath("fault_count");
+  World world = Fork([&](int rank) -> absl::Status {
+    auto group = Join(url, rank, absl::Seconds(30));
+    if (!group.ok()) return group.status();
+    std::vector<float> data(rank == 1 ? 10 : 12, 1.0f);
+    auto work = (*group)->AllReduce(Tensor::Flat(data.data(), DType::kFloat32, data.size()));
+    return work.ok() ? (*work)->Wait(absl::Seconds(30)) : work.status();
+  });
+  std::vector<Outcome> outcomes = Collect(world.fds);
+  Reap(world);
+  bool named = false;
+  for (int rank = 0; rank < kWorld; ++rank) {
+    EXPECT_EQ(outcomes[rank].code, absl::StatusCode::kFailedPrecondition)
+        << "rank " << rank << ": " << outcomes[rank].message;
+    named |= outcomes[rank].message.find("of 10 float32") != std::string::npos &&
+             outcomes[rank].message.find("of 12 float32") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << outcomes[0].message;
+}
+
+TEST(FaultTest, RankThatNeverArrivesGivesDeadlineExceededAtTheTimeout) {
+  const std::string url = "file://" + testing::TempPath("fault_absent");
+  int release[2];
+  ASSERT_EQ(pipe(release), 0);
+  World world = Fork([&](int rank) -> absl::Status {
+    close(release[1]);
+    auto group = Join(url, rank, absl::Seconds(30));
+    if (!group.ok()) return group.status();
+    if (rank == 3) {  // Alive but absent: waits until the others are done.
+      char byte;
+      [[maybe_unused]] ssize_t n = read(release[0], &byte, 1);
+      return absl::OkStatus();
+    }
+    std::vector<float> data(100, 1.0f);
+    AllReduceOptions options;
+    options.timeout = absl::Milliseconds(500);
+    const absl::Time start = absl::Now();
+    auto work = (*group)->AllReduce(Tensor::Flat(data.data(), DType::kFloat32, data.size()),
+                                    options);
+    absl::Status status = work.ok() ? (*work)->Wait(absl::Seconds(30)) : work.status();
+    if (absl::Now() - start > absl::Seconds(3)) {
+      return absl::InternalError(absl::StrCat("took ", absl::FormatDuration(absl::Now() - start)));
+    }
+    return status;
+  });
+  close(release[0]);
+  std::vector<Outcome> outcomes(kWorld);
+  std::vector<int> survivors(world.fds.begin(), world.fds.begin() + 3);
+  std::vector<Outcome> first = Collect(survivors);
+  close(release[1]);  // Let rank 3 go.
+  Collect({world.fds[3]});
+  Reap(world);
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(first[rank].code, absl::StatusCode::kDeadlineExceeded)
+        << "rank " << rank << ": " << first[rank].message;
+  }
+}
+
+}  // namespace
+}  // namespace plexus
