@@ -10,26 +10,11 @@
 
 #include "frontend/core/dtype.h"
 #include "frontend/core/reduce_op.h"
+#include "tests/testing/typed_buffer.h"
 
 namespace plexus::conformance {
 
-// A typed buffer; elements are set and read as doubles.
-class Buffer {
- public:
-  Buffer(DType dtype, int64_t count) : dtype_(dtype), count_(count), bytes_(count * DTypeSize(dtype)) {}
-  void Set(int64_t i, double value);
-  double Get(int64_t i) const;
-  void* data() { return bytes_.data(); }
-  const uint8_t* bytes() const { return bytes_.data(); }
-  size_t nbytes() const { return bytes_.size(); }
-  int64_t count() const { return count_; }
-  DType dtype() const { return dtype_; }
-
- private:
-  DType dtype_;
-  int64_t count_;
-  std::vector<uint8_t> bytes_;
-};
+using Buffer = ::plexus::testing::TypedBuffer;
 
 // Rank `rank`'s element `i` for a collective using `op` (seeded by `salt`).
 double InputValue(DType dtype, ReduceOpKind op, int rank, int64_t i, int salt = 0);

@@ -1,0 +1,119 @@
+#include "tests/testing/typed_buffer.h"
+
+#include <cstring>
+
+#include "algorithms/half.h"
+
+namespace plexus::testing {
+namespace {
+
+template <typename T>
+T Wrap(double value) {
+  // Integers wrap like two's complement; go through int64 to define the truncation.
+  return static_cast<T>(static_cast<int64_t>(value));
+}
+
+}  // namespace
+
+void TypedBuffer::Set(int64_t i, double value) {
+  uint8_t* p = bytes_.data() + i * DTypeSize(dtype_);
+  switch (dtype_) {
+    case DType::kBool: {
+      uint8_t v = value != 0;
+      std::memcpy(p, &v, 1);
+      return;
+    }
+    case DType::kUInt8: {
+      uint8_t v = Wrap<uint8_t>(value);
+      std::memcpy(p, &v, 1);
+      return;
+    }
+    case DType::kInt8: {
+      int8_t v = Wrap<int8_t>(value);
+      std::memcpy(p, &v, 1);
+      return;
+    }
+    case DType::kInt16: {
+      int16_t v = Wrap<int16_t>(value);
+      std::memcpy(p, &v, 2);
+      return;
+    }
+    case DType::kInt32: {
+      int32_t v = Wrap<int32_t>(value);
+      std::memcpy(p, &v, 4);
+      return;
+    }
+    case DType::kInt64: {
+      int64_t v = static_cast<int64_t>(value);
+      std::memcpy(p, &v, 8);
+      return;
+    }
+    case DType::kFloat16: {
+      uint16_t v = FloatToHalf(static_cast<float>(value));
+      std::memcpy(p, &v, 2);
+      return;
+    }
+    case DType::kBFloat16: {
+      uint16_t v = FloatToBFloat16(static_cast<float>(value));
+      std::memcpy(p, &v, 2);
+      return;
+    }
+    case DType::kFloat32: {
+      float v = static_cast<float>(value);
+      std::memcpy(p, &v, 4);
+      return;
+    }
+    case DType::kFloat64:
+      std::memcpy(p, &value, 8);
+      return;
+  }
+}
+
+double TypedBuffer::Get(int64_t i) const {
+  const uint8_t* p = bytes_.data() + i * DTypeSize(dtype_);
+  switch (dtype_) {
+    case DType::kBool:
+    case DType::kUInt8:
+      return *p;
+    case DType::kInt8:
+      return static_cast<int8_t>(*p);
+    case DType::kInt16: {
+      int16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    case DType::kInt32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::kInt64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<double>(v);
+    }
+    case DType::kFloat16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return HalfToFloat(v);
+    }
+    case DType::kBFloat16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return BFloat16ToFloat(v);
+    }
+    case DType::kFloat32: {
+      float v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::kFloat64: {
+      double v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+  }
+  return 0;
+}
+
+}  // namespace plexus::testing

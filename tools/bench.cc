@@ -1,0 +1,367 @@
+// plexus's benchmark, in the style of nccl-tests: forks local ranks on loopback, times each
+// collective over a range of sizes on each CPU backend, checks every result, and prints one row
+// per (backend, op, size) with time, algorithm bandwidth and bus bandwidth.
+//
+//   bazel run //tools:bench                     # 4 ranks, float32 all_reduce, 1K..64M, all CPU backends
+//   bazel run //tools:bench -- --backends=cpu:tcp --ops=all_reduce,all_gather --ranks=8 \
+//       --sizes=1K:16M --dtype=bfloat16 --iters=20 --warmup=5 --json=/tmp/bench.json
+//
+// Exits non-zero if any element is wrong or any rank fails.
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "frontend/dispatch/backend_registry.h"
+#include "frontend/dispatch/init.h"
+#include "tools/bench_ops.h"
+
+namespace plexus::bench {
+namespace {
+
+struct Flags {
+  std::vector<std::string> backends;  // Empty: every registered backend serving cpu.
+  std::vector<std::string> ops = {"all_reduce"};
+  int ranks = 4;
+  std::vector<int64_t> sizes;
+  DType dtype = DType::kFloat32;
+  int iters = 20;
+  int warmup = 5;
+  std::string json;
+};
+
+absl::StatusOr<int64_t> ParseBytes(absl::string_view text) {
+  int64_t scale = 1;
+  if (!text.empty()) {
+    const char last = static_cast<char>(std::toupper(text.back()));
+    scale = last == 'K' ? 1 << 10 : last == 'M' ? 1 << 20 : last == 'G' ? 1 << 30 : 1;
+    if (scale != 1) text.remove_suffix(1);
+  }
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(text, &value) || value < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("bad size '", text, "'"));
+  }
+  return value * scale;
+}
+
+// "1K,16M" is a list; "1K:64M" doubles from the first to the last.
+absl::StatusOr<std::vector<int64_t>> ParseSizes(absl::string_view text) {
+  std::vector<int64_t> sizes;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    const size_t colon = item.find(':');
+    if (colon == absl::string_view::npos) {
+      auto size = ParseBytes(item);
+      if (!size.ok()) return size.status();
+      sizes.push_back(*size);
+      continue;
+    }
+    auto low = ParseBytes(item.substr(0, colon));
+    auto high = ParseBytes(item.substr(colon + 1));
+    if (!low.ok()) return low.status();
+    if (!high.ok()) return high.status();
+    for (int64_t s = std::max<int64_t>(*low, 1); s <= *high; s *= 2) sizes.push_back(s);
+  }
+  if (sizes.empty()) return absl::InvalidArgumentError("no sizes given");
+  return sizes;
+}
+
+absl::Status ParseFlags(int argc, char** argv, Flags& flags) {
+  flags.sizes = *ParseSizes("1K:64M");
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : arg.substr(eq + 1);
+    if (name == "--backends") {
+      flags.backends = absl::StrSplit(value, ',', absl::SkipEmpty());
+    } else if (name == "--ops") {
+      flags.ops = absl::StrSplit(value, ',', absl::SkipEmpty());
+      if (value == "all") flags.ops = KnownOps();
+      for (const std::string& op : flags.ops) {
+        if (std::find(KnownOps().begin(), KnownOps().end(), op) == KnownOps().end()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "unknown op '", op, "'; known: ", absl::StrJoin(KnownOps(), ", "), ", all"));
+        }
+      }
+    } else if (name == "--ranks") {
+      if (!absl::SimpleAtoi(value, &flags.ranks) || flags.ranks < 1 || flags.ranks > 64) {
+        return absl::InvalidArgumentError("--ranks must be 1..64");
+      }
+    } else if (name == "--sizes") {
+      auto sizes = ParseSizes(value);
+      if (!sizes.ok()) return sizes.status();
+      flags.sizes = *sizes;
+    } else if (name == "--dtype") {
+      auto dtype = ParseDType(value);
+      if (!dtype.ok()) return dtype.status();
+      flags.dtype = *dtype;
+    } else if (name == "--iters") {
+      if (!absl::SimpleAtoi(value, &flags.iters) || flags.iters < 1) {
+        return absl::InvalidArgumentError("--iters must be >= 1");
+      }
+    } else if (name == "--warmup") {
+      if (!absl::SimpleAtoi(value, &flags.warmup) || flags.warmup < 0) {
+        return absl::InvalidArgumentError("--warmup must be >= 0");
+      }
+    } else if (name == "--json") {
+      flags.json = value;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown flag '", arg, "'; flags: --backends=cpu:tcp,... --ops=all_reduce,...|all "
+          "--ranks=N --sizes=1K:64M|1K,16M --dtype=float32 --iters=N --warmup=N --json=FILE"));
+    }
+  }
+  if (flags.backends.empty()) {
+    for (const std::string& name : BackendRegistry::Global().Names()) {
+      auto registration = BackendRegistry::Global().Find(name);
+      const auto& devices = registration->devices;
+      if (std::find(devices.begin(), devices.end(), DeviceType::kCpu) != devices.end()) {
+        flags.backends.push_back("cpu:" + name);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One measurement from one rank, sent to the parent over a pipe as a text line.
+struct Sample {
+  double time_us = 0;
+  int64_t wrong = 0;
+  int64_t bytes = 0;
+  int64_t count = 0;
+  double bus_factor = 1;
+  std::string error;
+};
+
+std::string Encode(const Sample& s) {
+  return absl::StrFormat("%.3f %d %d %d %.6f %s\n", s.time_us, s.wrong, s.bytes, s.count,
+                         s.bus_factor, s.error.empty() ? "-" : s.error);
+}
+
+Sample Decode(absl::string_view line) {
+  Sample s;
+  std::vector<std::string> parts =
+      absl::StrSplit(absl::StripTrailingAsciiWhitespace(line), absl::MaxSplits(' ', 5));
+  if (parts.size() < 6) {
+    s.error = "rank exited without reporting";
+    return s;
+  }
+  (void)absl::SimpleAtod(parts[0], &s.time_us);
+  (void)absl::SimpleAtoi(parts[1], &s.wrong);
+  (void)absl::SimpleAtoi(parts[2], &s.bytes);
+  (void)absl::SimpleAtoi(parts[3], &s.count);
+  (void)absl::SimpleAtod(parts[4], &s.bus_factor);
+  if (parts[5] != "-") s.error = parts[5];
+  return s;
+}
+
+Sample Measure(ProcessGroup& group, const std::string& op, const Flags& flags, int64_t size) {
+  Sample sample;
+  auto runner = MakeRunner(op, group, flags.dtype, size);
+  if (!runner.ok()) {
+    sample.error = std::string(runner.status().message());
+    return sample;
+  }
+  sample.bytes = runner->bytes;
+  sample.count = runner->count;
+  sample.bus_factor = runner->bus_factor;
+  auto run_once = [&]() -> absl::Status {
+    auto work = runner->issue();
+    if (!work.ok()) return work.status();
+    return (*work)->Wait(absl::Minutes(5));
+  };
+  runner->reset();
+  if (absl::Status status = run_once(); !status.ok()) {
+    sample.error = std::string(status.message());
+    return sample;
+  }
+  sample.wrong = runner->count_wrong();
+  for (int i = 0; i < flags.warmup; ++i) {
+    if (absl::Status status = run_once(); !status.ok()) {
+      sample.error = std::string(status.message());
+      return sample;
+    }
+  }
+  auto barrier = group.Barrier();
+  if (barrier.ok()) (void)(*barrier)->Wait(absl::Minutes(5));
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < flags.iters; ++i) {
+    if (absl::Status status = run_once(); !status.ok()) {
+      sample.error = std::string(status.message());
+      return sample;
+    }
+  }
+  sample.time_us = absl::ToDoubleMicroseconds(absl::Now() - start) / flags.iters;
+  return sample;
+}
+
+// Runs in each forked rank: every backend, op and size in order, one line per measurement.
+int RunRank(int rank, const Flags& flags, const std::string& dir, FILE* out) {
+  for (size_t b = 0; b < flags.backends.size(); ++b) {
+    InitOptions options;
+    options.backend = flags.backends[b];
+    options.init_method = absl::StrCat("file://", dir, "/store.", b);
+    options.rank = rank;
+    options.world_size = flags.ranks;
+    options.timeout = absl::Minutes(5);
+    auto group = InitProcessGroup(options);
+    for (const std::string& op : flags.ops) {
+      const std::vector<int64_t> sizes = op == "barrier" ? std::vector<int64_t>{0} : flags.sizes;
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        Sample sample;
+        if (!group.ok()) {
+          sample.error = std::string(group.status().message());
+        } else {
+          if (rank == 0) {
+            fprintf(stderr, "[bench] %s %s %lld bytes (%zu/%zu)\n", flags.backends[b].c_str(),
+                    op.c_str(), static_cast<long long>(sizes[i]), i + 1, sizes.size());
+          }
+          sample = Measure(**group, op, flags, sizes[i]);
+        }
+        std::replace(sample.error.begin(), sample.error.end(), '\n', ' ');
+        fputs(Encode(sample).c_str(), out);
+        fflush(out);
+      }
+    }
+    if (group.ok()) (void)(*group)->Shutdown(absl::Minutes(1));
+  }
+  return 0;
+}
+
+struct Row {
+  std::string backend, op;
+  int ranks;
+  int64_t bytes, count;
+  std::string dtype;
+  double time_us, algbw, busbw;
+  int64_t wrong;
+  std::string error;
+};
+
+std::string JsonEscape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    if (static_cast<unsigned char>(c) >= 0x20) out.push_back(c);
+  }
+  return out;
+}
+
+int Main(int argc, char** argv) {
+  Flags flags;
+  if (absl::Status status = ParseFlags(argc, argv, flags); !status.ok()) {
+    fprintf(stderr, "bench: %s\n", std::string(status.message()).c_str());
+    return 2;
+  }
+  if (flags.backends.empty()) {
+    fprintf(stderr, "bench: no CPU backend is registered\n");
+    return 2;
+  }
+  char dir_template[] = "/tmp/plexus-bench.XXXXXX";
+  const char* dir = mkdtemp(dir_template);
+  if (dir == nullptr) return 1;
+
+  std::vector<pid_t> pids;
+  std::vector<FILE*> pipes;
+  fflush(stdout);
+  for (int rank = 0; rank < flags.ranks; ++rank) {
+    int fds[2];
+    if (pipe(fds) != 0) return 1;
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      FILE* out = fdopen(fds[1], "w");
+      _exit(RunRank(rank, flags, dir, out));
+    }
+    close(fds[1]);
+    pids.push_back(pid);
+    pipes.push_back(fdopen(fds[0], "r"));
+  }
+
+  printf("# plexus bench: %d ranks on loopback, dtype %s, %d iterations after %d warmup\n",
+         flags.ranks, std::string(DTypeName(flags.dtype)).c_str(), flags.iters, flags.warmup);
+  printf("%-10s %-15s %5s %12s %11s %-8s %11s %9s %9s %6s\n", "backend", "op", "ranks", "bytes",
+         "count", "dtype", "time_us", "algbw", "busbw", "wrong");
+  fflush(stdout);
+  std::vector<Row> rows;
+  bool failed = false;
+  for (const std::string& backend : flags.backends) {
+    for (const std::string& op : flags.ops) {
+      const size_t cases = op == "barrier" ? 1 : flags.sizes.size();
+      for (size_t i = 0; i < cases; ++i) {
+        Row row{backend, op, flags.ranks, 0, 0, std::string(DTypeName(flags.dtype)), 0, 0, 0, 0, ""};
+        double bus_factor = 1;
+        for (FILE* in : pipes) {
+          char line[4096] = {0};
+          Sample sample = Decode(fgets(line, sizeof(line), in) ? line : "");
+          row.time_us = std::max(row.time_us, sample.time_us);  // The slowest rank sets the pace.
+          row.wrong += sample.wrong;
+          row.bytes = sample.bytes;
+          row.count = sample.count;
+          bus_factor = sample.bus_factor;
+          if (!sample.error.empty() && row.error.empty()) row.error = sample.error;
+        }
+        if (row.time_us > 0) {
+          row.algbw = row.bytes / (row.time_us * 1e3);  // bytes/us = MB/s; /1e3 = GB/s.
+          row.busbw = row.algbw * bus_factor;
+        }
+        failed |= row.wrong > 0 || !row.error.empty();
+        printf("%-10s %-15s %5d %12lld %11lld %-8s %11.1f %9.3f %9.3f %6lld%s%s\n",
+               row.backend.c_str(), row.op.c_str(), row.ranks, static_cast<long long>(row.bytes),
+               static_cast<long long>(row.count), row.dtype.c_str(), row.time_us, row.algbw,
+               row.busbw, static_cast<long long>(row.wrong), row.error.empty() ? "" : "  ERROR: ",
+               row.error.c_str());
+        fflush(stdout);
+        rows.push_back(row);
+      }
+    }
+  }
+  for (FILE* in : pipes) fclose(in);
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    failed |= !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  if (!flags.json.empty()) {
+    FILE* json = fopen(flags.json.c_str(), "w");
+    if (json == nullptr) {
+      fprintf(stderr, "bench: cannot write %s\n", flags.json.c_str());
+      return 1;
+    }
+    fprintf(json, "[\n");
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      fprintf(json,
+              "  {\"backend\": \"%s\", \"op\": \"%s\", \"ranks\": %d, \"bytes\": %lld, "
+              "\"count\": %lld, \"dtype\": \"%s\", \"time_us\": %.3f, \"algbw_gbps\": %.6f, "
+              "\"busbw_gbps\": %.6f, \"wrong\": %lld, \"error\": \"%s\"}%s\n",
+              r.backend.c_str(), r.op.c_str(), r.ranks, static_cast<long long>(r.bytes),
+              static_cast<long long>(r.count), r.dtype.c_str(), r.time_us, r.algbw, r.busbw,
+              static_cast<long long>(r.wrong), JsonEscape(r.error).c_str(),
+              i + 1 < rows.size() ? "," : "");
+    }
+    fprintf(json, "]\n");
+    fclose(json);
+  }
+  std::string cleanup = absl::StrCat("rm -rf ", dir);
+  if (system(cleanup.c_str()) != 0) fprintf(stderr, "bench: could not remove %s\n", dir);
+  if (failed) fprintf(stderr, "bench: FAILED (wrong elements or errors above)\n");
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace plexus::bench
+
+int main(int argc, char** argv) { return plexus::bench::Main(argc, argv); }

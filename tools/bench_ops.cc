@@ -1,0 +1,191 @@
+#include "tools/bench_ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "tests/testing/typed_buffer.h"
+
+namespace plexus::bench {
+namespace {
+
+using testing::TypedBuffer;
+
+// Small integers: every partial sum is exact in every dtype up to 64 ranks (bfloat16: 16).
+double Pattern(int rank, int64_t i) { return (rank % 5) + 1 + (i % 7); }
+
+void Fill(TypedBuffer& buffer, int rank, int64_t first = 0) {
+  for (int64_t i = 0; i < buffer.count(); ++i) buffer.Set(i, Pattern(rank, first + i));
+}
+
+double Sum(int world, int64_t i) {
+  double sum = 0;
+  for (int r = 0; r < world; ++r) sum += Pattern(r, i);
+  return sum;
+}
+
+int64_t CountWrong(const TypedBuffer& buffer, const std::function<double(int64_t)>& expected,
+                   int64_t first = 0, int64_t count = -1) {
+  if (count < 0) count = buffer.count();
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < count; ++i) wrong += buffer.Get(first + i) != expected(i);
+  return wrong;
+}
+
+struct Buffers {
+  std::vector<TypedBuffer> list;
+  std::vector<Tensor> tensors;  // Views of list[1..] for the list-taking collectives.
+};
+
+}  // namespace
+
+const std::vector<std::string>& KnownOps() {
+  static const auto* ops = new std::vector<std::string>{
+      "all_reduce", "broadcast",  "reduce",  "all_gather", "reduce_scatter",
+      "all_to_all", "gather",     "scatter", "sendrecv",   "barrier"};
+  return *ops;
+}
+
+absl::StatusOr<Runner> MakeRunner(const std::string& op, ProcessGroup& group, DType dtype,
+                                  int64_t bytes) {
+  const int n = group.size();
+  const int me = group.rank();
+  const int64_t element = static_cast<int64_t>(DTypeSize(dtype));
+  auto state = std::make_shared<Buffers>();
+  Runner runner;
+  runner.buffers = state;
+  ProcessGroup* pg = &group;
+  auto& list = state->list;
+
+  if (op == "all_reduce" || op == "broadcast" || op == "reduce" || op == "sendrecv") {
+    const int64_t count = bytes / element;
+    runner.count = count;
+    runner.bytes = count * element;
+    list.emplace_back(dtype, count);
+    if (op == "sendrecv") list.emplace_back(dtype, count);
+    TypedBuffer* data = &list[0];
+    if (op == "all_reduce") {
+      runner.bus_factor = 2.0 * (n - 1) / n;
+      runner.reset = [=] { Fill(*data, me); };
+      runner.issue = [=] { return pg->AllReduce(data->AsTensor()); };
+      runner.count_wrong = [=] { return CountWrong(*data, [=](int64_t i) { return Sum(n, i); }); };
+    } else if (op == "broadcast") {
+      runner.reset = [=] { Fill(*data, me); };
+      runner.issue = [=] { return pg->Broadcast(data->AsTensor()); };
+      runner.count_wrong = [=] { return CountWrong(*data, [](int64_t i) { return Pattern(0, i); }); };
+    } else if (op == "reduce") {
+      runner.reset = [=] { Fill(*data, me); };
+      runner.issue = [=] { return pg->Reduce(data->AsTensor()); };
+      runner.count_wrong = [=] {
+        return me == 0 ? CountWrong(*data, [=](int64_t i) { return Sum(n, i); }) : 0;
+      };
+    } else {
+      TypedBuffer* received = &list[1];
+      const int left = (me + n - 1) % n;
+      runner.reset = [=] { Fill(*data, me); };
+      runner.issue = [=]() -> absl::StatusOr<WorkPtr> {
+        if (n == 1) return Work::Finished(absl::OkStatus());
+        auto recv = pg->Recv(received->AsTensor(), left);
+        auto send = pg->Send(data->AsTensor(), (me + 1) % n);
+        if (!send.ok()) return send.status();
+        if (!recv.ok()) return recv.status();
+        auto both = std::make_shared<Work>("sendrecv", n);
+        WorkPtr send_work = *send, recv_work = *recv;
+        recv_work->OnComplete([both, send_work](const absl::Status& status) {
+          send_work->OnComplete([both, status](const absl::Status& sent) {
+            both->Complete(status.ok() ? sent : status);
+          });
+        });
+        return both;
+      };
+      runner.count_wrong = [=] {
+        return n == 1 ? 0 : CountWrong(*received, [=](int64_t i) { return Pattern(left, i); });
+      };
+    }
+    return runner;
+  }
+
+  if (op == "barrier") {
+    runner.reset = [] {};
+    runner.issue = [=] { return pg->Barrier(); };
+    runner.count_wrong = [] { return int64_t{0}; };
+    return runner;
+  }
+
+  // The rest split a total of `bytes` into n blocks of `per` elements.
+  const int64_t per = bytes / element / n;
+  runner.count = per * n;
+  runner.bytes = per * n * element;
+  runner.bus_factor = static_cast<double>(n - 1) / n;
+  if (op == "all_gather") {
+    list.emplace_back(dtype, per);
+    list.emplace_back(dtype, per * n);
+    TypedBuffer* input = &list[0];
+    TypedBuffer* output = &list[1];
+    runner.reset = [=] { Fill(*input, me); };
+    runner.issue = [=] { return pg->AllGatherIntoTensor(output->AsTensor(), input->AsTensor()); };
+    runner.count_wrong = [=] {
+      const int64_t block = std::max<int64_t>(per, 1);
+      return CountWrong(*output,
+                        [=](int64_t i) { return Pattern(static_cast<int>(i / block), i % block); });
+    };
+  } else if (op == "reduce_scatter") {
+    list.emplace_back(dtype, per * n);
+    list.emplace_back(dtype, per);
+    TypedBuffer* input = &list[0];
+    TypedBuffer* output = &list[1];
+    runner.reset = [=] { Fill(*input, me); };
+    runner.issue = [=] { return pg->ReduceScatterTensor(output->AsTensor(), input->AsTensor()); };
+    runner.count_wrong = [=] {
+      return CountWrong(*output, [=](int64_t i) { return Sum(n, me * per + i); });
+    };
+  } else if (op == "all_to_all") {
+    list.emplace_back(dtype, per * n);
+    list.emplace_back(dtype, per * n);
+    TypedBuffer* input = &list[0];
+    TypedBuffer* output = &list[1];
+    runner.reset = [=] { Fill(*input, me); };
+    runner.issue = [=] { return pg->AllToAllSingle(output->AsTensor(), input->AsTensor()); };
+    runner.count_wrong = [=] {
+      // Block s came from rank s's block `me`.
+      return CountWrong(*output, [=](int64_t i) {
+        const int64_t block = i / std::max<int64_t>(per, 1);
+        return Pattern(static_cast<int>(block), me * per + i % std::max<int64_t>(per, 1));
+      });
+    };
+  } else if (op == "gather" || op == "scatter") {
+    // list[0] is this rank's block; list[1 + r] the root's block for rank r.
+    list.emplace_back(dtype, per);
+    for (int r = 0; r < n; ++r) list.emplace_back(dtype, me == 0 ? per : 0);
+    if (me == 0) {
+      for (int r = 0; r < n; ++r) state->tensors.push_back(list[1 + r].AsTensor());
+    }
+    Buffers* b = state.get();
+    if (op == "gather") {
+      runner.reset = [=] { Fill(b->list[0], me); };
+      runner.issue = [=] { return pg->Gather(b->tensors, b->list[0].AsTensor()); };
+      runner.count_wrong = [=] {
+        int64_t wrong = 0;
+        for (int r = 0; me == 0 && r < n; ++r) {
+          wrong += CountWrong(b->list[1 + r], [=](int64_t i) { return Pattern(r, i); });
+        }
+        return wrong;
+      };
+    } else {
+      runner.reset = [=] {
+        for (int r = 0; me == 0 && r < n; ++r) Fill(b->list[1 + r], r, 1000);
+      };
+      runner.issue = [=] { return pg->Scatter(b->list[0].AsTensor(), b->tensors); };
+      runner.count_wrong = [=] {
+        return CountWrong(b->list[0], [=](int64_t i) { return Pattern(me, 1000 + i); });
+      };
+    }
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("unknown op '", op, "'; known: ",
+                                                   absl::StrJoin(KnownOps(), ", ")));
+  }
+  return runner;
+}
+
+}  // namespace plexus::bench
