@@ -21,6 +21,25 @@ constexpr uint64_t kDirectReadBytes = 32 * 1024;
 constexpr uint64_t kMaxAbortReasonBytes = 64 * 1024;
 constexpr size_t kMaxRememberedAborts = 4096;
 
+// Writes what remains of `op`'s frame; returns bytes written or -1 with errno set.
+ssize_t WriteFrame(int fd, Op& op) {
+  iovec iov[2];
+  int count = 0;
+  if (op.written < kFrameHeaderBytes) {
+    iov[count++] = {op.header + op.written, kFrameHeaderBytes - op.written};
+    if (op.size > 0) iov[count++] = {const_cast<uint8_t*>(op.payload), op.size};
+  } else {
+    const uint64_t offset = op.written - kFrameHeaderBytes;
+    iov[count++] = {const_cast<uint8_t*>(op.payload) + offset, op.size - offset};
+  }
+  msghdr message{};
+  message.msg_iov = iov;
+  message.msg_iovlen = count;
+  return sendmsg(fd, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+}  // namespace
+
 void EncodeHeader(char* out, FrameType type, uint64_t tag, uint64_t signature, uint64_t size) {
   absl::little_endian::Store32(out, static_cast<uint32_t>(type));
   absl::little_endian::Store32(out + 4, 0);
@@ -29,10 +48,27 @@ void EncodeHeader(char* out, FrameType type, uint64_t tag, uint64_t signature, u
   absl::little_endian::Store64(out + 24, size);
 }
 
-}  // namespace
+bool TrySendDirect(SendLane& lane, Op& op) {
+  std::lock_guard<std::mutex> lock(lane.mu);
+  if (lane.fd >= 0 && lane.queued == 0) {
+    while (op.written < kFrameHeaderBytes + op.size) {
+      ssize_t n = WriteFrame(lane.fd, op);
+      if (n > 0) {
+        op.written += static_cast<uint64_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      break;  // EAGAIN, or an error the loop will see on its side.
+    }
+    if (op.written == kFrameHeaderBytes + op.size) return true;
+  }
+  ++lane.queued;
+  op.counted = true;
+  return false;
+}
 
-Loop::Loop(int rank, std::vector<ScopedFd> peers, int epoll_fd, uint64_t max_message_bytes,
-           uint64_t max_unexpected_bytes, SignatureDescriber describe)
+Loop::Loop(int rank, std::vector<ScopedFd> peers, std::vector<SendLane*> lanes, int epoll_fd,
+           uint64_t max_message_bytes, uint64_t max_unexpected_bytes, SignatureDescriber describe)
     : rank_(rank),
       epoll_fd_(epoll_fd),
       max_message_bytes_(max_message_bytes),
@@ -41,11 +77,16 @@ Loop::Loop(int rank, std::vector<ScopedFd> peers, int epoll_fd, uint64_t max_mes
       describe_(std::move(describe)) {
   for (size_t i = 0; i < peers.size(); ++i) {
     peers_[i].fd = std::move(peers[i]);
+    peers_[i].lane = lanes[i];
     if (!peers_[i].fd.valid()) {
       peers_[i].alive = false;
       continue;
     }
     peers_[i].rx.resize(kRxBufferBytes);
+    {
+      std::lock_guard<std::mutex> lock(peers_[i].lane->mu);
+      peers_[i].lane->fd = peers_[i].fd.get();
+    }
     epoll_event event{};
     event.events = EPOLLIN;
     event.data.u64 = i;
@@ -101,50 +142,75 @@ void Loop::Arm(const OpPtr& op) {
 }
 
 void Loop::PostSend(const OpPtr& op) {
-  if (absl::Status refused = Refusal(*op); !refused.ok()) return Finish(op, refused);
-  if (!RecordSignature(*op)) return Finish(op, Refusal(*op));
-  EncodeHeader(op->header, FrameType::kData, op->tag.tag, op->tag.signature, op->size);
-  op->payload = op->data;
+  absl::Status refused = Refusal(*op);
+  if (refused.ok() && !RecordSignature(*op)) refused = Refusal(*op);
+  if (!refused.ok()) {
+    Dequeued(*op);
+    return Finish(op, refused);
+  }
   Arm(op);
   peers_[op->peer].tx.push_back(op);
   if (peers_[op->peer].tx.size() == 1) Flush(op->peer);
 }
 
+void Loop::Dequeued(const Op& op) {
+  if (!op.counted || op.peer < 0 || op.peer >= static_cast<int>(peers_.size())) return;
+  SendLane* lane = peers_[op.peer].lane;
+  if (lane == nullptr) return;
+  std::lock_guard<std::mutex> lock(lane->mu);
+  if (lane->queued > 0) --lane->queued;
+}
+
+void Loop::QueueFrame(int peer, const OpPtr& frame) {
+  if (SendLane* lane = peers_[peer].lane; lane != nullptr) {
+    std::lock_guard<std::mutex> lock(lane->mu);
+    ++lane->queued;
+    frame->counted = true;
+  }
+  peers_[peer].tx.push_back(frame);
+  if (peers_[peer].tx.size() == 1) Flush(peer);
+}
+
+void Loop::CloseLane(int peer) {
+  if (SendLane* lane = peers_[peer].lane; lane != nullptr) {
+    std::lock_guard<std::mutex> lock(lane->mu);
+    lane->fd = -1;
+  }
+}
+
 void Loop::Flush(int peer_index) {
   Peer& peer = peers_[peer_index];
-  while (!peer.tx.empty() && peer.alive) {
-    const OpPtr& op = peer.tx.front();
-    if (op->done && op->written == 0) {  // Timed out or aborted before a byte left.
-      peer.tx.pop_front();
-      continue;
-    }
-    iovec iov[2];
-    int count = 0;
-    if (op->written < kFrameHeaderBytes) {
-      iov[count++] = {op->header + op->written, kFrameHeaderBytes - op->written};
-      if (op->size > 0) iov[count++] = {const_cast<uint8_t*>(op->payload), op->size};
-    } else {
-      const uint64_t offset = op->written - kFrameHeaderBytes;
-      iov[count++] = {const_cast<uint8_t*>(op->payload) + offset, op->size - offset};
-    }
-    msghdr message{};
-    message.msg_iov = iov;
-    message.msg_iovlen = count;
-    ssize_t n = sendmsg(peer.fd.get(), &message, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      SetWantWrite(peer_index, true);
-      return;
-    }
-    if (n < 0) return PeerLost(peer_index, absl::StrCat("send failed: ", strerror(errno)));
-    op->written += static_cast<uint64_t>(n);
-    if (op->written == kFrameHeaderBytes + op->size) {
-      OpPtr finished = op;
-      peer.tx.pop_front();
-      Finish(finished, absl::OkStatus());
+  std::vector<OpPtr> finished;
+  absl::Status failure;
+  {
+    // Held while writing so a caller's direct write cannot interleave with ours.
+    std::unique_lock<std::mutex> lock(peer.lane->mu);
+    while (!peer.tx.empty() && peer.alive) {
+      const OpPtr& op = peer.tx.front();
+      if (op->done && op->written == 0) {  // Timed out or aborted before a byte left.
+        if (op->counted && peer.lane->queued > 0) --peer.lane->queued;
+        peer.tx.pop_front();
+        continue;
+      }
+      ssize_t n = WriteFrame(peer.fd.get(), *op);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      if (n < 0) {
+        failure = absl::UnavailableError(absl::StrCat("send failed: ", strerror(errno)));
+        break;
+      }
+      op->written += static_cast<uint64_t>(n);
+      if (op->written == kFrameHeaderBytes + op->size) {
+        if (op->counted && peer.lane->queued > 0) --peer.lane->queued;
+        finished.push_back(op);
+        peer.tx.pop_front();
+      }
     }
   }
-  SetWantWrite(peer_index, false);
+  // Completion callbacks run without the lane lock: they may send again.
+  for (const OpPtr& op : finished) Finish(op, absl::OkStatus());
+  if (!failure.ok()) return PeerLost(peer_index, std::string(failure.message()));
+  if (peer.alive) SetWantWrite(peer_index, !peer.tx.empty());
 }
 
 void Loop::SetWantWrite(int peer_index, bool want) {
@@ -502,8 +568,7 @@ void Loop::AbortOperation(uint64_t operation, const absl::Status& reason, bool n
     frame->work = std::make_shared<Work>("abort", static_cast<int>(peers_.size()));
     EncodeHeader(frame->header, FrameType::kAbort, operation,
                  static_cast<uint64_t>(reason.code()), frame->size);
-    peers_[p].tx.push_back(frame);
-    if (peers_[p].tx.size() == 1) Flush(p);
+    QueueFrame(p, frame);
   }
 }
 
@@ -511,6 +576,7 @@ void Loop::PeerLost(int peer_index, const std::string& reason) {
   Peer& peer = peers_[peer_index];
   if (!peer.alive) return;
   peer.alive = false;
+  CloseLane(peer_index);
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, peer.fd.get(), nullptr);
   peer.fd.Reset();
   Log(LogLevel::kWarning, absl::StrCat("tcp transport rank ", rank_, ": lost rank ", peer_index,
@@ -526,6 +592,7 @@ void Loop::PeerDeparted(int peer_index) {
   Peer& peer = peers_[peer_index];
   peer.alive = false;
   peer.departed = true;
+  CloseLane(peer_index);
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, peer.fd.get(), nullptr);
   peer.fd.Reset();
   const absl::Status gone =
@@ -560,9 +627,9 @@ void Loop::SayGoodbye() {
     frame->peer = p;
     frame->size = 0;
     frame->work = std::make_shared<Work>("goodbye", static_cast<int>(peers_.size()));
+    frame->payload = nullptr;
     EncodeHeader(frame->header, FrameType::kGoodbye, 0, 0, 0);
-    peers_[p].tx.push_back(frame);
-    if (peers_[p].tx.size() == 1) Flush(p);
+    QueueFrame(p, frame);
   }
 }
 
@@ -591,7 +658,13 @@ void Loop::FailEverything(const absl::Status& status) {
   posted_any_.clear();
   staged_.clear();
   staged_bytes_ = 0;
-  for (Peer& peer : peers_) {
+  for (int p = 0; p < static_cast<int>(peers_.size()); ++p) {
+    Peer& peer = peers_[p];
+    CloseLane(p);  // The transport is broken: every later send goes through Refusal().
+    if (peer.lane != nullptr) {
+      std::lock_guard<std::mutex> lock(peer.lane->mu);
+      peer.lane->queued = 0;
+    }
     victims.insert(victims.end(), peer.tx.begin(), peer.tx.end());
     peer.tx.clear();
     if (peer.rx_op != nullptr) victims.push_back(peer.rx_op);

@@ -7,6 +7,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <utility>
@@ -28,6 +29,8 @@ namespace plexus::tcp {
 inline constexpr size_t kFrameHeaderBytes = 32;
 enum class FrameType : uint32_t { kData = 1, kAbort = 2, kGoodbye = 3 };
 
+void EncodeHeader(char* out, FrameType type, uint64_t tag, uint64_t signature, uint64_t size);
+
 // A pending send or receive.
 struct Op {
   enum class Kind { kSend, kRecv, kRecvAny };
@@ -48,15 +51,29 @@ struct Op {
   std::unique_ptr<uint8_t[]> owned;
   std::multimap<absl::Time, std::shared_ptr<Op>>::iterator timer;
   bool has_timer = false;
+  bool counted = false;  // Counted in its lane's `queued`.
 };
 using OpPtr = std::shared_ptr<Op>;
+
+// Shared by the loop and callers' threads. A caller may write a frame straight to the socket
+// when nothing is queued ahead of it for that peer, saving a wake-up of the loop thread.
+struct SendLane {
+  std::mutex mu;
+  int fd = -1;         // -1: no direct writes (peer gone, transport broken).
+  int64_t queued = 0;  // Frames handed to the loop and not yet written or dropped.
+};
+
+// Writes `op`'s frame on the calling thread if the lane is idle. True when the whole frame was
+// written (the caller finishes the op); false when the op must go to the loop, in which case it
+// has been counted in `lane.queued` and `op.written` says how much already left.
+bool TrySendDirect(SendLane& lane, Op& op);
 
 class Loop {
  public:
   using SignatureDescriber = std::function<std::string(uint64_t signature)>;
 
-  Loop(int rank, std::vector<ScopedFd> peers, int epoll_fd, uint64_t max_message_bytes,
-       uint64_t max_unexpected_bytes, SignatureDescriber describe);
+  Loop(int rank, std::vector<ScopedFd> peers, std::vector<SendLane*> lanes, int epoll_fd,
+       uint64_t max_message_bytes, uint64_t max_unexpected_bytes, SignatureDescriber describe);
   ~Loop();
 
   void PostSend(const OpPtr& op);
@@ -85,6 +102,7 @@ class Loop {
 
   struct Peer {
     ScopedFd fd;
+    SendLane* lane = nullptr;
     bool alive = true;
     bool departed = false;  // Said goodbye: its messages so far still count.
     bool want_write = false;
@@ -104,6 +122,12 @@ class Loop {
   };
 
   void Flush(int peer);
+  // Queues a frame the loop itself sends (abort, goodbye).
+  void QueueFrame(int peer, const OpPtr& frame);
+  // Marks an op the loop dropped or finished writing as no longer queued.
+  void Dequeued(const Op& op);
+  // Stops direct writes to `peer` (or to every peer).
+  void CloseLane(int peer);
   void OnReadable(int peer);
   // Consumes buffered bytes; false if the peer was dropped.
   bool ProcessBuffered(int peer);

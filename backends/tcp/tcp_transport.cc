@@ -80,11 +80,16 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::string address,
   event.data.u64 = kWakeupId;
   epoll_ctl(epoll.get(), EPOLL_CTL_ADD, wakeup_.get(), &event);
   const int epoll_fd = epoll.Release();
+  std::vector<tcp::SendLane*> lanes;
+  for (int i = 0; i < options_.size; ++i) {
+    lanes_.push_back(std::make_unique<tcp::SendLane>());
+    lanes.push_back(lanes_.back().get());
+  }
   Loop::SignatureDescriber describe = options_.describe_signature;
   if (!describe) {
     describe = [](uint64_t signature) { return absl::StrCat("signature 0x", absl::Hex(signature)); };
   }
-  loop_ = std::make_unique<Loop>(options_.rank, std::move(peers), epoll_fd,
+  loop_ = std::make_unique<Loop>(options_.rank, std::move(peers), std::move(lanes), epoll_fd,
                                  options_.max_message_bytes, options_.max_unexpected_bytes,
                                  std::move(describe));
   thread_ = std::thread([this, epoll_fd] {
@@ -151,6 +156,10 @@ tcp::OpPtr MakeOp(tcp::Op::Kind kind, int peer, MessageTag tag, uint8_t* data, s
   op->timeout = timeout;
   op->deadline = absl::Now() + timeout;
   op->work = std::make_shared<Work>(name, world);
+  if (kind == tcp::Op::Kind::kSend) {
+    tcp::EncodeHeader(op->header, tcp::FrameType::kData, tag.tag, tag.signature, size);
+    op->payload = data;
+  }
   return op;
 }
 
@@ -160,6 +169,14 @@ WorkPtr TcpTransport::Send(int peer, MessageTag tag, absl::Span<const uint8_t> d
                            absl::Duration timeout) {
   auto op = MakeOp(tcp::Op::Kind::kSend, peer, tag, const_cast<uint8_t*>(data.data()),
                    data.size(), timeout, "send", options_.size);
+  // Fast path: nothing queued for this peer, so write from this thread.
+  if (peer >= 0 && peer < options_.size && peer != options_.rank &&
+      tcp::TrySendDirect(*lanes_[peer], *op)) {
+    op->done = true;
+    op->work->AddBytesSent(static_cast<int64_t>(op->size));
+    op->work->Complete(absl::OkStatus());
+    return op->work;
+  }
   Post([op](Loop& loop) { loop.PostSend(op); });
   return op->work;
 }

@@ -21,6 +21,9 @@
 #include "frontend/transport/transport.h"
 
 namespace plexus {
+namespace tcp {
+struct SendLane;
+}  // namespace tcp
 
 struct TcpTransportOptions {
   std::shared_ptr<Store> store;  // Where peers publish their addresses.
@@ -66,6 +69,7 @@ class TcpTransport : public Transport {
 
   const TcpTransportOptions options_;
   const std::string address_;
+  std::vector<std::unique_ptr<tcp::SendLane>> lanes_;  // One per peer; see tcp_loop.h.
   std::unique_ptr<Loop> loop_;
   ScopedFd wakeup_;
   std::mutex inbox_mu_;
