@@ -28,47 +28,88 @@ Collectives::Collectives(std::shared_ptr<Transport> transport, AlgorithmTable ta
 
 Collectives::~Collectives() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
+    std::lock_guard<std::mutex> lock(queue_->mu);
+    queue_->stopping = true;
   }
-  ready_.notify_all();
+  queue_->ready.notify_all();
   worker_.join();
 }
 
 WorkPtr Collectives::Enqueue(CollectiveKind kind, DType dtype, int64_t count,
                              absl::Duration timeout, Body body) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(queue_->mu);
   const uint64_t sequence = next_sequence_++;
   auto work = std::make_shared<Work>(CollectiveName(kind), size(), static_cast<int64_t>(sequence));
-  queue_.push_back({kind, sequence, MakeSignature(kind, dtype, sequence, count), timeout, work,
-                    std::move(body)});
-  ready_.notify_one();
+  std::weak_ptr<Queue> weak = queue_;
+  work->SetWaitHook([weak, sequence](absl::Time deadline) { RunInWaiter(weak, sequence, deadline); });
+  queue_->tasks.push_back({kind, sequence, MakeSignature(kind, dtype, sequence, count), timeout,
+                           work, std::move(body), this});
+  queue_->ready.notify_one();
   return work;
 }
 
+void Collectives::Execute(Task& task) {
+  CollectiveContext ctx(*transport_, task.kind, task.sequence, task.signature, task.timeout,
+                        task.work.get());
+  absl::Status status = task.body(ctx);
+  if (!status.ok()) status = ctx.Fail(status);
+  task.work->Complete(status);
+}
+
+void Collectives::RunInWaiter(const std::weak_ptr<Queue>& weak, uint64_t sequence,
+                              absl::Time wait_deadline) {
+  std::shared_ptr<Queue> queue = weak.lock();
+  if (queue == nullptr) return;
+  Task task;
+  {
+    std::lock_guard<std::mutex> lock(queue->mu);
+    if (queue->stopping || queue->running || queue->tasks.empty() ||
+        queue->tasks.front().sequence != sequence ||
+        absl::Now() + queue->tasks.front().timeout > wait_deadline) {
+      return;
+    }
+    task = std::move(queue->tasks.front());
+    queue->tasks.pop_front();
+    queue->running = true;
+  }
+  // The owner cannot go away meanwhile: its destructor joins the worker, which waits for
+  // `running` to clear before it looks at the queue again.
+  task.owner->Execute(task);
+  {
+    std::lock_guard<std::mutex> lock(queue->mu);
+    queue->running = false;
+  }
+  queue->ready.notify_all();
+}
+
 void Collectives::Worker() {
+  Queue& queue = *queue_;
   while (true) {
     Task task;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (stopping_) {
-        for (Task& pending : queue_) {
+      std::unique_lock<std::mutex> lock(queue.mu);
+      queue.ready.wait(lock, [&] {
+        return (queue.stopping && !queue.running) || (!queue.tasks.empty() && !queue.running);
+      });
+      if (queue.stopping) {
+        for (Task& pending : queue.tasks) {
           pending.work->Complete(absl::AbortedError(
               absl::StrCat(CollectiveName(pending.kind), " #", pending.sequence,
                            ": the backend was shut down before it ran")));
         }
-        queue_.clear();
+        queue.tasks.clear();
         return;
       }
-      task = std::move(queue_.front());
-      queue_.pop_front();
+      task = std::move(queue.tasks.front());
+      queue.tasks.pop_front();
+      queue.running = true;
     }
-    CollectiveContext ctx(*transport_, task.kind, task.sequence, task.signature, task.timeout,
-                          task.work.get());
-    absl::Status status = task.body(ctx);
-    if (!status.ok()) status = ctx.Fail(status);
-    task.work->Complete(status);
+    Execute(task);
+    {
+      std::lock_guard<std::mutex> lock(queue.mu);
+      queue.running = false;
+    }
+    queue.ready.notify_all();
   }
 }
 

@@ -73,11 +73,27 @@ class Collectives {
     uint64_t signature;
     absl::Duration timeout;
     WorkPtr work;
-    Body body;
+    std::function<absl::Status(CollectiveContext&)> body;
+    Collectives* owner;
+  };
+
+  // The queue, shared with the wait hooks of the Works it produced (which may outlive us).
+  struct Queue {
+    std::mutex mu;
+    std::condition_variable ready;
+    std::deque<Task> tasks;
+    bool running = false;  // A task is executing (on the worker or in a waiting thread).
+    bool stopping = false;
   };
 
   WorkPtr Enqueue(CollectiveKind kind, DType dtype, int64_t count, absl::Duration timeout,
                   Body body);
+  // Runs `task` and completes its Work; on the worker or on a thread waiting for it.
+  void Execute(Task& task);
+  // A Wait() on task `sequence`: run it here if it is next and the worker is idle, and it can
+  // finish (by its own timeout) before the waiter's deadline.
+  static void RunInWaiter(const std::weak_ptr<Queue>& queue, uint64_t sequence,
+                          absl::Time wait_deadline);
   // All-reduce of `data` in place, with PREMUL_SUM pre-scaling and AVG post-scaling.
   absl::Status RunAllReduce(CollectiveContext& ctx, void* data, int64_t count, DType dtype,
                             const ReduceOp& op);
@@ -88,11 +104,8 @@ class Collectives {
 
   const std::shared_ptr<Transport> transport_;
   const AlgorithmTable table_;
-  std::mutex mu_;
-  std::condition_variable ready_;
-  std::deque<Task> queue_;
-  uint64_t next_sequence_ = 1;
-  bool stopping_ = false;
+  const std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
+  uint64_t next_sequence_ = 1;  // Guarded by queue_->mu.
   std::thread worker_;
 };
 

@@ -20,7 +20,18 @@ std::shared_ptr<Work> Work::Finished(absl::Status status, std::string op_name, i
   return work;
 }
 
+void Work::SetWaitHook(std::function<void(absl::Time)> hook) {
+  std::lock_guard<std::mutex> lock(mu_);
+  wait_hook_ = std::move(hook);
+}
+
 absl::Status Work::Wait(absl::Duration timeout) {
+  std::function<void(absl::Time)> hook;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!completed_) hook = wait_hook_;
+  }
+  if (hook) hook(absl::Now() + timeout);
   std::unique_lock<std::mutex> lock(mu_);
   const auto deadline = SteadyDeadline(timeout);
   if (!completed_cv_.wait_until(lock, deadline, [this] { return completed_; })) {
@@ -76,6 +87,7 @@ bool Work::Complete(absl::Status status) {
     status_ = std::move(status);
     end_ = absl::Now();
     callbacks.swap(callbacks_);
+    wait_hook_ = nullptr;  // May hold references the producer wants released.
   }
   completed_cv_.notify_all();
   // Run outside the lock: a callback may wait on or complete other Works.
