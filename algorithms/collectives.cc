@@ -41,7 +41,8 @@ WorkPtr Collectives::Enqueue(CollectiveKind kind, DType dtype, int64_t count,
   const uint64_t sequence = next_sequence_++;
   auto work = std::make_shared<Work>(CollectiveName(kind), size(), static_cast<int64_t>(sequence));
   std::weak_ptr<Queue> weak = queue_;
-  work->SetWaitHook([weak, sequence](absl::Time deadline) { RunInWaiter(weak, sequence, deadline); });
+  work->SetWaitHook(
+      [weak, sequence](absl::Duration timeout) { RunInWaiter(weak, sequence, timeout); });
   queue_->tasks.push_back({kind, sequence, MakeSignature(kind, dtype, sequence, count), timeout,
                            work, std::move(body), this});
   queue_->ready.notify_one();
@@ -57,7 +58,7 @@ void Collectives::Execute(Task& task) {
 }
 
 void Collectives::RunInWaiter(const std::weak_ptr<Queue>& weak, uint64_t sequence,
-                              absl::Time wait_deadline) {
+                              absl::Duration wait_timeout) {
   std::shared_ptr<Queue> queue = weak.lock();
   if (queue == nullptr) return;
   Task task;
@@ -65,7 +66,7 @@ void Collectives::RunInWaiter(const std::weak_ptr<Queue>& weak, uint64_t sequenc
     std::lock_guard<std::mutex> lock(queue->mu);
     if (queue->stopping || queue->running || queue->tasks.empty() ||
         queue->tasks.front().sequence != sequence ||
-        absl::Now() + queue->tasks.front().timeout > wait_deadline) {
+        queue->tasks.front().timeout > wait_timeout) {
       return;
     }
     task = std::move(queue->tasks.front());

@@ -90,10 +90,10 @@ class Collectives {
                   Body body);
   // Runs `task` and completes its Work; on the worker or on a thread waiting for it.
   void Execute(Task& task);
-  // A Wait() on task `sequence`: run it here if it is next and the worker is idle, and it can
-  // finish (by its own timeout) before the waiter's deadline.
+  // A Wait() on task `sequence`: run it here if it is next, the worker is idle, and its own
+  // timeout is no longer than the wait's (so the waiter is not held past its deadline).
   static void RunInWaiter(const std::weak_ptr<Queue>& queue, uint64_t sequence,
-                          absl::Time wait_deadline);
+                          absl::Duration wait_timeout);
   // All-reduce of `data` in place, with PREMUL_SUM pre-scaling and AVG post-scaling.
   absl::Status RunAllReduce(CollectiveContext& ctx, void* data, int64_t count, DType dtype,
                             const ReduceOp& op);

@@ -1,5 +1,6 @@
 // The event loop behind TcpTransport: owns every peer socket and all send/receive matching
-// state. Every method runs on the loop thread only, so nothing here is locked.
+// state. TcpTransport serialises every call with one lock (the loop thread holds it except
+// while in epoll_wait); only the send lanes are shared beyond it.
 #ifndef PLEXUS_BACKENDS_TCP_TCP_LOOP_H_
 #define PLEXUS_BACKENDS_TCP_TCP_LOOP_H_
 

@@ -96,17 +96,24 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::string address,
     ScopedFd owned_epoll(epoll_fd);
     epoll_event events[64];
     absl::Time close_deadline = absl::InfiniteFuture();
+    int timeout_ms = 0;
     while (true) {
-      if (stopping_.load(std::memory_order_acquire)) {
-        // Say goodbye, then give the frames still queued a bounded time to leave.
-        if (close_deadline == absl::InfiniteFuture()) {
-          close_deadline = absl::Now() + absl::Seconds(5);
-          loop_->SayGoodbye();
+      {
+        std::lock_guard<std::recursive_mutex> lock(loop_mu_);
+        if (stopping_.load(std::memory_order_acquire)) {
+          // Say goodbye, then give the frames still queued a bounded time to leave.
+          if (close_deadline == absl::InfiniteFuture()) {
+            close_deadline = absl::Now() + absl::Seconds(5);
+            loop_->SayGoodbye();
+          }
+          if (loop_->Drained() || absl::Now() >= close_deadline) break;
         }
-        if (loop_->Drained() || absl::Now() >= close_deadline) break;
+        timeout_ms = stopping_.load(std::memory_order_acquire) ? 10 : loop_->NextTimeoutMs();
+        next_wake_.store(absl::ToUnixNanos(absl::Now() + absl::Milliseconds(timeout_ms)),
+                         std::memory_order_release);
       }
-      int n = epoll_wait(epoll_fd, events, 64,
-                         stopping_.load(std::memory_order_acquire) ? 10 : loop_->NextTimeoutMs());
+      int n = epoll_wait(epoll_fd, events, 64, timeout_ms);
+      std::lock_guard<std::recursive_mutex> lock(loop_mu_);
       for (int i = 0; i < n; ++i) {
         if (events[i].data.u64 == kWakeupId) {
           uint64_t count;
@@ -117,20 +124,39 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::string address,
       }
       std::vector<std::function<void(Loop&)>> commands;
       {
-        std::lock_guard<std::mutex> lock(inbox_mu_);
+        std::lock_guard<std::mutex> inbox_lock(inbox_mu_);
         commands.swap(inbox_);
       }
       for (auto& command : commands) command(*loop_);
       loop_->ExpireDeadlines();
     }
-    loop_.reset();  // Fails whatever is still pending, on the loop thread.
+    std::lock_guard<std::recursive_mutex> lock(loop_mu_);
+    loop_.reset();  // Fails whatever is still pending.
   });
+}
+
+void TcpTransport::PostReceive(const std::shared_ptr<tcp::Op>& op) {
+  {
+    std::lock_guard<std::recursive_mutex> lock(loop_mu_);
+    if (loop_ == nullptr) {
+      op->work->Complete(absl::AbortedError("transport destroyed"));
+      return;
+    }
+    loop_->PostRecv(op);
+    if (op->done) return;
+  }
+  // The loop sleeps until its own next deadline; wake it only if this one comes sooner.
+  if (absl::ToUnixNanos(op->deadline) < next_wake_.load(std::memory_order_acquire)) Wake();
+}
+
+void TcpTransport::Wake() {
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(wakeup_.get(), &one, sizeof(one));
 }
 
 TcpTransport::~TcpTransport() {
   stopping_.store(true, std::memory_order_release);
-  uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = write(wakeup_.get(), &one, sizeof(one));
+  Wake();
   thread_.join();
 }
 
@@ -139,8 +165,7 @@ void TcpTransport::Post(std::function<void(Loop&)> command) {
     std::lock_guard<std::mutex> lock(inbox_mu_);
     inbox_.push_back(std::move(command));
   }
-  uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = write(wakeup_.get(), &one, sizeof(one));
+  Wake();
 }
 
 namespace {
@@ -185,7 +210,7 @@ WorkPtr TcpTransport::Recv(int peer, MessageTag tag, absl::Span<uint8_t> data,
                            absl::Duration timeout) {
   auto op = MakeOp(tcp::Op::Kind::kRecv, peer, tag, data.data(), data.size(), timeout, "recv",
                    options_.size);
-  Post([op](Loop& loop) { loop.PostRecv(op); });
+  PostReceive(op);
   return op->work;
 }
 
@@ -193,7 +218,7 @@ WorkPtr TcpTransport::RecvFromAny(MessageTag tag, absl::Span<uint8_t> data,
                                   absl::Duration timeout) {
   auto op = MakeOp(tcp::Op::Kind::kRecvAny, -1, tag, data.data(), data.size(), timeout,
                    "recv_any_source", options_.size);
-  Post([op](Loop& loop) { loop.PostRecv(op); });
+  PostReceive(op);
   return op->work;
 }
 

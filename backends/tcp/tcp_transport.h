@@ -23,6 +23,7 @@
 namespace plexus {
 namespace tcp {
 struct SendLane;
+struct Op;
 }  // namespace tcp
 
 struct TcpTransportOptions {
@@ -65,12 +66,20 @@ class TcpTransport : public Transport {
   TcpTransport(TcpTransportOptions options, std::string address, std::vector<ScopedFd> peers);
   // Queues `command` for the loop thread and wakes it.
   void Post(std::function<void(Loop&)> command);
+  // Registers a receive from the caller's thread (no loop wake-up unless its deadline is
+  // earlier than the loop's next one): a message that already arrived is copied right here.
+  void PostReceive(const std::shared_ptr<tcp::Op>& op);
+  void Wake();
   void RunLoop();
 
   const TcpTransportOptions options_;
   const std::string address_;
   std::vector<std::unique_ptr<tcp::SendLane>> lanes_;  // One per peer; see tcp_loop.h.
+  // The loop's state is touched by its thread and, for receives, by callers; recursive
+  // because completion callbacks run under it and may post again.
+  std::recursive_mutex loop_mu_;
   std::unique_ptr<Loop> loop_;
+  std::atomic<int64_t> next_wake_{0};  // Unix ns when the loop's epoll_wait returns at the latest.
   ScopedFd wakeup_;
   std::mutex inbox_mu_;
   std::vector<std::function<void(Loop&)>> inbox_;

@@ -20,18 +20,18 @@ std::shared_ptr<Work> Work::Finished(absl::Status status, std::string op_name, i
   return work;
 }
 
-void Work::SetWaitHook(std::function<void(absl::Time)> hook) {
+void Work::SetWaitHook(std::function<void(absl::Duration)> hook) {
   std::lock_guard<std::mutex> lock(mu_);
   wait_hook_ = std::move(hook);
 }
 
 absl::Status Work::Wait(absl::Duration timeout) {
-  std::function<void(absl::Time)> hook;
+  std::function<void(absl::Duration)> hook;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!completed_) hook = wait_hook_;
   }
-  if (hook) hook(absl::Now() + timeout);
+  if (hook) hook(timeout);
   std::unique_lock<std::mutex> lock(mu_);
   const auto deadline = SteadyDeadline(timeout);
   if (!completed_cv_.wait_until(lock, deadline, [this] { return completed_; })) {

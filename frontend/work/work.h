@@ -76,10 +76,10 @@ class Work {
   }
   void SetSourceRank(int rank) { source_rank_.store(rank, std::memory_order_release); }
 
-  // Lets a producer use the waiting thread: each Wait() on an incomplete Work first calls
-  // `hook(wait_deadline)` (outside any lock), which may run the operation right there instead
-  // of waking another thread. The hook must not block past `wait_deadline`.
-  void SetWaitHook(std::function<void(absl::Time wait_deadline)> hook);
+  // Lets a producer use the waiting thread: each Wait(timeout) on an incomplete Work first
+  // calls `hook(timeout)` (outside any lock), which may run the operation right there instead
+  // of waking another thread - but only if the operation's own timeout is no longer.
+  void SetWaitHook(std::function<void(absl::Duration wait_timeout)> hook);
 
  private:
   const std::string op_name_;
@@ -97,7 +97,7 @@ class Work {
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   absl::Time end_ ABSL_GUARDED_BY(mu_);
   std::vector<Callback> callbacks_ ABSL_GUARDED_BY(mu_);
-  std::function<void(absl::Time)> wait_hook_ ABSL_GUARDED_BY(mu_);
+  std::function<void(absl::Duration)> wait_hook_ ABSL_GUARDED_BY(mu_);
 };
 
 using WorkPtr = std::shared_ptr<Work>;
