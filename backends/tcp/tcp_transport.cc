@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -26,6 +27,11 @@ class TcpTransport::Loop : public tcp::Loop {
 namespace {
 
 constexpr uint64_t kWakeupId = ~uint64_t{0};
+// How long a thread waiting on a receive polls the socket itself before leaving it to the loop:
+// about one loopback round trip, so small exchanges complete without a thread hand-off.
+constexpr absl::Duration kHelpReceiveFor = absl::Microseconds(50);
+// Only small receives are worth it: a large one takes longer than the spin anyway.
+constexpr uint64_t kHelpReceiveBytes = 64 * 1024;
 
 }  // namespace
 
@@ -72,7 +78,9 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TcpTransportO
 
 TcpTransport::TcpTransport(TcpTransportOptions options, std::string address,
                            std::vector<ScopedFd> peers)
-    : options_(std::move(options)), address_(std::move(address)) {
+    : options_(std::move(options)),
+      address_(std::move(address)),
+      shared_(std::make_shared<Shared>()) {
   ScopedFd epoll(epoll_create1(EPOLL_CLOEXEC));
   wakeup_.Reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   epoll_event event{};
@@ -89,7 +97,7 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::string address,
   if (!describe) {
     describe = [](uint64_t signature) { return absl::StrCat("signature 0x", absl::Hex(signature)); };
   }
-  loop_ = std::make_unique<Loop>(options_.rank, std::move(peers), std::move(lanes), epoll_fd,
+  shared_->loop = std::make_unique<Loop>(options_.rank, std::move(peers), std::move(lanes), epoll_fd,
                                  options_.max_message_bytes, options_.max_unexpected_bytes,
                                  std::move(describe));
   thread_ = std::thread([this, epoll_fd] {
@@ -99,50 +107,72 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::string address,
     int timeout_ms = 0;
     while (true) {
       {
-        std::lock_guard<std::recursive_mutex> lock(loop_mu_);
+        std::lock_guard<std::recursive_mutex> lock(shared_->mu);
         if (stopping_.load(std::memory_order_acquire)) {
           // Say goodbye, then give the frames still queued a bounded time to leave.
           if (close_deadline == absl::InfiniteFuture()) {
             close_deadline = absl::Now() + absl::Seconds(5);
-            loop_->SayGoodbye();
+            shared_->loop->SayGoodbye();
           }
-          if (loop_->Drained() || absl::Now() >= close_deadline) break;
+          if (shared_->loop->Drained() || absl::Now() >= close_deadline) break;
         }
-        timeout_ms = stopping_.load(std::memory_order_acquire) ? 10 : loop_->NextTimeoutMs();
+        timeout_ms = stopping_.load(std::memory_order_acquire) ? 10 : shared_->loop->NextTimeoutMs();
         next_wake_.store(absl::ToUnixNanos(absl::Now() + absl::Milliseconds(timeout_ms)),
                          std::memory_order_release);
       }
       int n = epoll_wait(epoll_fd, events, 64, timeout_ms);
-      std::lock_guard<std::recursive_mutex> lock(loop_mu_);
+      std::lock_guard<std::recursive_mutex> lock(shared_->mu);
       for (int i = 0; i < n; ++i) {
         if (events[i].data.u64 == kWakeupId) {
           uint64_t count;
           [[maybe_unused]] ssize_t r = read(wakeup_.get(), &count, sizeof(count));
           continue;
         }
-        loop_->OnEvent(static_cast<int>(events[i].data.u64), events[i].events);
+        shared_->loop->OnEvent(static_cast<int>(events[i].data.u64), events[i].events);
       }
       std::vector<std::function<void(Loop&)>> commands;
       {
         std::lock_guard<std::mutex> inbox_lock(inbox_mu_);
         commands.swap(inbox_);
       }
-      for (auto& command : commands) command(*loop_);
-      loop_->ExpireDeadlines();
+      for (auto& command : commands) command(*shared_->loop);
+      shared_->loop->ExpireDeadlines();
     }
-    std::lock_guard<std::recursive_mutex> lock(loop_mu_);
-    loop_.reset();  // Fails whatever is still pending.
+    std::lock_guard<std::recursive_mutex> lock(shared_->mu);
+    shared_->loop.reset();  // Fails whatever is still pending.
   });
 }
 
+void TcpTransport::HelpReceive(const std::weak_ptr<Shared>& weak,
+                               const std::shared_ptr<tcp::Op>& op, absl::Duration wait_timeout) {
+  const absl::Time until = absl::Now() + std::min(wait_timeout, kHelpReceiveFor);
+  std::shared_ptr<Shared> shared = weak.lock();
+  if (shared == nullptr) return;
+  do {
+    {
+      std::lock_guard<std::recursive_mutex> lock(shared->mu);
+      if (shared->loop == nullptr || op->done) return;
+      shared->loop->ReadNow(op->peer);  // Whatever already arrived, without waiting.
+      if (op->done) return;
+    }
+    // Yield rather than block: a blocked helper could miss data the loop thread consumed.
+    std::this_thread::yield();
+  } while (absl::Now() < until);
+}
+
 void TcpTransport::PostReceive(const std::shared_ptr<tcp::Op>& op) {
+  if (op->size <= kHelpReceiveBytes) {
+    std::weak_ptr<Shared> weak = shared_;
+    op->work->SetWaitHook(
+        [weak, op](absl::Duration timeout) { HelpReceive(weak, op, timeout); });
+  }
   {
-    std::lock_guard<std::recursive_mutex> lock(loop_mu_);
-    if (loop_ == nullptr) {
+    std::lock_guard<std::recursive_mutex> lock(shared_->mu);
+    if (shared_->loop == nullptr) {
       op->work->Complete(absl::AbortedError("transport destroyed"));
       return;
     }
-    loop_->PostRecv(op);
+    shared_->loop->PostRecv(op);
     if (op->done) return;
   }
   // The loop sleeps until its own next deadline; wake it only if this one comes sooner.

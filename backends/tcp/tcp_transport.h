@@ -62,6 +62,7 @@ class TcpTransport : public Transport {
 
  private:
   class Loop;  // All socket and matching state; lives on the loop thread.
+  struct Shared;
 
   TcpTransport(TcpTransportOptions options, std::string address, std::vector<ScopedFd> peers);
   // Queues `command` for the loop thread and wakes it.
@@ -69,16 +70,24 @@ class TcpTransport : public Transport {
   // Registers a receive from the caller's thread (no loop wake-up unless its deadline is
   // earlier than the loop's next one): a message that already arrived is copied right here.
   void PostReceive(const std::shared_ptr<tcp::Op>& op);
+  // Wait hook of a receive: the waiting thread reads the socket itself for a few tens of
+  // microseconds, sparing the hand-off from the loop thread when the reply is quick.
+  static void HelpReceive(const std::weak_ptr<Shared>& shared, const std::shared_ptr<tcp::Op>& op,
+                          absl::Duration wait_timeout);
   void Wake();
   void RunLoop();
 
   const TcpTransportOptions options_;
   const std::string address_;
   std::vector<std::unique_ptr<tcp::SendLane>> lanes_;  // One per peer; see tcp_loop.h.
-  // The loop's state is touched by its thread and, for receives, by callers; recursive
-  // because completion callbacks run under it and may post again.
-  std::recursive_mutex loop_mu_;
-  std::unique_ptr<Loop> loop_;
+  // The loop's state is touched by its thread and, for receives, by callers; the lock is
+  // recursive because completion callbacks run under it and may post again. Shared so that
+  // wait hooks outliving the transport find it gone instead of dangling.
+  struct Shared {
+    std::recursive_mutex mu;
+    std::unique_ptr<Loop> loop;
+  };
+  const std::shared_ptr<Shared> shared_;  // Made in the .cc, where Loop is complete.
   std::atomic<int64_t> next_wake_{0};  // Unix ns when the loop's epoll_wait returns at the latest.
   ScopedFd wakeup_;
   std::mutex inbox_mu_;
