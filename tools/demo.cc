@@ -1,7 +1,8 @@
 // A small multi-process demonstration of the store and the dispatcher: forks N local ranks that
 // meet through a TCPStore on loopback, form a process group through init_process_group, run an
-// all_reduce and a broadcast through the dispatcher (on the store-based test backend, until the
-// real backends land), check the results, and report store round-trip times.
+// all_reduce and a broadcast through the dispatcher (on the store-based test backend, which shows
+// the dispatcher on its own; //tools:bench runs the real ones), check the results, and report
+// store round-trip times.
 //
 //   bazel run //tools:demo -- --ranks=4 --adds=2000
 #include <sys/wait.h>
