@@ -85,8 +85,9 @@ absl::Status CollectiveContext::Wait(const WorkPtr& work) {
 }
 
 absl::Status CollectiveContext::Fail(absl::Status status) {
-  // A lost peer already failed everything; anything else must end the operation everywhere.
-  if (!failed_ && !absl::IsUnavailable(status)) {
+  // End the operation everywhere: peers waiting on this rank would otherwise wait out their
+  // timeout (a crashed peer already broke the transport; then this is a no-op).
+  if (!failed_) {
     failed_ = true;
     transport_.AbortOperation(sequence_, status);
   }
