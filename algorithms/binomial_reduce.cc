@@ -15,24 +15,24 @@ absl::Status BinomialReduce(CollectiveContext& ctx, void* data, int64_t count, D
   if (n == 1) return absl::OkStatus();
   const int v = (ctx.rank() - root + n) % n;
   const size_t bytes = static_cast<size_t>(count) * DTypeSize(dtype);
-  std::vector<uint8_t> accumulator(static_cast<const uint8_t*>(data),
-                                   static_cast<const uint8_t*>(data) + bytes);
-  std::vector<uint8_t> incoming(bytes);
+  uint8_t* accumulator = ctx.Scratch(ScratchArena::kAccumulator, bytes);
+  uint8_t* incoming = ctx.Scratch(ScratchArena::kReduceIn, bytes);
+  if (bytes > 0) std::memcpy(accumulator, data, bytes);
   for (int mask = 1; mask < n; mask <<= 1) {
     if (v & mask) {
       const int parent = (v - mask + root) % n;
-      return ctx.Wait(ctx.Send(parent, 0, accumulator.data(), bytes));
+      return ctx.Wait(ctx.Send(parent, 0, accumulator, bytes));
     }
     if (v + mask < n) {
       const int child = (v + mask + root) % n;
-      if (absl::Status status = ctx.Wait(ctx.Recv(child, 0, incoming.data(), bytes));
+      if (absl::Status status = ctx.Wait(ctx.Recv(child, 0, incoming, bytes));
           !status.ok()) {
         return status;
       }
-      ReduceInto(accumulator.data(), incoming.data(), count, dtype, op);
+      ReduceInto(accumulator, incoming, count, dtype, op);
     }
   }
-  if (bytes > 0) std::memcpy(data, accumulator.data(), bytes);  // Only the root gets here.
+  if (bytes > 0) std::memcpy(data, accumulator, bytes);  // Only the root gets here.
   return absl::OkStatus();
 }
 

@@ -49,15 +49,24 @@ std::string DescribeSignature(uint64_t signature) {
                       signature & 0xffffffffu, " ", dtype, " elements");
 }
 
+uint8_t* ScratchArena::Get(Slot slot, size_t bytes) {
+  if (bytes > sizes_[slot]) {
+    buffers_[slot].reset(new uint8_t[bytes]);  // Uninitialised: every use writes before reading.
+    sizes_[slot] = bytes;
+  }
+  return buffers_[slot].get();
+}
+
 CollectiveContext::CollectiveContext(Transport& transport, CollectiveKind kind,
                                      uint64_t sequence, uint64_t signature,
-                                     absl::Duration timeout, Work* work)
+                                     absl::Duration timeout, Work* work, ScratchArena* arena)
     : transport_(transport),
       kind_(kind),
       sequence_(sequence),
       signature_(signature),
       deadline_(absl::Now() + timeout),
-      work_(work) {}
+      work_(work),
+      arena_(arena != nullptr ? arena : &own_arena_) {}
 
 WorkPtr CollectiveContext::Send(int peer, uint32_t step, const void* data, size_t bytes) {
   return transport_.Send(peer, {MakeTag(sequence_, step), signature_},

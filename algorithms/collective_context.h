@@ -6,6 +6,7 @@
 #define PLEXUS_ALGORITHMS_COLLECTIVE_CONTEXT_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,10 +40,27 @@ const char* CollectiveName(CollectiveKind kind);
 uint64_t MakeSignature(CollectiveKind kind, DType dtype, uint64_t sequence, uint64_t count);
 std::string DescribeSignature(uint64_t signature);
 
+// Scratch memory reused across the collectives of one backend (they run one at a time), so a
+// steady stream of operations allocates - and page-faults - nothing after the first.
+class ScratchArena {
+ public:
+  enum Slot { kReduceIn = 0, kAccumulator = 1, kPacked = 2, kSlots = 3 };
+  // At least `bytes` of uninitialised memory for `slot`, valid until the next call for it.
+  uint8_t* Get(Slot slot, size_t bytes);
+
+ private:
+  std::unique_ptr<uint8_t[]> buffers_[kSlots];
+  size_t sizes_[kSlots] = {};
+};
+
 class CollectiveContext {
  public:
   CollectiveContext(Transport& transport, CollectiveKind kind, uint64_t sequence,
-                    uint64_t signature, absl::Duration timeout, Work* work);
+                    uint64_t signature, absl::Duration timeout, Work* work,
+                    ScratchArena* arena = nullptr);
+
+  // Scratch for this operation (from the backend's arena, or owned by the context).
+  uint8_t* Scratch(ScratchArena::Slot slot, size_t bytes) { return arena_->Get(slot, bytes); }
 
   int rank() const { return transport_.rank(); }
   int size() const { return transport_.size(); }
@@ -70,6 +88,8 @@ class CollectiveContext {
   const uint64_t signature_;
   const absl::Time deadline_;
   Work* const work_;
+  ScratchArena own_arena_;
+  ScratchArena* const arena_;
   bool failed_ = false;
 };
 

@@ -51,7 +51,7 @@ WorkPtr Collectives::Enqueue(CollectiveKind kind, DType dtype, int64_t count,
 
 void Collectives::Execute(Task& task) {
   CollectiveContext ctx(*transport_, task.kind, task.sequence, task.signature, task.timeout,
-                        task.work.get());
+                        task.work.get(), &arena_);
   absl::Status status = task.body(ctx);
   if (!status.ok()) status = ctx.Fail(status);
   task.work->Complete(status);
@@ -144,17 +144,18 @@ WorkPtr Collectives::AllReduceCoalesced(absl::Span<const Tensor> tensors,
       CollectiveKind::kAllReduceCoalesced, tensors[0].dtype(), total, options.timeout,
       [this, list = Copy(tensors), total, options](CollectiveContext& ctx) {
         // One fused reduction over the tensors packed end to end.
-        std::vector<uint8_t> packed(static_cast<size_t>(total) * list[0].element_size());
+        uint8_t* packed = ctx.Scratch(ScratchArena::kPacked,
+                                      static_cast<size_t>(total) * list[0].element_size());
         size_t offset = 0;
         for (const Tensor& t : list) {
-          if (t.nbytes() > 0) std::memcpy(packed.data() + offset, t.data(), t.nbytes());
+          if (t.nbytes() > 0) std::memcpy(packed + offset, t.data(), t.nbytes());
           offset += t.nbytes();
         }
-        absl::Status status = RunAllReduce(ctx, packed.data(), total, list[0].dtype(), options.op);
+        absl::Status status = RunAllReduce(ctx, packed, total, list[0].dtype(), options.op);
         if (!status.ok()) return status;
         offset = 0;
         for (const Tensor& t : list) {
-          if (t.nbytes() > 0) std::memcpy(t.data(), packed.data() + offset, t.nbytes());
+          if (t.nbytes() > 0) std::memcpy(t.data(), packed + offset, t.nbytes());
           offset += t.nbytes();
         }
         return absl::OkStatus();
@@ -175,12 +176,12 @@ WorkPtr Collectives::Reduce(const Tensor& tensor, const ReduceOptions& options) 
                    const int64_t count = tensor.numel();
                    const DType dtype = tensor.dtype();
                    // Scale a copy: off the root the caller's tensor must stay as it was.
-                   std::vector<uint8_t> scaled;
                    void* input = tensor.data();
                    if (options.op.kind == ReduceOpKind::kPremulSum) {
-                     scaled.assign(tensor.bytes(), tensor.bytes() + tensor.nbytes());
-                     ScaleInPlace(scaled.data(), count, dtype, options.op.scale);
-                     input = scaled.data();
+                     uint8_t* scaled = ctx.Scratch(ScratchArena::kPacked, tensor.nbytes());
+                     if (tensor.nbytes() > 0) std::memcpy(scaled, tensor.data(), tensor.nbytes());
+                     ScaleInPlace(scaled, count, dtype, options.op.scale);
+                     input = scaled;
                    }
                    absl::Status status = BinomialReduce(ctx, input, count, dtype,
                                                         KernelOp(options.op.kind),
@@ -251,22 +252,22 @@ WorkPtr Collectives::Scatter(const Tensor& output, absl::Span<const Tensor> inpu
                  });
 }
 
-absl::Status Collectives::RunReduceScatter(CollectiveContext& ctx, std::vector<uint8_t>& packed,
+absl::Status Collectives::RunReduceScatter(CollectiveContext& ctx, uint8_t* packed,
                                            const Tensor& output, const ReduceOp& op) {
   const int64_t count = output.numel();
   const DType dtype = output.dtype();
   if (op.kind == ReduceOpKind::kPremulSum) {
-    ScaleInPlace(packed.data(), count * size(), dtype, op.scale);
+    ScaleInPlace(packed, count * size(), dtype, op.scale);
   }
   Partition blocks;
   for (int i = 0; i < size(); ++i) {
     blocks.counts.push_back(count);
     blocks.offsets.push_back(count * i);
   }
-  absl::Status status = RingReduceScatter(ctx, packed.data(), blocks, dtype, KernelOp(op.kind));
+  absl::Status status = RingReduceScatter(ctx, packed, blocks, dtype, KernelOp(op.kind));
   if (!status.ok()) return status;
   if (output.nbytes() > 0) {
-    std::memcpy(output.data(), packed.data() + rank() * output.nbytes(), output.nbytes());
+    std::memcpy(output.data(), packed + rank() * output.nbytes(), output.nbytes());
   }
   if (op.kind == ReduceOpKind::kAvg) ScaleInPlace(output.data(), count, dtype, 1.0 / size());
   return absl::OkStatus();
@@ -276,10 +277,11 @@ WorkPtr Collectives::ReduceScatter(const Tensor& output, absl::Span<const Tensor
                                    const ReduceScatterOptions& options) {
   return Enqueue(CollectiveKind::kReduceScatter, output.dtype(), output.numel(), options.timeout,
                  [this, list = Copy(inputs), output, options](CollectiveContext& ctx) {
-                   std::vector<uint8_t> packed;
-                   packed.reserve(output.nbytes() * list.size());
-                   for (const Tensor& t : list) {
-                     packed.insert(packed.end(), t.bytes(), t.bytes() + t.nbytes());
+                   uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, output.nbytes() * list.size());
+                   for (size_t i = 0; i < list.size(); ++i) {
+                     if (output.nbytes() > 0) {
+                       std::memcpy(packed + i * output.nbytes(), list[i].data(), output.nbytes());
+                     }
                    }
                    return RunReduceScatter(ctx, packed, output, options.op);
                  });
@@ -290,7 +292,8 @@ WorkPtr Collectives::ReduceScatterTensor(const Tensor& output, const Tensor& inp
   return Enqueue(CollectiveKind::kReduceScatter, output.dtype(), output.numel(), options.timeout,
                  [this, input, output, options](CollectiveContext& ctx) {
                    // The input is the caller's: reduce in a copy.
-                   std::vector<uint8_t> packed(input.bytes(), input.bytes() + input.nbytes());
+                   uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, input.nbytes());
+                   if (input.nbytes() > 0) std::memcpy(packed, input.data(), input.nbytes());
                    return RunReduceScatter(ctx, packed, output, options.op);
                  });
 }

@@ -98,13 +98,14 @@ class Collectives {
   absl::Status RunAllReduce(CollectiveContext& ctx, void* data, int64_t count, DType dtype,
                             const ReduceOp& op);
   // Reduce-scatter of `packed` (size x count elements) into `output`.
-  absl::Status RunReduceScatter(CollectiveContext& ctx, std::vector<uint8_t>& packed,
-                                const Tensor& output, const ReduceOp& op);
+  absl::Status RunReduceScatter(CollectiveContext& ctx, uint8_t* packed, const Tensor& output,
+                                const ReduceOp& op);
   void Worker();
 
   const std::shared_ptr<Transport> transport_;
   const AlgorithmTable table_;
   const std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
+  ScratchArena arena_;  // Used by whichever thread runs the (single) current task.
   uint64_t next_sequence_ = 1;  // Guarded by queue_->mu.
   std::thread worker_;
 };

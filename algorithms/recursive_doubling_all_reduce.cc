@@ -16,7 +16,7 @@ absl::Status RecursiveDoublingAllReduce(CollectiveContext& ctx, void* data, int6
   const int r = ctx.rank();
   if (n == 1) return absl::OkStatus();
   const size_t bytes = static_cast<size_t>(count) * DTypeSize(dtype);
-  std::vector<uint8_t> scratch(bytes);
+  uint8_t* scratch = ctx.Scratch(ScratchArena::kReduceIn, bytes);
   int p = 1;
   while (p * 2 <= n) p *= 2;
   const int extra = n - p;
@@ -28,11 +28,11 @@ absl::Status RecursiveDoublingAllReduce(CollectiveContext& ctx, void* data, int6
       }
       vrank = -1;
     } else {
-      if (absl::Status status = ctx.Wait(ctx.Recv(r - 1, 0, scratch.data(), bytes));
+      if (absl::Status status = ctx.Wait(ctx.Recv(r - 1, 0, scratch, bytes));
           !status.ok()) {
         return status;
       }
-      ReduceInto(data, scratch.data(), count, dtype, op);
+      ReduceInto(data, scratch, count, dtype, op);
       vrank = r / 2;
     }
   } else {
@@ -43,10 +43,10 @@ absl::Status RecursiveDoublingAllReduce(CollectiveContext& ctx, void* data, int6
     uint32_t step = 1;
     for (int mask = 1; mask < p; mask <<= 1, ++step) {
       const int partner = real_rank(vrank ^ mask);
-      WorkPtr recv = ctx.Recv(partner, step, scratch.data(), bytes);
+      WorkPtr recv = ctx.Recv(partner, step, scratch, bytes);
       WorkPtr send = ctx.Send(partner, step, data, bytes);
       if (absl::Status status = ctx.WaitAll({recv, send}); !status.ok()) return status;
-      ReduceInto(data, scratch.data(), count, dtype, op);
+      ReduceInto(data, scratch, count, dtype, op);
     }
   }
   constexpr uint32_t kResultStep = 64;

@@ -20,7 +20,7 @@ absl::Status RingReduceScatter(CollectiveContext& ctx, uint8_t* data, const Part
   const size_t element = DTypeSize(dtype);
   const int64_t segment = std::max<int64_t>(1, kSegmentBytes / element);
   const int64_t largest = *std::max_element(blocks.counts.begin(), blocks.counts.end());
-  std::vector<uint8_t> scratch(static_cast<size_t>(largest) * element);
+  uint8_t* scratch = ctx.Scratch(ScratchArena::kReduceIn, static_cast<size_t>(largest) * element);
 
   std::vector<WorkPtr> sends;
   auto send_block = [&](int block, uint32_t step) {
@@ -38,15 +38,15 @@ absl::Status RingReduceScatter(CollectiveContext& ctx, uint8_t* data, const Part
     std::vector<WorkPtr> recvs;
     for (int64_t off = 0; off < blocks.counts[block]; off += segment) {
       const int64_t count = std::min(segment, blocks.counts[block] - off);
-      recvs.push_back(ctx.Recv(left, step, scratch.data() + off * element, count * element));
+      recvs.push_back(ctx.Recv(left, step, scratch + off * element, count * element));
     }
-    if (blocks.counts[block] == 0) recvs.push_back(ctx.Recv(left, step, scratch.data(), 0));
+    if (blocks.counts[block] == 0) recvs.push_back(ctx.Recv(left, step, scratch, 0));
     int64_t off = 0;
     for (const WorkPtr& recv : recvs) {
       if (absl::Status status = ctx.Wait(recv); !status.ok()) return status;
       const int64_t count = std::min(segment, blocks.counts[block] - off);
       uint8_t* target = data + (blocks.offsets[block] + off) * element;
-      if (count > 0) ReduceInto(target, scratch.data() + off * element, count, dtype, op);
+      if (count > 0) ReduceInto(target, scratch + off * element, count, dtype, op);
       if (s < n - 2) sends.push_back(ctx.Send(right, step + 1, target, std::max<int64_t>(count, 0) * element));
       off += segment;
     }
