@@ -320,11 +320,39 @@ void Loop::PostRecv(const OpPtr& op) {
 }
 
 void Loop::Deliver(const OpPtr& op, const StagedPtr& staged) {
-  staged_bytes_ -= staged->bytes.size();
-  if (!Matches(op, staged->peer, staged->bytes.size(), staged->signature)) return;
-  op->peer = staged->peer;
-  if (!staged->bytes.empty()) std::memcpy(op->data, staged->bytes.data(), staged->bytes.size());
-  Finish(op, absl::OkStatus());
+  staged_bytes_ -= staged->size;
+  if (Matches(op, staged->peer, staged->size, staged->signature)) {
+    op->peer = staged->peer;
+    if (staged->size > 0) std::memcpy(op->data, staged->bytes.get(), staged->size);
+    Finish(op, absl::OkStatus());
+  }
+  ReturnStagingBuffer(*staged);
+}
+
+void Loop::TakeStagingBuffer(Staged& staged, uint64_t size) {
+  staged.size = size;
+  auto it = staging_pool_.lower_bound(size);
+  if (it != staging_pool_.end() && it->first <= 2 * size + 4096) {
+    staged.capacity = it->first;
+    staged.bytes = std::move(it->second);
+    pooled_bytes_ -= it->first;
+    staging_pool_.erase(it);
+    return;
+  }
+  staged.capacity = size;
+  staged.bytes.reset(new uint8_t[size > 0 ? size : 1]);
+}
+
+void Loop::ReturnStagingBuffer(Staged& staged) {
+  constexpr uint64_t kMaxPooledBytes = uint64_t{256} << 20;
+  if (staged.bytes == nullptr || staged.capacity < 4096) return;
+  while (pooled_bytes_ + staged.capacity > kMaxPooledBytes && !staging_pool_.empty()) {
+    pooled_bytes_ -= staging_pool_.begin()->first;  // Drop the smallest first.
+    staging_pool_.erase(staging_pool_.begin());
+  }
+  if (pooled_bytes_ + staged.capacity > kMaxPooledBytes) return;
+  pooled_bytes_ += staged.capacity;
+  staging_pool_.emplace(staged.capacity, std::move(staged.bytes));
 }
 
 void Loop::OnEvent(int peer, uint32_t events) {
@@ -465,11 +493,11 @@ bool Loop::StartFrame(int peer_index, const char* header) {
       staged->peer = peer_index;
       staged->tag = peer.tag;
       staged->signature = peer.signature;
-      staged->bytes.resize(size);
+      TakeStagingBuffer(*staged, size);
       staged_bytes_ += size;
       staged_[{peer_index, peer.tag}].push_back(staged);
       peer.rx_staged = staged;
-      peer.target = staged->bytes.data();
+      peer.target = staged->bytes.get();
     }
   } else {
     PeerLost(peer_index, absl::StrCat("unknown frame type ", type));
@@ -535,7 +563,7 @@ void Loop::AbortOperation(uint64_t operation, const absl::Status& reason, bool n
     }
     for (const StagedPtr& staged : it->second) {
       if (staged->waiter != nullptr) victims.push_back(staged->waiter);
-      if (staged->complete) staged_bytes_ -= staged->bytes.size();
+      staged_bytes_ -= staged->size;  // Counted from the frame's start, complete or not.
     }
     it = staged_.erase(it);
   }

@@ -98,7 +98,9 @@ class Loop {
     int peer;
     uint64_t tag;
     uint64_t signature;
-    std::vector<uint8_t> bytes;
+    std::unique_ptr<uint8_t[]> bytes;  // From the staging pool; uninitialised.
+    uint64_t size = 0;
+    uint64_t capacity = 0;
     bool complete = false;
     OpPtr waiter;  // A receive posted while the bytes were still arriving.
   };
@@ -138,6 +140,9 @@ class Loop {
   bool StartFrame(int peer, const char* header);
   void FinishFrame(int peer);
   void Deliver(const OpPtr& op, const StagedPtr& staged);
+  // Staging buffers are recycled: fresh allocations cost zeroing and page faults.
+  void TakeStagingBuffer(Staged& staged, uint64_t size);
+  void ReturnStagingBuffer(Staged& staged);
   // Checks a matched receive against the arriving message; fails it on disagreement.
   bool Matches(const OpPtr& op, int peer, uint64_t size, uint64_t signature);
   OpPtr TakePosted(int peer, uint64_t tag);
@@ -165,6 +170,8 @@ class Loop {
   std::map<uint64_t, std::deque<OpPtr>> posted_any_;
   std::map<std::pair<int, uint64_t>, std::deque<StagedPtr>> staged_;
   uint64_t staged_bytes_ = 0;
+  std::multimap<uint64_t, std::unique_ptr<uint8_t[]>> staging_pool_;  // Capacity -> buffer.
+  uint64_t pooled_bytes_ = 0;
   std::multimap<absl::Time, OpPtr> timers_;
   absl::flat_hash_map<uint64_t, absl::Status> aborted_;
   std::deque<uint64_t> aborted_order_;
