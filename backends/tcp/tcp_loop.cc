@@ -344,7 +344,7 @@ void Loop::TakeStagingBuffer(Staged& staged, uint64_t size) {
 }
 
 void Loop::ReturnStagingBuffer(Staged& staged) {
-  constexpr uint64_t kMaxPooledBytes = uint64_t{256} << 20;
+  constexpr uint64_t kMaxPooledBytes = uint64_t{64} << 20;
   if (staged.bytes == nullptr || staged.capacity < 4096) return;
   while (pooled_bytes_ + staged.capacity > kMaxPooledBytes && !staging_pool_.empty()) {
     pooled_bytes_ -= staging_pool_.begin()->first;  // Drop the smallest first.
