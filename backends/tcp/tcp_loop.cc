@@ -361,12 +361,6 @@ void Loop::OnEvent(int peer, uint32_t events) {
   if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) OnReadable(peer);
 }
 
-void Loop::ReadNow(int peer) {
-  for (int p = 0; p < static_cast<int>(peers_.size()); ++p) {
-    if ((peer < 0 || p == peer) && peers_[p].alive) OnReadable(p);
-  }
-}
-
 void Loop::OnReadable(int peer_index) {
   Peer& peer = peers_[peer_index];
   while (peer.alive) {

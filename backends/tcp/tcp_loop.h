@@ -87,8 +87,6 @@ class Loop {
   bool Drained() const;
 
   void OnEvent(int peer, uint32_t events);
-  // Reads what has arrived from `peer` (every peer if -1) without blocking.
-  void ReadNow(int peer);
 
   void ExpireDeadlines();
   int NextTimeoutMs() const;

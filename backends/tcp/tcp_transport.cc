@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -27,11 +26,6 @@ class TcpTransport::Loop : public tcp::Loop {
 namespace {
 
 constexpr uint64_t kWakeupId = ~uint64_t{0};
-// How long a thread waiting on a receive polls the socket itself before leaving it to the loop:
-// about one loopback round trip, so small exchanges complete without a thread hand-off.
-constexpr absl::Duration kHelpReceiveFor = absl::Microseconds(50);
-// Only small receives are worth it: a large one takes longer than the spin anyway.
-constexpr uint64_t kHelpReceiveBytes = 64 * 1024;
 
 }  // namespace
 
@@ -143,29 +137,7 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::string address,
   });
 }
 
-void TcpTransport::HelpReceive(const std::weak_ptr<Shared>& weak,
-                               const std::shared_ptr<tcp::Op>& op, absl::Duration wait_timeout) {
-  const absl::Time until = absl::Now() + std::min(wait_timeout, kHelpReceiveFor);
-  std::shared_ptr<Shared> shared = weak.lock();
-  if (shared == nullptr) return;
-  do {
-    {
-      std::lock_guard<std::recursive_mutex> lock(shared->mu);
-      if (shared->loop == nullptr || op->done) return;
-      shared->loop->ReadNow(op->peer);  // Whatever already arrived, without waiting.
-      if (op->done) return;
-    }
-    // Yield rather than block: a blocked helper could miss data the loop thread consumed.
-    std::this_thread::yield();
-  } while (absl::Now() < until);
-}
-
 void TcpTransport::PostReceive(const std::shared_ptr<tcp::Op>& op) {
-  if (op->size <= kHelpReceiveBytes) {
-    std::weak_ptr<Shared> weak = shared_;
-    op->work->SetWaitHook(
-        [weak, op](absl::Duration timeout) { HelpReceive(weak, op, timeout); });
-  }
   {
     std::lock_guard<std::recursive_mutex> lock(shared_->mu);
     if (shared_->loop == nullptr) {

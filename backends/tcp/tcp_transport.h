@@ -70,10 +70,6 @@ class TcpTransport : public Transport {
   // Registers a receive from the caller's thread (no loop wake-up unless its deadline is
   // earlier than the loop's next one): a message that already arrived is copied right here.
   void PostReceive(const std::shared_ptr<tcp::Op>& op);
-  // Wait hook of a receive: the waiting thread reads the socket itself for a few tens of
-  // microseconds, sparing the hand-off from the loop thread when the reply is quick.
-  static void HelpReceive(const std::weak_ptr<Shared>& shared, const std::shared_ptr<tcp::Op>& op,
-                          absl::Duration wait_timeout);
   void Wake();
   void RunLoop();
 
@@ -81,8 +77,7 @@ class TcpTransport : public Transport {
   const std::string address_;
   std::vector<std::unique_ptr<tcp::SendLane>> lanes_;  // One per peer; see tcp_loop.h.
   // The loop's state is touched by its thread and, for receives, by callers; the lock is
-  // recursive because completion callbacks run under it and may post again. Shared so that
-  // wait hooks outliving the transport find it gone instead of dangling.
+  // recursive because completion callbacks run under it and may post again.
   struct Shared {
     std::recursive_mutex mu;
     std::unique_ptr<Loop> loop;
