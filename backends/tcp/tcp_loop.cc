@@ -363,16 +363,22 @@ void Loop::OnEvent(int peer, uint32_t events) {
 
 void Loop::OnReadable(int peer_index) {
   Peer& peer = peers_[peer_index];
+  // A short read means the socket was empty a moment ago; epoll (level-triggered) reports it
+  // again when more arrives, so skip the recv that would only say EAGAIN.
+  bool drained = false;
   while (peer.alive) {
     if (peer.rx_begin < peer.rx_end) {
       if (!ProcessBuffered(peer_index)) return;
       continue;
     }
+    if (drained) return;
     peer.rx_begin = peer.rx_end = 0;
     ssize_t n;
     if (peer.in_payload && peer.target != nullptr && peer.payload_left >= kDirectReadBytes) {
-      n = recv(peer.fd.get(), peer.target, peer.payload_left, MSG_DONTWAIT);
+      const uint64_t wanted = peer.payload_left;
+      n = recv(peer.fd.get(), peer.target, wanted, MSG_DONTWAIT);
       if (n > 0) {
+        drained = static_cast<uint64_t>(n) < wanted;
         peer.target += n;
         peer.payload_left -= static_cast<uint64_t>(n);
         if (peer.payload_left == 0) FinishFrame(peer_index);
@@ -381,6 +387,7 @@ void Loop::OnReadable(int peer_index) {
     } else {
       n = recv(peer.fd.get(), peer.rx.data(), peer.rx.size(), MSG_DONTWAIT);
       if (n > 0) {
+        drained = static_cast<size_t>(n) < peer.rx.size();
         peer.rx_end = static_cast<size_t>(n);
         continue;
       }
