@@ -72,9 +72,7 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TcpTransportO
 
 TcpTransport::TcpTransport(TcpTransportOptions options, std::string address,
                            std::vector<ScopedFd> peers)
-    : options_(std::move(options)),
-      address_(std::move(address)),
-      shared_(std::make_shared<Shared>()) {
+    : options_(std::move(options)), address_(std::move(address)) {
   ScopedFd epoll(epoll_create1(EPOLL_CLOEXEC));
   wakeup_.Reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   epoll_event event{};
@@ -91,7 +89,7 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::string address,
   if (!describe) {
     describe = [](uint64_t signature) { return absl::StrCat("signature 0x", absl::Hex(signature)); };
   }
-  shared_->loop = std::make_unique<Loop>(options_.rank, std::move(peers), std::move(lanes), epoll_fd,
+  loop_ = std::make_unique<Loop>(options_.rank, std::move(peers), std::move(lanes), epoll_fd,
                                  options_.max_message_bytes, options_.max_unexpected_bytes,
                                  std::move(describe));
   thread_ = std::thread([this, epoll_fd] {
@@ -101,50 +99,50 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::string address,
     int timeout_ms = 0;
     while (true) {
       {
-        std::lock_guard<std::recursive_mutex> lock(shared_->mu);
+        std::lock_guard<std::recursive_mutex> lock(loop_mu_);
         if (stopping_.load(std::memory_order_acquire)) {
           // Say goodbye, then give the frames still queued a bounded time to leave.
           if (close_deadline == absl::InfiniteFuture()) {
             close_deadline = absl::Now() + absl::Seconds(5);
-            shared_->loop->SayGoodbye();
+            loop_->SayGoodbye();
           }
-          if (shared_->loop->Drained() || absl::Now() >= close_deadline) break;
+          if (loop_->Drained() || absl::Now() >= close_deadline) break;
         }
-        timeout_ms = stopping_.load(std::memory_order_acquire) ? 10 : shared_->loop->NextTimeoutMs();
+        timeout_ms = stopping_.load(std::memory_order_acquire) ? 10 : loop_->NextTimeoutMs();
         next_wake_.store(absl::ToUnixNanos(absl::Now() + absl::Milliseconds(timeout_ms)),
                          std::memory_order_release);
       }
       int n = epoll_wait(epoll_fd, events, 64, timeout_ms);
-      std::lock_guard<std::recursive_mutex> lock(shared_->mu);
+      std::lock_guard<std::recursive_mutex> lock(loop_mu_);
       for (int i = 0; i < n; ++i) {
         if (events[i].data.u64 == kWakeupId) {
           uint64_t count;
           [[maybe_unused]] ssize_t r = read(wakeup_.get(), &count, sizeof(count));
           continue;
         }
-        shared_->loop->OnEvent(static_cast<int>(events[i].data.u64), events[i].events);
+        loop_->OnEvent(static_cast<int>(events[i].data.u64), events[i].events);
       }
       std::vector<std::function<void(Loop&)>> commands;
       {
         std::lock_guard<std::mutex> inbox_lock(inbox_mu_);
         commands.swap(inbox_);
       }
-      for (auto& command : commands) command(*shared_->loop);
-      shared_->loop->ExpireDeadlines();
+      for (auto& command : commands) command(*loop_);
+      loop_->ExpireDeadlines();
     }
-    std::lock_guard<std::recursive_mutex> lock(shared_->mu);
-    shared_->loop.reset();  // Fails whatever is still pending.
+    std::lock_guard<std::recursive_mutex> lock(loop_mu_);
+    loop_.reset();  // Fails whatever is still pending.
   });
 }
 
 void TcpTransport::PostReceive(const std::shared_ptr<tcp::Op>& op) {
   {
-    std::lock_guard<std::recursive_mutex> lock(shared_->mu);
-    if (shared_->loop == nullptr) {
+    std::lock_guard<std::recursive_mutex> lock(loop_mu_);
+    if (loop_ == nullptr) {
       op->work->Complete(absl::AbortedError("transport destroyed"));
       return;
     }
-    shared_->loop->PostRecv(op);
+    loop_->PostRecv(op);
     if (op->done) return;
   }
   // The loop sleeps until its own next deadline; wake it only if this one comes sooner.

@@ -62,7 +62,6 @@ class TcpTransport : public Transport {
 
  private:
   class Loop;  // All socket and matching state; lives on the loop thread.
-  struct Shared;
 
   TcpTransport(TcpTransportOptions options, std::string address, std::vector<ScopedFd> peers);
   // Queues `command` for the loop thread and wakes it.
@@ -78,11 +77,8 @@ class TcpTransport : public Transport {
   std::vector<std::unique_ptr<tcp::SendLane>> lanes_;  // One per peer; see tcp_loop.h.
   // The loop's state is touched by its thread and, for receives, by callers; the lock is
   // recursive because completion callbacks run under it and may post again.
-  struct Shared {
-    std::recursive_mutex mu;
-    std::unique_ptr<Loop> loop;
-  };
-  const std::shared_ptr<Shared> shared_;  // Made in the .cc, where Loop is complete.
+  std::recursive_mutex loop_mu_;
+  std::unique_ptr<Loop> loop_;
   std::atomic<int64_t> next_wake_{0};  // Unix ns when the loop's epoll_wait returns at the latest.
   ScopedFd wakeup_;
   std::mutex inbox_mu_;
