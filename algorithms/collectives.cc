@@ -49,12 +49,24 @@ WorkPtr Collectives::Enqueue(CollectiveKind kind, DType dtype, int64_t count,
   return work;
 }
 
+Collectives::Task Collectives::TakeFront(Queue& queue) {
+  Task task = std::move(queue.tasks.front());
+  queue.tasks.pop_front();
+  queue.running = true;
+  return task;
+}
+
 void Collectives::Execute(Task& task) {
   CollectiveContext ctx(*transport_, task.kind, task.sequence, task.signature, task.timeout,
                         task.work.get(), &arena_);
   absl::Status status = task.body(ctx);
   if (!status.ok()) status = ctx.Fail(status);
   task.work->Complete(status);
+  {
+    std::lock_guard<std::mutex> lock(queue_->mu);
+    queue_->running = false;
+  }
+  queue_->ready.notify_all();
 }
 
 void Collectives::RunInWaiter(const std::weak_ptr<Queue>& weak, uint64_t sequence,
@@ -69,18 +81,11 @@ void Collectives::RunInWaiter(const std::weak_ptr<Queue>& weak, uint64_t sequenc
         queue->tasks.front().timeout > wait_timeout) {
       return;
     }
-    task = std::move(queue->tasks.front());
-    queue->tasks.pop_front();
-    queue->running = true;
+    task = TakeFront(*queue);
   }
   // The owner cannot go away meanwhile: its destructor joins the worker, which waits for
   // `running` to clear before it looks at the queue again.
   task.owner->Execute(task);
-  {
-    std::lock_guard<std::mutex> lock(queue->mu);
-    queue->running = false;
-  }
-  queue->ready.notify_all();
 }
 
 void Collectives::Worker() {
@@ -101,16 +106,9 @@ void Collectives::Worker() {
         queue.tasks.clear();
         return;
       }
-      task = std::move(queue.tasks.front());
-      queue.tasks.pop_front();
-      queue.running = true;
+      task = TakeFront(queue);
     }
     Execute(task);
-    {
-      std::lock_guard<std::mutex> lock(queue.mu);
-      queue.running = false;
-    }
-    queue.ready.notify_all();
   }
 }
 

@@ -34,7 +34,6 @@ class Collectives {
 
   int rank() const { return transport_->rank(); }
   int size() const { return transport_->size(); }
-  Transport& transport() { return *transport_; }
 
   WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options);
   WorkPtr Reduce(const Tensor& tensor, const ReduceOptions& options);
@@ -88,7 +87,9 @@ class Collectives {
 
   WorkPtr Enqueue(CollectiveKind kind, DType dtype, int64_t count, absl::Duration timeout,
                   Body body);
-  // Runs `task` and completes its Work; on the worker or on a thread waiting for it.
+  // Pops the next task and marks the queue running (caller holds queue.mu).
+  static Task TakeFront(Queue& queue);
+  // Runs `task`, completes its Work and clears `running`; on the worker or on a waiting thread.
   void Execute(Task& task);
   // A Wait() on task `sequence`: run it here if it is next, the worker is idle, and its own
   // timeout is no longer than the wait's (so the waiter is not held past its deadline).

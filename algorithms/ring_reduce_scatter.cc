@@ -47,7 +47,7 @@ absl::Status RingReduceScatter(CollectiveContext& ctx, uint8_t* data, const Part
       const int64_t count = std::min(segment, blocks.counts[block] - off);
       uint8_t* target = data + (blocks.offsets[block] + off) * element;
       if (count > 0) ReduceInto(target, scratch + off * element, count, dtype, op);
-      if (s < n - 2) sends.push_back(ctx.Send(right, step + 1, target, std::max<int64_t>(count, 0) * element));
+      if (s < n - 2) sends.push_back(ctx.Send(right, step + 1, target, count * element));
       off += segment;
     }
   }

@@ -574,8 +574,6 @@ void Loop::AbortOperation(uint64_t operation, const absl::Status& reason, bool n
     }
     if (peer.rx_op != nullptr && TagOperation(peer.rx_op->tag.tag) == operation) {
       victims.push_back(peer.rx_op);
-      peer.rx_op = nullptr;
-      peer.target = nullptr;  // Drain the rest of the payload.
     }
     if (peer.rx_staged != nullptr && TagOperation(peer.rx_staged->tag) == operation) {
       peer.rx_staged = nullptr;
@@ -583,11 +581,7 @@ void Loop::AbortOperation(uint64_t operation, const absl::Status& reason, bool n
     }
   }
   for (const OpPtr& op : victims) {
-    if (op->kind == Op::Kind::kSend && op->written > 0 && !op->done) {
-      op->owned.reset(new uint8_t[op->size]);  // The frame must still be completed on the wire.
-      std::memcpy(op->owned.get(), op->payload, op->size);
-      op->payload = op->owned.get();
-    }
+    ReleaseCallerBuffer(op);
     Finish(op, reason);
   }
   if (!notify_peers) return;
@@ -604,6 +598,20 @@ void Loop::AbortOperation(uint64_t operation, const absl::Status& reason, bool n
     EncodeHeader(frame->header, FrameType::kAbort, operation,
                  static_cast<uint64_t>(reason.code()), frame->size);
     QueueFrame(p, frame);
+  }
+}
+
+void Loop::ReleaseCallerBuffer(const OpPtr& op) {
+  if (op->done) return;
+  if (op->kind == Op::Kind::kSend && op->written > 0) {
+    // Part of the frame is on the wire: finish it from a copy so the stream stays whole.
+    op->owned.reset(new uint8_t[op->size]);
+    std::memcpy(op->owned.get(), op->payload, op->size);
+    op->payload = op->owned.get();
+  }
+  if (op->receiving && op->peer >= 0 && peers_[op->peer].rx_op == op) {
+    peers_[op->peer].rx_op = nullptr;
+    peers_[op->peer].target = nullptr;  // Drain the rest of the payload.
   }
 }
 
@@ -714,16 +722,7 @@ void Loop::ExpireDeadlines() {
   const absl::Time now = absl::Now();
   while (!timers_.empty() && timers_.begin()->first <= now) {
     OpPtr op = timers_.begin()->second;
-    if (op->kind == Op::Kind::kSend && op->written > 0) {
-      // Part of the frame is on the wire: keep a copy so the stream stays whole.
-      op->owned.reset(new uint8_t[op->size]);
-      std::memcpy(op->owned.get(), op->payload, op->size);
-      op->payload = op->owned.get();
-    }
-    if (op->receiving && op->peer >= 0 && peers_[op->peer].rx_op == op) {
-      peers_[op->peer].rx_op = nullptr;
-      peers_[op->peer].target = nullptr;  // Drain the rest of the payload.
-    }
+    ReleaseCallerBuffer(op);
     Finish(op, absl::DeadlineExceededError(absl::StrCat(
                    Describe(*op), " timed out after ", absl::FormatDuration(op->timeout))));
   }

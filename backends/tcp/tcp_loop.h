@@ -153,6 +153,9 @@ class Loop {
   void PeerDeparted(int peer);
   void FailEverything(const absl::Status& status);
   void Finish(const OpPtr& op, const absl::Status& status);
+  // Before failing a pending op early: stop using the caller's buffer (copy a half-written
+  // send, send the rest of a half-read receive to nowhere).
+  void ReleaseCallerBuffer(const OpPtr& op);
   void Arm(const OpPtr& op);
   void SetWantWrite(int peer, bool want);
   // Status an operation fails with right away, if any (broken transport, aborted operation).

@@ -66,13 +66,11 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TcpTransportO
   tcp::MeshOptions mesh{options.store.get(), options.rank,    options.size,
                         options.group_name,  address,         options.connect_timeout};
   ASSIGN_OR_RETURN(std::vector<ScopedFd> peers, tcp::ConnectMesh(mesh));
-  return std::unique_ptr<TcpTransport>(
-      new TcpTransport(std::move(options), std::move(address), std::move(peers)));
+  return std::unique_ptr<TcpTransport>(new TcpTransport(std::move(options), std::move(peers)));
 }
 
-TcpTransport::TcpTransport(TcpTransportOptions options, std::string address,
-                           std::vector<ScopedFd> peers)
-    : options_(std::move(options)), address_(std::move(address)) {
+TcpTransport::TcpTransport(TcpTransportOptions options, std::vector<ScopedFd> peers)
+    : options_(std::move(options)) {
   ScopedFd epoll(epoll_create1(EPOLL_CLOEXEC));
   wakeup_.Reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   epoll_event event{};

@@ -58,12 +58,11 @@ class TcpTransport : public Transport {
   void AbortOperation(uint64_t operation, absl::Status reason) override;
   void Abort(absl::Status reason) override;
 
-  const std::string& address() const { return address_; }
 
  private:
   class Loop;  // All socket and matching state; lives on the loop thread.
 
-  TcpTransport(TcpTransportOptions options, std::string address, std::vector<ScopedFd> peers);
+  TcpTransport(TcpTransportOptions options, std::vector<ScopedFd> peers);
   // Queues `command` for the loop thread and wakes it.
   void Post(std::function<void(Loop&)> command);
   // Registers a receive from the caller's thread (no loop wake-up unless its deadline is
@@ -73,7 +72,6 @@ class TcpTransport : public Transport {
   void RunLoop();
 
   const TcpTransportOptions options_;
-  const std::string address_;
   std::vector<std::unique_ptr<tcp::SendLane>> lanes_;  // One per peer; see tcp_loop.h.
   // The loop's state is touched by its thread and, for receives, by callers; the lock is
   // recursive because completion callbacks run under it and may post again.

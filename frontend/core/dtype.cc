@@ -95,6 +95,4 @@ bool IsFloatingPoint(DType dtype) {
   return false;
 }
 
-bool IsInteger(DType dtype) { return !IsFloatingPoint(dtype) && dtype != DType::kBool; }
-
 }  // namespace plexus

@@ -37,7 +37,6 @@ absl::string_view DTypeName(DType dtype);
 absl::StatusOr<DType> ParseDType(absl::string_view name);
 
 bool IsFloatingPoint(DType dtype);
-bool IsInteger(DType dtype);  // Signed or unsigned integers; bool is not an integer.
 
 }  // namespace plexus
 

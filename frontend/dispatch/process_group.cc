@@ -24,7 +24,7 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Create(
   ASSIGN_OR_RETURN(std::vector<DeviceBackend> mapping,
                    ParseBackendString(config.backend, registry));
   // One instance per backend name, serving every device the string gives it.
-  std::vector<std::pair<DeviceType, std::shared_ptr<Backend>>> backends;
+  std::vector<Served> backends;
   std::vector<std::string> created;
   for (const DeviceBackend& entry : mapping) {
     if (std::find(created.begin(), created.end(), entry.backend) != created.end()) continue;
@@ -48,7 +48,9 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Create(
                                        config.name, "' on rank ", config.rank, ": ",
                                        backend.status().message()));
     }
-    for (DeviceType device : context.devices) backends.emplace_back(device, *backend);
+    // Capabilities are asked once here, not on every call.
+    const BackendCapabilities capabilities = (*backend)->capabilities();
+    for (DeviceType device : context.devices) backends.push_back({device, *backend, capabilities});
   }
   return std::shared_ptr<ProcessGroup>(
       new ProcessGroup(std::move(config), registry, std::move(mapping), std::move(backends)));
@@ -56,15 +58,15 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Create(
 
 ProcessGroup::ProcessGroup(Config config, const BackendRegistry& registry,
                            std::vector<DeviceBackend> mapping,
-                           std::vector<std::pair<DeviceType, std::shared_ptr<Backend>>> backends)
+                           std::vector<Served> backends)
     : config_(std::move(config)),
       registry_(registry),
       mapping_(std::move(mapping)),
       backends_(std::move(backends)) {}
 
-absl::StatusOr<std::shared_ptr<Backend>> ProcessGroup::BackendFor(DeviceType device) const {
-  for (const auto& [served, backend] : backends_) {
-    if (served == device) return backend;
+absl::StatusOr<const ProcessGroup::Served*> ProcessGroup::FindServed(DeviceType device) const {
+  for (const Served& served : backends_) {
+    if (served.device == device) return &served;
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "no backend serves device ", DeviceTypeName(device), " in process group '", config_.name,
@@ -72,21 +74,27 @@ absl::StatusOr<std::shared_ptr<Backend>> ProcessGroup::BackendFor(DeviceType dev
       device == DeviceType::kCuda ? ":nccl\"" : ":tcp\""));
 }
 
-absl::StatusOr<std::shared_ptr<Backend>> ProcessGroup::Route(absl::string_view op,
-                                                             const Tensor& tensor) const {
-  auto backend = BackendFor(tensor.device().type);
-  if (!backend.ok()) {
-    return absl::Status(backend.status().code(),
+absl::StatusOr<std::shared_ptr<Backend>> ProcessGroup::BackendFor(DeviceType device) const {
+  ASSIGN_OR_RETURN(const Served* served, FindServed(device));
+  return served->backend;
+}
+
+absl::StatusOr<const ProcessGroup::Served*> ProcessGroup::Route(absl::string_view op,
+                                                                const Tensor& tensor) const {
+  auto served = FindServed(tensor.device().type);
+  if (!served.ok()) {
+    return absl::Status(served.status().code(),
                         absl::StrCat(op, " on rank ", config_.rank, ": ",
-                                     backend.status().message()));
+                                     served.status().message()));
   }
-  const std::vector<DType> dtypes = (*backend)->capabilities().dtypes;
+  const std::vector<DType>& dtypes = (*served)->capabilities.dtypes;
   if (std::find(dtypes.begin(), dtypes.end(), tensor.dtype()) == dtypes.end()) {
     return absl::InvalidArgumentError(absl::StrCat(op, " on rank ", config_.rank, ": backend '",
-                                                   (*backend)->name(), "' does not support dtype ",
+                                                   (*served)->backend->name(),
+                                                   "' does not support dtype ",
                                                    DTypeName(tensor.dtype())));
   }
-  return backend;
+  return served;
 }
 
 absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::NewGroup(std::vector<int> ranks,
@@ -140,38 +148,38 @@ absl::Status ProcessGroup::Shutdown(absl::Duration timeout) {
 absl::StatusOr<WorkPtr> ProcessGroup::Broadcast(const Tensor& tensor, BroadcastOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateBroadcast(position(), tensor, options));
-  ASSIGN_OR_RETURN(auto backend, Route("broadcast", tensor));
-  return backend->Broadcast(tensor, options);
+  ASSIGN_OR_RETURN(const Served* served, Route("broadcast", tensor));
+  return served->backend->Broadcast(tensor, options);
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::Reduce(const Tensor& tensor, ReduceOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateReduce(position(), tensor, options));
-  ASSIGN_OR_RETURN(auto backend, Route("reduce", tensor));
-  return backend->Reduce(tensor, options);
+  ASSIGN_OR_RETURN(const Served* served, Route("reduce", tensor));
+  return served->backend->Reduce(tensor, options);
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::AllReduce(const Tensor& tensor, AllReduceOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllReduce(position(), tensor, options));
-  ASSIGN_OR_RETURN(auto backend, Route("all_reduce", tensor));
-  return backend->AllReduce(tensor, options);
+  ASSIGN_OR_RETURN(const Served* served, Route("all_reduce", tensor));
+  return served->backend->AllReduce(tensor, options);
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::AllReduceCoalesced(absl::Span<const Tensor> tensors,
                                                          AllReduceCoalescedOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllReduceCoalesced(position(), tensors, options));
-  ASSIGN_OR_RETURN(auto backend, Route("all_reduce_coalesced", tensors[0]));
-  return backend->AllReduceCoalesced(tensors, options);
+  ASSIGN_OR_RETURN(const Served* served, Route("all_reduce_coalesced", tensors[0]));
+  return served->backend->AllReduceCoalesced(tensors, options);
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::AllGather(absl::Span<const Tensor> outputs,
                                                 const Tensor& input, AllGatherOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllGather(position(), outputs, input));
-  ASSIGN_OR_RETURN(auto backend, Route("all_gather", input));
-  return backend->AllGather(outputs, input, options);
+  ASSIGN_OR_RETURN(const Served* served, Route("all_gather", input));
+  return served->backend->AllGather(outputs, input, options);
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::AllGatherIntoTensor(const Tensor& output,
@@ -179,16 +187,16 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllGatherIntoTensor(const Tensor& output,
                                                           AllGatherOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllGatherIntoTensor(position(), output, input));
-  ASSIGN_OR_RETURN(auto backend, Route("all_gather_into_tensor", input));
-  return backend->AllGatherIntoTensor(output, input, options);
+  ASSIGN_OR_RETURN(const Served* served, Route("all_gather_into_tensor", input));
+  return served->backend->AllGatherIntoTensor(output, input, options);
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::Gather(absl::Span<const Tensor> outputs,
                                              const Tensor& input, GatherOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateGather(position(), outputs, input, options));
-  ASSIGN_OR_RETURN(auto backend, Route("gather", input));
-  return backend->Gather(outputs, input, options);
+  ASSIGN_OR_RETURN(const Served* served, Route("gather", input));
+  return served->backend->Gather(outputs, input, options);
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::Scatter(const Tensor& output,
@@ -196,8 +204,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::Scatter(const Tensor& output,
                                               ScatterOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateScatter(position(), output, inputs, options));
-  ASSIGN_OR_RETURN(auto backend, Route("scatter", output));
-  return backend->Scatter(output, inputs, options);
+  ASSIGN_OR_RETURN(const Served* served, Route("scatter", output));
+  return served->backend->Scatter(output, inputs, options);
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::ReduceScatter(const Tensor& output,
@@ -205,8 +213,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::ReduceScatter(const Tensor& output,
                                                     ReduceScatterOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateReduceScatter(position(), output, inputs, options));
-  ASSIGN_OR_RETURN(auto backend, Route("reduce_scatter", output));
-  return backend->ReduceScatter(output, inputs, options);
+  ASSIGN_OR_RETURN(const Served* served, Route("reduce_scatter", output));
+  return served->backend->ReduceScatter(output, inputs, options);
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::ReduceScatterTensor(const Tensor& output,
@@ -214,8 +222,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::ReduceScatterTensor(const Tensor& output,
                                                           ReduceScatterOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateReduceScatterTensor(position(), output, input, options));
-  ASSIGN_OR_RETURN(auto backend, Route("reduce_scatter_tensor", output));
-  return backend->ReduceScatterTensor(output, input, options);
+  ASSIGN_OR_RETURN(const Served* served, Route("reduce_scatter_tensor", output));
+  return served->backend->ReduceScatterTensor(output, input, options);
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::AllToAll(absl::Span<const Tensor> outputs,
@@ -223,8 +231,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllToAll(absl::Span<const Tensor> outputs,
                                                AllToAllOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllToAll(position(), outputs, inputs));
-  ASSIGN_OR_RETURN(auto backend, Route("all_to_all", inputs[0]));
-  return backend->AllToAll(outputs, inputs, options);
+  ASSIGN_OR_RETURN(const Served* served, Route("all_to_all", inputs[0]));
+  return served->backend->AllToAll(outputs, inputs, options);
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::AllToAllSingle(const Tensor& output, const Tensor& input,
@@ -234,33 +242,33 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllToAllSingle(const Tensor& output, const
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllToAllSingle(position(), output, input, output_split_sizes,
                                          input_split_sizes));
-  ASSIGN_OR_RETURN(auto backend, Route("all_to_all_single", input));
-  return backend->AllToAllSingle(output, input, output_split_sizes, input_split_sizes, options);
+  ASSIGN_OR_RETURN(const Served* served, Route("all_to_all_single", input));
+  return served->backend->AllToAllSingle(output, input, output_split_sizes, input_split_sizes, options);
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::Barrier(BarrierOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
-  std::shared_ptr<Backend> chosen = backends_.front().second;
-  for (const auto& [device, backend] : backends_) {
-    if (device == DeviceType::kCpu) chosen = backend;
+  const Served* chosen = &backends_.front();
+  for (const Served& served : backends_) {
+    if (served.device == DeviceType::kCpu) chosen = &served;
   }
-  return chosen->Barrier(options);
+  return chosen->backend->Barrier(options);
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::Send(const Tensor& tensor, int dst_rank,
                                            SendOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidatePointToPoint(position(), "send", tensor, dst_rank, options.tag));
-  ASSIGN_OR_RETURN(auto backend, Route("send", tensor));
-  return backend->Send(tensor, dst_rank, options);
+  ASSIGN_OR_RETURN(const Served* served, Route("send", tensor));
+  return served->backend->Send(tensor, dst_rank, options);
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::Recv(const Tensor& tensor, int src_rank,
                                            RecvOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidatePointToPoint(position(), "recv", tensor, src_rank, options.tag));
-  ASSIGN_OR_RETURN(auto backend, Route("recv", tensor));
-  return backend->Recv(tensor, src_rank, options);
+  ASSIGN_OR_RETURN(const Served* served, Route("recv", tensor));
+  return served->backend->Recv(tensor, src_rank, options);
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::RecvAnySource(const Tensor& tensor, RecvOptions options) {
@@ -270,12 +278,13 @@ absl::StatusOr<WorkPtr> ProcessGroup::RecvAnySource(const Tensor& tensor, RecvOp
                                                    ": tag ", options.tag, " is negative"));
   }
   RETURN_IF_ERROR(tensor.CheckContiguous("recv_any_source", "tensor"));
-  ASSIGN_OR_RETURN(auto backend, Route("recv_any_source", tensor));
-  if (!backend->capabilities().recv_any_source) {
-    return absl::UnimplementedError(absl::StrCat("recv_any_source: backend '", backend->name(),
+  ASSIGN_OR_RETURN(const Served* served, Route("recv_any_source", tensor));
+  if (!served->capabilities.recv_any_source) {
+    return absl::UnimplementedError(absl::StrCat("recv_any_source: backend '",
+                                                 served->backend->name(),
                                                  "' cannot receive from any source"));
   }
-  return backend->RecvAnySource(tensor, options);
+  return served->backend->RecvAnySource(tensor, options);
 }
 
 }  // namespace plexus

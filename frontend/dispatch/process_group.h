@@ -92,18 +92,25 @@ class ProcessGroup {
   absl::StatusOr<WorkPtr> RecvAnySource(const Tensor& tensor, RecvOptions options = {});
 
  private:
-  ProcessGroup(Config config, const BackendRegistry& registry,
-               std::vector<DeviceBackend> mapping,
-               std::vector<std::pair<DeviceType, std::shared_ptr<Backend>>> backends);
+  // A backend instance serving one device, with its capabilities.
+  struct Served {
+    DeviceType device;
+    std::shared_ptr<Backend> backend;
+    BackendCapabilities capabilities;
+  };
 
+  ProcessGroup(Config config, const BackendRegistry& registry,
+               std::vector<DeviceBackend> mapping, std::vector<Served> backends);
+
+  absl::StatusOr<const Served*> FindServed(DeviceType device) const;
   // The backend for `tensor`'s device, after checking it accepts the dtype.
-  absl::StatusOr<std::shared_ptr<Backend>> Route(absl::string_view op, const Tensor& tensor) const;
+  absl::StatusOr<const Served*> Route(absl::string_view op, const Tensor& tensor) const;
   GroupPosition position() const { return {config_.rank, config_.size}; }
 
   const Config config_;
   const BackendRegistry& registry_;  // Subgroups resolve their backends here too.
   const std::vector<DeviceBackend> mapping_;
-  const std::vector<std::pair<DeviceType, std::shared_ptr<Backend>>> backends_;
+  const std::vector<Served> backends_;
   std::atomic<int64_t> next_subgroup_id_{1};
 };
 

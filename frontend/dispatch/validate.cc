@@ -18,8 +18,7 @@ absl::Status Invalid(absl::string_view op, GroupPosition at, absl::string_view w
 
 absl::Status CheckTensor(absl::string_view op, GroupPosition at, absl::string_view which,
                          const Tensor& tensor) {
-  absl::Status status = tensor.CheckContiguous(Where(op, at), which);
-  return status;
+  return tensor.CheckContiguous(Where(op, at), which);
 }
 
 // Every tensor in `tensors` is valid and matches `reference` in dtype and device.

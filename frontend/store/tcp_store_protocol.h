@@ -59,7 +59,6 @@ class Encoder {
   Encoder& StrList(absl::Span<const std::string> values);
   // The payload with its frame header in front.
   std::string Frame() const;
-  const std::string& payload() const { return payload_; }
 
  private:
   std::string payload_;

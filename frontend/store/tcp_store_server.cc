@@ -447,7 +447,6 @@ void TCPStoreServer::CloseConnection(uint64_t id, absl::string_view reason, bool
   if (it == connections_.end()) return;
   Connection& connection = *it->second;
   if (connection.handshaken) connected_.fetch_sub(1);
-  if (rejected) rejected_.fetch_add(1);
   Log(rejected ? LogLevel::kWarning : LogLevel::kDebug,
       absl::StrCat("TCPStore server on port ", port_, ": closing connection ", id, ": ", reason));
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, connection.fd.get(), nullptr);

@@ -43,8 +43,6 @@ class TCPStoreServer {
   int port() const { return port_; }
   // Clients connected now that completed the handshake.
   int connected_clients() const { return connected_.load(); }
-  // Connections closed for breaking the protocol (bad magic, oversize frame, garbage).
-  int64_t rejected_connections() const { return rejected_.load(); }
 
  private:
   struct Connection;
@@ -78,7 +76,6 @@ class TCPStoreServer {
   const ScopedFd wakeup_;  // eventfd that interrupts epoll_wait on shutdown.
   std::atomic<bool> stopping_{false};
   std::atomic<int> connected_{0};
-  std::atomic<int64_t> rejected_{0};
 
   // Loop-thread state only.
   KeyValueTable table_;

@@ -5,32 +5,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "algorithms/reduce_kernels.h"
 #include "frontend/core/status_macros.h"
 #include "frontend/dispatch/backend_registry.h"
 #include "frontend/dispatch/rendezvous.h"
 
 namespace plexus::testing {
 namespace {
-
-template <typename T>
-void ReduceInto(T* acc, const T* in, int64_t n, ReduceOpKind op) {
-  for (int64_t i = 0; i < n; ++i) {
-    switch (op) {
-      case ReduceOpKind::kProduct:
-        acc[i] = acc[i] * in[i];
-        break;
-      case ReduceOpKind::kMin:
-        acc[i] = in[i] < acc[i] ? in[i] : acc[i];
-        break;
-      case ReduceOpKind::kMax:
-        acc[i] = in[i] > acc[i] ? in[i] : acc[i];
-        break;
-      default:
-        acc[i] = acc[i] + in[i];
-        break;
-    }
-  }
-}
 
 class StoreBackend : public Backend {
  public:
@@ -61,32 +42,14 @@ class StoreBackend : public Backend {
     const std::string key = NextKey("all_reduce");
     auto values = Exchange(key, Bytes(tensor));
     if (!values.ok()) return Done("all_reduce", values.status());
-    // Reduce in rank order on every rank: the results are bit-identical.
+    if (options.op.kind == ReduceOpKind::kAvg || options.op.kind == ReduceOpKind::kPremulSum) {
+      return Done("all_reduce", absl::UnimplementedError(
+                                    "the storetest backend does not scale (AVG, PREMUL_SUM)"));
+    }
+    // Reduce in rank order on every rank, with the shared kernels: bit-identical results.
     std::string acc = (*values)[0];
     for (int r = 1; r < context_.size; ++r) {
-      const int64_t n = tensor.numel();
-      const std::string& in = (*values)[r];
-      switch (tensor.dtype()) {
-        case DType::kFloat32:
-          ReduceInto(reinterpret_cast<float*>(acc.data()),
-                     reinterpret_cast<const float*>(in.data()), n, options.op.kind);
-          break;
-        case DType::kFloat64:
-          ReduceInto(reinterpret_cast<double*>(acc.data()),
-                     reinterpret_cast<const double*>(in.data()), n, options.op.kind);
-          break;
-        case DType::kInt32:
-          ReduceInto(reinterpret_cast<int32_t*>(acc.data()),
-                     reinterpret_cast<const int32_t*>(in.data()), n, options.op.kind);
-          break;
-        case DType::kInt64:
-          ReduceInto(reinterpret_cast<int64_t*>(acc.data()),
-                     reinterpret_cast<const int64_t*>(in.data()), n, options.op.kind);
-          break;
-        default:
-          return Done("all_reduce", absl::UnimplementedError("storetest reduces only float32, "
-                                                             "float64, int32 and int64"));
-      }
+      ReduceInto(acc.data(), (*values)[r].data(), tensor.numel(), tensor.dtype(), options.op.kind);
     }
     return Done("all_reduce", CopyIn(tensor, acc));
   }

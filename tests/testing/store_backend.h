@@ -2,7 +2,7 @@
 // real backends.
 //
 // StoreBackend ("storetest"): moves data through the group's Store. Slow but simple and
-// correct for broadcast, all_reduce (SUM/PRODUCT/MIN/MAX on float32, float64, int32, int64),
+// correct for broadcast, all_reduce (every unscaled op, with the shared kernels),
 // all_gather_into_tensor, barrier, send and recv; every other collective completes with
 // Unimplemented saying so. Registered globally by linking this library.
 //
