@@ -15,7 +15,8 @@
 namespace plexus::tcp {
 namespace {
 
-constexpr size_t kRxBufferBytes = 256 * 1024;
+// Small: whatever payload lands here is copied again, so large payloads should miss it.
+constexpr size_t kRxBufferBytes = 16 * 1024;
 // Payloads at least this large (with nothing buffered) are read straight into their target.
 constexpr uint64_t kDirectReadBytes = 32 * 1024;
 constexpr uint64_t kMaxAbortReasonBytes = 64 * 1024;
