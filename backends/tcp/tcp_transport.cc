@@ -6,9 +6,13 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,16 +22,166 @@
 
 namespace plexus {
 
-class TcpTransport::Loop : public tcp::Loop {
- public:
-  using tcp::Loop::Loop;
-};
-
 namespace {
 
 constexpr uint64_t kWakeupId = ~uint64_t{0};
+// The loop thread stays off the sockets while callers poll, and for this long after the last
+// caller's round: back-to-back operations then never bounce between threads.
+constexpr absl::Duration kCallerGrace = absl::Milliseconds(1);
+
+int MillisecondsUntil(absl::Time deadline) {
+  const absl::Duration left = deadline - absl::Now();
+  return static_cast<int>(std::clamp<int64_t>(
+      absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), 0, 1000));
+}
 
 }  // namespace
+
+// Everything the sockets need, shared between the transport, its loop thread and threads
+// waiting on its operations. One thread at a time polls (the "poller"); all socket and
+// matching state is touched under `loop_mu` only.
+class TcpTransport::Engine {
+ public:
+  enum class Poller { kNone, kLoop, kCaller };
+
+  Engine(ScopedFd epoll, ScopedFd wakeup) : epoll_(std::move(epoll)), wakeup_(std::move(wakeup)) {}
+
+  int epoll_fd() const { return epoll_.get(); }
+
+  // Runs `command` on the loop state at the next poll round.
+  void Post(std::function<void(tcp::Loop&)> command) {
+    {
+      std::lock_guard<std::mutex> lock(inbox_mu_);
+      inbox_.push_back(std::move(command));
+    }
+    Wake();
+    std::lock_guard<std::mutex> role(role_mu_);
+    if (poller_ == Poller::kNone) {
+      urgent_ = true;  // Nobody is polling: the loop thread takes over at once.
+      loop_cv_.notify_one();
+    }
+  }
+
+  void Wake() {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = write(wakeup_.get(), &one, sizeof(one));
+  }
+
+  // One epoll_wait of at most `timeout_ms`, then the events, queued commands and deadlines.
+  void PollRound(int timeout_ms) {
+    epoll_event events[64];
+    next_wake_.store(absl::ToUnixNanos(absl::Now() + absl::Milliseconds(timeout_ms)),
+                     std::memory_order_release);
+    const int n = epoll_wait(epoll_.get(), events, 64, timeout_ms);
+    std::lock_guard<std::recursive_mutex> lock(loop_mu);
+    if (loop == nullptr) return;
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.u64 == kWakeupId) {
+        uint64_t count;
+        [[maybe_unused]] ssize_t r = read(wakeup_.get(), &count, sizeof(count));
+        continue;
+      }
+      loop->OnEvent(static_cast<int>(events[i].data.u64), events[i].events);
+    }
+    std::vector<std::function<void(tcp::Loop&)>> commands;
+    {
+      std::lock_guard<std::mutex> inbox_lock(inbox_mu_);
+      commands.swap(inbox_);
+    }
+    for (auto& command : commands) command(*loop);
+    loop->ExpireDeadlines();
+  }
+
+  // A caller waiting on `work`: polls until it completes or `timeout` passes, or waits while
+  // another thread polls. Leaves early when the transport stops.
+  void DriveUntilDone(const Work& work, absl::Duration timeout) {
+    const absl::Time deadline =
+        timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+    std::unique_lock<std::mutex> role(role_mu_);
+    ++caller_waiters_;
+    while (!work.IsCompleted() && !stopping.load(std::memory_order_acquire)) {
+      const absl::Time now = absl::Now();
+      if (now >= deadline) break;
+      if (poller_ == Poller::kNone) {
+        poller_ = Poller::kCaller;
+        role.unlock();
+        int timeout_ms;
+        {
+          std::lock_guard<std::recursive_mutex> lock(loop_mu);
+          if (loop == nullptr) timeout_ms = 0;
+          else timeout_ms = std::min(loop->NextTimeoutMs(), MillisecondsUntil(deadline));
+        }
+        PollRound(timeout_ms);
+        role.lock();
+        poller_ = Poller::kNone;
+        ++caller_rounds_;
+        if (caller_waiters_ > 1) role_cv_.notify_all();
+        continue;
+      }
+      if (poller_ == Poller::kLoop && !kicked_) {
+        kicked_ = true;  // Ask the loop thread to hand over after its current round.
+        Wake();
+      }
+      role_cv_.wait_for(role, absl::ToChronoNanoseconds(
+                                  std::min(deadline - now, absl::Milliseconds(100))));
+    }
+    --caller_waiters_;
+  }
+
+  // The loop thread: waits while callers poll, then runs one round itself.
+  void LoopThreadRound(int timeout_ms) {
+    {
+      std::unique_lock<std::mutex> role(role_mu_);
+      uint64_t seen = caller_rounds_ - 1;
+      while (!stopping.load(std::memory_order_acquire) && !urgent_ &&
+             (poller_ != Poller::kNone || caller_waiters_ > 0 || caller_rounds_ != seen)) {
+        seen = caller_rounds_;
+        loop_cv_.wait_for(role, absl::ToChronoNanoseconds(kCallerGrace));
+      }
+      urgent_ = false;
+      kicked_ = false;
+      poller_ = Poller::kLoop;
+    }
+    PollRound(timeout_ms);
+    std::lock_guard<std::mutex> role(role_mu_);
+    poller_ = Poller::kNone;
+    if (caller_waiters_ > 0) role_cv_.notify_all();
+  }
+
+  // Wakes everything that might be waiting for the polling role.
+  void Stop() {
+    stopping.store(true, std::memory_order_release);
+    Wake();
+    std::lock_guard<std::mutex> role(role_mu_);
+    loop_cv_.notify_all();
+    role_cv_.notify_all();
+  }
+
+  // Unix ns by which the current poll round ends at the latest.
+  int64_t next_wake() const { return next_wake_.load(std::memory_order_acquire); }
+
+  // The loop's state is touched by whichever thread polls and, for receives, by callers; the
+  // lock is recursive because completion callbacks run under it and may post again.
+  std::recursive_mutex loop_mu;
+  std::unique_ptr<tcp::Loop> loop;
+  std::atomic<bool> stopping{false};
+
+ private:
+  const ScopedFd epoll_;
+  const ScopedFd wakeup_;
+  std::atomic<int64_t> next_wake_{0};
+  std::mutex inbox_mu_;
+  std::vector<std::function<void(tcp::Loop&)>> inbox_;
+
+  std::mutex role_mu_;
+  std::condition_variable role_cv_;  // Callers waiting for the role or their completion.
+  std::condition_variable loop_cv_;  // The loop thread waiting for callers to go quiet.
+  Poller poller_ = Poller::kNone;
+  int caller_waiters_ = 0;
+  uint64_t caller_rounds_ = 0;
+  bool kicked_ = false;
+  bool urgent_ = false;
+};
 
 std::string DefaultTcpAddress() {
   if (const char* env = std::getenv("PLEXUS_TCP_ADDR"); env != nullptr && *env != '\0') {
@@ -72,98 +226,76 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TcpTransportO
 TcpTransport::TcpTransport(TcpTransportOptions options, std::vector<ScopedFd> peers)
     : options_(std::move(options)) {
   ScopedFd epoll(epoll_create1(EPOLL_CLOEXEC));
-  wakeup_.Reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  ScopedFd wakeup(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   epoll_event event{};
   event.events = EPOLLIN;
   event.data.u64 = kWakeupId;
-  epoll_ctl(epoll.get(), EPOLL_CTL_ADD, wakeup_.get(), &event);
-  const int epoll_fd = epoll.Release();
+  epoll_ctl(epoll.get(), EPOLL_CTL_ADD, wakeup.get(), &event);
   std::vector<tcp::SendLane*> lanes;
   for (int i = 0; i < options_.size; ++i) {
     lanes_.push_back(std::make_unique<tcp::SendLane>());
     lanes.push_back(lanes_.back().get());
   }
-  Loop::SignatureDescriber describe = options_.describe_signature;
+  tcp::Loop::SignatureDescriber describe = options_.describe_signature;
   if (!describe) {
     describe = [](uint64_t signature) { return absl::StrCat("signature 0x", absl::Hex(signature)); };
   }
-  loop_ = std::make_unique<Loop>(options_.rank, std::move(peers), std::move(lanes), epoll_fd,
-                                 options_.max_message_bytes, options_.max_unexpected_bytes,
-                                 std::move(describe));
-  thread_ = std::thread([this, epoll_fd] {
-    ScopedFd owned_epoll(epoll_fd);
-    epoll_event events[64];
+  const int epoll_fd = epoll.get();
+  engine_ = std::make_shared<Engine>(std::move(epoll), std::move(wakeup));
+  engine_->loop = std::make_unique<tcp::Loop>(
+      options_.rank, std::move(peers), std::move(lanes), epoll_fd, options_.max_message_bytes,
+      options_.max_unexpected_bytes, std::move(describe));
+  thread_ = std::thread([engine = engine_.get()] {
     absl::Time close_deadline = absl::InfiniteFuture();
-    int timeout_ms = 0;
     while (true) {
+      int timeout_ms;
       {
-        std::lock_guard<std::recursive_mutex> lock(loop_mu_);
-        if (stopping_.load(std::memory_order_acquire)) {
+        std::lock_guard<std::recursive_mutex> lock(engine->loop_mu);
+        if (engine->stopping.load(std::memory_order_acquire)) {
           // Say goodbye, then give the frames still queued a bounded time to leave.
           if (close_deadline == absl::InfiniteFuture()) {
             close_deadline = absl::Now() + absl::Seconds(5);
-            loop_->SayGoodbye();
+            engine->loop->SayGoodbye();
           }
-          if (loop_->Drained() || absl::Now() >= close_deadline) break;
+          if (engine->loop->Drained() || absl::Now() >= close_deadline) break;
+          timeout_ms = 10;
+        } else {
+          timeout_ms = engine->loop->NextTimeoutMs();
         }
-        timeout_ms = stopping_.load(std::memory_order_acquire) ? 10 : loop_->NextTimeoutMs();
-        next_wake_.store(absl::ToUnixNanos(absl::Now() + absl::Milliseconds(timeout_ms)),
-                         std::memory_order_release);
       }
-      int n = epoll_wait(epoll_fd, events, 64, timeout_ms);
-      std::lock_guard<std::recursive_mutex> lock(loop_mu_);
-      for (int i = 0; i < n; ++i) {
-        if (events[i].data.u64 == kWakeupId) {
-          uint64_t count;
-          [[maybe_unused]] ssize_t r = read(wakeup_.get(), &count, sizeof(count));
-          continue;
-        }
-        loop_->OnEvent(static_cast<int>(events[i].data.u64), events[i].events);
-      }
-      std::vector<std::function<void(Loop&)>> commands;
-      {
-        std::lock_guard<std::mutex> inbox_lock(inbox_mu_);
-        commands.swap(inbox_);
-      }
-      for (auto& command : commands) command(*loop_);
-      loop_->ExpireDeadlines();
+      engine->LoopThreadRound(timeout_ms);
     }
-    std::lock_guard<std::recursive_mutex> lock(loop_mu_);
-    loop_.reset();  // Fails whatever is still pending.
+    std::lock_guard<std::recursive_mutex> lock(engine->loop_mu);
+    engine->loop.reset();  // Fails whatever is still pending.
+  });
+}
+
+void TcpTransport::AttachWaitHook(const std::shared_ptr<tcp::Op>& op) {
+  std::weak_ptr<Engine> weak = engine_;
+  const Work* work = op->work.get();  // The hook only runs inside this Work's own Wait().
+  op->work->SetWaitHook([weak, work](absl::Duration timeout) {
+    if (std::shared_ptr<Engine> engine = weak.lock()) engine->DriveUntilDone(*work, timeout);
   });
 }
 
 void TcpTransport::PostReceive(const std::shared_ptr<tcp::Op>& op) {
+  AttachWaitHook(op);
   {
-    std::lock_guard<std::recursive_mutex> lock(loop_mu_);
-    if (loop_ == nullptr) {
+    std::lock_guard<std::recursive_mutex> lock(engine_->loop_mu);
+    if (engine_->loop == nullptr) {
       op->work->Complete(absl::AbortedError("transport destroyed"));
       return;
     }
-    loop_->PostRecv(op);
+    engine_->loop->PostRecv(op);
     if (op->done) return;
   }
-  // The loop sleeps until its own next deadline; wake it only if this one comes sooner.
-  if (absl::ToUnixNanos(op->deadline) < next_wake_.load(std::memory_order_acquire)) Wake();
-}
-
-void TcpTransport::Wake() {
-  uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = write(wakeup_.get(), &one, sizeof(one));
+  // The poller sleeps until its own next deadline; wake it only if this one comes sooner.
+  if (absl::ToUnixNanos(op->deadline) < engine_->next_wake()) engine_->Wake();
 }
 
 TcpTransport::~TcpTransport() {
-  stopping_.store(true, std::memory_order_release);
-  Wake();
+  engine_->Stop();
   thread_.join();
-}
-
-void TcpTransport::Post(std::function<void(Loop&)> command) {
-  {
-    std::lock_guard<std::mutex> lock(inbox_mu_);
-    inbox_.push_back(std::move(command));
-  }
-  Wake();
 }
 
 namespace {
@@ -200,7 +332,8 @@ WorkPtr TcpTransport::Send(int peer, MessageTag tag, absl::Span<const uint8_t> d
     op->work->Complete(absl::OkStatus());
     return op->work;
   }
-  Post([op](Loop& loop) { loop.PostSend(op); });
+  AttachWaitHook(op);
+  engine_->Post([op](tcp::Loop& loop) { loop.PostSend(op); });
   return op->work;
 }
 
@@ -221,11 +354,12 @@ WorkPtr TcpTransport::RecvFromAny(MessageTag tag, absl::Span<uint8_t> data,
 }
 
 void TcpTransport::AbortOperation(uint64_t operation, absl::Status reason) {
-  Post([operation, reason](Loop& loop) { loop.AbortOperation(operation, reason, true); });
+  engine_->Post(
+      [operation, reason](tcp::Loop& loop) { loop.AbortOperation(operation, reason, true); });
 }
 
 void TcpTransport::Abort(absl::Status reason) {
-  Post([reason](Loop& loop) { loop.AbortAll(reason); });
+  engine_->Post([reason](tcp::Loop& loop) { loop.AbortAll(reason); });
 }
 
 }  // namespace plexus

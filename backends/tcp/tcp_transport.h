@@ -1,16 +1,17 @@
 // TcpTransport: the Transport of the in-house TCP backend. One socket per peer (full mesh,
-// set up through the store), one event-loop thread (epoll) that owns every socket and all
-// matching state; callers hand it commands through a queue. Large payloads are read straight
-// into the receiver's buffer when the receive is already posted; a message that arrives first
-// is staged (bounded by max_unexpected_bytes). A lost peer fails everything at once.
+// set up through the store) and one epoll set over them. Whoever waits polls: a thread waiting
+// on one of the transport's operations drives the sockets itself (one poller at a time, the
+// others wait for it), so a message wakes the thread that needs it and nothing else; a
+// background loop thread polls only while no caller has waited for a millisecond, to keep
+// unattended operations, aborts and peer loss moving. Large payloads are read straight into
+// the receiver's buffer when the receive is already posted; a message that arrives first is
+// staged (bounded by max_unexpected_bytes). A lost peer fails everything at once.
 #ifndef PLEXUS_BACKENDS_TCP_TCP_TRANSPORT_H_
 #define PLEXUS_BACKENDS_TCP_TCP_TRANSPORT_H_
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,28 +61,18 @@ class TcpTransport : public Transport {
 
 
  private:
-  class Loop;  // All socket and matching state; lives on the loop thread.
+  class Engine;  // Sockets, matching state and the polling role; shared with waiting threads.
 
   TcpTransport(TcpTransportOptions options, std::vector<ScopedFd> peers);
-  // Queues `command` for the loop thread and wakes it.
-  void Post(std::function<void(Loop&)> command);
-  // Registers a receive from the caller's thread (no loop wake-up unless its deadline is
-  // earlier than the loop's next one): a message that already arrived is copied right here.
+  // Lets a thread that waits on `op`'s Work poll the sockets until it completes.
+  void AttachWaitHook(const std::shared_ptr<tcp::Op>& op);
+  // Registers a receive from the caller's thread: a message that already arrived is copied
+  // right here; the poller is woken only if this deadline is earlier than its next one.
   void PostReceive(const std::shared_ptr<tcp::Op>& op);
-  void Wake();
-  void RunLoop();
 
   const TcpTransportOptions options_;
   std::vector<std::unique_ptr<tcp::SendLane>> lanes_;  // One per peer; see tcp_loop.h.
-  // The loop's state is touched by its thread and, for receives, by callers; the lock is
-  // recursive because completion callbacks run under it and may post again.
-  std::recursive_mutex loop_mu_;
-  std::unique_ptr<Loop> loop_;
-  std::atomic<int64_t> next_wake_{0};  // Unix ns when the loop's epoll_wait returns at the latest.
-  ScopedFd wakeup_;
-  std::mutex inbox_mu_;
-  std::vector<std::function<void(Loop&)>> inbox_;
-  std::atomic<bool> stopping_{false};
+  std::shared_ptr<Engine> engine_;
   std::thread thread_;
 };
 

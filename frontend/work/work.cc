@@ -31,9 +31,9 @@ absl::Status Work::Wait(absl::Duration timeout) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!completed_) hook = wait_hook_;
   }
+  const auto deadline = SteadyDeadline(timeout);
   if (hook) hook(timeout);
   std::unique_lock<std::mutex> lock(mu_);
-  const auto deadline = SteadyDeadline(timeout);
   if (!completed_cv_.wait_until(lock, deadline, [this] { return completed_; })) {
     std::string sequence =
         sequence_ >= 0 ? absl::StrCat(" (sequence ", sequence_, ")") : std::string();
