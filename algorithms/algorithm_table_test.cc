@@ -11,7 +11,9 @@ using ::testing::HasSubstr;
 TEST(AlgorithmTableTest, DefaultsSplitAllReduceBySize) {
   AlgorithmTable table = AlgorithmTable::Default();
   EXPECT_EQ(table.Choose("all_reduce", 1024), "rd");
-  EXPECT_EQ(table.Choose("all_reduce", 64 << 10), "ring");
+  EXPECT_EQ(table.Choose("all_reduce", 64 << 10), "hd");
+  EXPECT_EQ(table.Choose("all_reduce", (8 << 20) - 1), "hd");
+  EXPECT_EQ(table.Choose("all_reduce", 8 << 20), "ring");
   EXPECT_EQ(table.Choose("all_reduce", uint64_t{1} << 40), "ring");
   EXPECT_EQ(table.Choose("broadcast", 0), "binomial");
   EXPECT_EQ(table.Choose("barrier", 0), "dissemination");
@@ -31,7 +33,7 @@ TEST(AlgorithmTableTest, BadOverridesNameTheProblem) {
   AlgorithmTable table = AlgorithmTable::Default();
   EXPECT_THAT(table.Override("allreduce:0-:ring").message(), HasSubstr("unknown collective"));
   EXPECT_THAT(table.Override("all_reduce:0-:tree").message(),
-              HasSubstr("unknown algorithm 'tree' for all_reduce; known: ring, rd"));
+              HasSubstr("unknown algorithm 'tree' for all_reduce; known: ring, rd, hd"));
   EXPECT_THAT(table.Override("all_reduce:ring").message(), HasSubstr("LOW-HIGH"));
   EXPECT_THAT(table.Override("all_reduce:64K-1K:ring").message(), HasSubstr("empty range"));
   EXPECT_THAT(table.Override("all_reduce:1X-:ring").message(), HasSubstr("bad size"));

@@ -37,6 +37,12 @@ absl::Status RingAllReduce(CollectiveContext& ctx, void* data, int64_t count, DT
 absl::Status RecursiveDoublingAllReduce(CollectiveContext& ctx, void* data, int64_t count,
                                         DType dtype, ReduceOpKind op);
 
+// halving_doubling_all_reduce.cc: reduce-scatter by recursive halving, all-gather by recursive
+// doubling, in place; any size (folding like recursive doubling). Bandwidth of the ring in
+// 2 log2(p) pairwise steps.
+absl::Status HalvingDoublingAllReduce(CollectiveContext& ctx, void* data, int64_t count,
+                                      DType dtype, ReduceOpKind op);
+
 // binomial_broadcast.cc: the root's `bytes` reach every rank down a binomial tree, pipelined
 // in segments.
 absl::Status BinomialBroadcast(CollectiveContext& ctx, void* data, size_t bytes, int root);

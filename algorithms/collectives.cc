@@ -117,9 +117,15 @@ absl::Status Collectives::RunAllReduce(CollectiveContext& ctx, void* data, int64
   if (op.kind == ReduceOpKind::kPremulSum) ScaleInPlace(data, count, dtype, op.scale);
   const uint64_t bytes = static_cast<uint64_t>(count) * DTypeSize(dtype);
   const ReduceOpKind kernel = KernelOp(op.kind);
-  absl::Status status = table_.Choose("all_reduce", bytes) == "rd"
-                            ? RecursiveDoublingAllReduce(ctx, data, count, dtype, kernel)
-                            : RingAllReduce(ctx, data, count, dtype, kernel);
+  const std::string algorithm = table_.Choose("all_reduce", bytes);
+  absl::Status status;
+  if (algorithm == "rd") {
+    status = RecursiveDoublingAllReduce(ctx, data, count, dtype, kernel);
+  } else if (algorithm == "hd") {
+    status = HalvingDoublingAllReduce(ctx, data, count, dtype, kernel);
+  } else {
+    status = RingAllReduce(ctx, data, count, dtype, kernel);
+  }
   if (status.ok() && op.kind == ReduceOpKind::kAvg) {
     ScaleInPlace(data, count, dtype, 1.0 / size());
   }

@@ -65,7 +65,7 @@ class ReductionsTest : public ::testing::TestWithParam<int> {};
 TEST_P(ReductionsTest, AllReduceWithEveryAlgorithm) {
   RunWorld(GetParam(), [](ProcessGroup& group, Checker& check) {
     AllReduceMatrix(group, check, "default");
-    for (const char* algorithm : {"ring", "rd"}) {
+    for (const char* algorithm : {"ring", "rd", "hd"}) {
       setenv("PLEXUS_ALGO", absl::StrCat("all_reduce:0-:", algorithm).c_str(), 1);
       std::vector<int> everyone;
       for (int r = 0; r < group.size(); ++r) everyone.push_back(r);

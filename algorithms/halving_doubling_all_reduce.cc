@@ -1,0 +1,145 @@
+// Halving-doubling all-reduce (Rabenseifner): with p the largest power of two <= size, the
+// first 2 (size - p) ranks fold pairwise as in recursive doubling. The p remaining ranks then
+// run a reduce-scatter by recursive halving - at distance p/2, p/4, ..., 1 each keeps half of
+// its current range, sends the other half to its partner and folds in the partner's copy of
+// the kept half, segment by segment as it arrives - after which rank v owns block v, reduced.
+// An all-gather by recursive doubling (distances 1, 2, ..., p/2, doubling the range each time)
+// brings every block everywhere; the folded-out ranks receive the result last. Each rank
+// moves the same 2 (p - 1) / p of the buffer as the ring, in 2 log2(p) steps instead of
+// 2 (size - 1), and every step is a pairwise exchange: the partners of one step run without
+// waiting for the rest of the group, which suits oversubscribed hosts. One owner reduces each
+// block, so all ranks hold identical bits.
+#include <algorithm>
+#include <vector>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/reduce_kernels.h"
+
+namespace plexus {
+namespace {
+
+// Steps 0 (fold) and kResultStep (unfold) are shared with recursive doubling's layout; the
+// halving steps take 1..log2(p), the doubling steps the next log2(p).
+constexpr uint32_t kResultStep = 64;
+
+}  // namespace
+
+absl::Status HalvingDoublingAllReduce(CollectiveContext& ctx, void* data, int64_t count,
+                                      DType dtype, ReduceOpKind op) {
+  const int n = ctx.size();
+  const int r = ctx.rank();
+  if (n == 1) return absl::OkStatus();
+  auto* bytes = static_cast<uint8_t*>(data);
+  const size_t element = DTypeSize(dtype);
+  const size_t total = static_cast<size_t>(count) * element;
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  const int extra = n - p;
+
+  int vrank;  // Rank among the p that exchange; -1 for the folded-out ranks.
+  if (r < 2 * extra) {
+    if (r % 2 == 0) {
+      if (absl::Status status = ctx.Wait(ctx.Send(r + 1, 0, bytes, total)); !status.ok()) {
+        return status;
+      }
+      vrank = -1;
+    } else {
+      uint8_t* scratch = ctx.Scratch(ScratchArena::kReduceIn, total);
+      if (absl::Status status = ctx.Wait(ctx.Recv(r - 1, 0, scratch, total)); !status.ok()) {
+        return status;
+      }
+      ReduceInto(bytes, scratch, count, dtype, op);
+      vrank = r / 2;
+    }
+  } else {
+    vrank = r - extra;
+  }
+  auto real_rank = [extra](int v) { return v < extra ? 2 * v + 1 : v + extra; };
+
+  if (vrank >= 0) {
+    const Partition blocks = BalancedPartition(count, p);
+    // Element range of blocks [first, last).
+    auto begin_of = [&](int first) { return blocks.offsets[first]; };
+    auto end_of = [&](int last) {
+      return last == p ? count : blocks.offsets[last];
+    };
+    const int64_t segment = std::max<int64_t>(1, kSegmentBytes / element);
+    uint8_t* scratch = nullptr;
+    uint32_t step = 1;
+    int lo = 0;
+    int hi = p;
+    // Reduce-scatter by recursive halving.
+    for (int mask = p / 2; mask >= 1; mask /= 2, ++step) {
+      const int partner = real_rank(vrank ^ mask);
+      const int mid = lo + (hi - lo) / 2;
+      const bool keep_low = (vrank & mask) == 0;
+      const int keep_first = keep_low ? lo : mid;
+      const int keep_last = keep_low ? mid : hi;
+      const int give_first = keep_low ? mid : lo;
+      const int give_last = keep_low ? hi : mid;
+      const int64_t keep_begin = begin_of(keep_first);
+      const int64_t keep_count = end_of(keep_last) - keep_begin;
+      const int64_t give_begin = begin_of(give_first);
+      const int64_t give_count = end_of(give_last) - give_begin;
+      if (scratch == nullptr) {
+        scratch = ctx.Scratch(ScratchArena::kReduceIn,
+                              static_cast<size_t>(std::max<int64_t>(keep_count, 1)) * element);
+      }
+      // Segments (at least one, possibly empty, so both sides count the same messages).
+      auto segments = [segment](int64_t elements) {
+        return std::max<int64_t>(1, (elements + segment - 1) / segment);
+      };
+      std::vector<WorkPtr> recvs;
+      for (int64_t i = 0; i < segments(keep_count); ++i) {
+        const int64_t elements = std::min(segment, keep_count - i * segment);
+        recvs.push_back(ctx.Recv(partner, step, scratch + i * segment * element,
+                                 static_cast<size_t>(elements) * element));
+      }
+      std::vector<WorkPtr> sends;
+      for (int64_t i = 0; i < segments(give_count); ++i) {
+        const int64_t elements = std::min(segment, give_count - i * segment);
+        sends.push_back(ctx.Send(partner, step, bytes + (give_begin + i * segment) * element,
+                                 static_cast<size_t>(elements) * element));
+      }
+      for (int64_t i = 0; i < static_cast<int64_t>(recvs.size()); ++i) {
+        if (absl::Status status = ctx.Wait(recvs[i]); !status.ok()) return status;
+        const int64_t elements = std::min(segment, keep_count - i * segment);
+        if (elements > 0) {
+          ReduceInto(bytes + (keep_begin + i * segment) * element,
+                     scratch + i * segment * element, elements, dtype, op);
+        }
+      }
+      if (absl::Status status = ctx.WaitAll(sends); !status.ok()) return status;
+      lo = keep_first;
+      hi = keep_last;
+    }
+    // All-gather by recursive doubling: the range held doubles each step.
+    for (int mask = 1; mask < p; mask *= 2, ++step) {
+      const int partner = real_rank(vrank ^ mask);
+      const int width = hi - lo;
+      const bool have_low = (vrank & mask) == 0;
+      const int their_first = have_low ? hi : lo - width;
+      const int their_last = their_first + width;
+      const int64_t mine_begin = begin_of(lo);
+      const int64_t mine_count = end_of(hi) - mine_begin;
+      const int64_t theirs_begin = begin_of(their_first);
+      const int64_t theirs_count = end_of(their_last) - theirs_begin;
+      WorkPtr recv = ctx.Recv(partner, step, bytes + theirs_begin * element,
+                              static_cast<size_t>(theirs_count) * element);
+      WorkPtr send = ctx.Send(partner, step, bytes + mine_begin * element,
+                              static_cast<size_t>(mine_count) * element);
+      if (absl::Status status = ctx.WaitAll({recv, send}); !status.ok()) return status;
+      lo = std::min(lo, their_first);
+      hi = std::max(hi, their_last);
+    }
+  }
+
+  if (r < 2 * extra) {
+    WorkPtr last = r % 2 == 1 ? ctx.Send(r - 1, kResultStep, bytes, total)
+                              : ctx.Recv(r + 1, kResultStep, bytes, total);
+    return ctx.Wait(last);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace plexus
