@@ -24,9 +24,15 @@ absl::Status RingReduceScatter(CollectiveContext& ctx, uint8_t* data, const Part
                                DType dtype, ReduceOpKind op, uint32_t step_base = 0);
 
 // ring_all_gather.cc. blocks[i] (bytes[i] long) holds rank i's block at rank i on entry and
-// at every rank on return.
+// at every rank on return. `posted`: the receives, if already posted with
+// PostRingAllGatherReceives (same arguments).
 absl::Status RingAllGather(CollectiveContext& ctx, const std::vector<uint8_t*>& blocks,
-                           const std::vector<size_t>& bytes, uint32_t step_base = 0);
+                           const std::vector<size_t>& bytes, uint32_t step_base = 0,
+                           std::vector<WorkPtr> posted = {});
+std::vector<WorkPtr> PostRingAllGatherReceives(CollectiveContext& ctx,
+                                               const std::vector<uint8_t*>& blocks,
+                                               const std::vector<size_t>& bytes,
+                                               uint32_t step_base);
 
 // ring_all_reduce.cc: reduce-scatter then all-gather over balanced blocks, in place.
 absl::Status RingAllReduce(CollectiveContext& ctx, void* data, int64_t count, DType dtype,

@@ -13,9 +13,6 @@ absl::Status RingAllReduce(CollectiveContext& ctx, void* data, int64_t count, DT
   if (n == 1) return absl::OkStatus();
   auto* bytes = static_cast<uint8_t*>(data);
   const Partition blocks = BalancedPartition(count, n);
-  if (absl::Status status = RingReduceScatter(ctx, bytes, blocks, dtype, op); !status.ok()) {
-    return status;
-  }
   const size_t element = DTypeSize(dtype);
   std::vector<uint8_t*> pointers(n);
   std::vector<size_t> sizes(n);
@@ -23,7 +20,16 @@ absl::Status RingAllReduce(CollectiveContext& ctx, void* data, int64_t count, DT
     pointers[i] = bytes + blocks.offsets[i] * element;
     sizes[i] = blocks.counts[i] * element;
   }
-  return RingAllGather(ctx, pointers, sizes, /*step_base=*/n - 1);
+  // The all-gather's receives go up first, so a neighbour that finishes its reduce-scatter
+  // early lands its block in place instead of in transport staging. Safe by causality: the
+  // final value of a block can only arrive after this rank's own sends of that block (and its
+  // reductions into it) are done, since every owner's result depends on them.
+  std::vector<WorkPtr> gather_recvs =
+      PostRingAllGatherReceives(ctx, pointers, sizes, /*step_base=*/n - 1);
+  if (absl::Status status = RingReduceScatter(ctx, bytes, blocks, dtype, op); !status.ok()) {
+    return status;
+  }
+  return RingAllGather(ctx, pointers, sizes, /*step_base=*/n - 1, std::move(gather_recvs));
 }
 
 }  // namespace plexus

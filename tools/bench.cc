@@ -24,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "frontend/dispatch/backend_registry.h"
 #include "frontend/dispatch/init.h"
 #include "tools/bench_ops.h"
@@ -142,19 +143,47 @@ struct Sample {
   int64_t bytes = 0;
   int64_t count = 0;
   double bus_factor = 1;
+  int64_t rss_growth = 0;  // Peak resident bytes over the level before the first operation.
   std::string error;
 };
 
 std::string Encode(const Sample& s) {
-  return absl::StrFormat("%.3f %d %d %d %.6f %s\n", s.time_us, s.wrong, s.bytes, s.count,
-                         s.bus_factor, s.error.empty() ? "-" : s.error);
+  return absl::StrFormat("%.3f %d %d %d %.6f %d %s\n", s.time_us, s.wrong, s.bytes, s.count,
+                         s.bus_factor, s.rss_growth, s.error.empty() ? "-" : s.error);
+}
+
+// A byte count from /proc/self/status ("VmRSS", "VmHWM"); 0 if unreadable.
+int64_t ProcStatusBytes(absl::string_view field) {
+  FILE* status = fopen("/proc/self/status", "r");
+  if (status == nullptr) return 0;
+  char line[256];
+  int64_t kib = 0;
+  while (fgets(line, sizeof(line), status) != nullptr) {
+    absl::string_view text(line);
+    if (absl::ConsumePrefix(&text, field) && absl::ConsumePrefix(&text, ":")) {
+      text = absl::StripAsciiWhitespace(text);
+      absl::ConsumeSuffix(&text, "kB");
+      (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &kib);
+      break;
+    }
+  }
+  fclose(status);
+  return kib * 1024;
+}
+
+// Restarts the peak-RSS high-water mark at the current level (Linux clear_refs "5").
+void ResetPeakRss() {
+  FILE* refs = fopen("/proc/self/clear_refs", "w");
+  if (refs == nullptr) return;
+  fputs("5", refs);
+  fclose(refs);
 }
 
 Sample Decode(absl::string_view line) {
   Sample s;
   std::vector<std::string> parts =
-      absl::StrSplit(absl::StripTrailingAsciiWhitespace(line), absl::MaxSplits(' ', 5));
-  if (parts.size() < 6) {
+      absl::StrSplit(absl::StripTrailingAsciiWhitespace(line), absl::MaxSplits(' ', 6));
+  if (parts.size() < 7) {
     s.error = "rank exited without reporting";
     return s;
   }
@@ -163,7 +192,8 @@ Sample Decode(absl::string_view line) {
   (void)absl::SimpleAtoi(parts[2], &s.bytes);
   (void)absl::SimpleAtoi(parts[3], &s.count);
   (void)absl::SimpleAtod(parts[4], &s.bus_factor);
-  if (parts[5] != "-") s.error = parts[5];
+  (void)absl::SimpleAtoi(parts[5], &s.rss_growth);
+  if (parts[6] != "-") s.error = parts[6];
   return s;
 }
 
@@ -183,6 +213,8 @@ Sample Measure(ProcessGroup& group, const std::string& op, const Flags& flags, i
     return (*work)->Wait(absl::Minutes(5));
   };
   runner->reset();
+  ResetPeakRss();
+  const int64_t rss_before = ProcStatusBytes("VmRSS");
   if (absl::Status status = run_once(); !status.ok()) {
     sample.error = std::string(status.message());
     return sample;
@@ -204,6 +236,7 @@ Sample Measure(ProcessGroup& group, const std::string& op, const Flags& flags, i
     }
   }
   sample.time_us = absl::ToDoubleMicroseconds(absl::Now() - start) / flags.iters;
+  sample.rss_growth = std::max<int64_t>(0, ProcStatusBytes("VmHWM") - rss_before);
   return sample;
 }
 
@@ -247,6 +280,7 @@ struct Row {
   std::string dtype;
   double time_us, algbw, busbw;
   int64_t wrong;
+  int64_t rss_growth;  // The largest over ranks.
   std::string error;
 };
 
@@ -292,8 +326,8 @@ int Main(int argc, char** argv) {
 
   printf("# plexus bench: %d ranks on loopback, dtype %s, %d iterations after %d warmup\n",
          flags.ranks, std::string(DTypeName(flags.dtype)).c_str(), flags.iters, flags.warmup);
-  printf("%-10s %-15s %5s %12s %11s %-8s %11s %9s %9s %6s\n", "backend", "op", "ranks", "bytes",
-         "count", "dtype", "time_us", "algbw", "busbw", "wrong");
+  printf("%-10s %-15s %5s %12s %11s %-8s %11s %9s %9s %6s %8s\n", "backend", "op", "ranks",
+         "bytes", "count", "dtype", "time_us", "algbw", "busbw", "wrong", "rss_mib");
   fflush(stdout);
   std::vector<Row> rows;
   bool failed = false;
@@ -301,13 +335,15 @@ int Main(int argc, char** argv) {
     for (const std::string& op : flags.ops) {
       const size_t cases = op == "barrier" ? 1 : flags.sizes.size();
       for (size_t i = 0; i < cases; ++i) {
-        Row row{backend, op, flags.ranks, 0, 0, std::string(DTypeName(flags.dtype)), 0, 0, 0, 0, ""};
+        Row row{backend, op, flags.ranks, 0, 0, std::string(DTypeName(flags.dtype)), 0, 0, 0, 0, 0,
+                ""};
         double bus_factor = 1;
         for (FILE* in : pipes) {
           char line[4096] = {0};
           Sample sample = Decode(fgets(line, sizeof(line), in) ? line : "");
           row.time_us = std::max(row.time_us, sample.time_us);  // The slowest rank sets the pace.
           row.wrong += sample.wrong;
+          row.rss_growth = std::max(row.rss_growth, sample.rss_growth);
           row.bytes = sample.bytes;
           row.count = sample.count;
           bus_factor = sample.bus_factor;
@@ -318,11 +354,11 @@ int Main(int argc, char** argv) {
           row.busbw = row.algbw * bus_factor;
         }
         failed |= row.wrong > 0 || !row.error.empty();
-        printf("%-10s %-15s %5d %12lld %11lld %-8s %11.1f %9.3f %9.3f %6lld%s%s\n",
+        printf("%-10s %-15s %5d %12lld %11lld %-8s %11.1f %9.3f %9.3f %6lld %8.1f%s%s\n",
                row.backend.c_str(), row.op.c_str(), row.ranks, static_cast<long long>(row.bytes),
                static_cast<long long>(row.count), row.dtype.c_str(), row.time_us, row.algbw,
-               row.busbw, static_cast<long long>(row.wrong), row.error.empty() ? "" : "  ERROR: ",
-               row.error.c_str());
+               row.busbw, static_cast<long long>(row.wrong), row.rss_growth / 1048576.0,
+               row.error.empty() ? "" : "  ERROR: ", row.error.c_str());
         fflush(stdout);
         rows.push_back(row);
       }
@@ -346,10 +382,12 @@ int Main(int argc, char** argv) {
       fprintf(json,
               "  {\"backend\": \"%s\", \"op\": \"%s\", \"ranks\": %d, \"bytes\": %lld, "
               "\"count\": %lld, \"dtype\": \"%s\", \"time_us\": %.3f, \"algbw_gbps\": %.6f, "
-              "\"busbw_gbps\": %.6f, \"wrong\": %lld, \"error\": \"%s\"}%s\n",
+              "\"busbw_gbps\": %.6f, \"wrong\": %lld, \"rss_growth_bytes\": %lld, "
+              "\"error\": \"%s\"}%s\n",
               r.backend.c_str(), r.op.c_str(), r.ranks, static_cast<long long>(r.bytes),
               static_cast<long long>(r.count), r.dtype.c_str(), r.time_us, r.algbw, r.busbw,
-              static_cast<long long>(r.wrong), JsonEscape(r.error).c_str(),
+              static_cast<long long>(r.wrong), static_cast<long long>(r.rss_growth),
+              JsonEscape(r.error).c_str(),
               i + 1 < rows.size() ? "," : "");
     }
     fprintf(json, "]\n");

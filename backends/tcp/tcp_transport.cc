@@ -353,13 +353,24 @@ WorkPtr TcpTransport::RecvFromAny(MessageTag tag, absl::Span<uint8_t> data,
   return op->work;
 }
 
+// Both run right here rather than at the next poll round: once they return, no receive of the
+// operation writes into its caller's buffer again (the collective may hand it back at once).
 void TcpTransport::AbortOperation(uint64_t operation, absl::Status reason) {
-  engine_->Post(
-      [operation, reason](tcp::Loop& loop) { loop.AbortOperation(operation, reason, true); });
+  {
+    std::lock_guard<std::recursive_mutex> lock(engine_->loop_mu);
+    if (engine_->loop == nullptr) return;
+    engine_->loop->AbortOperation(operation, reason, /*notify_peers=*/true);
+  }
+  engine_->Wake();  // The poller writes the abort frames.
 }
 
 void TcpTransport::Abort(absl::Status reason) {
-  engine_->Post([reason](tcp::Loop& loop) { loop.AbortAll(reason); });
+  {
+    std::lock_guard<std::recursive_mutex> lock(engine_->loop_mu);
+    if (engine_->loop == nullptr) return;
+    engine_->loop->AbortAll(reason);
+  }
+  engine_->Wake();
 }
 
 }  // namespace plexus
