@@ -64,6 +64,21 @@ absl::Status HalvingDoublingAllReduce(CollectiveContext& ctx, void* data, int64_
       return last == p ? count : blocks.offsets[last];
     };
     const int64_t segment = std::max<int64_t>(1, kSegmentBytes / element);
+    int levels = 0;
+    while ((1 << levels) < p) ++levels;
+    // The all-gather's receives go up first (its step d at mask 2^d fills the partner's m
+    // aligned blocks), so a partner that is ahead lands its result in place, not in staging.
+    // Safe by causality: those blocks' final values need this rank's halving sends of them.
+    std::vector<WorkPtr> gather_recvs;
+    for (int d = 0; d < levels; ++d) {
+      const int mask = 1 << d;
+      const int their_first = (vrank ^ mask) & ~(mask - 1);
+      const int64_t theirs_begin = begin_of(their_first);
+      const int64_t theirs_count = end_of(their_first + mask) - theirs_begin;
+      gather_recvs.push_back(ctx.Recv(real_rank(vrank ^ mask), 1 + levels + d,
+                                      bytes + theirs_begin * element,
+                                      static_cast<size_t>(theirs_count) * element));
+    }
     uint8_t* scratch = nullptr;
     uint32_t step = 1;
     int lo = 0;
@@ -114,23 +129,17 @@ absl::Status HalvingDoublingAllReduce(CollectiveContext& ctx, void* data, int64_
       hi = keep_last;
     }
     // All-gather by recursive doubling: the range held doubles each step.
-    for (int mask = 1; mask < p; mask *= 2, ++step) {
-      const int partner = real_rank(vrank ^ mask);
-      const int width = hi - lo;
-      const bool have_low = (vrank & mask) == 0;
-      const int their_first = have_low ? hi : lo - width;
-      const int their_last = their_first + width;
-      const int64_t mine_begin = begin_of(lo);
-      const int64_t mine_count = end_of(hi) - mine_begin;
-      const int64_t theirs_begin = begin_of(their_first);
-      const int64_t theirs_count = end_of(their_last) - theirs_begin;
-      WorkPtr recv = ctx.Recv(partner, step, bytes + theirs_begin * element,
-                              static_cast<size_t>(theirs_count) * element);
-      WorkPtr send = ctx.Send(partner, step, bytes + mine_begin * element,
+    for (int d = 0; d < levels; ++d) {
+      const int mask = 1 << d;
+      const int mine_first = vrank & ~(mask - 1);
+      const int64_t mine_begin = begin_of(mine_first);
+      const int64_t mine_count = end_of(mine_first + mask) - mine_begin;
+      WorkPtr send = ctx.Send(real_rank(vrank ^ mask), 1 + levels + d,
+                              bytes + mine_begin * element,
                               static_cast<size_t>(mine_count) * element);
-      if (absl::Status status = ctx.WaitAll({recv, send}); !status.ok()) return status;
-      lo = std::min(lo, their_first);
-      hi = std::max(hi, their_last);
+      if (absl::Status status = ctx.WaitAll({gather_recvs[d], send}); !status.ok()) {
+        return status;
+      }
     }
   }
 
