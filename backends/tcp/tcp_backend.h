@@ -1,5 +1,6 @@
-// TcpBackend: the in-house backend, registered as "tcp" (cpu tensors). A TcpTransport per
-// group and the shared algorithms (algorithms/collectives.h) on top.
+// TcpBackend: the in-house backend, registered as "tcp" (cpu tensors). A
+// TcpTransport per group and the shared algorithms (algorithms/collectives.h)
+// on top.
 #ifndef PLEXUS_BACKENDS_TCP_TCP_BACKEND_H_
 #define PLEXUS_BACKENDS_TCP_TCP_BACKEND_H_
 
@@ -8,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "algorithms/collectives.h"
+#include "backends/common/collectives_backend.h"
 #include "backends/tcp/tcp_transport.h"
 #include "frontend/dispatch/backend.h"
 
@@ -15,46 +17,16 @@ namespace plexus {
 
 inline constexpr char kTcpBackendName[] = "tcp";
 
-class TcpBackend : public Backend {
+class TcpBackend : public CollectivesBackend {
  public:
   // Connects the group's full mesh (collective over the group).
   static absl::StatusOr<std::shared_ptr<Backend>> Create(const BackendContext& context);
 
   std::string name() const override { return kTcpBackendName; }
   BackendCapabilities capabilities() const override;
-  WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options) override;
-  WorkPtr Reduce(const Tensor& tensor, const ReduceOptions& options) override;
-  WorkPtr AllReduce(const Tensor& tensor, const AllReduceOptions& options) override;
-  WorkPtr AllReduceCoalesced(absl::Span<const Tensor> tensors,
-                             const AllReduceCoalescedOptions& options) override;
-  WorkPtr AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
-                    const AllGatherOptions& options) override;
-  WorkPtr AllGatherIntoTensor(const Tensor& output, const Tensor& input,
-                              const AllGatherOptions& options) override;
-  WorkPtr Gather(absl::Span<const Tensor> outputs, const Tensor& input,
-                 const GatherOptions& options) override;
-  WorkPtr Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
-                  const ScatterOptions& options) override;
-  WorkPtr ReduceScatter(const Tensor& output, absl::Span<const Tensor> inputs,
-                        const ReduceScatterOptions& options) override;
-  WorkPtr ReduceScatterTensor(const Tensor& output, const Tensor& input,
-                              const ReduceScatterOptions& options) override;
-  WorkPtr AllToAll(absl::Span<const Tensor> outputs, absl::Span<const Tensor> inputs,
-                   const AllToAllOptions& options) override;
-  WorkPtr AllToAllSingle(const Tensor& output, const Tensor& input,
-                         absl::Span<const int64_t> output_split_sizes,
-                         absl::Span<const int64_t> input_split_sizes,
-                         const AllToAllOptions& options) override;
-  WorkPtr Barrier(const BarrierOptions& options) override;
-  WorkPtr Send(const Tensor& tensor, int dst_rank, const SendOptions& options) override;
-  WorkPtr Recv(const Tensor& tensor, int src_rank, const RecvOptions& options) override;
-  WorkPtr RecvAnySource(const Tensor& tensor, const RecvOptions& options) override;
 
  private:
-  explicit TcpBackend(std::unique_ptr<Collectives> collectives)
-      : collectives_(std::move(collectives)) {}
-
-  const std::unique_ptr<Collectives> collectives_;
+  using CollectivesBackend::CollectivesBackend;
 };
 
 }  // namespace plexus

@@ -1,0 +1,37 @@
+#include "backends/gloo/gloo_store_adapter.h"
+
+#include "absl/strings/str_cat.h"
+#include "gloo/common/error.h"
+
+namespace plexus {
+namespace {
+
+[[noreturn]] void Throw(const absl::Status& status) {
+  throw gloo::IoException(absl::StrCat("plexus store: ", status.ToString()));
+}
+
+}  // namespace
+
+void GlooStoreAdapter::set(const std::string& key, const std::vector<char>& data) {
+  absl::Status status = store_->Set(key, absl::string_view(data.data(), data.size()));
+  if (!status.ok()) Throw(status);
+}
+
+std::vector<char> GlooStoreAdapter::get(const std::string& key) {
+  // Gloo expects get() to block until the key exists; plexus stores' Get() does.
+  absl::StatusOr<std::string> value = store_->Get(key);
+  if (!value.ok()) Throw(value.status());
+  return std::vector<char>(value->begin(), value->end());
+}
+
+void GlooStoreAdapter::wait(const std::vector<std::string>& keys) {
+  if (absl::Status status = store_->Wait(keys, timeout_); !status.ok()) Throw(status);
+}
+
+void GlooStoreAdapter::wait(const std::vector<std::string>& keys,
+                            const std::chrono::milliseconds& timeout) {
+  absl::Status status = store_->Wait(keys, absl::FromChrono(timeout));
+  if (!status.ok()) Throw(status);
+}
+
+}  // namespace plexus

@@ -1,0 +1,188 @@
+#include "backends/gloo/gloo_transport.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gloo/common/error.h"
+#include "gloo/transport/unbound_buffer.h"
+
+namespace plexus {
+
+struct GlooTransport::Pending {
+  bool is_send = false;
+  std::string what;  // "recv of 4096 bytes from rank 1 (tag ...)"
+  size_t size = 0;
+  absl::Time deadline;
+  WorkPtr work;
+  std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+  std::mutex wait_mu;  // One thread at a time waits on the buffer (Gloo requires it).
+};
+
+uint64_t GlooSlot(uint64_t tag) {
+  const uint64_t operation = TagOperation(tag);
+  const uint64_t step = tag & ((uint64_t{1} << kTagStepBits) - 1);
+  const uint64_t point_to_point = operation >= (uint64_t{1} << 39) ? uint64_t{1} << 55 : 0;
+  return kGlooTransportSlotPrefix | point_to_point | ((operation & 0x7fffffff) << kTagStepBits) |
+         step;
+}
+
+absl::Status GlooErrorToStatus(const std::exception& error, const std::string& what) {
+  const std::string message = error.what();
+  const std::string text = absl::StrCat(what, ": ", message);
+  if (absl::StrContains(message, "Timed out") || absl::StrContains(message, "timed out")) {
+    return absl::DeadlineExceededError(text);
+  }
+  if (dynamic_cast<const gloo::IoException*>(&error) != nullptr) {
+    return absl::UnavailableError(text);
+  }
+  return absl::InternalError(text);
+}
+
+GlooTransport::GlooTransport(std::shared_ptr<gloo::Context> context)
+    : context_(std::move(context)) {}
+
+GlooTransport::~GlooTransport() {
+  Break(absl::AbortedError("transport destroyed"));
+  // Gloo's pairs go with the context (after the buffers, which the pairs may reference).
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.clear();
+}
+
+absl::Status GlooTransport::broken() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return broken_;
+}
+
+WorkPtr GlooTransport::Send(int peer, MessageTag tag, absl::Span<const uint8_t> data,
+                            absl::Duration timeout) {
+  return Post(true, peer, tag, const_cast<uint8_t*>(data.data()), data.size(), timeout, {});
+}
+
+WorkPtr GlooTransport::Recv(int peer, MessageTag tag, absl::Span<uint8_t> data,
+                            absl::Duration timeout) {
+  return Post(false, peer, tag, data.data(), data.size(), timeout, {});
+}
+
+WorkPtr GlooTransport::RecvFromAny(MessageTag tag, absl::Span<uint8_t> data,
+                                   absl::Duration timeout) {
+  std::vector<int> everyone;
+  for (int r = 0; r < size(); ++r) {
+    if (r != rank()) everyone.push_back(r);
+  }
+  return Post(false, -1, tag, data.data(), data.size(), timeout, std::move(everyone));
+}
+
+WorkPtr GlooTransport::Post(bool is_send, int peer, MessageTag tag, uint8_t* data, size_t size,
+                            absl::Duration timeout, std::vector<int> any_of) {
+  auto pending = std::make_shared<Pending>();
+  pending->is_send = is_send;
+  pending->size = size;
+  pending->deadline = absl::Now() + timeout;
+  pending->what =
+      absl::StrCat(is_send ? "send of " : "recv of ", size, " bytes ", is_send ? "to" : "from",
+                   peer >= 0 ? absl::StrCat(" rank ", peer) : " any rank", " (operation ",
+                   TagOperation(tag.tag), ")");
+  pending->work = std::make_shared<Work>(is_send ? "send" : "recv", context_->size);
+  const WorkPtr work = pending->work;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!broken_.ok()) {
+      work->Complete(broken_);
+      return work;
+    }
+    if (peer == rank() || (peer < 0 && any_of.empty())) {
+      work->Complete(absl::InvalidArgumentError(
+          absl::StrCat(pending->what, ": no such peer for rank ", rank())));
+      return work;
+    }
+    try {
+      // Gloo wants a non-null pointer even for empty messages.
+      static uint8_t empty_target;
+      pending->buffer = context_->createUnboundBuffer(size > 0 ? data : &empty_target, size);
+      const uint64_t slot = GlooSlot(tag.tag);
+      if (is_send) {
+        pending->buffer->send(peer, slot);
+      } else if (peer >= 0) {
+        pending->buffer->recv(peer, slot);
+      } else {
+        pending->buffer->recv(any_of, slot);
+      }
+    } catch (const std::exception& error) {
+      absl::Status status = GlooErrorToStatus(error, pending->what);
+      work->Complete(status);
+      broken_ = status;
+      return work;
+    }
+    pending_.push_back(pending);
+  }
+  std::weak_ptr<Pending> weak = pending;
+  work->SetWaitHook([this, weak](absl::Duration wait_timeout) {
+    if (std::shared_ptr<Pending> p = weak.lock()) WaitFor(p, wait_timeout);
+  });
+  return work;
+}
+
+void GlooTransport::WaitFor(const std::shared_ptr<Pending>& pending, absl::Duration timeout) {
+  std::unique_lock<std::mutex> waiting(pending->wait_mu, std::try_to_lock);
+  if (!waiting.owns_lock() || pending->work->IsCompleted()) return;  // Someone else waits.
+  const absl::Duration left = pending->deadline - absl::Now();
+  // A Gloo wait that times out closes every pair of the context, so only the operation's own
+  // deadline may be handed to Gloo; a shorter wait returns without touching it.
+  if (timeout < left) return;
+  const auto gloo_timeout = std::chrono::milliseconds(
+      std::max<int64_t>(1, absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1)))));
+  absl::Status status;
+  try {
+    int source = -1;
+    const bool done = pending->is_send ? pending->buffer->waitSend(&source, gloo_timeout)
+                                       : pending->buffer->waitRecv(&source, gloo_timeout);
+    if (!done) return;  // Aborted by Break(), which completed the Work.
+    if (pending->is_send) {
+      pending->work->AddBytesSent(static_cast<int64_t>(pending->size));
+    } else {
+      pending->work->SetSourceRank(source);
+      pending->work->AddBytesReceived(static_cast<int64_t>(pending->size));
+    }
+  } catch (const std::exception& error) {
+    status = GlooErrorToStatus(error, pending->what);
+  }
+  if (!status.ok()) {
+    Break(status);
+    return;
+  }
+  pending->work->Complete(absl::OkStatus());
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.remove(pending);
+}
+
+void GlooTransport::AbortOperation(uint64_t operation, absl::Status reason) {
+  // Gloo cannot withdraw the operation's posted buffers: the transport breaks instead.
+  Break(absl::Status(reason.code(), absl::StrCat("operation ", operation, ": ", reason.message())));
+}
+
+void GlooTransport::Abort(absl::Status reason) { Break(reason); }
+
+void GlooTransport::Break(const absl::Status& reason) {
+  std::vector<std::shared_ptr<Pending>> failed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (broken_.ok()) broken_ = reason;
+    for (const auto& pending : pending_) {
+      if (!pending->work->IsCompleted()) failed.push_back(pending);
+    }
+  }
+  for (const auto& pending : failed) {
+    pending->work->Complete(broken_.ok() ? reason : broken());
+    if (pending->is_send) {
+      pending->buffer->abortWaitSend();
+    } else {
+      pending->buffer->abortWaitRecv();
+    }
+  }
+}
+
+}  // namespace plexus
