@@ -1,5 +1,6 @@
 #include "backends/gloo/gloo_backend.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -25,8 +26,18 @@ std::string GlooDeviceHostname() {
   return "127.0.0.1";
 }
 
+void IgnoreSigpipeUnlessHandled() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    signal(SIGPIPE, SIG_IGN);
+  }
+}
+
 absl::StatusOr<std::shared_ptr<Backend>> GlooBackend::Create(const BackendContext& context) {
   ASSIGN_OR_RETURN(AlgorithmTable table, AlgorithmTable::FromEnvironment());
+  // Gloo writes to its sockets without MSG_NOSIGNAL: a write to a dead peer would kill this
+  // process with SIGPIPE instead of failing the operation.
+  IgnoreSigpipeUnlessHandled();
   std::shared_ptr<gloo::rendezvous::Context> gloo_context;
   try {
     gloo::transport::tcp::attr attr;

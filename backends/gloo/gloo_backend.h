@@ -32,6 +32,11 @@ class GlooBackend : public CollectivesBackend {
 // host's name (Gloo resolves it).
 std::string GlooDeviceHostname();
 
+// Sets SIGPIPE to ignored if it still has its default action (which would kill the process on
+// a write to a dead peer, since Gloo does not pass MSG_NOSIGNAL). A handler the application
+// installed is left alone.
+void IgnoreSigpipeUnlessHandled();
+
 }  // namespace plexus
 
 #endif  // PLEXUS_BACKENDS_GLOO_GLOO_BACKEND_H_

@@ -168,15 +168,30 @@ void GlooTransport::Abort(absl::Status reason) { Break(reason); }
 
 void GlooTransport::Break(const absl::Status& reason) {
   std::vector<std::shared_ptr<Pending>> failed;
+  absl::Status status;
+  bool first = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (broken_.ok()) broken_ = reason;
+    if (broken_.ok()) {
+      broken_ = reason;
+      first = true;
+    }
+    status = broken_;
     for (const auto& pending : pending_) {
       if (!pending->work->IsCompleted()) failed.push_back(pending);
     }
   }
+  if (first) {
+    // Closing every connection tells the peers at once (they see a closed connection), as the
+    // tcp backend's abort frames do; the context is unusable afterwards anyway.
+    try {
+      context_->closeConnections();
+    } catch (const std::exception&) {
+      // Already closing.
+    }
+  }
   for (const auto& pending : failed) {
-    pending->work->Complete(broken_.ok() ? reason : broken());
+    pending->work->Complete(status);
     if (pending->is_send) {
       pending->buffer->abortWaitSend();
     } else {
