@@ -38,6 +38,27 @@ std::vector<WorkPtr> PostRingAllGatherReceives(CollectiveContext& ctx,
 absl::Status RingAllReduce(CollectiveContext& ctx, void* data, int64_t count, DType dtype,
                            ReduceOpKind op);
 
+// power_of_two_fold.cc: reduces a group to its largest power of two p for the mask-paired
+// schedules (recursive doubling, halving-doubling). Uses steps kFoldStep and kResultStep of
+// the operation; the schedule in between may use steps 1 .. kResultStep - 1.
+struct PowerOfTwoFold {
+  static constexpr uint32_t kFoldStep = 0;
+  static constexpr uint32_t kResultStep = 64;
+
+  explicit PowerOfTwoFold(int size);
+  // The rank among the p that run the schedule; -1 for a rank folded into its partner.
+  int VirtualRank(int rank) const;
+  int RealRank(int vrank) const;
+  // The first 2 (size - p) ranks: even ones send `data`, odd ones combine it in (with `op`).
+  absl::Status FoldIn(CollectiveContext& ctx, uint8_t* data, int64_t count, DType dtype,
+                      ReduceOpKind op) const;
+  // Odd ranks of the folded pairs send the result to their even partners.
+  absl::Status HandBack(CollectiveContext& ctx, uint8_t* data, size_t bytes) const;
+
+  int p;      // Ranks that run the schedule.
+  int extra;  // size - p.
+};
+
 // recursive_doubling_all_reduce.cc: log2(size) exchanges of the whole buffer, in place; any
 // size (the ranks beyond a power of two fold in first and are sent the result last).
 absl::Status RecursiveDoublingAllReduce(CollectiveContext& ctx, void* data, int64_t count,

@@ -16,13 +16,6 @@
 #include "algorithms/reduce_kernels.h"
 
 namespace plexus {
-namespace {
-
-// Steps 0 (fold) and kResultStep (unfold) are shared with recursive doubling's layout; the
-// halving steps take 1..log2(p), the doubling steps the next log2(p).
-constexpr uint32_t kResultStep = 64;
-
-}  // namespace
 
 absl::Status HalvingDoublingAllReduce(CollectiveContext& ctx, void* data, int64_t count,
                                       DType dtype, ReduceOpKind op) {
@@ -32,29 +25,14 @@ absl::Status HalvingDoublingAllReduce(CollectiveContext& ctx, void* data, int64_
   auto* bytes = static_cast<uint8_t*>(data);
   const size_t element = DTypeSize(dtype);
   const size_t total = static_cast<size_t>(count) * element;
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  const int extra = n - p;
-
-  int vrank;  // Rank among the p that exchange; -1 for the folded-out ranks.
-  if (r < 2 * extra) {
-    if (r % 2 == 0) {
-      if (absl::Status status = ctx.Wait(ctx.Send(r + 1, 0, bytes, total)); !status.ok()) {
-        return status;
-      }
-      vrank = -1;
-    } else {
-      uint8_t* scratch = ctx.Scratch(ScratchArena::kReduceIn, total);
-      if (absl::Status status = ctx.Wait(ctx.Recv(r - 1, 0, scratch, total)); !status.ok()) {
-        return status;
-      }
-      ReduceInto(bytes, scratch, count, dtype, op);
-      vrank = r / 2;
-    }
-  } else {
-    vrank = r - extra;
+  // Halving takes steps 1..log2(p), doubling the next log2(p), between the fold's steps.
+  const PowerOfTwoFold fold(n);
+  const int p = fold.p;
+  if (absl::Status status = fold.FoldIn(ctx, bytes, count, dtype, op); !status.ok()) {
+    return status;
   }
-  auto real_rank = [extra](int v) { return v < extra ? 2 * v + 1 : v + extra; };
+  const int vrank = fold.VirtualRank(r);
+  auto real_rank = [&fold](int v) { return fold.RealRank(v); };
 
   if (vrank >= 0) {
     const Partition blocks = BalancedPartition(count, p);
@@ -143,12 +121,7 @@ absl::Status HalvingDoublingAllReduce(CollectiveContext& ctx, void* data, int64_
     }
   }
 
-  if (r < 2 * extra) {
-    WorkPtr last = r % 2 == 1 ? ctx.Send(r - 1, kResultStep, bytes, total)
-                              : ctx.Recv(r + 1, kResultStep, bytes, total);
-    return ctx.Wait(last);
-  }
-  return absl::OkStatus();
+  return fold.HandBack(ctx, bytes, total);
 }
 
 }  // namespace plexus

@@ -15,47 +15,25 @@ absl::Status RecursiveDoublingAllReduce(CollectiveContext& ctx, void* data, int6
   const int n = ctx.size();
   const int r = ctx.rank();
   if (n == 1) return absl::OkStatus();
-  const size_t bytes = static_cast<size_t>(count) * DTypeSize(dtype);
-  uint8_t* scratch = ctx.Scratch(ScratchArena::kReduceIn, bytes);
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  const int extra = n - p;
-  int vrank;  // Rank among the p that exchange; -1 for the folded-out ranks.
-  if (r < 2 * extra) {
-    if (r % 2 == 0) {
-      if (absl::Status status = ctx.Wait(ctx.Send(r + 1, 0, data, bytes)); !status.ok()) {
-        return status;
-      }
-      vrank = -1;
-    } else {
-      if (absl::Status status = ctx.Wait(ctx.Recv(r - 1, 0, scratch, bytes));
-          !status.ok()) {
-        return status;
-      }
-      ReduceInto(data, scratch, count, dtype, op);
-      vrank = r / 2;
-    }
-  } else {
-    vrank = r - extra;
+  auto* bytes = static_cast<uint8_t*>(data);
+  const size_t total = static_cast<size_t>(count) * DTypeSize(dtype);
+  const PowerOfTwoFold fold(n);
+  if (absl::Status status = fold.FoldIn(ctx, bytes, count, dtype, op); !status.ok()) {
+    return status;
   }
-  auto real_rank = [extra](int v) { return v < extra ? 2 * v + 1 : v + extra; };
+  const int vrank = fold.VirtualRank(r);
   if (vrank >= 0) {
+    uint8_t* scratch = ctx.Scratch(ScratchArena::kReduceIn, total);
     uint32_t step = 1;
-    for (int mask = 1; mask < p; mask <<= 1, ++step) {
-      const int partner = real_rank(vrank ^ mask);
-      WorkPtr recv = ctx.Recv(partner, step, scratch, bytes);
-      WorkPtr send = ctx.Send(partner, step, data, bytes);
+    for (int mask = 1; mask < fold.p; mask <<= 1, ++step) {
+      const int partner = fold.RealRank(vrank ^ mask);
+      WorkPtr recv = ctx.Recv(partner, step, scratch, total);
+      WorkPtr send = ctx.Send(partner, step, bytes, total);
       if (absl::Status status = ctx.WaitAll({recv, send}); !status.ok()) return status;
-      ReduceInto(data, scratch, count, dtype, op);
+      ReduceInto(bytes, scratch, count, dtype, op);
     }
   }
-  constexpr uint32_t kResultStep = 64;
-  if (r < 2 * extra) {
-    WorkPtr last = r % 2 == 1 ? ctx.Send(r - 1, kResultStep, data, bytes)
-                              : ctx.Recv(r + 1, kResultStep, data, bytes);
-    return ctx.Wait(last);
-  }
-  return absl::OkStatus();
+  return fold.HandBack(ctx, bytes, total);
 }
 
 }  // namespace plexus

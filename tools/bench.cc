@@ -3,8 +3,8 @@
 // per (backend, op, size) with time, algorithm bandwidth and bus bandwidth.
 //
 //   bazel run //tools:bench                     # 4 ranks, float32 all_reduce, 1K..64M, all CPU backends
-//   bazel run //tools:bench -- --backends=cpu:tcp --ops=all_reduce,all_gather --ranks=8 \
-//       --sizes=1K:16M --dtype=bfloat16 --iters=20 --warmup=5 --json=/tmp/bench.json
+//   bazel run //tools:bench -- --backends=cpu:tcp,cpu:gloo --ops=all_reduce,all_gather
+//       --ranks=8 --sizes=1K:16M --dtype=bfloat16 --iters=20 --warmup=5 --json=/tmp/bench.json
 //
 // Exits non-zero if any element is wrong or any rank fails.
 #include <stdlib.h>

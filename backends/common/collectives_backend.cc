@@ -2,6 +2,15 @@
 
 namespace plexus {
 
+BackendCapabilities CollectivesBackend::CpuTransportCapabilities() {
+  BackendCapabilities caps;
+  caps.devices = {DeviceType::kCpu};
+  caps.dtypes.assign(std::begin(kAllDTypes), std::end(kAllDTypes));
+  caps.recv_any_source = true;
+  caps.survives_peer_loss = false;
+  return caps;
+}
+
 WorkPtr CollectivesBackend::Broadcast(const Tensor& tensor, const BroadcastOptions& options) {
   return collectives_->Broadcast(tensor, options);
 }

@@ -44,6 +44,10 @@ class CollectivesBackend : public Backend {
   WorkPtr RecvAnySource(const Tensor& tensor, const RecvOptions& options) override;
 
  protected:
+  // Every dtype on cpu, receive-from-any-source, no survival of a lost peer: what a backend
+  // that runs algorithms/ over a host transport serves.
+  static BackendCapabilities CpuTransportCapabilities();
+
   explicit CollectivesBackend(std::unique_ptr<Collectives> collectives)
       : collectives_(std::move(collectives)) {}
 

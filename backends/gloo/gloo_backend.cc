@@ -57,14 +57,7 @@ absl::StatusOr<std::shared_ptr<Backend>> GlooBackend::Create(const BackendContex
   return std::shared_ptr<Backend>(new GlooBackend(std::move(collectives)));
 }
 
-BackendCapabilities GlooBackend::capabilities() const {
-  BackendCapabilities caps;
-  caps.devices = {DeviceType::kCpu};
-  caps.dtypes.assign(std::begin(kAllDTypes), std::end(kAllDTypes));
-  caps.recv_any_source = true;
-  caps.survives_peer_loss = false;
-  return caps;
-}
+BackendCapabilities GlooBackend::capabilities() const { return CpuTransportCapabilities(); }
 
 namespace {
 

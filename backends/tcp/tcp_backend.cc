@@ -22,14 +22,7 @@ absl::StatusOr<std::shared_ptr<Backend>> TcpBackend::Create(const BackendContext
   return std::shared_ptr<Backend>(new TcpBackend(std::move(collectives)));
 }
 
-BackendCapabilities TcpBackend::capabilities() const {
-  BackendCapabilities caps;
-  caps.devices = {DeviceType::kCpu};
-  caps.dtypes.assign(std::begin(kAllDTypes), std::end(kAllDTypes));
-  caps.recv_any_source = true;
-  caps.survives_peer_loss = false;
-  return caps;
-}
+BackendCapabilities TcpBackend::capabilities() const { return CpuTransportCapabilities(); }
 
 namespace {
 
