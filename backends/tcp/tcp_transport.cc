@@ -132,10 +132,11 @@ class TcpTransport::Engine {
   void LoopThreadRound(int timeout_ms) {
     {
       std::unique_lock<std::mutex> role(role_mu_);
-      uint64_t seen = caller_rounds_ - 1;
+      // Park while a caller polls, waits to, or polled since the last look.
       while (!stopping.load(std::memory_order_acquire) && !urgent_ &&
-             (poller_ != Poller::kNone || caller_waiters_ > 0 || caller_rounds_ != seen)) {
-        seen = caller_rounds_;
+             (poller_ != Poller::kNone || caller_waiters_ > 0 ||
+              caller_rounds_ != loop_seen_rounds_)) {
+        loop_seen_rounds_ = caller_rounds_;
         loop_cv_.wait_for(role, absl::ToChronoNanoseconds(kCallerGrace));
       }
       urgent_ = false;
@@ -179,6 +180,7 @@ class TcpTransport::Engine {
   Poller poller_ = Poller::kNone;
   int caller_waiters_ = 0;
   uint64_t caller_rounds_ = 0;
+  uint64_t loop_seen_rounds_ = 0;  // caller_rounds_ when the loop thread last looked.
   bool kicked_ = false;
   bool urgent_ = false;
 };
