@@ -32,89 +32,78 @@ absl::Status HalvingDoublingAllReduce(CollectiveContext& ctx, void* data, int64_
     return status;
   }
   const int vrank = fold.VirtualRank(r);
-  auto real_rank = [&fold](int v) { return fold.RealRank(v); };
 
   if (vrank >= 0) {
     const Partition blocks = BalancedPartition(count, p);
-    // Element range of blocks [first, last).
-    auto begin_of = [&](int first) { return blocks.offsets[first]; };
-    auto end_of = [&](int last) {
-      return last == p ? count : blocks.offsets[last];
+    // Element offset and count of the `width` blocks from `first` (aligned groups: at mask m
+    // a rank holds the m blocks from vrank & ~(m - 1), its partner those from (vrank ^ m)).
+    struct Range {
+      int64_t begin;
+      int64_t count;
     };
+    auto blocks_from = [&](int first, int width) {
+      const int64_t begin = blocks.offsets[first];
+      const int64_t end = first + width == p ? count : blocks.offsets[first + width];
+      return Range{begin, end - begin};
+    };
+    auto aligned = [](int v, int mask) { return v & ~(mask - 1); };
     const int64_t segment = std::max<int64_t>(1, kSegmentBytes / element);
+    // Segments (at least one, possibly empty, so both sides count the same messages).
+    auto segments = [segment](int64_t elements) {
+      return std::max<int64_t>(1, (elements + segment - 1) / segment);
+    };
     int levels = 0;
     while ((1 << levels) < p) ++levels;
-    // The all-gather's receives go up first (its step d at mask 2^d fills the partner's m
-    // aligned blocks), so a partner that is ahead lands its result in place, not in staging.
-    // Safe by causality: those blocks' final values need this rank's halving sends of them.
+    // The all-gather's receives go up first, so a partner that is ahead lands its result in
+    // place, not in staging. Safe by causality: those blocks' final values need this rank's
+    // halving sends of them.
     std::vector<WorkPtr> gather_recvs;
     for (int d = 0; d < levels; ++d) {
       const int mask = 1 << d;
-      const int their_first = (vrank ^ mask) & ~(mask - 1);
-      const int64_t theirs_begin = begin_of(their_first);
-      const int64_t theirs_count = end_of(their_first + mask) - theirs_begin;
-      gather_recvs.push_back(ctx.Recv(real_rank(vrank ^ mask), 1 + levels + d,
-                                      bytes + theirs_begin * element,
-                                      static_cast<size_t>(theirs_count) * element));
+      const Range theirs = blocks_from(aligned(vrank ^ mask, mask), mask);
+      gather_recvs.push_back(ctx.Recv(fold.RealRank(vrank ^ mask), 1 + levels + d,
+                                      bytes + theirs.begin * element,
+                                      static_cast<size_t>(theirs.count) * element));
     }
-    uint8_t* scratch = nullptr;
+    // Reduce-scatter by recursive halving: at mask m keep m blocks, give the partner m.
+    uint8_t* scratch = ctx.Scratch(
+        ScratchArena::kReduceIn,
+        static_cast<size_t>(std::max<int64_t>(
+            1, blocks_from(aligned(vrank, p / 2), p / 2).count)) * element);
     uint32_t step = 1;
-    int lo = 0;
-    int hi = p;
-    // Reduce-scatter by recursive halving.
     for (int mask = p / 2; mask >= 1; mask /= 2, ++step) {
-      const int partner = real_rank(vrank ^ mask);
-      const int mid = lo + (hi - lo) / 2;
-      const bool keep_low = (vrank & mask) == 0;
-      const int keep_first = keep_low ? lo : mid;
-      const int keep_last = keep_low ? mid : hi;
-      const int give_first = keep_low ? mid : lo;
-      const int give_last = keep_low ? hi : mid;
-      const int64_t keep_begin = begin_of(keep_first);
-      const int64_t keep_count = end_of(keep_last) - keep_begin;
-      const int64_t give_begin = begin_of(give_first);
-      const int64_t give_count = end_of(give_last) - give_begin;
-      if (scratch == nullptr) {
-        scratch = ctx.Scratch(ScratchArena::kReduceIn,
-                              static_cast<size_t>(std::max<int64_t>(keep_count, 1)) * element);
-      }
-      // Segments (at least one, possibly empty, so both sides count the same messages).
-      auto segments = [segment](int64_t elements) {
-        return std::max<int64_t>(1, (elements + segment - 1) / segment);
-      };
+      const int partner = fold.RealRank(vrank ^ mask);
+      const Range keep = blocks_from(aligned(vrank, mask), mask);
+      const Range give = blocks_from(aligned(vrank ^ mask, mask), mask);
       std::vector<WorkPtr> recvs;
-      for (int64_t i = 0; i < segments(keep_count); ++i) {
-        const int64_t elements = std::min(segment, keep_count - i * segment);
+      for (int64_t i = 0; i < segments(keep.count); ++i) {
+        const int64_t elements = std::min(segment, keep.count - i * segment);
         recvs.push_back(ctx.Recv(partner, step, scratch + i * segment * element,
                                  static_cast<size_t>(elements) * element));
       }
       std::vector<WorkPtr> sends;
-      for (int64_t i = 0; i < segments(give_count); ++i) {
-        const int64_t elements = std::min(segment, give_count - i * segment);
-        sends.push_back(ctx.Send(partner, step, bytes + (give_begin + i * segment) * element,
+      for (int64_t i = 0; i < segments(give.count); ++i) {
+        const int64_t elements = std::min(segment, give.count - i * segment);
+        sends.push_back(ctx.Send(partner, step, bytes + (give.begin + i * segment) * element,
                                  static_cast<size_t>(elements) * element));
       }
       for (int64_t i = 0; i < static_cast<int64_t>(recvs.size()); ++i) {
         if (absl::Status status = ctx.Wait(recvs[i]); !status.ok()) return status;
-        const int64_t elements = std::min(segment, keep_count - i * segment);
+        const int64_t elements = std::min(segment, keep.count - i * segment);
         if (elements > 0) {
-          ReduceInto(bytes + (keep_begin + i * segment) * element,
+          ReduceInto(bytes + (keep.begin + i * segment) * element,
                      scratch + i * segment * element, elements, dtype, op);
         }
       }
       if (absl::Status status = ctx.WaitAll(sends); !status.ok()) return status;
-      lo = keep_first;
-      hi = keep_last;
     }
     // All-gather by recursive doubling: the range held doubles each step.
     for (int d = 0; d < levels; ++d) {
       const int mask = 1 << d;
-      const int mine_first = vrank & ~(mask - 1);
-      const int64_t mine_begin = begin_of(mine_first);
-      const int64_t mine_count = end_of(mine_first + mask) - mine_begin;
-      WorkPtr send = ctx.Send(real_rank(vrank ^ mask), 1 + levels + d,
-                              bytes + mine_begin * element,
-                              static_cast<size_t>(mine_count) * element);
+      const Range mine = blocks_from(aligned(vrank, mask), mask);
+      WorkPtr send = ctx.Send(fold.RealRank(vrank ^ mask), 1 + levels + d,
+                              bytes + mine.begin * element,
+                              static_cast<size_t>(mine.count) * element);
       if (absl::Status status = ctx.WaitAll({gather_recvs[d], send}); !status.ok()) {
         return status;
       }

@@ -52,11 +52,6 @@ GlooTransport::~GlooTransport() {
   pending_.clear();
 }
 
-absl::Status GlooTransport::broken() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return broken_;
-}
-
 WorkPtr GlooTransport::Send(int peer, MessageTag tag, absl::Span<const uint8_t> data,
                             absl::Duration timeout) {
   return Post(true, peer, tag, const_cast<uint8_t*>(data.data()), data.size(), timeout, {});

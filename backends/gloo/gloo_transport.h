@@ -46,9 +46,6 @@ class GlooTransport : public Transport {
   void AbortOperation(uint64_t operation, absl::Status reason) override;
   void Abort(absl::Status reason) override;
 
-  // OK until the transport broke; then the status that broke it.
-  absl::Status broken() const;
-
   struct Pending;  // One posted send or receive (gloo_transport.cc).
 
  private:
@@ -59,7 +56,7 @@ class GlooTransport : public Transport {
   void Break(const absl::Status& reason);
 
   const std::shared_ptr<gloo::Context> context_;
-  mutable std::mutex mu_;
+  std::mutex mu_;
   absl::Status broken_;
   // Operations not yet complete. Buffers of failed ones stay here until the transport goes,
   // since Gloo may still hold them.

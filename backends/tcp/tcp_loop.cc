@@ -729,11 +729,14 @@ void Loop::ExpireDeadlines() {
   }
 }
 
-int Loop::NextTimeoutMs() const {
-  if (timers_.empty()) return 1000;
-  const absl::Duration left = timers_.begin()->first - absl::Now();
+int MillisecondsUntil(absl::Time deadline) {
+  const absl::Duration left = deadline - absl::Now();
   return static_cast<int>(std::clamp<int64_t>(
       absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), 0, 1000));
+}
+
+int Loop::NextTimeoutMs() const {
+  return timers_.empty() ? 1000 : MillisecondsUntil(timers_.begin()->first);
 }
 
 }  // namespace plexus::tcp

@@ -69,6 +69,9 @@ struct SendLane {
 // has been counted in `lane.queued` and `op.written` says how much already left.
 bool TrySendDirect(SendLane& lane, Op& op);
 
+// Milliseconds until `deadline` for epoll_wait: rounded up, clamped to [0, 1000].
+int MillisecondsUntil(absl::Time deadline);
+
 class Loop {
  public:
   using SignatureDescriber = std::function<std::string(uint64_t signature)>;

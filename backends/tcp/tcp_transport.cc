@@ -29,12 +29,6 @@ constexpr uint64_t kWakeupId = ~uint64_t{0};
 // caller's round: back-to-back operations then never bounce between threads.
 constexpr absl::Duration kCallerGrace = absl::Milliseconds(1);
 
-int MillisecondsUntil(absl::Time deadline) {
-  const absl::Duration left = deadline - absl::Now();
-  return static_cast<int>(std::clamp<int64_t>(
-      absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), 0, 1000));
-}
-
 }  // namespace
 
 // Everything the sockets need, shared between the transport, its loop thread and threads
@@ -45,8 +39,6 @@ class TcpTransport::Engine {
   enum class Poller { kNone, kLoop, kCaller };
 
   Engine(ScopedFd epoll, ScopedFd wakeup) : epoll_(std::move(epoll)), wakeup_(std::move(wakeup)) {}
-
-  int epoll_fd() const { return epoll_.get(); }
 
   // Runs `command` on the loop state at the next poll round.
   void Post(std::function<void(tcp::Loop&)> command) {
@@ -109,7 +101,7 @@ class TcpTransport::Engine {
         {
           std::lock_guard<std::recursive_mutex> lock(loop_mu);
           if (loop == nullptr) timeout_ms = 0;
-          else timeout_ms = std::min(loop->NextTimeoutMs(), MillisecondsUntil(deadline));
+          else timeout_ms = std::min(loop->NextTimeoutMs(), tcp::MillisecondsUntil(deadline));
         }
         PollRound(timeout_ms);
         role.lock();
@@ -355,24 +347,23 @@ WorkPtr TcpTransport::RecvFromAny(MessageTag tag, absl::Span<uint8_t> data,
   return op->work;
 }
 
-// Both run right here rather than at the next poll round: once they return, no receive of the
-// operation writes into its caller's buffer again (the collective may hand it back at once).
-void TcpTransport::AbortOperation(uint64_t operation, absl::Status reason) {
+// Aborts run right here rather than at the next poll round: once they return, no receive of
+// the operation writes into its caller's buffer again (the collective may hand it back at once).
+void TcpTransport::RunOnLoopNow(const std::function<void(tcp::Loop&)>& command) {
   {
     std::lock_guard<std::recursive_mutex> lock(engine_->loop_mu);
     if (engine_->loop == nullptr) return;
-    engine_->loop->AbortOperation(operation, reason, /*notify_peers=*/true);
+    command(*engine_->loop);
   }
   engine_->Wake();  // The poller writes the abort frames.
 }
 
+void TcpTransport::AbortOperation(uint64_t operation, absl::Status reason) {
+  RunOnLoopNow([&](tcp::Loop& loop) { loop.AbortOperation(operation, reason, true); });
+}
+
 void TcpTransport::Abort(absl::Status reason) {
-  {
-    std::lock_guard<std::recursive_mutex> lock(engine_->loop_mu);
-    if (engine_->loop == nullptr) return;
-    engine_->loop->AbortAll(reason);
-  }
-  engine_->Wake();
+  RunOnLoopNow([&](tcp::Loop& loop) { loop.AbortAll(reason); });
 }
 
 }  // namespace plexus

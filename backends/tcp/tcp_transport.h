@@ -23,6 +23,7 @@
 
 namespace plexus {
 namespace tcp {
+class Loop;
 struct SendLane;
 struct Op;
 }  // namespace tcp
@@ -69,6 +70,8 @@ class TcpTransport : public Transport {
   // Registers a receive from the caller's thread: a message that already arrived is copied
   // right here; the poller is woken only if this deadline is earlier than its next one.
   void PostReceive(const std::shared_ptr<tcp::Op>& op);
+  // Runs `command` on the loop state now, on this thread, then wakes the poller.
+  void RunOnLoopNow(const std::function<void(tcp::Loop&)>& command);
 
   const TcpTransportOptions options_;
   std::vector<std::unique_ptr<tcp::SendLane>> lanes_;  // One per peer; see tcp_loop.h.
