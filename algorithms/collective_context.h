@@ -66,6 +66,7 @@ class CollectiveContext {
   int size() const { return transport_.size(); }
   CollectiveKind kind() const { return kind_; }
   uint64_t sequence() const { return sequence_; }
+  uint64_t signature() const { return signature_; }
 
   // Post a send/receive for step `step` of this operation.
   WorkPtr Send(int peer, uint32_t step, const void* data, size_t bytes);
@@ -77,6 +78,13 @@ class CollectiveContext {
   absl::Status WaitAll(const std::vector<WorkPtr>& works);
 
   absl::Time deadline() const { return deadline_; }
+
+  // Adds to the operation's byte counts what a library-run collective reports as its traffic.
+  void CountBytes(int64_t sent, int64_t received) {
+    if (work_ == nullptr) return;
+    work_->AddBytesSent(sent);
+    work_->AddBytesReceived(received);
+  }
 
   // Ends the operation on every rank with `status` (idempotent); returns `status`.
   absl::Status Fail(absl::Status status);

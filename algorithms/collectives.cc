@@ -35,7 +35,7 @@ Collectives::~Collectives() {
   worker_.join();
 }
 
-WorkPtr Collectives::Enqueue(CollectiveKind kind, DType dtype, int64_t count,
+WorkPtr Collectives::Submit(CollectiveKind kind, DType dtype, int64_t count,
                              absl::Duration timeout, Body body) {
   std::lock_guard<std::mutex> lock(queue_->mu);
   const uint64_t sequence = next_sequence_++;
@@ -133,7 +133,7 @@ absl::Status Collectives::RunAllReduce(CollectiveContext& ctx, void* data, int64
 }
 
 WorkPtr Collectives::AllReduce(const Tensor& tensor, const AllReduceOptions& options) {
-  return Enqueue(CollectiveKind::kAllReduce, tensor.dtype(), tensor.numel(), options.timeout,
+  return Submit(CollectiveKind::kAllReduce, tensor.dtype(), tensor.numel(), options.timeout,
                  [this, tensor, options](CollectiveContext& ctx) {
                    return RunAllReduce(ctx, tensor.data(), tensor.numel(), tensor.dtype(),
                                        options.op);
@@ -144,7 +144,7 @@ WorkPtr Collectives::AllReduceCoalesced(absl::Span<const Tensor> tensors,
                                         const AllReduceCoalescedOptions& options) {
   int64_t total = 0;
   for (const Tensor& t : tensors) total += t.numel();
-  return Enqueue(
+  return Submit(
       CollectiveKind::kAllReduceCoalesced, tensors[0].dtype(), total, options.timeout,
       [this, list = Copy(tensors), total, options](CollectiveContext& ctx) {
         // One fused reduction over the tensors packed end to end.
@@ -167,7 +167,7 @@ WorkPtr Collectives::AllReduceCoalesced(absl::Span<const Tensor> tensors,
 }
 
 WorkPtr Collectives::Broadcast(const Tensor& tensor, const BroadcastOptions& options) {
-  return Enqueue(CollectiveKind::kBroadcast, tensor.dtype(), tensor.numel(), options.timeout,
+  return Submit(CollectiveKind::kBroadcast, tensor.dtype(), tensor.numel(), options.timeout,
                  [tensor, options](CollectiveContext& ctx) {
                    return BinomialBroadcast(ctx, tensor.data(), tensor.nbytes(),
                                             options.root_rank);
@@ -175,7 +175,7 @@ WorkPtr Collectives::Broadcast(const Tensor& tensor, const BroadcastOptions& opt
 }
 
 WorkPtr Collectives::Reduce(const Tensor& tensor, const ReduceOptions& options) {
-  return Enqueue(CollectiveKind::kReduce, tensor.dtype(), tensor.numel(), options.timeout,
+  return Submit(CollectiveKind::kReduce, tensor.dtype(), tensor.numel(), options.timeout,
                  [this, tensor, options](CollectiveContext& ctx) {
                    const int64_t count = tensor.numel();
                    const DType dtype = tensor.dtype();
@@ -203,7 +203,7 @@ WorkPtr Collectives::Reduce(const Tensor& tensor, const ReduceOptions& options) 
 
 WorkPtr Collectives::AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
                                const AllGatherOptions& options) {
-  return Enqueue(CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
+  return Submit(CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
                  [this, list = Copy(outputs), input](CollectiveContext& ctx) {
                    std::vector<uint8_t*> blocks;
                    std::vector<size_t> bytes;
@@ -220,7 +220,7 @@ WorkPtr Collectives::AllGather(absl::Span<const Tensor> outputs, const Tensor& i
 
 WorkPtr Collectives::AllGatherIntoTensor(const Tensor& output, const Tensor& input,
                                          const AllGatherOptions& options) {
-  return Enqueue(CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
+  return Submit(CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
                  [this, output, input](CollectiveContext& ctx) {
                    std::vector<uint8_t*> blocks;
                    std::vector<size_t> bytes(size(), input.nbytes());
@@ -236,7 +236,7 @@ WorkPtr Collectives::AllGatherIntoTensor(const Tensor& output, const Tensor& inp
 
 WorkPtr Collectives::Gather(absl::Span<const Tensor> outputs, const Tensor& input,
                             const GatherOptions& options) {
-  return Enqueue(CollectiveKind::kGather, input.dtype(), input.numel(), options.timeout,
+  return Submit(CollectiveKind::kGather, input.dtype(), input.numel(), options.timeout,
                  [list = Copy(outputs), input, options](CollectiveContext& ctx) {
                    std::vector<void*> pointers;
                    for (const Tensor& t : list) pointers.push_back(t.data());
@@ -247,7 +247,7 @@ WorkPtr Collectives::Gather(absl::Span<const Tensor> outputs, const Tensor& inpu
 
 WorkPtr Collectives::Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
                              const ScatterOptions& options) {
-  return Enqueue(CollectiveKind::kScatter, output.dtype(), output.numel(), options.timeout,
+  return Submit(CollectiveKind::kScatter, output.dtype(), output.numel(), options.timeout,
                  [list = Copy(inputs), output, options](CollectiveContext& ctx) {
                    std::vector<const void*> pointers;
                    for (const Tensor& t : list) pointers.push_back(t.data());
@@ -279,7 +279,7 @@ absl::Status Collectives::RunReduceScatter(CollectiveContext& ctx, uint8_t* pack
 
 WorkPtr Collectives::ReduceScatter(const Tensor& output, absl::Span<const Tensor> inputs,
                                    const ReduceScatterOptions& options) {
-  return Enqueue(CollectiveKind::kReduceScatter, output.dtype(), output.numel(), options.timeout,
+  return Submit(CollectiveKind::kReduceScatter, output.dtype(), output.numel(), options.timeout,
                  [this, list = Copy(inputs), output, options](CollectiveContext& ctx) {
                    uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, output.nbytes() * list.size());
                    for (size_t i = 0; i < list.size(); ++i) {
@@ -293,7 +293,7 @@ WorkPtr Collectives::ReduceScatter(const Tensor& output, absl::Span<const Tensor
 
 WorkPtr Collectives::ReduceScatterTensor(const Tensor& output, const Tensor& input,
                                          const ReduceScatterOptions& options) {
-  return Enqueue(CollectiveKind::kReduceScatter, output.dtype(), output.numel(), options.timeout,
+  return Submit(CollectiveKind::kReduceScatter, output.dtype(), output.numel(), options.timeout,
                  [this, input, output, options](CollectiveContext& ctx) {
                    // The input is the caller's: reduce in a copy.
                    uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, input.nbytes());
@@ -304,7 +304,7 @@ WorkPtr Collectives::ReduceScatterTensor(const Tensor& output, const Tensor& inp
 
 WorkPtr Collectives::AllToAll(absl::Span<const Tensor> outputs, absl::Span<const Tensor> inputs,
                               const AllToAllOptions& options) {
-  return Enqueue(CollectiveKind::kAllToAll, inputs[0].dtype(), 0, options.timeout,
+  return Submit(CollectiveKind::kAllToAll, inputs[0].dtype(), 0, options.timeout,
                  [outs = Copy(outputs), ins = Copy(inputs)](CollectiveContext& ctx) {
                    std::vector<ByteBlock> send, recv;
                    for (const Tensor& t : ins) send.push_back({t.bytes(), t.nbytes()});
@@ -319,7 +319,7 @@ WorkPtr Collectives::AllToAllSingle(const Tensor& output, const Tensor& input,
                                     const AllToAllOptions& options) {
   std::vector<int64_t> out_splits(output_split_sizes.begin(), output_split_sizes.end());
   std::vector<int64_t> in_splits(input_split_sizes.begin(), input_split_sizes.end());
-  return Enqueue(
+  return Submit(
       CollectiveKind::kAllToAll, input.dtype(), 0, options.timeout,
       [output, input, out_splits, in_splits](CollectiveContext& ctx) {
         // Splits count rows of the first dimension; a row is numel / rows elements.
@@ -339,7 +339,7 @@ WorkPtr Collectives::AllToAllSingle(const Tensor& output, const Tensor& input,
 }
 
 WorkPtr Collectives::Barrier(const BarrierOptions& options) {
-  return Enqueue(CollectiveKind::kBarrier, DType::kUInt8, 0, options.timeout,
+  return Submit(CollectiveKind::kBarrier, DType::kUInt8, 0, options.timeout,
                  [](CollectiveContext& ctx) { return DisseminationBarrier(ctx); });
 }
 

@@ -64,15 +64,22 @@ class Collectives {
   WorkPtr Recv(const Tensor& tensor, int src, const RecvOptions& options);
   WorkPtr RecvAnySource(const Tensor& tensor, const RecvOptions& options);
 
- private:
+  // Queues a custom body as the next collective, in issue order with the ones above: how a
+  // backend runs its library's native collective for some calls and algorithms/ for others.
+  // The body runs on the worker (or a waiting thread) with the operation's context; a failure
+  // it returns is also sent to the peers through ctx.Fail.
   using Body = std::function<absl::Status(CollectiveContext&)>;
+  WorkPtr Submit(CollectiveKind kind, DType dtype, int64_t count, absl::Duration timeout,
+                 Body body);
+
+ private:
   struct Task {
     CollectiveKind kind;
     uint64_t sequence;
     uint64_t signature;
     absl::Duration timeout;
     WorkPtr work;
-    std::function<absl::Status(CollectiveContext&)> body;
+    Body body;
     Collectives* owner;
   };
 
@@ -85,8 +92,6 @@ class Collectives {
     bool stopping = false;
   };
 
-  WorkPtr Enqueue(CollectiveKind kind, DType dtype, int64_t count, absl::Duration timeout,
-                  Body body);
   // Pops the next task and marks the queue running (caller holds queue.mu).
   static Task TakeFront(Queue& queue);
   // Runs `task`, completes its Work and clears `running`; on the worker or on a waiting thread.
@@ -106,7 +111,7 @@ class Collectives {
   const std::shared_ptr<Transport> transport_;
   const AlgorithmTable table_;
   const std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
-  ScratchArena arena_;  // Used by whichever thread runs the (single) current task.
+  ScratchArena arena_;          // Used by whichever thread runs the (single) current task.
   uint64_t next_sequence_ = 1;  // Guarded by queue_->mu.
   std::thread worker_;
 };

@@ -52,6 +52,8 @@ class CollectivesBackend : public Backend {
       : collectives_(std::move(collectives)) {}
 
   Collectives& collectives() { return *collectives_; }
+  int rank() const { return collectives_->rank(); }
+  int size() const { return collectives_->size(); }
 
  private:
   const std::unique_ptr<Collectives> collectives_;

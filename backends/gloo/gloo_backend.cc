@@ -5,9 +5,11 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "algorithms/reduce_kernels.h"
 #include "backends/gloo/gloo_store_adapter.h"
 #include "backends/gloo/gloo_transport.h"
 #include "frontend/core/status_macros.h"
@@ -48,16 +50,201 @@ absl::StatusOr<std::shared_ptr<Backend>> GlooBackend::Create(const BackendContex
     GlooStoreAdapter store(context.store, context.timeout);
     gloo_context->connectFullMesh(store, device);
   } catch (const std::exception& error) {
-    return GlooErrorToStatus(error, absl::StrCat("gloo: connecting rank ", context.rank, " of ",
-                                                 context.size, " (group ", context.group_name,
-                                                 ")"));
+    return GlooErrorToStatus(
+        error, absl::StrCat("gloo: connecting rank ", context.rank, " of ", context.size,
+                            " (group ", context.group_name, ")"));
   }
+  const char* native_env = std::getenv("PLEXUS_GLOO_NATIVE");
+  const bool native = native_env == nullptr || std::string(native_env) != "0";
   auto transport = std::make_shared<GlooTransport>(std::move(gloo_context));
-  auto collectives = std::make_unique<Collectives>(std::move(transport), std::move(table));
-  return std::shared_ptr<Backend>(new GlooBackend(std::move(collectives)));
+  auto collectives = std::make_unique<Collectives>(transport, std::move(table));
+  return std::shared_ptr<Backend>(
+      new GlooBackend(std::move(collectives), std::move(transport), native));
 }
 
 BackendCapabilities GlooBackend::capabilities() const { return CpuTransportCapabilities(); }
+
+WorkPtr GlooBackend::SubmitNative(
+    CollectiveKind kind, DType dtype, int64_t count, absl::Duration timeout,
+    nominal_traffic::Traffic traffic,
+    std::function<void(const gloo_native::Call&, CollectiveContext&)> run) {
+  return collectives().Submit(
+      kind, dtype, count, timeout,
+      [transport = transport_, traffic,
+       run = std::move(run)](CollectiveContext& ctx) -> absl::Status {
+        RETURN_IF_ERROR(transport->broken());
+        const int64_t left_ms = absl::ToInt64Milliseconds(
+            absl::Ceil(ctx.deadline() - absl::Now(), absl::Milliseconds(1)));
+        if (left_ms <= 0) {
+          return absl::DeadlineExceededError(absl::StrCat(
+              CollectiveName(ctx.kind()), " #", ctx.sequence(), ": timed out before it started"));
+        }
+        gloo_native::Call call;
+        call.context = transport->context();
+        call.tag = static_cast<uint32_t>(ctx.signature() ^ (ctx.signature() >> 32));
+        call.timeout = std::chrono::milliseconds(left_ms);
+        try {
+          run(call, ctx);
+        } catch (const std::exception& error) {
+          absl::Status status =
+              GlooErrorToStatus(error, absl::StrCat("gloo ", CollectiveName(ctx.kind()), " #",
+                                                    ctx.sequence(), " on rank ", ctx.rank()));
+          // Gloo leaves its pairs unusable after a failed collective.
+          transport->Abort(status);
+          return status;
+        }
+        ctx.CountBytes(traffic.sent, traffic.received);
+        return absl::OkStatus();
+      });
+}
+
+WorkPtr GlooBackend::AllReduce(const Tensor& tensor, const AllReduceOptions& options) {
+  if (!native_) return CollectivesBackend::AllReduce(tensor, options);
+  return SubmitNative(
+      CollectiveKind::kAllReduce, tensor.dtype(), tensor.numel(), options.timeout,
+      nominal_traffic::AllReduce(tensor.nbytes(), size()),
+      [tensor, op = options.op](const gloo_native::Call& call, CollectiveContext&) {
+        const int64_t count = tensor.numel();
+        if (op.kind == ReduceOpKind::kPremulSum) {
+          ScaleInPlace(tensor.data(), count, tensor.dtype(), op.scale);
+        }
+        gloo_native::AllReduce(call, tensor.data(), count, tensor.dtype(), KernelOp(op.kind));
+        if (op.kind == ReduceOpKind::kAvg) {
+          ScaleInPlace(tensor.data(), count, tensor.dtype(), 1.0 / call.context->size);
+        }
+      });
+}
+
+WorkPtr GlooBackend::Reduce(const Tensor& tensor, const ReduceOptions& options) {
+  if (!native_) return CollectivesBackend::Reduce(tensor, options);
+  return SubmitNative(CollectiveKind::kReduce, tensor.dtype(), tensor.numel(), options.timeout,
+                      nominal_traffic::Reduce(tensor.nbytes(), size(), rank(), options.root_rank),
+                      [tensor, options](const gloo_native::Call& call, CollectiveContext& ctx) {
+                        const int64_t count = tensor.numel();
+                        const DType dtype = tensor.dtype();
+                        const ReduceOp& op = options.op;
+                        // Off the root the caller's tensor must stay as it was: Gloo reduces into
+                        // scratch there, and PREMUL_SUM scales a copy.
+                        const bool root = call.context->rank == options.root_rank;
+                        const void* input = tensor.data();
+                        if (op.kind == ReduceOpKind::kPremulSum) {
+                          uint8_t* scaled = ctx.Scratch(ScratchArena::kReduceIn, tensor.nbytes());
+                          if (tensor.nbytes() > 0)
+                            std::memcpy(scaled, tensor.data(), tensor.nbytes());
+                          ScaleInPlace(scaled, count, dtype, op.scale);
+                          input = scaled;
+                        }
+                        void* output = root ? tensor.data()
+                                            : ctx.Scratch(ScratchArena::kPacked, tensor.nbytes());
+                        gloo_native::Reduce(call, input, output, count, dtype, KernelOp(op.kind),
+                                            options.root_rank);
+                        if (root && op.kind == ReduceOpKind::kAvg) {
+                          ScaleInPlace(tensor.data(), count, dtype, 1.0 / call.context->size);
+                        }
+                      });
+}
+
+WorkPtr GlooBackend::Broadcast(const Tensor& tensor, const BroadcastOptions& options) {
+  if (!native_) return CollectivesBackend::Broadcast(tensor, options);
+  return SubmitNative(
+      CollectiveKind::kBroadcast, tensor.dtype(), tensor.numel(), options.timeout,
+      nominal_traffic::Broadcast(tensor.nbytes(), size(), rank(), options.root_rank),
+      [tensor, root = options.root_rank](const gloo_native::Call& call, CollectiveContext&) {
+        gloo_native::Broadcast(call, tensor.data(), tensor.nbytes(), root);
+      });
+}
+
+WorkPtr GlooBackend::AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
+                               const AllGatherOptions& options) {
+  if (!native_) return CollectivesBackend::AllGather(outputs, input, options);
+  return SubmitNative(CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
+                      nominal_traffic::AllGather(input.nbytes(), size()),
+                      [list = std::vector<Tensor>(outputs.begin(), outputs.end()), input](
+                          const gloo_native::Call& call, CollectiveContext& ctx) {
+                        // The outputs are separate tensors: gather into one block, then hand them
+                        // out.
+                        const size_t bytes = input.nbytes();
+                        uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, bytes * list.size());
+                        gloo_native::AllGather(call, input.data(), packed, bytes);
+                        for (size_t r = 0; r < list.size() && bytes > 0; ++r) {
+                          std::memcpy(list[r].data(), packed + r * bytes, bytes);
+                        }
+                      });
+}
+
+WorkPtr GlooBackend::AllGatherIntoTensor(const Tensor& output, const Tensor& input,
+                                         const AllGatherOptions& options) {
+  if (!native_) return CollectivesBackend::AllGatherIntoTensor(output, input, options);
+  return SubmitNative(CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
+                      nominal_traffic::AllGather(input.nbytes(), size()),
+                      [output, input](const gloo_native::Call& call, CollectiveContext&) {
+                        gloo_native::AllGather(call, input.data(), output.data(), input.nbytes());
+                      });
+}
+
+WorkPtr GlooBackend::Gather(absl::Span<const Tensor> outputs, const Tensor& input,
+                            const GatherOptions& options) {
+  if (!native_) return CollectivesBackend::Gather(outputs, input, options);
+  return SubmitNative(
+      CollectiveKind::kGather, input.dtype(), input.numel(), options.timeout,
+      nominal_traffic::Gather(input.nbytes(), size(), rank(), options.root_rank),
+      [list = std::vector<Tensor>(outputs.begin(), outputs.end()), input, root = options.root_rank](
+          const gloo_native::Call& call, CollectiveContext& ctx) {
+        const size_t bytes = input.nbytes();
+        uint8_t* packed =
+            list.empty() ? nullptr : ctx.Scratch(ScratchArena::kPacked, bytes * list.size());
+        gloo_native::Gather(call, input.data(), packed, bytes, root);
+        for (size_t r = 0; r < list.size() && bytes > 0; ++r) {
+          std::memcpy(list[r].data(), packed + r * bytes, bytes);
+        }
+      });
+}
+
+WorkPtr GlooBackend::Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
+                             const ScatterOptions& options) {
+  if (!native_) return CollectivesBackend::Scatter(output, inputs, options);
+  std::vector<void*> pointers;
+  for (const Tensor& input : inputs) pointers.push_back(input.data());
+  return SubmitNative(CollectiveKind::kScatter, output.dtype(), output.numel(), options.timeout,
+                      nominal_traffic::Scatter(output.nbytes(), size(), rank(), options.root_rank),
+                      [pointers, output, root = options.root_rank](const gloo_native::Call& call,
+                                                                   CollectiveContext&) {
+                        gloo_native::Scatter(call, pointers, output.data(), output.nbytes(), root);
+                      });
+}
+
+WorkPtr GlooBackend::AllToAllSingle(const Tensor& output, const Tensor& input,
+                                    absl::Span<const int64_t> output_split_sizes,
+                                    absl::Span<const int64_t> input_split_sizes,
+                                    const AllToAllOptions& options) {
+  if (!native_) {
+    return CollectivesBackend::AllToAllSingle(output, input, output_split_sizes, input_split_sizes,
+                                              options);
+  }
+  // Splits count first-dimension rows; Gloo takes bytes per peer.
+  auto to_bytes = [](const Tensor& t, absl::Span<const int64_t> splits) {
+    const int64_t rows = t.shape().empty() ? t.numel() : t.shape()[0];
+    const int64_t row_bytes = rows == 0 ? 0 : static_cast<int64_t>(t.nbytes()) / rows;
+    std::vector<int64_t> bytes;
+    for (int64_t split : splits) bytes.push_back(split * row_bytes);
+    return bytes;
+  };
+  std::vector<int64_t> send = to_bytes(input, input_split_sizes);
+  std::vector<int64_t> recv = to_bytes(output, output_split_sizes);
+  const nominal_traffic::Traffic traffic = nominal_traffic::AllToAll(send, recv, rank());
+  return SubmitNative(CollectiveKind::kAllToAll, input.dtype(), 0, options.timeout, traffic,
+                      [output, input, send = std::move(send), recv = std::move(recv)](
+                          const gloo_native::Call& call, CollectiveContext&) {
+                        gloo_native::AllToAll(call, input.data(), send, output.data(), recv);
+                      });
+}
+
+WorkPtr GlooBackend::Barrier(const BarrierOptions& options) {
+  if (!native_) return CollectivesBackend::Barrier(options);
+  return SubmitNative(
+      CollectiveKind::kBarrier, DType::kUInt8, 0, options.timeout, {},
+      [](const gloo_native::Call& call, CollectiveContext&) { gloo_native::Barrier(call); });
+}
 
 namespace {
 

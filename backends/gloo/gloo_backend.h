@@ -1,7 +1,10 @@
 // GlooBackend: registered as "gloo" (cpu tensors), over Debian's libgloo. A Gloo context per
-// group, built from the group's store (GlooStoreAdapter) and Gloo's TCP transport; every
-// collective runs through algorithms/ over a GlooTransport (Gloo's unbound buffers), so all
-// collectives, dtypes and ops are served. See docs/backends.md.
+// group, built from the group's store (GlooStoreAdapter) and Gloo's TCP transport. Gloo's own
+// algorithms run all_reduce, reduce, broadcast, all_gather, gather, scatter, all_to_all_single
+// and barrier (every dtype and op: Gloo reduces with plexus's kernels); algorithms/ over a
+// GlooTransport (Gloo's unbound buffers) runs reduce_scatter, all_reduce_coalesced, the list
+// form of all_to_all, and send/recv. PLEXUS_GLOO_NATIVE=0 sends everything through
+// algorithms/. See docs/backends.md.
 #ifndef PLEXUS_BACKENDS_GLOO_GLOO_BACKEND_H_
 #define PLEXUS_BACKENDS_GLOO_GLOO_BACKEND_H_
 
@@ -10,6 +13,9 @@
 
 #include "absl/status/statusor.h"
 #include "backends/common/collectives_backend.h"
+#include "backends/common/nominal_traffic.h"
+#include "backends/gloo/gloo_native.h"
+#include "backends/gloo/gloo_transport.h"
 #include "frontend/dispatch/backend.h"
 
 namespace plexus {
@@ -24,8 +30,40 @@ class GlooBackend : public CollectivesBackend {
   std::string name() const override { return kGlooBackendName; }
   BackendCapabilities capabilities() const override;
 
+  WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options) override;
+  WorkPtr Reduce(const Tensor& tensor, const ReduceOptions& options) override;
+  WorkPtr AllReduce(const Tensor& tensor, const AllReduceOptions& options) override;
+  WorkPtr AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
+                    const AllGatherOptions& options) override;
+  WorkPtr AllGatherIntoTensor(const Tensor& output, const Tensor& input,
+                              const AllGatherOptions& options) override;
+  WorkPtr Gather(absl::Span<const Tensor> outputs, const Tensor& input,
+                 const GatherOptions& options) override;
+  WorkPtr Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
+                  const ScatterOptions& options) override;
+  WorkPtr AllToAllSingle(const Tensor& output, const Tensor& input,
+                         absl::Span<const int64_t> output_split_sizes,
+                         absl::Span<const int64_t> input_split_sizes,
+                         const AllToAllOptions& options) override;
+  WorkPtr Barrier(const BarrierOptions& options) override;
+
  private:
-  using CollectivesBackend::CollectivesBackend;
+  GlooBackend(std::unique_ptr<Collectives> collectives, std::shared_ptr<GlooTransport> transport,
+              bool native)
+      : CollectivesBackend(std::move(collectives)),
+        transport_(std::move(transport)),
+        native_(native) {}
+
+  // Queues `run` as the next collective. It gets the Gloo call (context, a tag derived from
+  // the operation's signature so that mismatched calls never pair up, the time left); a Gloo
+  // exception breaks the transport and fails the Work with the mapped status.
+  // On success the Work's stats get `traffic` (Gloo counts no bytes).
+  WorkPtr SubmitNative(CollectiveKind kind, DType dtype, int64_t count, absl::Duration timeout,
+                       nominal_traffic::Traffic traffic,
+                       std::function<void(const gloo_native::Call&, CollectiveContext&)> run);
+
+  const std::shared_ptr<GlooTransport> transport_;
+  const bool native_;
 };
 
 // The address Gloo's device binds to: $PLEXUS_GLOO_ADDR, else $PLEXUS_TCP_ADDR, else this

@@ -161,6 +161,11 @@ void GlooTransport::AbortOperation(uint64_t operation, absl::Status reason) {
 
 void GlooTransport::Abort(absl::Status reason) { Break(reason); }
 
+absl::Status GlooTransport::broken() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return broken_;
+}
+
 void GlooTransport::Break(const absl::Status& reason) {
   std::vector<std::shared_ptr<Pending>> failed;
   absl::Status status;

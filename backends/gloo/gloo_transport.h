@@ -46,6 +46,11 @@ class GlooTransport : public Transport {
   void AbortOperation(uint64_t operation, absl::Status reason) override;
   void Abort(absl::Status reason) override;
 
+  // The Gloo context, for the backend's native collectives (which share its pairs).
+  const std::shared_ptr<gloo::Context>& context() const { return context_; }
+  // Why the transport broke; OK while it is usable.
+  absl::Status broken();
+
   struct Pending;  // One posted send or receive (gloo_transport.cc).
 
  private:

@@ -1,6 +1,7 @@
 """One cc_test per (suite, backend): <suite>_<backend>_test, run with --backend=<string>."""
 
-def conformance_tests(suites, backends):
+def conformance_tests(suites, backends, envs = {}):
+    """backends: short name -> backend string; envs: short name -> environment for its tests."""
     for suite in suites:
         for short_name, backend in backends.items():
             native.cc_test(
@@ -8,6 +9,7 @@ def conformance_tests(suites, backends):
                 size = "large",
                 srcs = ["%s_test.cc" % suite],
                 args = ["--backend=" + backend],
+                env = envs.get(short_name, {}),
                 tags = ["conformance", short_name],
                 deps = [":conformance"],
             )
