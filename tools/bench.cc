@@ -2,9 +2,14 @@
 // collective over a range of sizes on each CPU backend, checks every result, and prints one row
 // per (backend, op, size) with time, algorithm bandwidth and bus bandwidth.
 //
-//   bazel run //tools:bench                     # 4 ranks, float32 all_reduce, 1K..64M, all CPU backends
-//   bazel run //tools:bench -- --backends=cpu:tcp,cpu:gloo --ops=all_reduce,all_gather
+//   bazel run //tools:bench                     # 4 ranks, float32 all_reduce, 1K..64M, all CPU
+//   backends bazel run //tools:bench -- --backends=cpu:tcp,cpu:gloo --ops=all_reduce,all_gather
 //       --ranks=8 --sizes=1K:16M --dtype=bfloat16 --iters=20 --warmup=5 --json=/tmp/bench.json
+//
+// Backends that run under a launcher (cpu:mpi) are measured after the forked ones: the bench
+// starts itself under `mpirun -np RANKS` (with --mpirun-args, by default "--mca btl tcp,self"
+// so that MPI, like the others, moves bytes over loopback TCP), and each rank writes its
+// samples to a file the parent reads.
 //
 // Exits non-zero if any element is wrong or any rank fails.
 #include <stdlib.h>
@@ -19,6 +24,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -26,6 +32,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "frontend/dispatch/backend_registry.h"
+#include "frontend/dispatch/backend_string.h"
 #include "frontend/dispatch/init.h"
 #include "tools/bench_ops.h"
 
@@ -41,6 +48,8 @@ struct Flags {
   int iters = 20;
   int warmup = 5;
   std::string json;
+  std::string mpirun_args = "--mca btl tcp,self";
+  std::string launched_output;  // Internal: set in ranks started by mpirun; where they write.
 };
 
 absl::StatusOr<int64_t> ParseBytes(absl::string_view text) {
@@ -116,12 +125,18 @@ absl::Status ParseFlags(int argc, char** argv, Flags& flags) {
       if (!absl::SimpleAtoi(value, &flags.warmup) || flags.warmup < 0) {
         return absl::InvalidArgumentError("--warmup must be >= 0");
       }
+    } else if (name == "--mpirun-args") {
+      flags.mpirun_args = std::string(value);
+    } else if (name == "--launched-output") {
+      flags.launched_output = std::string(value);
     } else if (name == "--json") {
       flags.json = value;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
-          "unknown flag '", arg, "'; flags: --backends=cpu:tcp,... --ops=all_reduce,...|all "
-          "--ranks=N --sizes=1K:64M|1K,16M --dtype=float32 --iters=N --warmup=N --json=FILE"));
+          "unknown flag '", arg,
+          "'; flags: --backends=cpu:tcp,... --ops=all_reduce,...|all "
+          "--ranks=N --sizes=1K:64M|1K,16M --dtype=float32 --iters=N --warmup=N --json=FILE "
+          "--mpirun-args='--mca btl tcp,self'"));
     }
   }
   if (flags.backends.empty()) {
@@ -240,16 +255,33 @@ Sample Measure(ProcessGroup& group, const std::string& op, const Flags& flags, i
   return sample;
 }
 
-// Runs in each forked rank: every backend, op and size in order, one line per measurement.
-int RunRank(int rank, const Flags& flags, const std::string& dir, FILE* out) {
-  for (size_t b = 0; b < flags.backends.size(); ++b) {
+// The init method of the launcher `backend` runs under ("mpi://"), or empty.
+std::string LauncherInitMethod(const std::string& backend) {
+  auto mapping = ParseBackendString(backend, BackendRegistry::Global());
+  if (!mapping.ok() || mapping->empty()) return "";
+  auto registration = BackendRegistry::Global().Find((*mapping)[0].backend);
+  return registration.ok() ? registration->launcher_init_method : "";
+}
+
+// Runs in each rank: every backend, op and size in order, one line per measurement. Forked
+// ranks (rank >= 0) meet through a FileStore in `dir`; ranks started by a launcher (rank < 0)
+// through its own init method.
+int RunRank(int rank, const Flags& flags, const std::vector<std::string>& backends,
+            const std::string& dir, FILE* out) {
+  const bool launched = rank < 0;
+  for (size_t b = 0; b < backends.size(); ++b) {
     InitOptions options;
-    options.backend = flags.backends[b];
-    options.init_method = absl::StrCat("file://", dir, "/store.", b);
-    options.rank = rank;
-    options.world_size = flags.ranks;
+    options.backend = backends[b];
+    if (!launched) {
+      options.init_method = absl::StrCat("file://", dir, "/store.", b);
+      options.rank = rank;
+      options.world_size = flags.ranks;
+    } else {
+      options.init_method = LauncherInitMethod(backends[b]);
+    }
     options.timeout = absl::Minutes(5);
     auto group = InitProcessGroup(options);
+    const int group_rank = group.ok() ? (*group)->rank() : rank;
     for (const std::string& op : flags.ops) {
       const std::vector<int64_t> sizes = op == "barrier" ? std::vector<int64_t>{0} : flags.sizes;
       for (size_t i = 0; i < sizes.size(); ++i) {
@@ -257,9 +289,9 @@ int RunRank(int rank, const Flags& flags, const std::string& dir, FILE* out) {
         if (!group.ok()) {
           sample.error = std::string(group.status().message());
         } else {
-          if (rank == 0) {
-            fprintf(stderr, "[bench] %s %s %lld bytes (%zu/%zu)\n", flags.backends[b].c_str(),
-                    op.c_str(), static_cast<long long>(sizes[i]), i + 1, sizes.size());
+          if (group_rank == 0) {
+            fprintf(stderr, "[bench] %s %s %lld bytes (%zu/%zu)\n", backends[b].c_str(), op.c_str(),
+                    static_cast<long long>(sizes[i]), i + 1, sizes.size());
           }
           sample = Measure(**group, op, flags, sizes[i]);
         }
@@ -293,54 +325,27 @@ std::string JsonEscape(const std::string& text) {
   return out;
 }
 
-int Main(int argc, char** argv) {
-  Flags flags;
-  if (absl::Status status = ParseFlags(argc, argv, flags); !status.ok()) {
-    fprintf(stderr, "bench: %s\n", std::string(status.message()).c_str());
-    return 2;
-  }
-  if (flags.backends.empty()) {
-    fprintf(stderr, "bench: no CPU backend is registered\n");
-    return 2;
-  }
-  char dir_template[] = "/tmp/plexus-bench.XXXXXX";
-  const char* dir = mkdtemp(dir_template);
-  if (dir == nullptr) return 1;
-
-  std::vector<pid_t> pids;
-  std::vector<FILE*> pipes;
-  fflush(stdout);
-  for (int rank = 0; rank < flags.ranks; ++rank) {
-    int fds[2];
-    if (pipe(fds) != 0) return 1;
-    pid_t pid = fork();
-    if (pid == 0) {
-      close(fds[0]);
-      FILE* out = fdopen(fds[1], "w");
-      _exit(RunRank(rank, flags, dir, out));
-    }
-    close(fds[1]);
-    pids.push_back(pid);
-    pipes.push_back(fdopen(fds[0], "r"));
-  }
-
-  printf("# plexus bench: %d ranks on loopback, dtype %s, %d iterations after %d warmup\n",
-         flags.ranks, std::string(DTypeName(flags.dtype)).c_str(), flags.iters, flags.warmup);
-  printf("%-10s %-15s %5s %12s %11s %-8s %11s %9s %9s %6s %8s\n", "backend", "op", "ranks",
-         "bytes", "count", "dtype", "time_us", "algbw", "busbw", "wrong", "rss_mib");
-  fflush(stdout);
-  std::vector<Row> rows;
-  bool failed = false;
-  for (const std::string& backend : flags.backends) {
+// Reads one sample per rank for each (backend, op, size) from `inputs`, prints the rows and
+// appends them to `rows`. `launch_error` marks rows whose samples are missing.
+void ReadRows(const Flags& flags, const std::vector<std::string>& backends,
+              const std::vector<FILE*>& inputs, std::vector<Row>& rows, bool& failed,
+              const std::string& launch_error = "") {
+  for (const std::string& backend : backends) {
     for (const std::string& op : flags.ops) {
       const size_t cases = op == "barrier" ? 1 : flags.sizes.size();
       for (size_t i = 0; i < cases; ++i) {
-        Row row{backend, op, flags.ranks, 0, 0, std::string(DTypeName(flags.dtype)), 0, 0, 0, 0, 0,
-                ""};
+        Row row{backend, op, flags.ranks, 0, 0, std::string(DTypeName(flags.dtype)),
+                0,       0,  0,           0, 0, ""};
         double bus_factor = 1;
-        for (FILE* in : pipes) {
+        for (FILE* in : inputs) {
           char line[4096] = {0};
-          Sample sample = Decode(fgets(line, sizeof(line), in) ? line : "");
+          if (fgets(line, sizeof(line), in) == nullptr) {
+            if (row.error.empty()) {
+              row.error = launch_error.empty() ? "a rank reported nothing" : launch_error;
+            }
+            continue;
+          }
+          Sample sample = Decode(line);
           row.time_us = std::max(row.time_us, sample.time_us);  // The slowest rank sets the pace.
           row.wrong += sample.wrong;
           row.rss_growth = std::max(row.rss_growth, sample.rss_growth);
@@ -364,11 +369,123 @@ int Main(int argc, char** argv) {
       }
     }
   }
-  for (FILE* in : pipes) fclose(in);
-  for (pid_t pid : pids) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    failed |= !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+// Starts this binary under mpirun for `backends`, with the caller's flags, and waits for it.
+absl::Status RunLaunched(const Flags& flags, const std::vector<std::string>& backends, int argc,
+                         char** argv, const std::string& dir) {
+  char exe[4096] = {0};
+  if (readlink("/proc/self/exe", exe, sizeof(exe) - 1) <= 0) {
+    return absl::InternalError("cannot find this binary (/proc/self/exe)");
+  }
+  std::vector<std::string> args = {"mpirun", "-np", absl::StrCat(flags.ranks), "--oversubscribe"};
+  if (geteuid() == 0) args.push_back("--allow-run-as-root");
+  for (absl::string_view arg : absl::StrSplit(flags.mpirun_args, ' ', absl::SkipEmpty())) {
+    args.emplace_back(arg);
+  }
+  args.push_back(exe);
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (absl::StartsWith(arg, "--backends=") || absl::StartsWith(arg, "--json=") ||
+        absl::StartsWith(arg, "--mpirun-args=")) {
+      continue;
+    }
+    args.emplace_back(arg);
+  }
+  args.push_back("--backends=" + absl::StrJoin(backends, ","));
+  args.push_back("--launched-output=" + dir);
+  fflush(stdout);
+  fflush(stderr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> pointers;
+    for (std::string& arg : args) pointers.push_back(arg.data());
+    pointers.push_back(nullptr);
+    execvp("mpirun", pointers.data());
+    perror("bench: execvp mpirun");
+    _exit(127);
+  }
+  if (pid < 0) return absl::InternalError("fork failed");
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "mpirun for ", absl::StrJoin(backends, ","), " failed (",
+      WIFEXITED(status) ? absl::StrCat("exit ", WEXITSTATUS(status))
+                        : absl::StrCat("signal ", WTERMSIG(status)),
+      WIFEXITED(status) && WEXITSTATUS(status) == 127 ? "; is openmpi-bin installed?" : "", ")"));
+}
+
+int Main(int argc, char** argv) {
+  Flags flags;
+  if (absl::Status status = ParseFlags(argc, argv, flags); !status.ok()) {
+    fprintf(stderr, "bench: %s\n", std::string(status.message()).c_str());
+    return 2;
+  }
+  if (flags.backends.empty()) {
+    fprintf(stderr, "bench: no CPU backend is registered\n");
+    return 2;
+  }
+  if (!flags.launched_output.empty()) {
+    // A rank started by mpirun for the launched backends: samples go to a file per rank.
+    const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+    const std::string path =
+        absl::StrCat(flags.launched_output, "/rank.", rank != nullptr ? rank : "0");
+    FILE* out = fopen(path.c_str(), "w");
+    if (out == nullptr) return 1;
+    const int code = RunRank(-1, flags, flags.backends, flags.launched_output, out);
+    fclose(out);
+    return code;
+  }
+  std::vector<std::string> forked, launched;
+  for (const std::string& backend : flags.backends) {
+    (LauncherInitMethod(backend).empty() ? forked : launched).push_back(backend);
+  }
+  char dir_template[] = "/tmp/plexus-bench.XXXXXX";
+  const char* dir = mkdtemp(dir_template);
+  if (dir == nullptr) return 1;
+
+  printf("# plexus bench: %d ranks on loopback, dtype %s, %d iterations after %d warmup\n",
+         flags.ranks, std::string(DTypeName(flags.dtype)).c_str(), flags.iters, flags.warmup);
+  printf("%-10s %-15s %5s %12s %11s %-8s %11s %9s %9s %6s %8s\n", "backend", "op", "ranks", "bytes",
+         "count", "dtype", "time_us", "algbw", "busbw", "wrong", "rss_mib");
+  fflush(stdout);
+  std::vector<Row> rows;
+  bool failed = false;
+  if (!forked.empty()) {
+    std::vector<pid_t> pids;
+    std::vector<FILE*> pipes;
+    for (int rank = 0; rank < flags.ranks; ++rank) {
+      int fds[2];
+      if (pipe(fds) != 0) return 1;
+      pid_t pid = fork();
+      if (pid == 0) {
+        close(fds[0]);
+        FILE* out = fdopen(fds[1], "w");
+        _exit(RunRank(rank, flags, forked, dir, out));
+      }
+      close(fds[1]);
+      pids.push_back(pid);
+      pipes.push_back(fdopen(fds[0], "r"));
+    }
+    ReadRows(flags, forked, pipes, rows, failed);
+    for (FILE* in : pipes) fclose(in);
+    for (pid_t pid : pids) {
+      int status = 0;
+      waitpid(pid, &status, 0);
+      failed |= !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+  }
+  if (!launched.empty()) {
+    const absl::Status ran = RunLaunched(flags, launched, argc, argv, dir);
+    std::vector<FILE*> files;
+    for (int rank = 0; rank < flags.ranks; ++rank) {
+      FILE* in = fopen(absl::StrCat(dir, "/rank.", rank).c_str(), "r");
+      files.push_back(in != nullptr ? in : fopen("/dev/null", "r"));
+    }
+    ReadRows(flags, launched, files, rows, failed, ran.ok() ? "" : std::string(ran.message()));
+    for (FILE* in : files) fclose(in);
+    failed |= !ran.ok();
   }
   if (!flags.json.empty()) {
     FILE* json = fopen(flags.json.c_str(), "w");
@@ -387,8 +504,7 @@ int Main(int argc, char** argv) {
               r.backend.c_str(), r.op.c_str(), r.ranks, static_cast<long long>(r.bytes),
               static_cast<long long>(r.count), r.dtype.c_str(), r.time_us, r.algbw, r.busbw,
               static_cast<long long>(r.wrong), static_cast<long long>(r.rss_growth),
-              JsonEscape(r.error).c_str(),
-              i + 1 < rows.size() ? "," : "");
+              JsonEscape(r.error).c_str(), i + 1 < rows.size() ? "," : "");
     }
     fprintf(json, "]\n");
     fclose(json);

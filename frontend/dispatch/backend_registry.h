@@ -6,13 +6,13 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
 #include "absl/status/statusor.h"
-#include <mutex>
 #include "frontend/dispatch/backend.h"
 
 namespace plexus {
@@ -24,6 +24,10 @@ struct BackendRegistration {
   std::string name;                 // Lower-case identifier used in backend strings.
   std::vector<DeviceType> devices;  // Devices "name" alone expands to.
   BackendFactory factory;
+  // The init method to use when the caller leaves init_method at env:// and MASTER_ADDR is not
+  // set - a launcher's own rendezvous, e.g. "mpi://" for a backend that only runs under mpirun.
+  // Empty: none.
+  std::string launcher_init_method;
 };
 
 class BackendRegistry {

@@ -2,14 +2,34 @@
 
 #include <unistd.h>
 
+#include <optional>
 #include <utility>
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "frontend/core/status_macros.h"
+#include "frontend/dispatch/backend_string.h"
 #include "frontend/store/prefix_store.h"
 
 namespace plexus {
+namespace {
+
+// The launcher init method every backend in `backend` names, if they all name the same one.
+std::optional<std::string> LauncherInitMethod(const std::string& backend) {
+  const BackendRegistry& registry = BackendRegistry::Global();
+  auto mapping = ParseBackendString(backend, registry);
+  if (!mapping.ok() || mapping->empty()) return std::nullopt;
+  std::optional<std::string> common;
+  for (const DeviceBackend& entry : *mapping) {
+    auto registration = registry.Find(entry.backend);
+    if (!registration.ok() || registration->launcher_init_method.empty()) return std::nullopt;
+    if (common.has_value() && *common != registration->launcher_init_method) return std::nullopt;
+    common = registration->launcher_init_method;
+  }
+  return common;
+}
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(InitOptions options,
                                                                const EnvLookup& env) {
@@ -21,8 +41,14 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(InitOptions optio
     }
     rendezvous = {options.store, options.rank, options.world_size};
   } else {
-    ASSIGN_OR_RETURN(rendezvous, Rendezvous(options.init_method, options.rank,
-                                            options.world_size, options.timeout, env));
+    // init_process_group("mpi") under mpirun needs no MASTER_ADDR, as in torch.distributed.
+    if (options.init_method == "env://" && !env("MASTER_ADDR").has_value()) {
+      if (std::optional<std::string> launcher = LauncherInitMethod(options.backend)) {
+        options.init_method = *launcher;
+      }
+    }
+    ASSIGN_OR_RETURN(rendezvous, Rendezvous(options.init_method, options.rank, options.world_size,
+                                            options.timeout, env));
   }
   auto store = std::make_shared<PrefixStore>(options.group_name, rendezvous.store);
   // A second process claiming the same rank would deadlock or corrupt results later.
@@ -33,12 +59,12 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(InitOptions optio
   ASSIGN_OR_RETURN(std::string owner,
                    store->CompareSet(absl::StrCat("rank_owner/", rendezvous.rank), "", token));
   if (owner != token) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "init_process_group: rank ", rendezvous.rank, " was already claimed by ", owner,
-        " (two processes were given the same rank)"));
+    return absl::FailedPreconditionError(absl::StrCat("init_process_group: rank ", rendezvous.rank,
+                                                      " was already claimed by ", owner,
+                                                      " (two processes were given the same rank)"));
   }
-  RETURN_IF_ERROR(StoreBarrier(*store, "init", rendezvous.rank, rendezvous.world_size,
-                               options.timeout));
+  RETURN_IF_ERROR(
+      StoreBarrier(*store, "init", rendezvous.rank, rendezvous.world_size, options.timeout));
   ProcessGroup::Config config;
   config.name = options.group_name;
   config.rank = rendezvous.rank;

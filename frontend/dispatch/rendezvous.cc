@@ -1,6 +1,8 @@
 #include "frontend/dispatch/rendezvous.h"
 
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -42,8 +44,8 @@ absl::StatusOr<ParsedUrl> ParseUrl(const std::string& url) {
       } else if (kv[0] == "world_size") {
         parsed.world_size = value;
       } else {
-        return absl::InvalidArgumentError(absl::StrCat("init_method '", url,
-                                                       "': unknown parameter '", kv[0], "'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("init_method '", url, "': unknown parameter '", kv[0], "'"));
       }
     }
     rest = rest.substr(0, query);
@@ -94,8 +96,7 @@ absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& tex
   } else {
     const size_t colon = text.rfind(':');
     if (colon == std::string::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("init_method '", url, "' needs host:port"));
+      return absl::InvalidArgumentError(absl::StrCat("init_method '", url, "' needs host:port"));
     }
     host = text.substr(0, colon);
     port = text.substr(colon + 1);
@@ -108,9 +109,8 @@ absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& tex
   return std::make_pair(host, port_number);
 }
 
-absl::StatusOr<std::shared_ptr<Store>> ConnectTcpStore(const std::string& host, int port,
-                                                       int rank, int world_size,
-                                                       absl::Duration timeout) {
+absl::StatusOr<std::shared_ptr<Store>> ConnectTcpStore(const std::string& host, int port, int rank,
+                                                       int world_size, absl::Duration timeout) {
   TCPStoreOptions options;
   options.host = host;
   options.port = port;
@@ -122,7 +122,39 @@ absl::StatusOr<std::shared_ptr<Store>> ConnectTcpStore(const std::string& host, 
   return std::shared_ptr<Store>(std::move(store));
 }
 
+struct SchemeTable {
+  std::mutex mu;
+  std::map<std::string, RendezvousScheme> schemes;
+};
+
+SchemeTable& Schemes() {
+  static auto* table = new SchemeTable;
+  return *table;
+}
+
+std::optional<RendezvousScheme> FindScheme(const std::string& scheme) {
+  SchemeTable& table = Schemes();
+  std::lock_guard<std::mutex> lock(table.mu);
+  auto it = table.schemes.find(scheme);
+  if (it == table.schemes.end()) return std::nullopt;
+  return it->second;
+}
+
 }  // namespace
+
+absl::Status RegisterRendezvousScheme(const std::string& scheme, RendezvousScheme handler) {
+  if (scheme == "env" || scheme == "tcp" || scheme == "file" || scheme.empty()) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("rendezvous scheme '", scheme, "' is built in or empty"));
+  }
+  SchemeTable& table = Schemes();
+  std::lock_guard<std::mutex> lock(table.mu);
+  if (!table.schemes.emplace(scheme, std::move(handler)).second) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("rendezvous scheme '", scheme, "' is already registered"));
+  }
+  return absl::OkStatus();
+}
 
 std::optional<std::string> GetEnv(const std::string& name) {
   const char* value = std::getenv(name.c_str());
@@ -134,6 +166,9 @@ absl::StatusOr<RendezvousResult> Rendezvous(const std::string& init_method, int 
                                             int world_size, absl::Duration timeout,
                                             const EnvLookup& env) {
   ASSIGN_OR_RETURN(ParsedUrl url, ParseUrl(init_method));
+  if (std::optional<RendezvousScheme> launcher = FindScheme(url.scheme)) {
+    return (*launcher)(rank, world_size, timeout);
+  }
   RendezvousResult result;
   result.rank = rank;
   result.world_size = world_size;
@@ -143,8 +178,8 @@ absl::StatusOr<RendezvousResult> Rendezvous(const std::string& init_method, int 
                              {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"}, env,
                              "world_size"));
   if (result.world_size < 1 || result.rank < 0 || result.rank >= result.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", result.rank, " is outside [0, ",
-                                                   result.world_size, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", result.rank, " is outside [0, ", result.world_size, ")"));
   }
   if (url.scheme == "env") {
     auto addr = env("MASTER_ADDR");
@@ -154,12 +189,12 @@ absl::StatusOr<RendezvousResult> Rendezvous(const std::string& init_method, int 
           "init_method env:// needs MASTER_ADDR and MASTER_PORT in the environment");
     }
     ASSIGN_OR_RETURN(int port_number, ParseInt("MASTER_PORT", *port));
-    ASSIGN_OR_RETURN(result.store, ConnectTcpStore(*addr, port_number, result.rank,
-                                                   result.world_size, timeout));
+    ASSIGN_OR_RETURN(result.store,
+                     ConnectTcpStore(*addr, port_number, result.rank, result.world_size, timeout));
   } else if (url.scheme == "tcp") {
     ASSIGN_OR_RETURN(auto host_port, SplitHostPort(url.body, init_method));
-    ASSIGN_OR_RETURN(result.store, ConnectTcpStore(host_port.first, host_port.second,
-                                                   result.rank, result.world_size, timeout));
+    ASSIGN_OR_RETURN(result.store, ConnectTcpStore(host_port.first, host_port.second, result.rank,
+                                                   result.world_size, timeout));
   } else if (url.scheme == "file") {
     if (url.body.empty() || url.body[0] != '/') {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -170,7 +205,8 @@ absl::StatusOr<RendezvousResult> Rendezvous(const std::string& init_method, int 
   } else {
     return absl::InvalidArgumentError(absl::StrCat("init_method '", init_method,
                                                    "': unknown scheme '", url.scheme,
-                                                   "'; use env://, tcp:// or file://"));
+                                                   "'; use env://, tcp:// or file:// (or mpi:// "
+                                                   "with the mpi backend linked in)"));
   }
   return result;
 }
@@ -186,9 +222,9 @@ absl::Status StoreBarrier(Store& store, absl::string_view name, int rank, int si
   if (absl::IsDeadlineExceeded(waited)) {
     auto now = store.Add(arrived_key, 0);
     const int64_t here = now.ok() ? *now - generation * size : -1;
-    return absl::DeadlineExceededError(absl::StrCat(
-        name, ": rank ", rank, " timed out after ", absl::FormatDuration(timeout),
-        " waiting for all ", size, " ranks; ", here, "/", size, " arrived"));
+    return absl::DeadlineExceededError(
+        absl::StrCat(name, ": rank ", rank, " timed out after ", absl::FormatDuration(timeout),
+                     " waiting for all ", size, " ranks; ", here, "/", size, " arrived"));
   }
   return waited;
 }

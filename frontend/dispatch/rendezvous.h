@@ -34,6 +34,15 @@ absl::StatusOr<RendezvousResult> Rendezvous(const std::string& init_method, int 
                                             int world_size, absl::Duration timeout,
                                             const EnvLookup& env = GetEnv);
 
+// A rendezvous that a launcher provides, selected by its URL scheme ("mpi://", registered by
+// the mpi backend): rank, world size and the store come from the launcher. `rank` and
+// `world_size` are what the caller passed (-1 when not given), for the handler to check.
+using RendezvousScheme = std::function<absl::StatusOr<RendezvousResult>(int rank, int world_size,
+                                                                        absl::Duration timeout)>;
+
+// AlreadyExists if the scheme is taken (env, tcp and file are built in).
+absl::Status RegisterRendezvousScheme(const std::string& scheme, RendezvousScheme handler);
+
 // Blocks until `size` ranks have called it with the same `name`; reusable (each round of
 // `size` arrivals releases one generation). DeadlineExceeded says how many arrived.
 absl::Status StoreBarrier(Store& store, absl::string_view name, int rank, int size,

@@ -1,15 +1,18 @@
 """One cc_test per (suite, backend): <suite>_<backend>_test, run with --backend=<string>."""
 
-def conformance_tests(suites, backends, envs = {}):
-    """backends: short name -> backend string; envs: short name -> environment for its tests."""
+def conformance_tests(suites, backends, envs = {}, launch = None, tags = []):
+    """backends: short name -> backend string; envs: short name -> environment for its tests.
+
+    launch = "mpirun": the test starts itself under mpirun once per world size.
+    """
     for suite in suites:
         for short_name, backend in backends.items():
             native.cc_test(
                 name = "%s_%s_test" % (suite, short_name),
                 size = "large",
                 srcs = ["%s_test.cc" % suite],
-                args = ["--backend=" + backend],
+                args = ["--backend=" + backend] + (["--launch=" + launch] if launch else []),
                 env = envs.get(short_name, {}),
-                tags = ["conformance", short_name],
+                tags = ["conformance", short_name] + tags,
                 deps = [":conformance"],
             )

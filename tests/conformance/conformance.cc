@@ -4,6 +4,7 @@
 
 #include "frontend/dispatch/init.h"
 #include "gtest/gtest.h"
+#include "tests/testing/mpirun.h"
 #include "tests/testing/subprocess.h"
 
 namespace plexus::conformance {
@@ -37,7 +38,31 @@ int Checker::Report() const {
   return failures_.empty() ? 0 : 1;
 }
 
+namespace {
+
+// Under mpirun: this process is one rank of a world mpirun made; run `body` here.
+void RunLaunchedRank(int world, const std::function<void(ProcessGroup&, Checker&)>& body) {
+  InitOptions options;
+  options.backend = BackendUnderTest();
+  options.init_method = "mpi://";
+  options.timeout = absl::Seconds(60);
+  auto group = InitProcessGroup(options);
+  ASSERT_TRUE(group.ok()) << "init: " << group.status();
+  Checker checker((*group)->rank());
+  body(**group, checker);
+  absl::Status shutdown = (*group)->Shutdown(absl::Seconds(60));
+  if (!shutdown.ok()) checker.Fail("shutdown: ", shutdown.ToString());
+  EXPECT_EQ(checker.Report(), 0) << "backend " << BackendUnderTest() << ", world " << world;
+}
+
+}  // namespace
+
 void RunWorld(int world, const std::function<void(ProcessGroup&, Checker&)>& body) {
+  if (const int launched = testing::MpirunWorldSize(); launched > 0) {
+    if (launched != world) GTEST_SKIP() << "mpirun started " << launched << " ranks";
+    RunLaunchedRank(world, body);
+    return;
+  }
   const std::string url = "file://" + testing::TempPath("conformance");
   absl::Status status = testing::RunInChildren(
       world,

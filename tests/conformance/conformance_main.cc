@@ -1,16 +1,38 @@
-// main() for conformance tests: --backend=STRING selects the backend under test.
+// main() for conformance tests: --backend=STRING selects the backend under test. With
+// --launch=mpirun the binary starts itself under mpirun once per world size (each rank then
+// runs the suite in-process, skipping the other sizes) - the way MPI backends get their ranks.
+#include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/conformance/conformance.h"
+#include "tests/testing/mpirun.h"
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
+  bool launch_mpirun = false;
+  std::vector<std::string> passed_on;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--backend=", 10) == 0) {
       plexus::conformance::SetBackendUnderTest(argv[i] + 10);
     }
+    if (std::strcmp(argv[i], "--launch=mpirun") == 0) {
+      launch_mpirun = true;
+      continue;
+    }
+    passed_on.push_back(argv[i]);
   }
-  return RUN_ALL_TESTS();
+  if (!launch_mpirun || plexus::testing::MpirunWorldSize() > 0) return RUN_ALL_TESTS();
+  // gtest consumed its own flags; hand the filter on so each world runs the same selection.
+  passed_on.push_back("--gtest_filter=" + ::testing::GTEST_FLAG(filter));
+  int failures = 0;
+  for (int world : plexus::conformance::WorldSizes()) {
+    absl::Status status =
+        plexus::testing::RunUnderMpirun(world, argv[0], passed_on, absl::Seconds(600));
+    fprintf(stderr, "[conformance] mpirun world %d: %s\n", world, status.ToString().c_str());
+    if (!status.ok()) ++failures;
+  }
+  return failures == 0 ? 0 : 1;
 }

@@ -1,0 +1,623 @@
+#include "backends/mpi/mpi_backend.h"
+
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "algorithms/reduce_kernels.h"
+#include "frontend/core/status_macros.h"
+#include "frontend/dispatch/backend_registry.h"
+#include "frontend/dispatch/rendezvous.h"
+#include "frontend/store/tcp_store.h"
+
+namespace plexus {
+namespace {
+
+// MPI's type for reducing `dtype`; MPI_DATATYPE_NULL where MPI has none.
+MPI_Datatype ReductionType(DType dtype) {
+  switch (dtype) {
+    case DType::kUInt8:
+      return MPI_UINT8_T;
+    case DType::kInt8:
+      return MPI_INT8_T;
+    case DType::kInt16:
+      return MPI_INT16_T;
+    case DType::kInt32:
+      return MPI_INT32_T;
+    case DType::kInt64:
+      return MPI_INT64_T;
+    case DType::kFloat32:
+      return MPI_FLOAT;
+    case DType::kFloat64:
+      return MPI_DOUBLE;
+    case DType::kBool:
+    case DType::kFloat16:
+    case DType::kBFloat16:
+      return MPI_DATATYPE_NULL;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+// MPI's op for a kernel op (AVG and PREMUL_SUM arrive as SUM).
+MPI_Op ReductionOp(ReduceOpKind kernel) {
+  switch (kernel) {
+    case ReduceOpKind::kProduct:
+      return MPI_PROD;
+    case ReduceOpKind::kMin:
+      return MPI_MIN;
+    case ReduceOpKind::kMax:
+      return MPI_MAX;
+    case ReduceOpKind::kBand:
+      return MPI_BAND;
+    case ReduceOpKind::kBor:
+      return MPI_BOR;
+    case ReduceOpKind::kBxor:
+      return MPI_BXOR;
+    default:
+      return MPI_SUM;
+  }
+}
+
+bool FitsInt(int64_t value) { return value >= 0 && value <= INT_MAX; }
+
+// Whether MPI reduces `count` elements of `dtype` itself.
+bool NativeReduction(DType dtype, int64_t count) {
+  return ReductionType(dtype) != MPI_DATATYPE_NULL && FitsInt(count);
+}
+
+// PREMUL_SUM's scaling before, AVG's after: what MPI's SUM does not do.
+void PreScale(void* data, int64_t count, DType dtype, const ReduceOp& op) {
+  if (op.kind == ReduceOpKind::kPremulSum) ScaleInPlace(data, count, dtype, op.scale);
+}
+void PostScale(void* data, int64_t count, DType dtype, const ReduceOp& op, int size) {
+  if (op.kind == ReduceOpKind::kAvg) ScaleInPlace(data, count, dtype, 1.0 / size);
+}
+
+// Copies `tensors` end to end into `packed`.
+void Pack(const std::vector<Tensor>& tensors, uint8_t* packed) {
+  size_t offset = 0;
+  for (const Tensor& t : tensors) {
+    if (t.nbytes() > 0) std::memcpy(packed + offset, t.data(), t.nbytes());
+    offset += t.nbytes();
+  }
+}
+
+// Copies `packed` back out into `tensors`.
+void Unpack(const uint8_t* packed, const std::vector<Tensor>& tensors) {
+  size_t offset = 0;
+  for (const Tensor& t : tensors) {
+    if (t.nbytes() > 0) std::memcpy(t.data(), packed + offset, t.nbytes());
+    offset += t.nbytes();
+  }
+}
+
+int64_t TotalBytes(const std::vector<Tensor>& tensors) {
+  int64_t total = 0;
+  for (const Tensor& t : tensors) total += static_cast<int64_t>(t.nbytes());
+  return total;
+}
+
+// Byte counts and displacements for MPI_Ialltoallv; empty when any does not fit an int.
+struct Layout {
+  std::vector<int> counts;
+  std::vector<int> displacements;
+};
+std::optional<Layout> ByteLayout(const std::vector<int64_t>& bytes) {
+  Layout layout;
+  int64_t offset = 0;
+  for (int64_t b : bytes) {
+    if (!FitsInt(b) || !FitsInt(offset)) return std::nullopt;
+    layout.counts.push_back(static_cast<int>(b));
+    layout.displacements.push_back(static_cast<int>(offset));
+    offset += b;
+  }
+  return layout;
+}
+
+std::string StoreHost() {
+  if (const char* env = std::getenv("PLEXUS_MPI_STORE_ADDR"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0') return host;
+  return "127.0.0.1";
+}
+
+// Runs one MPI call through the engine and waits for it until `deadline`.
+absl::Status RunOnEngine(MpiEngine* engine, std::string what, std::function<int(MPI_Request*)> post,
+                         absl::Time deadline) {
+  auto work = std::make_shared<Work>("mpi", engine->world_size());
+  MpiEngine::Operation op;
+  op.what = std::move(what);
+  op.post = std::move(post);
+  op.deadline = deadline;
+  op.work = work;
+  engine->Start(std::move(op));
+  return work->Wait(std::max(deadline - absl::Now(), absl::ZeroDuration()) + absl::Seconds(1));
+}
+
+}  // namespace
+
+absl::StatusOr<RendezvousResult> MpiRendezvous(int rank, int world_size, absl::Duration timeout) {
+  ASSIGN_OR_RETURN(MpiEngine * engine, MpiEngine::Get());
+  RendezvousResult result;
+  result.rank = engine->world_rank();
+  result.world_size = engine->world_size();
+  if ((rank >= 0 && rank != result.rank) || (world_size >= 0 && world_size != result.world_size)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("init_method mpi://: rank ", rank, " and world_size ", world_size,
+                     " were given, but "
+                     "mpirun started this process as rank ",
+                     result.rank, " of ", result.world_size, " (leave them unset)"));
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  std::unique_ptr<TCPStore> store;
+  auto address = std::make_shared<std::vector<char>>(256, '\0');
+  if (result.rank == 0) {
+    TCPStoreOptions options;
+    options.host = StoreHost();
+    options.is_server = true;
+    options.world_size = result.world_size;
+    options.wait_for_workers = false;
+    options.timeout = timeout;
+    ASSIGN_OR_RETURN(store, TCPStore::Create(options));
+    const std::string text = absl::StrCat(options.host, ":", store->port());
+    if (text.size() >= address->size()) {
+      return absl::InvalidArgumentError(absl::StrCat("store address '", text, "' is too long"));
+    }
+    std::memcpy(address->data(), text.data(), text.size());
+  }
+  // A private duplicate of MPI_COMM_WORLD for the broadcast (the application may use WORLD).
+  auto comm = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
+  RETURN_IF_ERROR(RunOnEngine(
+      engine, "mpi:// rendezvous: MPI_Comm_idup of MPI_COMM_WORLD",
+      [comm](MPI_Request* request) { return MPI_Comm_idup(MPI_COMM_WORLD, comm.get(), request); },
+      deadline));
+  absl::Status sent = RunOnEngine(
+      engine, "mpi:// rendezvous: broadcast of the store address",
+      [comm, address](MPI_Request* request) {
+        return MPI_Ibcast(address->data(), static_cast<int>(address->size()), MPI_CHAR, 0, *comm,
+                          request);
+      },
+      deadline);
+  (void)engine->Call(
+      [comm] {
+        if (*comm != MPI_COMM_NULL) MPI_Comm_free(comm.get());
+        return absl::OkStatus();
+      },
+      absl::Seconds(10));
+  RETURN_IF_ERROR(sent);
+  if (result.rank != 0) {
+    const std::string text(address->data());
+    const size_t colon = text.rfind(':');
+    int port = 0;
+    if (colon == std::string::npos || !absl::SimpleAtoi(text.substr(colon + 1), &port)) {
+      return absl::InternalError(absl::StrCat("mpi:// rendezvous: bad store address '", text, "'"));
+    }
+    TCPStoreOptions options;
+    options.host = text.substr(0, colon);
+    options.port = port;
+    options.timeout = std::max(deadline - absl::Now(), absl::Seconds(1));
+    ASSIGN_OR_RETURN(store, TCPStore::Create(options));
+  }
+  result.store = std::move(store);
+  return result;
+}
+
+absl::StatusOr<std::shared_ptr<Backend>> MpiBackend::Create(const BackendContext& context) {
+  ASSIGN_OR_RETURN(MpiEngine * engine, MpiEngine::Get());
+  ASSIGN_OR_RETURN(AlgorithmTable table, AlgorithmTable::FromEnvironment());
+  // Group rank -> MPI_COMM_WORLD rank, through the group's store (plexus's ranks need not be
+  // MPI's, e.g. with a file:// rendezvous).
+  Store& store = *context.store;
+  RETURN_IF_ERROR(
+      store.Set(absl::StrCat("mpi_rank/", context.rank), absl::StrCat(engine->world_rank())));
+  std::vector<std::string> keys;
+  for (int r = 0; r < context.size; ++r) keys.push_back(absl::StrCat("mpi_rank/", r));
+  RETURN_IF_ERROR(store.Wait(keys, context.timeout));
+  std::vector<int> mpi_ranks;
+  for (const std::string& key : keys) {
+    ASSIGN_OR_RETURN(std::string text, store.Get(key));
+    int mpi_rank = -1;
+    if (!absl::SimpleAtoi(text, &mpi_rank) || mpi_rank < 0 || mpi_rank >= engine->world_size()) {
+      return absl::InternalError(absl::StrCat(key, " is '", text, "'"));
+    }
+    for (size_t i = 0; i < mpi_ranks.size(); ++i) {
+      if (mpi_ranks[i] == mpi_rank) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "group ranks ", i, " and ", mpi_ranks.size(), " are the same MPI process (rank ",
+            mpi_rank, "); each plexus rank must be its own mpirun process"));
+      }
+    }
+    mpi_ranks.push_back(mpi_rank);
+  }
+  ASSIGN_OR_RETURN(
+      std::shared_ptr<MpiGroup> group,
+      MpiGroup::Create(engine, context.group_name, mpi_ranks, context.rank, context.timeout));
+  auto transport = std::make_shared<MpiTransport>(group);
+  auto collectives = std::make_unique<Collectives>(std::move(transport), std::move(table));
+  return std::shared_ptr<Backend>(new MpiBackend(std::move(collectives), std::move(group)));
+}
+
+BackendCapabilities MpiBackend::capabilities() const { return CpuTransportCapabilities(); }
+
+WorkPtr MpiBackend::SubmitNative(CollectiveKind kind, DType dtype, int64_t count,
+                                 absl::Duration timeout, nominal_traffic::Traffic traffic,
+                                 Prepare prepare) {
+  return collectives().Submit(
+      kind, dtype, count, timeout,
+      [group = group_, traffic,
+       prepare = std::move(prepare)](CollectiveContext& ctx) -> absl::Status {
+        RETURN_IF_ERROR(group->broken());
+        ASSIGN_OR_RETURN(NativeCall call, prepare(ctx));
+        auto work = std::make_shared<Work>(CollectiveName(ctx.kind()), ctx.size());
+        MpiEngine::Operation op;
+        op.what = absl::StrCat("mpi ", CollectiveName(ctx.kind()), " #", ctx.sequence(),
+                               " in group '", group->name(), "' on rank ", ctx.rank());
+        op.post = [comm = group->native(), post = std::move(call.post)](MPI_Request* request) {
+          return post(comm, request);
+        };
+        op.on_failure = [group](const absl::Status& status) { group->Break(status); };
+        op.deadline = ctx.deadline();
+        op.owner = group.get();
+        op.work = work;
+        group->engine()->Start(std::move(op));
+        RETURN_IF_ERROR(ctx.Wait(work));
+        if (call.after) call.after();
+        ctx.CountBytes(traffic.sent, traffic.received);
+        return absl::OkStatus();
+      });
+}
+
+WorkPtr MpiBackend::AllReduce(const Tensor& tensor, const AllReduceOptions& options) {
+  if (!NativeReduction(tensor.dtype(), tensor.numel())) {
+    return CollectivesBackend::AllReduce(tensor, options);
+  }
+  return SubmitNative(
+      CollectiveKind::kAllReduce, tensor.dtype(), tensor.numel(), options.timeout,
+      nominal_traffic::AllReduce(tensor.nbytes(), size()),
+      [tensor, op = options.op, n = size()](CollectiveContext&) -> absl::StatusOr<NativeCall> {
+        PreScale(tensor.data(), tensor.numel(), tensor.dtype(), op);
+        NativeCall call;
+        call.post = [tensor, op](MPI_Comm comm, MPI_Request* request) {
+          return MPI_Iallreduce(MPI_IN_PLACE, tensor.data(), static_cast<int>(tensor.numel()),
+                                ReductionType(tensor.dtype()), ReductionOp(KernelOp(op.kind)), comm,
+                                request);
+        };
+        call.after = [tensor, op, n] {
+          PostScale(tensor.data(), tensor.numel(), tensor.dtype(), op, n);
+        };
+        return call;
+      });
+}
+
+WorkPtr MpiBackend::AllReduceCoalesced(absl::Span<const Tensor> tensors,
+                                       const AllReduceCoalescedOptions& options) {
+  std::vector<Tensor> list(tensors.begin(), tensors.end());
+  const int64_t bytes = TotalBytes(list);
+  const int64_t count = bytes / static_cast<int64_t>(list[0].element_size());
+  if (!NativeReduction(list[0].dtype(), count)) {
+    return CollectivesBackend::AllReduceCoalesced(tensors, options);
+  }
+  return SubmitNative(
+      CollectiveKind::kAllReduceCoalesced, list[0].dtype(), count, options.timeout,
+      nominal_traffic::AllReduce(bytes, size()),
+      [list, bytes, count, op = options.op,
+       n = size()](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
+        const DType dtype = list[0].dtype();
+        uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, bytes);
+        Pack(list, packed);
+        PreScale(packed, count, dtype, op);
+        NativeCall call;
+        call.post = [packed, count, dtype, op](MPI_Comm comm, MPI_Request* request) {
+          return MPI_Iallreduce(MPI_IN_PLACE, packed, static_cast<int>(count), ReductionType(dtype),
+                                ReductionOp(KernelOp(op.kind)), comm, request);
+        };
+        call.after = [list, packed, count, dtype, op, n] {
+          PostScale(packed, count, dtype, op, n);
+          Unpack(packed, list);
+        };
+        return call;
+      });
+}
+
+WorkPtr MpiBackend::Reduce(const Tensor& tensor, const ReduceOptions& options) {
+  if (!NativeReduction(tensor.dtype(), tensor.numel())) {
+    return CollectivesBackend::Reduce(tensor, options);
+  }
+  const bool root = rank() == options.root_rank;
+  return SubmitNative(
+      CollectiveKind::kReduce, tensor.dtype(), tensor.numel(), options.timeout,
+      nominal_traffic::Reduce(tensor.nbytes(), size(), rank(), options.root_rank),
+      [tensor, options, root, n = size()](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
+        const DType dtype = tensor.dtype();
+        const int64_t count = tensor.numel();
+        // Off the root the caller's tensor stays as it was: PREMUL_SUM scales a copy there.
+        void* input = tensor.data();
+        if (!root && options.op.kind == ReduceOpKind::kPremulSum) {
+          uint8_t* scaled = ctx.Scratch(ScratchArena::kPacked, tensor.nbytes());
+          if (tensor.nbytes() > 0) std::memcpy(scaled, tensor.data(), tensor.nbytes());
+          input = scaled;
+        }
+        PreScale(input, count, dtype, options.op);
+        NativeCall call;
+        call.post = [tensor, input, root, options](MPI_Comm comm, MPI_Request* request) {
+          return MPI_Ireduce(root ? MPI_IN_PLACE : input, root ? tensor.data() : nullptr,
+                             static_cast<int>(tensor.numel()), ReductionType(tensor.dtype()),
+                             ReductionOp(KernelOp(options.op.kind)), options.root_rank, comm,
+                             request);
+        };
+        if (root) {
+          call.after = [tensor, op = options.op, n] {
+            PostScale(tensor.data(), tensor.numel(), tensor.dtype(), op, n);
+          };
+        }
+        return call;
+      });
+}
+
+WorkPtr MpiBackend::Broadcast(const Tensor& tensor, const BroadcastOptions& options) {
+  if (!FitsInt(tensor.nbytes())) return CollectivesBackend::Broadcast(tensor, options);
+  return SubmitNative(
+      CollectiveKind::kBroadcast, tensor.dtype(), tensor.numel(), options.timeout,
+      nominal_traffic::Broadcast(tensor.nbytes(), size(), rank(), options.root_rank),
+      [tensor, root = options.root_rank](CollectiveContext&) -> absl::StatusOr<NativeCall> {
+        NativeCall call;
+        call.post = [tensor, root](MPI_Comm comm, MPI_Request* request) {
+          return MPI_Ibcast(tensor.data(), static_cast<int>(tensor.nbytes()), MPI_BYTE, root, comm,
+                            request);
+        };
+        return call;
+      });
+}
+
+WorkPtr MpiBackend::AllGatherIntoTensor(const Tensor& output, const Tensor& input,
+                                        const AllGatherOptions& options) {
+  if (!FitsInt(output.nbytes())) {
+    return CollectivesBackend::AllGatherIntoTensor(output, input, options);
+  }
+  return SubmitNative(
+      CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
+      nominal_traffic::AllGather(input.nbytes(), size()),
+      [output, input, r = rank()](CollectiveContext&) -> absl::StatusOr<NativeCall> {
+        NativeCall call;
+        call.post = [output, input, r](MPI_Comm comm, MPI_Request* request) {
+          const int bytes = static_cast<int>(input.nbytes());
+          // In place when the input already sits in this rank's block.
+          const bool in_place = input.bytes() == output.bytes() + static_cast<size_t>(r) * bytes;
+          return MPI_Iallgather(in_place ? MPI_IN_PLACE : input.data(), bytes, MPI_BYTE,
+                                output.data(), bytes, MPI_BYTE, comm, request);
+        };
+        return call;
+      });
+}
+
+WorkPtr MpiBackend::AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
+                              const AllGatherOptions& options) {
+  std::vector<Tensor> list(outputs.begin(), outputs.end());
+  if (!FitsInt(TotalBytes(list))) return CollectivesBackend::AllGather(outputs, input, options);
+  return SubmitNative(CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
+                      nominal_traffic::AllGather(input.nbytes(), size()),
+                      [list, input](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
+                        // The outputs are separate tensors: gather into one block, then hand them
+                        // out.
+                        uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, TotalBytes(list));
+                        NativeCall call;
+                        call.post = [packed, input](MPI_Comm comm, MPI_Request* request) {
+                          const int bytes = static_cast<int>(input.nbytes());
+                          return MPI_Iallgather(input.data(), bytes, MPI_BYTE, packed, bytes,
+                                                MPI_BYTE, comm, request);
+                        };
+                        call.after = [packed, list] { Unpack(packed, list); };
+                        return call;
+                      });
+}
+
+WorkPtr MpiBackend::Gather(absl::Span<const Tensor> outputs, const Tensor& input,
+                           const GatherOptions& options) {
+  std::vector<Tensor> list(outputs.begin(), outputs.end());
+  if (!FitsInt(static_cast<int64_t>(input.nbytes()) * size())) {
+    return CollectivesBackend::Gather(outputs, input, options);
+  }
+  return SubmitNative(CollectiveKind::kGather, input.dtype(), input.numel(), options.timeout,
+                      nominal_traffic::Gather(input.nbytes(), size(), rank(), options.root_rank),
+                      [list, input, root = options.root_rank](
+                          CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
+                        uint8_t* packed =
+                            list.empty() ? nullptr
+                                         : ctx.Scratch(ScratchArena::kPacked, TotalBytes(list));
+                        NativeCall call;
+                        call.post = [packed, input, root](MPI_Comm comm, MPI_Request* request) {
+                          const int bytes = static_cast<int>(input.nbytes());
+                          return MPI_Igather(input.data(), bytes, MPI_BYTE, packed, bytes, MPI_BYTE,
+                                             root, comm, request);
+                        };
+                        if (!list.empty()) call.after = [packed, list] { Unpack(packed, list); };
+                        return call;
+                      });
+}
+
+WorkPtr MpiBackend::Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
+                            const ScatterOptions& options) {
+  std::vector<Tensor> list(inputs.begin(), inputs.end());
+  if (!FitsInt(static_cast<int64_t>(output.nbytes()) * size())) {
+    return CollectivesBackend::Scatter(output, inputs, options);
+  }
+  return SubmitNative(CollectiveKind::kScatter, output.dtype(), output.numel(), options.timeout,
+                      nominal_traffic::Scatter(output.nbytes(), size(), rank(), options.root_rank),
+                      [list, output, root = options.root_rank](
+                          CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
+                        uint8_t* packed = nullptr;
+                        if (!list.empty()) {
+                          packed = ctx.Scratch(ScratchArena::kPacked, TotalBytes(list));
+                          Pack(list, packed);
+                        }
+                        NativeCall call;
+                        call.post = [packed, output, root](MPI_Comm comm, MPI_Request* request) {
+                          const int bytes = static_cast<int>(output.nbytes());
+                          return MPI_Iscatter(packed, bytes, MPI_BYTE, output.data(), bytes,
+                                              MPI_BYTE, root, comm, request);
+                        };
+                        return call;
+                      });
+}
+
+WorkPtr MpiBackend::ReduceScatterTensor(const Tensor& output, const Tensor& input,
+                                        const ReduceScatterOptions& options) {
+  if (!NativeReduction(output.dtype(), input.numel())) {
+    return CollectivesBackend::ReduceScatterTensor(output, input, options);
+  }
+  return SubmitNative(CollectiveKind::kReduceScatter, output.dtype(), output.numel(),
+                      options.timeout, nominal_traffic::ReduceScatter(output.nbytes(), size()),
+                      [output, input, op = options.op,
+                       n = size()](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
+                        // MPI reads the input without changing it; PREMUL_SUM scales a copy.
+                        const void* source = input.data();
+                        if (op.kind == ReduceOpKind::kPremulSum) {
+                          uint8_t* scaled = ctx.Scratch(ScratchArena::kPacked, input.nbytes());
+                          if (input.nbytes() > 0) std::memcpy(scaled, input.data(), input.nbytes());
+                          PreScale(scaled, input.numel(), input.dtype(), op);
+                          source = scaled;
+                        }
+                        NativeCall call;
+                        call.post = [source, output, op](MPI_Comm comm, MPI_Request* request) {
+                          return MPI_Ireduce_scatter_block(
+                              source, output.data(), static_cast<int>(output.numel()),
+                              ReductionType(output.dtype()), ReductionOp(KernelOp(op.kind)), comm,
+                              request);
+                        };
+                        call.after = [output, op, n] {
+                          PostScale(output.data(), output.numel(), output.dtype(), op, n);
+                        };
+                        return call;
+                      });
+}
+
+WorkPtr MpiBackend::ReduceScatter(const Tensor& output, absl::Span<const Tensor> inputs,
+                                  const ReduceScatterOptions& options) {
+  std::vector<Tensor> list(inputs.begin(), inputs.end());
+  if (!NativeReduction(output.dtype(), output.numel() * size())) {
+    return CollectivesBackend::ReduceScatter(output, inputs, options);
+  }
+  return SubmitNative(CollectiveKind::kReduceScatter, output.dtype(), output.numel(),
+                      options.timeout, nominal_traffic::ReduceScatter(output.nbytes(), size()),
+                      [list, output, op = options.op,
+                       n = size()](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
+                        uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, TotalBytes(list));
+                        Pack(list, packed);
+                        PreScale(packed, output.numel() * n, output.dtype(), op);
+                        NativeCall call;
+                        call.post = [packed, output, op](MPI_Comm comm, MPI_Request* request) {
+                          return MPI_Ireduce_scatter_block(
+                              packed, output.data(), static_cast<int>(output.numel()),
+                              ReductionType(output.dtype()), ReductionOp(KernelOp(op.kind)), comm,
+                              request);
+                        };
+                        call.after = [output, op, n] {
+                          PostScale(output.data(), output.numel(), output.dtype(), op, n);
+                        };
+                        return call;
+                      });
+}
+
+WorkPtr MpiBackend::AllToAllSingle(const Tensor& output, const Tensor& input,
+                                   absl::Span<const int64_t> output_split_sizes,
+                                   absl::Span<const int64_t> input_split_sizes,
+                                   const AllToAllOptions& options) {
+  // Splits count first-dimension rows; MPI takes bytes per peer.
+  auto to_bytes = [](const Tensor& t, absl::Span<const int64_t> splits) {
+    const int64_t rows = t.shape().empty() ? t.numel() : t.shape()[0];
+    const int64_t row_bytes = rows == 0 ? 0 : static_cast<int64_t>(t.nbytes()) / rows;
+    std::vector<int64_t> bytes;
+    for (int64_t split : splits) bytes.push_back(split * row_bytes);
+    return bytes;
+  };
+  const std::vector<int64_t> send = to_bytes(input, input_split_sizes);
+  const std::vector<int64_t> recv = to_bytes(output, output_split_sizes);
+  std::optional<Layout> send_layout = ByteLayout(send);
+  std::optional<Layout> recv_layout = ByteLayout(recv);
+  if (!send_layout || !recv_layout) {
+    return CollectivesBackend::AllToAllSingle(output, input, output_split_sizes, input_split_sizes,
+                                              options);
+  }
+  return SubmitNative(
+      CollectiveKind::kAllToAll, input.dtype(), 0, options.timeout,
+      nominal_traffic::AllToAll(send, recv, rank()),
+      [output, input, send_layout = *send_layout,
+       recv_layout = *recv_layout](CollectiveContext&) -> absl::StatusOr<NativeCall> {
+        NativeCall call;
+        // MPI reads the count arrays until the operation completes: they live in the closure.
+        call.post = [output, input, send_layout, recv_layout](MPI_Comm comm, MPI_Request* request) {
+          return MPI_Ialltoallv(input.data(), send_layout.counts.data(),
+                                send_layout.displacements.data(), MPI_BYTE, output.data(),
+                                recv_layout.counts.data(), recv_layout.displacements.data(),
+                                MPI_BYTE, comm, request);
+        };
+        return call;
+      });
+}
+
+WorkPtr MpiBackend::AllToAll(absl::Span<const Tensor> outputs, absl::Span<const Tensor> inputs,
+                             const AllToAllOptions& options) {
+  std::vector<Tensor> outs(outputs.begin(), outputs.end());
+  std::vector<Tensor> ins(inputs.begin(), inputs.end());
+  std::vector<int64_t> send, recv;
+  for (const Tensor& t : ins) send.push_back(static_cast<int64_t>(t.nbytes()));
+  for (const Tensor& t : outs) recv.push_back(static_cast<int64_t>(t.nbytes()));
+  std::optional<Layout> send_layout = ByteLayout(send);
+  std::optional<Layout> recv_layout = ByteLayout(recv);
+  if (!send_layout || !recv_layout || !FitsInt(TotalBytes(ins)) || !FitsInt(TotalBytes(outs))) {
+    return CollectivesBackend::AllToAll(outputs, inputs, options);
+  }
+  return SubmitNative(
+      CollectiveKind::kAllToAll, ins[0].dtype(), 0, options.timeout,
+      nominal_traffic::AllToAll(send, recv, rank()),
+      [outs, ins, send_layout = *send_layout,
+       recv_layout = *recv_layout](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
+        // Separate tensors per peer: pack, exchange with MPI_Ialltoallv, unpack.
+        uint8_t* packed_in = ctx.Scratch(ScratchArena::kPacked, TotalBytes(ins));
+        uint8_t* packed_out = ctx.Scratch(ScratchArena::kAccumulator, TotalBytes(outs));
+        Pack(ins, packed_in);
+        NativeCall call;
+        call.post = [packed_in, packed_out, send_layout, recv_layout](MPI_Comm comm,
+                                                                      MPI_Request* request) {
+          return MPI_Ialltoallv(packed_in, send_layout.counts.data(),
+                                send_layout.displacements.data(), MPI_BYTE, packed_out,
+                                recv_layout.counts.data(), recv_layout.displacements.data(),
+                                MPI_BYTE, comm, request);
+        };
+        call.after = [packed_out, outs] { Unpack(packed_out, outs); };
+        return call;
+      });
+}
+
+WorkPtr MpiBackend::Barrier(const BarrierOptions& options) {
+  return SubmitNative(CollectiveKind::kBarrier, DType::kUInt8, 0, options.timeout, {},
+                      [](CollectiveContext&) -> absl::StatusOr<NativeCall> {
+                        NativeCall call;
+                        call.post = [](MPI_Comm comm, MPI_Request* request) {
+                          return MPI_Ibarrier(comm, request);
+                        };
+                        return call;
+                      });
+}
+
+namespace {
+
+const BackendRegisterer kRegisterMpi(
+    {kMpiBackendName, {DeviceType::kCpu}, &MpiBackend::Create, "mpi://"});
+
+const bool kRegisteredMpiScheme = [] {
+  absl::Status status = RegisterRendezvousScheme("mpi", &MpiRendezvous);
+  return status.ok();
+}();
+
+}  // namespace
+}  // namespace plexus

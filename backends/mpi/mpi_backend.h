@@ -1,0 +1,91 @@
+// MpiBackend: registered as "mpi" (cpu tensors), over Open MPI. Runs under an MPI launcher
+// (mpirun); rank and world size come from MPI_COMM_WORLD, and init_process_group("mpi") needs
+// no MASTER_ADDR (the "mpi://" rendezvous: rank 0 hosts the group's store and MPI broadcasts
+// its address). A group's communicators come from MPI_Comm_create_group over its members.
+//
+// MPI's own non-blocking collectives (MPI_Iallreduce, MPI_Ibcast, MPI_Ireduce,
+// MPI_Iallgather, MPI_Igather, MPI_Iscatter, MPI_Ireduce_scatter_block, MPI_Ialltoallv,
+// MPI_Ibarrier) run every collective whose dtype MPI has (integers, float32, float64; AVG and
+// PREMUL_SUM as SUM with scaling); bool, float16 and bfloat16 reductions run algorithms/ over
+// MPI point-to-point. All MPI calls are made by one progress thread (MpiEngine), in issue
+// order per group. See docs/backends.md.
+#ifndef PLEXUS_BACKENDS_MPI_MPI_BACKEND_H_
+#define PLEXUS_BACKENDS_MPI_MPI_BACKEND_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "backends/common/collectives_backend.h"
+#include "backends/common/nominal_traffic.h"
+#include "backends/mpi/mpi_transport.h"
+#include "frontend/dispatch/backend.h"
+#include "frontend/dispatch/rendezvous.h"
+
+namespace plexus {
+
+inline constexpr char kMpiBackendName[] = "mpi";
+
+class MpiBackend : public CollectivesBackend {
+ public:
+  // Maps the group's ranks to MPI ranks through the store and creates its communicators.
+  static absl::StatusOr<std::shared_ptr<Backend>> Create(const BackendContext& context);
+
+  std::string name() const override { return kMpiBackendName; }
+  BackendCapabilities capabilities() const override;
+
+  WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options) override;
+  WorkPtr Reduce(const Tensor& tensor, const ReduceOptions& options) override;
+  WorkPtr AllReduce(const Tensor& tensor, const AllReduceOptions& options) override;
+  WorkPtr AllReduceCoalesced(absl::Span<const Tensor> tensors,
+                             const AllReduceCoalescedOptions& options) override;
+  WorkPtr AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
+                    const AllGatherOptions& options) override;
+  WorkPtr AllGatherIntoTensor(const Tensor& output, const Tensor& input,
+                              const AllGatherOptions& options) override;
+  WorkPtr Gather(absl::Span<const Tensor> outputs, const Tensor& input,
+                 const GatherOptions& options) override;
+  WorkPtr Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
+                  const ScatterOptions& options) override;
+  WorkPtr ReduceScatter(const Tensor& output, absl::Span<const Tensor> inputs,
+                        const ReduceScatterOptions& options) override;
+  WorkPtr ReduceScatterTensor(const Tensor& output, const Tensor& input,
+                              const ReduceScatterOptions& options) override;
+  WorkPtr AllToAll(absl::Span<const Tensor> outputs, absl::Span<const Tensor> inputs,
+                   const AllToAllOptions& options) override;
+  WorkPtr AllToAllSingle(const Tensor& output, const Tensor& input,
+                         absl::Span<const int64_t> output_split_sizes,
+                         absl::Span<const int64_t> input_split_sizes,
+                         const AllToAllOptions& options) override;
+  WorkPtr Barrier(const BarrierOptions& options) override;
+
+ private:
+  MpiBackend(std::unique_ptr<Collectives> collectives, std::shared_ptr<MpiGroup> group)
+      : CollectivesBackend(std::move(collectives)), group_(std::move(group)) {}
+
+  // What a native call does on the worker: prepare (pack, pre-scale) and return the MPI call
+  // to post on the group's native communicator; `after` runs once it completed (unpack,
+  // post-scale) and may be empty.
+  struct NativeCall {
+    std::function<int(MPI_Comm, MPI_Request*)> post;
+    std::function<void()> after;
+  };
+  using Prepare = std::function<absl::StatusOr<NativeCall>(CollectiveContext&)>;
+
+  // Queues the collective; the worker prepares it, hands the MPI call to the engine and waits
+  // for it within the deadline. On success the Work's stats get `traffic`.
+  WorkPtr SubmitNative(CollectiveKind kind, DType dtype, int64_t count, absl::Duration timeout,
+                       nominal_traffic::Traffic traffic, Prepare prepare);
+
+  const std::shared_ptr<MpiGroup> group_;
+};
+
+// The "mpi://" rendezvous: rank and world size from MPI_COMM_WORLD (a rank or world size the
+// caller passed must agree), a TCPStore hosted by rank 0 at $PLEXUS_MPI_STORE_ADDR (else this
+// host's name) on a free port, its address broadcast by MPI.
+absl::StatusOr<RendezvousResult> MpiRendezvous(int rank, int world_size, absl::Duration timeout);
+
+}  // namespace plexus
+
+#endif  // PLEXUS_BACKENDS_MPI_MPI_BACKEND_H_
