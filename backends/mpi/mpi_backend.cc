@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -143,6 +144,49 @@ absl::Status RunOnEngine(MpiEngine* engine, std::string what, std::function<int(
   return work->Wait(std::max(deadline - absl::Now(), absl::ZeroDuration()) + absl::Seconds(1));
 }
 
+// Posts `post` on the group's native communicator from this thread and tests it until done
+// (needs MPI_THREAD_MULTIPLE). At the deadline, or when the group breaks meanwhile, the request
+// goes to the engine to be reaped and the group breaks.
+absl::Status PostAndTest(MpiGroup& group, const std::string& what,
+                         const std::function<int(MPI_Comm, MPI_Request*)>& post,
+                         absl::Time deadline) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  int rc = post(group.native(), &request);
+  if (rc != MPI_SUCCESS) {
+    absl::Status status = MpiErrorToStatus(rc, what);
+    group.Break(status);
+    return status;
+  }
+  for (uint64_t round = 0;; ++round) {
+    int done = 0;
+    MPI_Status mpi_status;
+    rc = MPI_Test(&request, &done, &mpi_status);
+    if (rc != MPI_SUCCESS) {
+      absl::Status status = MpiErrorToStatus(rc, what);
+      group.Break(status);
+      return status;
+    }
+    if (done) return absl::OkStatus();
+    // Checking the clock and the group every round would cost more than the test itself.
+    if (round % 64 == 63) {
+      absl::Status status = group.broken();
+      if (status.ok() && absl::Now() >= deadline) {
+        status = absl::DeadlineExceededError(
+            absl::StrCat(what,
+                         ": not complete by its deadline (a peer did not make the "
+                         "matching call in time)"));
+      }
+      if (!status.ok()) {
+        group.engine()->Adopt(request, what);
+        group.Break(status);
+        return status;
+      }
+    }
+    // Other ranks' processes may need this core (fewer cores than ranks).
+    std::this_thread::yield();
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<RendezvousResult> MpiRendezvous(int rank, int world_size, absl::Duration timeout) {
@@ -257,19 +301,25 @@ WorkPtr MpiBackend::SubmitNative(CollectiveKind kind, DType dtype, int64_t count
        prepare = std::move(prepare)](CollectiveContext& ctx) -> absl::Status {
         RETURN_IF_ERROR(group->broken());
         ASSIGN_OR_RETURN(NativeCall call, prepare(ctx));
-        auto work = std::make_shared<Work>(CollectiveName(ctx.kind()), ctx.size());
-        MpiEngine::Operation op;
-        op.what = absl::StrCat("mpi ", CollectiveName(ctx.kind()), " #", ctx.sequence(),
-                               " in group '", group->name(), "' on rank ", ctx.rank());
-        op.post = [comm = group->native(), post = std::move(call.post)](MPI_Request* request) {
-          return post(comm, request);
-        };
-        op.on_failure = [group](const absl::Status& status) { group->Break(status); };
-        op.deadline = ctx.deadline();
-        op.owner = group.get();
-        op.work = work;
-        group->engine()->Start(std::move(op));
-        RETURN_IF_ERROR(ctx.Wait(work));
+        const std::string what =
+            absl::StrCat("mpi ", CollectiveName(ctx.kind()), " #", ctx.sequence(), " in group '",
+                         group->name(), "' on rank ", ctx.rank());
+        if (group->engine()->thread_multiple()) {
+          RETURN_IF_ERROR(PostAndTest(*group, what, call.post, ctx.deadline()));
+        } else {
+          auto work = std::make_shared<Work>(CollectiveName(ctx.kind()), ctx.size());
+          MpiEngine::Operation op;
+          op.what = what;
+          op.post = [comm = group->native(), post = std::move(call.post)](MPI_Request* request) {
+            return post(comm, request);
+          };
+          op.on_failure = [group](const absl::Status& status) { group->Break(status); };
+          op.deadline = ctx.deadline();
+          op.owner = group.get();
+          op.work = work;
+          group->engine()->Start(std::move(op));
+          RETURN_IF_ERROR(ctx.Wait(work));
+        }
         if (call.after) call.after();
         ctx.CountBytes(traffic.sent, traffic.received);
         return absl::OkStatus();

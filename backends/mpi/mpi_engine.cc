@@ -73,8 +73,9 @@ absl::Status MpiEngine::Launch() {
     int provided = MPI_THREAD_SINGLE;
     absl::Status status;
     if (!initialised) {
-      // Only this thread calls MPI, so FUNNELED suffices.
-      const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+      // FUNNELED suffices for this thread alone; MULTIPLE lets waiting threads test their own
+      // requests.
+      const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
       if (rc != MPI_SUCCESS) {
         status = absl::UnavailableError(absl::StrCat("MPI_Init_thread failed with code ", rc));
       } else {
@@ -89,7 +90,12 @@ absl::Status MpiEngine::Launch() {
             "MPI_THREAD_MULTIPLE (use MPI_Init_thread, or let plexus initialise MPI)"));
       }
     }
+    if (status.ok() && provided < MPI_THREAD_FUNNELED) {
+      status = absl::FailedPreconditionError(absl::StrCat(
+          "MPI provides thread level ", provided, "; the mpi backend needs MPI_THREAD_FUNNELED"));
+    }
     if (status.ok()) {
+      thread_multiple_ = provided >= MPI_THREAD_MULTIPLE;
       MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
       MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
     }
@@ -158,6 +164,19 @@ void MpiEngine::Start(Operation operation) {
   }
   operation.work->Complete(absl::AbortedError(
       absl::StrCat(operation.what, ": the MPI engine has stopped (process exit)")));
+}
+
+void MpiEngine::Adopt(MPI_Request request, std::string what) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return;
+  queued_.push_back([this, request, what = std::move(what)] {
+    auto active = std::make_unique<Active>();
+    active->operation.what = what;
+    active->request = request;
+    active->orphaned = true;
+    active_.push_back(std::move(active));
+  });
+  wake_.notify_one();
 }
 
 void MpiEngine::Abort(const void* owner, uint64_t operation, const absl::Status& reason) {

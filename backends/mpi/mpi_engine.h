@@ -1,11 +1,14 @@
-// MpiEngine: the one thread in the process that calls MPI. It initialises MPI (so that
-// MPI_THREAD_FUNNELED is enough; if the application initialised MPI itself, MULTIPLE is
-// required), posts every non-blocking MPI_I* call handed to it, drives progress by testing the
-// outstanding requests, completes their Works, and fails those whose deadline passes. MPI is
-// finalised at process exit when no request is outstanding.
+// MpiEngine: the progress thread that owns MPI. It initialises MPI (asking for
+// MPI_THREAD_MULTIPLE; FUNNELED is enough for it alone; if the application initialised MPI
+// itself, MULTIPLE is required), posts the non-blocking MPI_I* calls handed to it, drives
+// progress by testing the outstanding requests, completes their Works, and fails those whose
+// deadline passes. MPI is finalised at process exit when no request is outstanding.
 //
 // Other threads never block in MPI: they hand the engine closures and wait on Works, so every
-// wait keeps its deadline even when a peer never arrives.
+// wait keeps its deadline even when a peer never arrives. When MPI provides
+// MPI_THREAD_MULTIPLE, a thread that is about to wait for a collective may instead post and
+// test it itself (MpiBackend does), handing the request to the engine with Adopt() if its
+// deadline passes - this saves two thread hand-offs per call.
 #ifndef PLEXUS_BACKENDS_MPI_MPI_ENGINE_H_
 #define PLEXUS_BACKENDS_MPI_MPI_ENGINE_H_
 
@@ -40,6 +43,12 @@ class MpiEngine {
 
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }
+  // MPI_THREAD_MULTIPLE: any thread may call MPI.
+  bool thread_multiple() const { return thread_multiple_; }
+
+  // Takes over a request another thread started and gave up on (its Work already failed):
+  // the engine tests it until MPI completes it, so that MPI can be finalised cleanly.
+  void Adopt(MPI_Request request, std::string what);
 
   // Runs `call` on the engine thread and returns its status; waits at most `timeout`. The call
   // must not block on peers (communicator set-up that may block is preceded by a store barrier
@@ -96,6 +105,7 @@ class MpiEngine {
   std::vector<std::unique_ptr<Active>> active_;  // Engine thread only.
   std::thread thread_;
   bool initialised_mpi_ = false;  // We called MPI_Init_thread, so we finalise.
+  bool thread_multiple_ = false;
   int world_rank_ = 0;
   int world_size_ = 1;
 };
