@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "algorithms/collectives.h"
 #include "frontend/dispatch/backend.h"
@@ -47,6 +48,10 @@ class CollectivesBackend : public Backend {
   // Every dtype on cpu, receive-from-any-source, no survival of a lost peer: what a backend
   // that runs algorithms/ over a host transport serves.
   static BackendCapabilities CpuTransportCapabilities();
+
+  // Bytes per peer of an all_to_all_single tensor, whose split sizes count first-dimension rows
+  // (what a library's all-to-all-v takes).
+  static std::vector<int64_t> SplitBytes(const Tensor& tensor, absl::Span<const int64_t> splits);
 
   explicit CollectivesBackend(std::unique_ptr<Collectives> collectives)
       : collectives_(std::move(collectives)) {}

@@ -221,16 +221,9 @@ WorkPtr GlooBackend::AllToAllSingle(const Tensor& output, const Tensor& input,
     return CollectivesBackend::AllToAllSingle(output, input, output_split_sizes, input_split_sizes,
                                               options);
   }
-  // Splits count first-dimension rows; Gloo takes bytes per peer.
-  auto to_bytes = [](const Tensor& t, absl::Span<const int64_t> splits) {
-    const int64_t rows = t.shape().empty() ? t.numel() : t.shape()[0];
-    const int64_t row_bytes = rows == 0 ? 0 : static_cast<int64_t>(t.nbytes()) / rows;
-    std::vector<int64_t> bytes;
-    for (int64_t split : splits) bytes.push_back(split * row_bytes);
-    return bytes;
-  };
-  std::vector<int64_t> send = to_bytes(input, input_split_sizes);
-  std::vector<int64_t> recv = to_bytes(output, output_split_sizes);
+
+  std::vector<int64_t> send = SplitBytes(input, input_split_sizes);
+  std::vector<int64_t> recv = SplitBytes(output, output_split_sizes);
   const nominal_traffic::Traffic traffic = nominal_traffic::AllToAll(send, recv, rank());
   return SubmitNative(CollectiveKind::kAllToAll, input.dtype(), 0, options.timeout, traffic,
                       [output, input, send = std::move(send), recv = std::move(recv)](

@@ -581,16 +581,8 @@ WorkPtr MpiBackend::AllToAllSingle(const Tensor& output, const Tensor& input,
                                    absl::Span<const int64_t> output_split_sizes,
                                    absl::Span<const int64_t> input_split_sizes,
                                    const AllToAllOptions& options) {
-  // Splits count first-dimension rows; MPI takes bytes per peer.
-  auto to_bytes = [](const Tensor& t, absl::Span<const int64_t> splits) {
-    const int64_t rows = t.shape().empty() ? t.numel() : t.shape()[0];
-    const int64_t row_bytes = rows == 0 ? 0 : static_cast<int64_t>(t.nbytes()) / rows;
-    std::vector<int64_t> bytes;
-    for (int64_t split : splits) bytes.push_back(split * row_bytes);
-    return bytes;
-  };
-  const std::vector<int64_t> send = to_bytes(input, input_split_sizes);
-  const std::vector<int64_t> recv = to_bytes(output, output_split_sizes);
+  const std::vector<int64_t> send = SplitBytes(input, input_split_sizes);
+  const std::vector<int64_t> recv = SplitBytes(output, output_split_sizes);
   std::optional<Layout> send_layout = ByteLayout(send);
   std::optional<Layout> recv_layout = ByteLayout(recv);
   if (!send_layout || !recv_layout) {
