@@ -304,7 +304,7 @@ WorkPtr MpiBackend::SubmitNative(CollectiveKind kind, DType dtype, int64_t count
         const std::string what =
             absl::StrCat("mpi ", CollectiveName(ctx.kind()), " #", ctx.sequence(), " in group '",
                          group->name(), "' on rank ", ctx.rank());
-        if (group->engine()->thread_multiple()) {
+        if (group->engine()->direct_progress()) {
           RETURN_IF_ERROR(PostAndTest(*group, what, call.post, ctx.deadline()));
         } else {
           auto work = std::make_shared<Work>(CollectiveName(ctx.kind()), ctx.size());

@@ -193,7 +193,9 @@ int main(int argc, char** argv) {
   *plexus::program = argv[0];
   const int result = RUN_ALL_TESTS();
   if (plexus::testing::MpirunWorldSize() > 0 || result != 0) return result;
-  // Outside mpirun: run the Launched* tests in a real MPI job.
+  // Outside mpirun: run the Launched* tests in a real MPI job, with waiting threads driving
+  // MPI themselves (the conformance suite covers the progress-thread mode at 3+ ranks here).
+  setenv("PLEXUS_MPI_DIRECT", "1", 1);
   absl::Status launched = plexus::testing::RunUnderMpirun(
       plexus::kLaunchedRanks, argv[0], {"--gtest_filter=*Launched*"}, absl::Seconds(240));
   fprintf(stderr, "[mpi_backend_test] mpirun -np %d: %s\n", plexus::kLaunchedRanks,

@@ -1,5 +1,8 @@
 #include "backends/mpi/mpi_engine.h"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <future>
@@ -42,6 +45,25 @@ absl::Status MpiErrorToStatus(int code, const std::string& what) {
   }
 }
 
+namespace {
+
+bool DirectProgressWanted() {
+  if (const char* env = std::getenv("PLEXUS_MPI_DIRECT"); env != nullptr) {
+    return std::string(env) != "0";
+  }
+  int local_ranks = 1;
+  if (const char* env = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"); env != nullptr) {
+    local_ranks = std::max(1, std::atoi(env));
+  }
+  cpu_set_t cpus;
+  const int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0
+                        ? CPU_COUNT(&cpus)
+                        : static_cast<int>(std::thread::hardware_concurrency());
+  return local_ranks <= cores;
+}
+
+}  // namespace
+
 absl::StatusOr<MpiEngine*> MpiEngine::Get() {
   static std::mutex mu;
   static MpiEngine* engine = nullptr;
@@ -75,7 +97,10 @@ absl::Status MpiEngine::Launch() {
     if (!initialised) {
       // FUNNELED suffices for this thread alone; MULTIPLE lets waiting threads test their own
       // requests.
-      const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+      const char* level = std::getenv("PLEXUS_MPI_THREAD_LEVEL");
+      const int wanted = level != nullptr && std::string(level) == "funneled" ? MPI_THREAD_FUNNELED
+                                                                              : MPI_THREAD_MULTIPLE;
+      const int rc = MPI_Init_thread(nullptr, nullptr, wanted, &provided);
       if (rc != MPI_SUCCESS) {
         status = absl::UnavailableError(absl::StrCat("MPI_Init_thread failed with code ", rc));
       } else {
@@ -95,7 +120,7 @@ absl::Status MpiEngine::Launch() {
           "MPI provides thread level ", provided, "; the mpi backend needs MPI_THREAD_FUNNELED"));
     }
     if (status.ok()) {
-      thread_multiple_ = provided >= MPI_THREAD_MULTIPLE;
+      direct_progress_ = provided >= MPI_THREAD_MULTIPLE && DirectProgressWanted();
       MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
       MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
     }

@@ -43,8 +43,11 @@ class MpiEngine {
 
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }
-  // MPI_THREAD_MULTIPLE: any thread may call MPI.
-  bool thread_multiple() const { return thread_multiple_; }
+  // Whether a thread waiting for a collective should post and test it itself: MPI provides
+  // MPI_THREAD_MULTIPLE and this host has a core for each of its ranks (with fewer cores, a
+  // second thread spinning in MPI costs more than the hand-off it saves). $PLEXUS_MPI_DIRECT=0
+  // or 1 overrides; $PLEXUS_MPI_THREAD_LEVEL=funneled asks MPI for FUNNELED only.
+  bool direct_progress() const { return direct_progress_; }
 
   // Takes over a request another thread started and gave up on (its Work already failed):
   // the engine tests it until MPI completes it, so that MPI can be finalised cleanly.
@@ -105,7 +108,7 @@ class MpiEngine {
   std::vector<std::unique_ptr<Active>> active_;  // Engine thread only.
   std::thread thread_;
   bool initialised_mpi_ = false;  // We called MPI_Init_thread, so we finalise.
-  bool thread_multiple_ = false;
+  bool direct_progress_ = false;
   int world_rank_ = 0;
   int world_size_ = 1;
 };
