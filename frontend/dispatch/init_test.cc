@@ -1,11 +1,15 @@
 // init_process_group with each init method, forming worlds of forked processes.
+#include "frontend/dispatch/init.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "frontend/dispatch/init.h"
+#include "frontend/dispatch/backend_registry.h"
+#include "frontend/store/hash_store.h"
 #include "frontend/store/socket_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -79,10 +83,10 @@ TEST(InitProcessGroupTest, TcpInitMethodTakesRankFromTheUrl) {
   absl::Status status = testing::RunInChildren(
       kWorld,
       [&](int rank) {
-        InitOptions options = Options(
-            "tcp://127.0.0.1:" + std::to_string(port) + "?rank=" + std::to_string(rank) +
-                "&world_size=" + std::to_string(kWorld),
-            -1);
+        InitOptions options =
+            Options("tcp://127.0.0.1:" + std::to_string(port) + "?rank=" + std::to_string(rank) +
+                        "&world_size=" + std::to_string(kWorld),
+                    -1);
         options.world_size = -1;
         return CheckWorld(InitProcessGroup(options), rank);
       },
@@ -107,14 +111,11 @@ TEST(InitProcessGroupTest, EnvInitMethodReadsTheEnvironment) {
 }
 
 TEST(InitProcessGroupTest, EnvFallsBackToSlurmAndOpenMpiVariables) {
-  for (const auto& [rank_var, size_var] :
-       std::vector<std::pair<std::string, std::string>>{{"SLURM_PROCID", "SLURM_NTASKS"},
-                                                        {"OMPI_COMM_WORLD_RANK",
-                                                         "OMPI_COMM_WORLD_SIZE"}}) {
+  for (const auto& [rank_var, size_var] : std::vector<std::pair<std::string, std::string>>{
+           {"SLURM_PROCID", "SLURM_NTASKS"}, {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}}) {
     const std::string port = std::to_string(FreePort());
-    std::map<std::string, std::string> base = {{"MASTER_ADDR", "127.0.0.1"},
-                                               {"MASTER_PORT", port},
-                                               {size_var, "4"}};
+    std::map<std::string, std::string> base = {
+        {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}, {size_var, "4"}};
     absl::Status status = testing::RunInChildren(
         kWorld,
         [&](int rank) {
@@ -186,6 +187,55 @@ TEST(InitProcessGroupTest, DuplicateRankIsRejected) {
   auto second = InitProcessGroup(options);
   EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(second.status().message(), HasSubstr("rank 1 was already claimed"));
+}
+
+TEST(InitProcessGroupTest, LauncherSchemeServesTheDefaultInitMethod) {
+  // A backend that names a launcher rendezvous (as mpi names mpi://) gets it when the caller
+  // leaves init_method at env:// and no MASTER_ADDR is set.
+  static int launches = 0;
+  ASSERT_TRUE(
+      RegisterRendezvousScheme("fakelaunch",
+                               [](int, int, absl::Duration) -> absl::StatusOr<RendezvousResult> {
+                                 ++launches;
+                                 return RendezvousResult{std::make_shared<HashStore>(), 0, 1};
+                               })
+          .ok());
+  EXPECT_EQ(RegisterRendezvousScheme("fakelaunch", nullptr).code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(RegisterRendezvousScheme("env", nullptr).code(), absl::StatusCode::kAlreadyExists);
+  auto storetest = BackendRegistry::Global().Find(testing::kStoreBackendName);
+  ASSERT_TRUE(storetest.ok());
+  ASSERT_TRUE(BackendRegistry::Global()
+                  .Register({"launched", {DeviceType::kCpu}, storetest->factory, "fakelaunch://"})
+                  .ok());
+  InitOptions options;
+  options.backend = "cpu:launched";
+  options.timeout = absl::Seconds(10);
+  auto no_env = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
+  auto group = InitProcessGroup(options, no_env);
+  ASSERT_TRUE(group.ok()) << group.status();
+  EXPECT_EQ(launches, 1);
+  EXPECT_EQ((*group)->rank(), 0);
+  EXPECT_EQ((*group)->size(), 1);
+  EXPECT_TRUE((*group)->Shutdown(absl::Seconds(10)).ok());
+
+  // With MASTER_ADDR set, env:// is what the caller asked for.
+  auto master_only = [](const std::string& name) -> std::optional<std::string> {
+    if (name == "MASTER_ADDR") return std::string("127.0.0.1");
+    return std::nullopt;
+  };
+  EXPECT_FALSE(InitProcessGroup(options, master_only).ok());
+  EXPECT_EQ(launches, 1);
+  // A string mixing it with a backend that has no launcher keeps env:// too.
+  ASSERT_TRUE(
+      BackendRegistry::Global().Register({"plain", {DeviceType::kCuda}, storetest->factory}).ok());
+  options.backend = "cpu:launched,cuda:plain";
+  auto mixed = InitProcessGroup(options, no_env);
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_THAT(std::string(mixed.status().message()), HasSubstr("rank is not known"));
+  EXPECT_EQ(launches, 1);
+  EXPECT_TRUE(BackendRegistry::Global().Unregister("launched"));
+  EXPECT_TRUE(BackendRegistry::Global().Unregister("plain"));
 }
 
 TEST(NewGroupTest, SubgroupReducesAmongItsMembersOnly) {
