@@ -43,10 +43,18 @@ absl::Status GlooErrorToStatus(const std::exception& error, const std::string& w
 }
 
 GlooTransport::GlooTransport(std::shared_ptr<gloo::Context> context)
-    : context_(std::move(context)) {}
+    : context_(std::move(context)) {
+  completer_ = std::thread([this] { Complete(); });
+}
 
 GlooTransport::~GlooTransport() {
   Break(absl::AbortedError("transport destroyed"));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  posted_.notify_all();
+  completer_.join();
   // Gloo's pairs go with the context (after the buffers, which the pairs may reference).
   std::lock_guard<std::mutex> lock(mu_);
   pending_.clear();
@@ -113,7 +121,9 @@ WorkPtr GlooTransport::Post(bool is_send, int peer, MessageTag tag, uint8_t* dat
       return work;
     }
     pending_.push_back(pending);
+    to_complete_.push_back(pending);
   }
+  posted_.notify_one();
   std::weak_ptr<Pending> weak = pending;
   work->SetWaitHook([this, weak](absl::Duration wait_timeout) {
     if (std::shared_ptr<Pending> p = weak.lock()) WaitFor(p, wait_timeout);
@@ -121,9 +131,15 @@ WorkPtr GlooTransport::Post(bool is_send, int peer, MessageTag tag, uint8_t* dat
   return work;
 }
 
-void GlooTransport::WaitFor(const std::shared_ptr<Pending>& pending, absl::Duration timeout) {
-  std::unique_lock<std::mutex> waiting(pending->wait_mu, std::try_to_lock);
-  if (!waiting.owns_lock() || pending->work->IsCompleted()) return;  // Someone else waits.
+void GlooTransport::WaitFor(const std::shared_ptr<Pending>& pending, absl::Duration timeout,
+                            bool queue_behind_waiter) {
+  std::unique_lock<std::mutex> waiting(pending->wait_mu, std::defer_lock);
+  if (queue_behind_waiter) {
+    waiting.lock();
+  } else if (!waiting.try_lock()) {
+    return;  // Someone else waits.
+  }
+  if (pending->work->IsCompleted()) return;
   const absl::Duration left = pending->deadline - absl::Now();
   // A Gloo wait that times out closes every pair of the context, so only the operation's own
   // deadline may be handed to Gloo; a shorter wait returns without touching it.
@@ -152,6 +168,24 @@ void GlooTransport::WaitFor(const std::shared_ptr<Pending>& pending, absl::Durat
   pending->work->Complete(absl::OkStatus());
   std::lock_guard<std::mutex> lock(mu_);
   pending_.remove(pending);
+}
+
+void GlooTransport::Complete() {
+  while (true) {
+    std::shared_ptr<Pending> next;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      posted_.wait(lock, [&] { return stopping_ || !to_complete_.empty(); });
+      if (stopping_) return;
+      next = to_complete_.front().lock();
+      to_complete_.pop_front();
+    }
+    // Gloo is handed only the operation's own deadline (a shorter Gloo wait would close the
+    // context). If a caller is waiting for it already, this waits its turn behind the caller.
+    if (next != nullptr && !next->work->IsCompleted()) {
+      WaitFor(next, absl::InfiniteDuration(), /*queue_behind_waiter=*/true);
+    }
+  }
 }
 
 void GlooTransport::AbortOperation(uint64_t operation, absl::Status reason) {

@@ -5,15 +5,20 @@
 // Gloo has no per-operation cancel: a receive it has accepted stays registered until data
 // arrives. So the first failure of any operation (abort, timeout, lost peer) breaks the whole
 // transport: every pending operation fails at once with that status, and later ones are
-// refused, as c10d's Gloo process group does after an error. Completion is driven by waiting:
-// a Work completes inside Wait() (Gloo's own waitSend/waitRecv) or when the transport breaks.
+// refused, as c10d's Gloo process group does after an error. Gloo has no completion callback:
+// a Work completes inside Wait() (Gloo's own waitSend/waitRecv), or on the transport's
+// completer thread, which waits for the operations nobody waits for in the order they were
+// posted (so OnComplete callbacks fire without a Wait), or when the transport breaks.
 #ifndef PLEXUS_BACKENDS_GLOO_GLOO_TRANSPORT_H_
 #define PLEXUS_BACKENDS_GLOO_GLOO_TRANSPORT_H_
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <list>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "frontend/transport/transport.h"
@@ -56,9 +61,13 @@ class GlooTransport : public Transport {
  private:
   WorkPtr Post(bool is_send, int peer, MessageTag tag, uint8_t* data, size_t size,
                absl::Duration timeout, std::vector<int> any_of);
-  // Waits for `pending` within `timeout` (and its own deadline) on the calling thread.
-  void WaitFor(const std::shared_ptr<Pending>& pending, absl::Duration timeout);
+  // Waits for `pending` within `timeout` (and its own deadline) on the calling thread. Returns
+  // at once if another thread is waiting for it, unless `queue_behind_waiter`.
+  void WaitFor(const std::shared_ptr<Pending>& pending, absl::Duration timeout,
+               bool queue_behind_waiter = false);
   void Break(const absl::Status& reason);
+  // The completer thread: waits for each posted operation in turn, within its deadline.
+  void Complete();
 
   const std::shared_ptr<gloo::Context> context_;
   std::mutex mu_;
@@ -66,6 +75,10 @@ class GlooTransport : public Transport {
   // Operations not yet complete. Buffers of failed ones stay here until the transport goes,
   // since Gloo may still hold them.
   std::list<std::shared_ptr<Pending>> pending_;
+  std::deque<std::weak_ptr<Pending>> to_complete_;  // Guarded by mu_.
+  bool stopping_ = false;                           // Guarded by mu_.
+  std::condition_variable posted_;
+  std::thread completer_;
 };
 
 }  // namespace plexus

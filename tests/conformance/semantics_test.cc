@@ -1,4 +1,8 @@
 // Conformance: several operations in flight, issue order, subgroups, stats, and a large tensor.
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -16,14 +20,16 @@ TEST_P(SemanticsTest, ManyOperationsInFlight) {
     std::vector<Buffer> buffers;
     std::vector<absl::StatusOr<WorkPtr>> works;
     for (int i = 0; i < kInFlight; ++i) {
-      buffers.push_back(MakeInput(DType::kFloat32, ReduceOpKind::kSum, group.rank(), 1000 + i * 997, i));
+      buffers.push_back(
+          MakeInput(DType::kFloat32, ReduceOpKind::kSum, group.rank(), 1000 + i * 997, i));
     }
     for (int i = 0; i < kInFlight; ++i) {
       Buffer& b = buffers[i];
       if (i % 4 == 3) {
         BroadcastOptions options;
         options.root_rank = i % group.size();
-        works.push_back(group.Broadcast(Tensor::Flat(b.data(), DType::kFloat32, b.count()), options));
+        works.push_back(
+            group.Broadcast(Tensor::Flat(b.data(), DType::kFloat32, b.count()), options));
       } else {
         works.push_back(group.AllReduce(Tensor::Flat(b.data(), DType::kFloat32, b.count())));
       }
@@ -32,10 +38,9 @@ TEST_P(SemanticsTest, ManyOperationsInFlight) {
       if (!check.Ran(absl::StrCat("op ", i), works[i])) continue;
       std::vector<double> expected;
       for (int64_t e = 0; e < buffers[i].count(); ++e) {
-        expected.push_back(i % 4 == 3 ? InputValue(DType::kFloat32, ReduceOpKind::kSum,
-                                                   i % group.size(), e, i)
-                                      : ReducedValue(DType::kFloat32, ReduceOpKind::kSum,
-                                                     group.size(), e, i));
+        expected.push_back(
+            i % 4 == 3 ? InputValue(DType::kFloat32, ReduceOpKind::kSum, i % group.size(), e, i)
+                       : ReducedValue(DType::kFloat32, ReduceOpKind::kSum, group.size(), e, i));
       }
       std::string diff = Compare(buffers[i], expected, ReduceOpKind::kSum);
       if (!diff.empty()) check.Fail("op ", i, ": ", diff);
@@ -64,11 +69,61 @@ TEST_P(SemanticsTest, SubgroupsRunIndependently) {
     }
     // The world still works after the subgroups.
     int64_t world_value = 1;
-    if (check.Ran("world all_reduce", group.AllReduce(Tensor::Flat(&world_value, DType::kInt64, 1))) &&
+    if (check.Ran("world all_reduce",
+                  group.AllReduce(Tensor::Flat(&world_value, DType::kInt64, 1))) &&
         world_value != group.size()) {
       check.Fail("world sum ", world_value);
     }
     (void)mine->Shutdown(absl::Seconds(60));
+  });
+}
+
+// A Work completes by itself: callbacks fire although nobody calls Wait() (what futures and
+// callback chains rely on).
+TEST_P(SemanticsTest, WorksCompleteWithoutWait) {
+  RunWorld(GetParam(), [](ProcessGroup& group, Checker& check) {
+    struct Done {
+      std::mutex mu;
+      std::condition_variable cv;
+      int count = 0;
+      absl::Status first;
+    };
+    auto done = std::make_shared<Done>();
+    auto on_complete = [done](const absl::Status& status) {
+      std::lock_guard<std::mutex> lock(done->mu);
+      if (done->first.ok()) done->first = status;
+      ++done->count;
+      done->cv.notify_all();
+    };
+    const int n = group.size();
+    const int me = group.rank();
+    int32_t sent = me + 100;
+    int32_t received = -1;
+    std::vector<float> data(1000, 1.0f);
+    std::vector<absl::StatusOr<WorkPtr>> works;
+    if (n > 1) {
+      works.push_back(group.Recv(Tensor::Flat(&received, DType::kInt32, 1), (me + n - 1) % n));
+      works.push_back(group.Send(Tensor::Flat(&sent, DType::kInt32, 1), (me + 1) % n));
+    }
+    works.push_back(group.AllReduce(Tensor::Flat(data.data(), DType::kFloat32, data.size())));
+    for (auto& work : works) {
+      if (!work.ok()) {
+        check.Fail("rejected: ", work.status().ToString());
+        return;
+      }
+      (*work)->OnComplete(on_complete);
+    }
+    std::unique_lock<std::mutex> lock(done->mu);
+    if (!done->cv.wait_for(lock, std::chrono::seconds(60),
+                           [&] { return done->count == static_cast<int>(works.size()); })) {
+      check.Fail(done->count, " of ", works.size(), " works completed without Wait()");
+      lock.unlock();
+      for (auto& work : works) (void)(*work)->Wait(absl::Seconds(60));  // Do not leave them.
+      return;
+    }
+    if (!done->first.ok()) check.Fail("completion: ", done->first.ToString());
+    if (n > 1 && received != (me + n - 1) % n + 100) check.Fail("recv gave ", received);
+    if (data[0] != static_cast<float>(n)) check.Fail("all_reduce gave ", data[0]);
   });
 }
 
@@ -88,8 +143,8 @@ TEST_P(SemanticsTest, LargeTensorAndStats) {
     const int n = group.size();
     // Ring: each rank sends and receives 2 (n - 1) / n of the buffer.
     const int64_t bound = 2 * count * 4;
-    if (n > 1 && (stats.bytes_sent <= 0 || stats.bytes_sent > bound ||
-                  stats.bytes_received <= 0 || stats.bytes_received > bound)) {
+    if (n > 1 && (stats.bytes_sent <= 0 || stats.bytes_sent > bound || stats.bytes_received <= 0 ||
+                  stats.bytes_received > bound)) {
       check.Fail("stats: sent ", stats.bytes_sent, " received ", stats.bytes_received);
     }
     if (stats.world_size != n) check.Fail("stats world size ", stats.world_size);
