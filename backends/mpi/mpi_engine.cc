@@ -236,17 +236,21 @@ void MpiEngine::Fail(Active& active, const absl::Status& status) {
 }
 
 void MpiEngine::Poll() {
-  std::vector<MPI_Request> requests;
-  requests.reserve(active_.size());
+  // Reused across rounds: this runs in the progress thread's spin loop.
+  std::vector<MPI_Request>& requests = poll_requests_;
+  requests.clear();
   for (const auto& active : active_) requests.push_back(active->request);
-  std::vector<int> indices(requests.size());
-  std::vector<MPI_Status> statuses(requests.size());
+  poll_indices_.resize(requests.size());
+  poll_statuses_.resize(requests.size());
+  std::vector<int>& indices = poll_indices_;
+  std::vector<MPI_Status>& statuses = poll_statuses_;
   int completed = 0;
   const int rc = MPI_Testsome(static_cast<int>(requests.size()), requests.data(), &completed,
                               indices.data(), statuses.data());
   if (completed == MPI_UNDEFINED || completed == 0) return;
   for (size_t i = 0; i < requests.size(); ++i) active_[i]->request = requests[i];
-  std::vector<bool> finished(active_.size(), false);
+  std::vector<bool>& finished = poll_finished_;
+  finished.assign(active_.size(), false);
   for (int k = 0; k < completed; ++k) {
     const int index = indices[k];
     finished[index] = true;
@@ -327,8 +331,6 @@ void MpiEngine::Loop() {
   // MPI_Finalize with requests still inside MPI is erroneous; the launcher then reports an
   // unclean exit, which is what happened.
   if (initialised_mpi_ && active_.empty()) MPI_Finalize();
-  std::lock_guard<std::mutex> lock(mu_);
-  stopped_ = true;
 }
 
 void MpiEngine::ShutdownAtExit() {

@@ -104,8 +104,12 @@ class MpiEngine {
   std::condition_variable wake_;
   std::deque<std::function<void()>> queued_;     // Guarded by mu_.
   bool stopping_ = false;                        // Guarded by mu_.
-  bool stopped_ = false;                         // Guarded by mu_.
   std::vector<std::unique_ptr<Active>> active_;  // Engine thread only.
+  // Poll()'s arrays, kept between rounds (engine thread only).
+  std::vector<MPI_Request> poll_requests_;
+  std::vector<int> poll_indices_;
+  std::vector<MPI_Status> poll_statuses_;
+  std::vector<bool> poll_finished_;
   std::thread thread_;
   bool initialised_mpi_ = false;  // We called MPI_Init_thread, so we finalise.
   bool direct_progress_ = false;
