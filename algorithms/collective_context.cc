@@ -1,6 +1,7 @@
 #include "algorithms/collective_context.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 
@@ -57,9 +58,9 @@ uint8_t* ScratchArena::Get(Slot slot, size_t bytes) {
   return buffers_[slot].get();
 }
 
-CollectiveContext::CollectiveContext(Transport& transport, CollectiveKind kind,
-                                     uint64_t sequence, uint64_t signature,
-                                     absl::Duration timeout, Work* work, ScratchArena* arena)
+CollectiveContext::CollectiveContext(Transport& transport, CollectiveKind kind, uint64_t sequence,
+                                     uint64_t signature, absl::Duration timeout, Work* work,
+                                     ScratchArena* arena)
     : transport_(transport),
       kind_(kind),
       sequence_(sequence),
@@ -123,6 +124,28 @@ Partition BalancedPartition(int64_t count, int parts) {
     offset += partition.counts[i];
   }
   return partition;
+}
+
+int64_t TotalBytes(absl::Span<const Tensor> tensors) {
+  int64_t total = 0;
+  for (const Tensor& t : tensors) total += static_cast<int64_t>(t.nbytes());
+  return total;
+}
+
+void PackTensors(absl::Span<const Tensor> tensors, uint8_t* packed) {
+  size_t offset = 0;
+  for (const Tensor& t : tensors) {
+    if (t.nbytes() > 0) std::memcpy(packed + offset, t.data(), t.nbytes());
+    offset += t.nbytes();
+  }
+}
+
+void UnpackTensors(const uint8_t* packed, absl::Span<const Tensor> tensors) {
+  size_t offset = 0;
+  for (const Tensor& t : tensors) {
+    if (t.nbytes() > 0) std::memcpy(t.data(), packed + offset, t.nbytes());
+    offset += t.nbytes();
+  }
 }
 
 }  // namespace plexus

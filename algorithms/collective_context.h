@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "frontend/core/dtype.h"
+#include "frontend/core/tensor.h"
 #include "frontend/transport/transport.h"
 #include "frontend/work/work.h"
 
@@ -108,6 +109,12 @@ struct Partition {
   std::vector<int64_t> offsets;
 };
 Partition BalancedPartition(int64_t count, int parts);
+
+// Tensors laid end to end in one buffer: for collectives over a list of tensors that a
+// schedule or a library wants contiguous.
+int64_t TotalBytes(absl::Span<const Tensor> tensors);
+void PackTensors(absl::Span<const Tensor> tensors, uint8_t* packed);
+void UnpackTensors(const uint8_t* packed, absl::Span<const Tensor> tensors);
 
 }  // namespace plexus
 

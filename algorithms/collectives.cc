@@ -114,7 +114,7 @@ void Collectives::Worker() {
 
 absl::Status Collectives::RunAllReduce(CollectiveContext& ctx, void* data, int64_t count,
                                        DType dtype, const ReduceOp& op) {
-  if (op.kind == ReduceOpKind::kPremulSum) ScaleInPlace(data, count, dtype, op.scale);
+  PreScale(data, count, dtype, op);
   const uint64_t bytes = static_cast<uint64_t>(count) * DTypeSize(dtype);
   const ReduceOpKind kernel = KernelOp(op.kind);
   const std::string algorithm = table_.Choose("all_reduce", bytes);
@@ -126,9 +126,7 @@ absl::Status Collectives::RunAllReduce(CollectiveContext& ctx, void* data, int64
   } else {
     status = RingAllReduce(ctx, data, count, dtype, kernel);
   }
-  if (status.ok() && op.kind == ReduceOpKind::kAvg) {
-    ScaleInPlace(data, count, dtype, 1.0 / size());
-  }
+  if (status.ok()) PostScale(data, count, dtype, op, size());
   return status;
 }
 
@@ -150,18 +148,10 @@ WorkPtr Collectives::AllReduceCoalesced(absl::Span<const Tensor> tensors,
         // One fused reduction over the tensors packed end to end.
         uint8_t* packed = ctx.Scratch(ScratchArena::kPacked,
                                       static_cast<size_t>(total) * list[0].element_size());
-        size_t offset = 0;
-        for (const Tensor& t : list) {
-          if (t.nbytes() > 0) std::memcpy(packed + offset, t.data(), t.nbytes());
-          offset += t.nbytes();
-        }
+        PackTensors(list, packed);
         absl::Status status = RunAllReduce(ctx, packed, total, list[0].dtype(), options.op);
         if (!status.ok()) return status;
-        offset = 0;
-        for (const Tensor& t : list) {
-          if (t.nbytes() > 0) std::memcpy(t.data(), packed + offset, t.nbytes());
-          offset += t.nbytes();
-        }
+        UnpackTensors(packed, list);
         return absl::OkStatus();
       });
 }
@@ -184,7 +174,7 @@ WorkPtr Collectives::Reduce(const Tensor& tensor, const ReduceOptions& options) 
                    if (options.op.kind == ReduceOpKind::kPremulSum) {
                      uint8_t* scaled = ctx.Scratch(ScratchArena::kPacked, tensor.nbytes());
                      if (tensor.nbytes() > 0) std::memcpy(scaled, tensor.data(), tensor.nbytes());
-                     ScaleInPlace(scaled, count, dtype, options.op.scale);
+                     PreScale(scaled, count, dtype, options.op);
                      input = scaled;
                    }
                    absl::Status status = BinomialReduce(ctx, input, count, dtype,
@@ -194,9 +184,7 @@ WorkPtr Collectives::Reduce(const Tensor& tensor, const ReduceOptions& options) 
                    if (input != tensor.data() && tensor.nbytes() > 0) {
                      std::memcpy(tensor.data(), input, tensor.nbytes());
                    }
-                   if (options.op.kind == ReduceOpKind::kAvg) {
-                     ScaleInPlace(tensor.data(), count, dtype, 1.0 / size());
-                   }
+                   PostScale(tensor.data(), count, dtype, options.op, size());
                    return absl::OkStatus();
                  });
 }
@@ -260,9 +248,7 @@ absl::Status Collectives::RunReduceScatter(CollectiveContext& ctx, uint8_t* pack
                                            const Tensor& output, const ReduceOp& op) {
   const int64_t count = output.numel();
   const DType dtype = output.dtype();
-  if (op.kind == ReduceOpKind::kPremulSum) {
-    ScaleInPlace(packed, count * size(), dtype, op.scale);
-  }
+  PreScale(packed, count * size(), dtype, op);
   Partition blocks;
   for (int i = 0; i < size(); ++i) {
     blocks.counts.push_back(count);
@@ -273,7 +259,7 @@ absl::Status Collectives::RunReduceScatter(CollectiveContext& ctx, uint8_t* pack
   if (output.nbytes() > 0) {
     std::memcpy(output.data(), packed + rank() * output.nbytes(), output.nbytes());
   }
-  if (op.kind == ReduceOpKind::kAvg) ScaleInPlace(output.data(), count, dtype, 1.0 / size());
+  PostScale(output.data(), count, dtype, op, size());
   return absl::OkStatus();
 }
 
@@ -282,11 +268,7 @@ WorkPtr Collectives::ReduceScatter(const Tensor& output, absl::Span<const Tensor
   return Submit(CollectiveKind::kReduceScatter, output.dtype(), output.numel(), options.timeout,
                  [this, list = Copy(inputs), output, options](CollectiveContext& ctx) {
                    uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, output.nbytes() * list.size());
-                   for (size_t i = 0; i < list.size(); ++i) {
-                     if (output.nbytes() > 0) {
-                       std::memcpy(packed + i * output.nbytes(), list[i].data(), output.nbytes());
-                     }
-                   }
+                   PackTensors(list, packed);
                    return RunReduceScatter(ctx, packed, output, options.op);
                  });
 }

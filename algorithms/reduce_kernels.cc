@@ -35,9 +35,9 @@ struct Element<BFloat16Tag> {
 };
 
 template <typename Tag>
-using StoredType = std::conditional_t<std::is_same_v<Tag, Float16Tag> ||
-                                          std::is_same_v<Tag, BFloat16Tag>,
-                                      uint16_t, Tag>;
+using StoredType =
+    std::conditional_t<std::is_same_v<Tag, Float16Tag> || std::is_same_v<Tag, BFloat16Tag>,
+                       uint16_t, Tag>;
 
 template <typename Tag, typename Fn>
 void Combine(void* out_raw, const void* a_raw, const void* b_raw, int64_t count, Fn fn) {
@@ -207,6 +207,14 @@ void ScaleInPlace(void* data, int64_t count, DType dtype, double factor) {
     case DType::kInt64:
       return;  // AVG and PREMUL_SUM are rejected for these by ValidateReduceOp.
   }
+}
+
+void PreScale(void* data, int64_t count, DType dtype, const ReduceOp& op) {
+  if (op.kind == ReduceOpKind::kPremulSum) ScaleInPlace(data, count, dtype, op.scale);
+}
+
+void PostScale(void* data, int64_t count, DType dtype, const ReduceOp& op, int ranks) {
+  if (op.kind == ReduceOpKind::kAvg) ScaleInPlace(data, count, dtype, 1.0 / ranks);
 }
 
 }  // namespace plexus

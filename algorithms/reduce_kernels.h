@@ -26,6 +26,11 @@ void ReduceCombine(void* out, const void* a, const void* b, int64_t count, DType
 // data[i] *= factor, for floating-point dtypes (PREMUL_SUM's pre-step, AVG's 1/n post-step).
 void ScaleInPlace(void* data, int64_t count, DType dtype, double factor);
 
+// The steps around a SUM that make it `op`: PREMUL_SUM scales each input by op.scale before,
+// AVG divides the result by the number of ranks after. No-ops for every other op.
+void PreScale(void* data, int64_t count, DType dtype, const ReduceOp& op);
+void PostScale(void* data, int64_t count, DType dtype, const ReduceOp& op, int ranks);
+
 }  // namespace plexus
 
 #endif  // PLEXUS_ALGORITHMS_REDUCE_KERNELS_H_

@@ -100,19 +100,15 @@ WorkPtr GlooBackend::SubmitNative(
 
 WorkPtr GlooBackend::AllReduce(const Tensor& tensor, const AllReduceOptions& options) {
   if (!native_) return CollectivesBackend::AllReduce(tensor, options);
-  return SubmitNative(
-      CollectiveKind::kAllReduce, tensor.dtype(), tensor.numel(), options.timeout,
-      nominal_traffic::AllReduce(tensor.nbytes(), size()),
-      [tensor, op = options.op](const gloo_native::Call& call, CollectiveContext&) {
-        const int64_t count = tensor.numel();
-        if (op.kind == ReduceOpKind::kPremulSum) {
-          ScaleInPlace(tensor.data(), count, tensor.dtype(), op.scale);
-        }
-        gloo_native::AllReduce(call, tensor.data(), count, tensor.dtype(), KernelOp(op.kind));
-        if (op.kind == ReduceOpKind::kAvg) {
-          ScaleInPlace(tensor.data(), count, tensor.dtype(), 1.0 / call.context->size);
-        }
-      });
+  return SubmitNative(CollectiveKind::kAllReduce, tensor.dtype(), tensor.numel(), options.timeout,
+                      nominal_traffic::AllReduce(tensor.nbytes(), size()),
+                      [tensor, op = options.op](const gloo_native::Call& call, CollectiveContext&) {
+                        const int64_t count = tensor.numel();
+                        PreScale(tensor.data(), count, tensor.dtype(), op);
+                        gloo_native::AllReduce(call, tensor.data(), count, tensor.dtype(),
+                                               KernelOp(op.kind));
+                        PostScale(tensor.data(), count, tensor.dtype(), op, call.context->size);
+                      });
 }
 
 WorkPtr GlooBackend::Reduce(const Tensor& tensor, const ReduceOptions& options) {
@@ -131,16 +127,14 @@ WorkPtr GlooBackend::Reduce(const Tensor& tensor, const ReduceOptions& options) 
                           uint8_t* scaled = ctx.Scratch(ScratchArena::kReduceIn, tensor.nbytes());
                           if (tensor.nbytes() > 0)
                             std::memcpy(scaled, tensor.data(), tensor.nbytes());
-                          ScaleInPlace(scaled, count, dtype, op.scale);
+                          PreScale(scaled, count, dtype, op);
                           input = scaled;
                         }
                         void* output = root ? tensor.data()
                                             : ctx.Scratch(ScratchArena::kPacked, tensor.nbytes());
                         gloo_native::Reduce(call, input, output, count, dtype, KernelOp(op.kind),
                                             options.root_rank);
-                        if (root && op.kind == ReduceOpKind::kAvg) {
-                          ScaleInPlace(tensor.data(), count, dtype, 1.0 / call.context->size);
-                        }
+                        if (root) PostScale(tensor.data(), count, dtype, op, call.context->size);
                       });
 }
 
@@ -166,9 +160,7 @@ WorkPtr GlooBackend::AllGather(absl::Span<const Tensor> outputs, const Tensor& i
                         const size_t bytes = input.nbytes();
                         uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, bytes * list.size());
                         gloo_native::AllGather(call, input.data(), packed, bytes);
-                        for (size_t r = 0; r < list.size() && bytes > 0; ++r) {
-                          std::memcpy(list[r].data(), packed + r * bytes, bytes);
-                        }
+                        UnpackTensors(packed, list);
                       });
 }
 
@@ -194,9 +186,7 @@ WorkPtr GlooBackend::Gather(absl::Span<const Tensor> outputs, const Tensor& inpu
         uint8_t* packed =
             list.empty() ? nullptr : ctx.Scratch(ScratchArena::kPacked, bytes * list.size());
         gloo_native::Gather(call, input.data(), packed, bytes, root);
-        for (size_t r = 0; r < list.size() && bytes > 0; ++r) {
-          std::memcpy(list[r].data(), packed + r * bytes, bytes);
-        }
+        if (packed != nullptr) UnpackTensors(packed, list);
       });
 }
 

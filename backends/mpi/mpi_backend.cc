@@ -73,38 +73,6 @@ bool NativeReduction(DType dtype, int64_t count) {
   return ReductionType(dtype) != MPI_DATATYPE_NULL && FitsInt(count);
 }
 
-// PREMUL_SUM's scaling before, AVG's after: what MPI's SUM does not do.
-void PreScale(void* data, int64_t count, DType dtype, const ReduceOp& op) {
-  if (op.kind == ReduceOpKind::kPremulSum) ScaleInPlace(data, count, dtype, op.scale);
-}
-void PostScale(void* data, int64_t count, DType dtype, const ReduceOp& op, int size) {
-  if (op.kind == ReduceOpKind::kAvg) ScaleInPlace(data, count, dtype, 1.0 / size);
-}
-
-// Copies `tensors` end to end into `packed`.
-void Pack(const std::vector<Tensor>& tensors, uint8_t* packed) {
-  size_t offset = 0;
-  for (const Tensor& t : tensors) {
-    if (t.nbytes() > 0) std::memcpy(packed + offset, t.data(), t.nbytes());
-    offset += t.nbytes();
-  }
-}
-
-// Copies `packed` back out into `tensors`.
-void Unpack(const uint8_t* packed, const std::vector<Tensor>& tensors) {
-  size_t offset = 0;
-  for (const Tensor& t : tensors) {
-    if (t.nbytes() > 0) std::memcpy(t.data(), packed + offset, t.nbytes());
-    offset += t.nbytes();
-  }
-}
-
-int64_t TotalBytes(const std::vector<Tensor>& tensors) {
-  int64_t total = 0;
-  for (const Tensor& t : tensors) total += static_cast<int64_t>(t.nbytes());
-  return total;
-}
-
 // Byte counts and displacements for MPI_Ialltoallv; empty when any does not fit an int.
 struct Layout {
   std::vector<int> counts;
@@ -363,7 +331,7 @@ WorkPtr MpiBackend::AllReduceCoalesced(absl::Span<const Tensor> tensors,
        n = size()](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
         const DType dtype = list[0].dtype();
         uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, bytes);
-        Pack(list, packed);
+        PackTensors(list, packed);
         PreScale(packed, count, dtype, op);
         NativeCall call;
         call.post = [packed, count, dtype, op](MPI_Comm comm, MPI_Request* request) {
@@ -372,7 +340,7 @@ WorkPtr MpiBackend::AllReduceCoalesced(absl::Span<const Tensor> tensors,
         };
         call.after = [list, packed, count, dtype, op, n] {
           PostScale(packed, count, dtype, op, n);
-          Unpack(packed, list);
+          UnpackTensors(packed, list);
         };
         return call;
       });
@@ -465,7 +433,7 @@ WorkPtr MpiBackend::AllGather(absl::Span<const Tensor> outputs, const Tensor& in
                           return MPI_Iallgather(input.data(), bytes, MPI_BYTE, packed, bytes,
                                                 MPI_BYTE, comm, request);
                         };
-                        call.after = [packed, list] { Unpack(packed, list); };
+                        call.after = [packed, list] { UnpackTensors(packed, list); };
                         return call;
                       });
 }
@@ -489,7 +457,8 @@ WorkPtr MpiBackend::Gather(absl::Span<const Tensor> outputs, const Tensor& input
                           return MPI_Igather(input.data(), bytes, MPI_BYTE, packed, bytes, MPI_BYTE,
                                              root, comm, request);
                         };
-                        if (!list.empty()) call.after = [packed, list] { Unpack(packed, list); };
+                        if (!list.empty())
+                          call.after = [packed, list] { UnpackTensors(packed, list); };
                         return call;
                       });
 }
@@ -507,7 +476,7 @@ WorkPtr MpiBackend::Scatter(const Tensor& output, absl::Span<const Tensor> input
                         uint8_t* packed = nullptr;
                         if (!list.empty()) {
                           packed = ctx.Scratch(ScratchArena::kPacked, TotalBytes(list));
-                          Pack(list, packed);
+                          PackTensors(list, packed);
                         }
                         NativeCall call;
                         call.post = [packed, output, root](MPI_Comm comm, MPI_Request* request) {
@@ -561,7 +530,7 @@ WorkPtr MpiBackend::ReduceScatter(const Tensor& output, absl::Span<const Tensor>
                       [list, output, op = options.op,
                        n = size()](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
                         uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, TotalBytes(list));
-                        Pack(list, packed);
+                        PackTensors(list, packed);
                         PreScale(packed, output.numel() * n, output.dtype(), op);
                         NativeCall call;
                         call.post = [packed, output, op](MPI_Comm comm, MPI_Request* request) {
@@ -626,7 +595,7 @@ WorkPtr MpiBackend::AllToAll(absl::Span<const Tensor> outputs, absl::Span<const 
         // Separate tensors per peer: pack, exchange with MPI_Ialltoallv, unpack.
         uint8_t* packed_in = ctx.Scratch(ScratchArena::kPacked, TotalBytes(ins));
         uint8_t* packed_out = ctx.Scratch(ScratchArena::kAccumulator, TotalBytes(outs));
-        Pack(ins, packed_in);
+        PackTensors(ins, packed_in);
         NativeCall call;
         call.post = [packed_in, packed_out, send_layout, recv_layout](MPI_Comm comm,
                                                                       MPI_Request* request) {
@@ -635,7 +604,7 @@ WorkPtr MpiBackend::AllToAll(absl::Span<const Tensor> outputs, absl::Span<const 
                                 recv_layout.counts.data(), recv_layout.displacements.data(),
                                 MPI_BYTE, comm, request);
         };
-        call.after = [packed_out, outs] { Unpack(packed_out, outs); };
+        call.after = [packed_out, outs] { UnpackTensors(packed_out, outs); };
         return call;
       });
 }

@@ -40,51 +40,41 @@ int Checker::Report() const {
 
 namespace {
 
-// Under mpirun: this process is one rank of a world mpirun made; run `body` here.
-void RunLaunchedRank(int world, const std::function<void(ProcessGroup&, Checker&)>& body) {
+// One rank: join with `init_method` (rank and world size -1 when the launcher knows them), run
+// `body`, leave. Returns the number of failures (0 = success), printing each.
+int RunRank(const std::string& init_method, int rank, int world,
+            const std::function<void(ProcessGroup&, Checker&)>& body) {
   InitOptions options;
   options.backend = BackendUnderTest();
-  options.init_method = "mpi://";
+  options.init_method = init_method;
+  options.rank = rank;
+  options.world_size = world;
   options.timeout = absl::Seconds(60);
   auto group = InitProcessGroup(options);
-  ASSERT_TRUE(group.ok()) << "init: " << group.status();
-  Checker checker((*group)->rank());
+  Checker checker(group.ok() ? (*group)->rank() : rank);
+  if (!group.ok()) {
+    checker.Fail("init: ", group.status().ToString());
+    return checker.Report();
+  }
   body(**group, checker);
   absl::Status shutdown = (*group)->Shutdown(absl::Seconds(60));
   if (!shutdown.ok()) checker.Fail("shutdown: ", shutdown.ToString());
-  EXPECT_EQ(checker.Report(), 0) << "backend " << BackendUnderTest() << ", world " << world;
+  return checker.Report();
 }
 
 }  // namespace
 
 void RunWorld(int world, const std::function<void(ProcessGroup&, Checker&)>& body) {
   if (const int launched = testing::MpirunWorldSize(); launched > 0) {
+    // Under mpirun: this process is one rank of the world mpirun made.
     if (launched != world) GTEST_SKIP() << "mpirun started " << launched << " ranks";
-    RunLaunchedRank(world, body);
+    EXPECT_EQ(RunRank("mpi://", -1, -1, body), 0)
+        << "backend " << BackendUnderTest() << ", world " << world;
     return;
   }
   const std::string url = "file://" + testing::TempPath("conformance");
   absl::Status status = testing::RunInChildren(
-      world,
-      [&](int rank) {
-        InitOptions options;
-        options.backend = BackendUnderTest();
-        options.init_method = url;
-        options.rank = rank;
-        options.world_size = world;
-        options.timeout = absl::Seconds(60);
-        auto group = InitProcessGroup(options);
-        Checker checker(rank);
-        if (!group.ok()) {
-          checker.Fail("init: ", group.status().ToString());
-          return checker.Report();
-        }
-        body(**group, checker);
-        absl::Status shutdown = (*group)->Shutdown(absl::Seconds(60));
-        if (!shutdown.ok()) checker.Fail("shutdown: ", shutdown.ToString());
-        return checker.Report();
-      },
-      absl::Seconds(240));
+      world, [&](int rank) { return RunRank(url, rank, world, body); }, absl::Seconds(240));
   EXPECT_TRUE(status.ok()) << "backend " << BackendUnderTest() << ", world " << world << ": "
                            << status;
 }
