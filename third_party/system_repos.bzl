@@ -6,13 +6,18 @@ only link options; the rest are exposed as local repositories with their headers
 
 def _python_headers_impl(rctx):
     python = rctx.attr.interpreter
-    script = "import sysconfig as s; print(s.get_paths()['include']); " + \
-             "print(s.get_config_var('LIBDIR')); print(s.get_config_var('LDVERSION'))"
+    script = "import sysconfig as s, sys; print(s.get_paths()['include']); " + \
+             "print(s.get_config_var('LIBDIR')); print(s.get_config_var('LDVERSION')); " + \
+             "print('cp%d%d' % sys.version_info[:2]); " + \
+             "print(s.get_platform().replace('-', '_').replace('.', '_'))"
     result = rctx.execute([python, "-c", script])
     if result.return_code != 0:
         fail("cannot ask %s for its include directory: %s" % (python, result.stderr))
-    include_dir, lib_dir, ld_version = result.stdout.strip().split("\n")
+    include_dir, lib_dir, ld_version, python_tag, platform_tag = result.stdout.strip().split("\n")
     rctx.symlink(include_dir, "include")
+    # What a wheel built against this interpreter is tagged with, and where the interpreter is.
+    rctx.file("defs.bzl", "PYTHON_TAG = %r\nPLATFORM_TAG = %r\nINTERPRETER = %r\n" %
+                          (python_tag, platform_tag, python))
     rctx.file("BUILD", """
 package(default_visibility = ["//visibility:public"])
 

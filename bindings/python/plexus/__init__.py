@@ -1,0 +1,1 @@
+from plexus._plexus import *  # placeholder

@@ -1,0 +1,2 @@
+import concurrent.futures
+class Future(concurrent.futures.Future): pass

@@ -1,0 +1,28 @@
+// plexus._plexus: the extension module under the plexus package. The package (plexus/*.py)
+// builds the torch.distributed-shaped API on these types.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "bindings/python/src/errors.h"
+#include "bindings/python/src/process_group_bindings.h"
+#include "bindings/python/src/python_backend.h"
+#include "bindings/python/src/store_bindings.h"
+#include "bindings/python/src/work_bindings.h"
+#include "frontend/core/dtype.h"
+#include "frontend/dispatch/backend_registry.h"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_plexus, module) {
+  module.doc() = "plexus collective communication (C++ core)";
+  plexus::python::RegisterErrors(module);
+  plexus::python::RegisterStores(module);
+  plexus::python::RegisterWork(module);
+  plexus::python::RegisterProcessGroup(module);
+  plexus::python::RegisterPythonBackends(module);
+  py::list dtypes;
+  for (plexus::DType dtype : plexus::kAllDTypes) {
+    dtypes.append(py::str(std::string(plexus::DTypeName(dtype))));
+  }
+  module.attr("dtypes") = dtypes;
+}

@@ -1,0 +1,305 @@
+#include "bindings/python/src/process_group_bindings.h"
+
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bindings/python/src/durations.h"
+#include "bindings/python/src/errors.h"
+#include "bindings/python/src/store_bindings.h"
+#include "bindings/python/src/tensor_convert.h"
+#include "bindings/python/src/work_bindings.h"
+#include "frontend/dispatch/init.h"
+#include "frontend/dispatch/process_group.h"
+
+namespace plexus::python {
+namespace {
+
+using Group = std::shared_ptr<ProcessGroup>;
+
+// Collects the tensors of one call and what keeps them alive, then issues it.
+class Call {
+ public:
+  explicit Call(const char* op) : op_(op) {}
+
+  Tensor One(py::handle object, const char* name, Access access) {
+    return ValueOrThrow(ToTensor(object, op_, name, access, keepalive_));
+  }
+  std::vector<Tensor> Many(py::handle objects, const char* name, Access access) {
+    return ValueOrThrow(ToTensors(objects, op_, name, access, keepalive_));
+  }
+
+  // Runs `issue` without the GIL and wraps its Work; `result` is what the Work yields.
+  template <typename Issue>
+  std::unique_ptr<PyWork> Run(Issue&& issue, py::object result) {
+    absl::StatusOr<WorkPtr> work;
+    {
+      py::gil_scoped_release release;
+      work = issue();
+    }
+    return std::make_unique<PyWork>(ValueOrThrow(std::move(work)), std::move(keepalive_),
+                                    std::move(result));
+  }
+
+ private:
+  const char* op_;
+  Keepalive keepalive_;
+};
+
+py::list ListOf(py::handle object) {
+  py::list list;
+  list.append(object);
+  return list;
+}
+
+absl::Duration Timeout(py::handle timeout) { return ToDuration(timeout, kDefaultTimeout, "timeout"); }
+
+std::vector<int64_t> Splits(py::handle splits) {
+  if (splits.is_none()) return {};
+  return splits.cast<std::vector<int64_t>>();
+}
+
+void RegisterReduceOp(py::module_& module) {
+  py::class_<ReduceOp> op(module, "ReduceOp",
+                          "A reduction: ReduceOp.SUM, PRODUCT, MIN, MAX, AVG, BAND, BOR, BXOR, "
+                          "or ReduceOp.premul_sum(scale).");
+  for (ReduceOpKind kind : kAllReduceOpKinds) {
+    if (kind == ReduceOpKind::kPremulSum) continue;
+    op.attr(std::string(ReduceOpName(kind)).c_str()) = ReduceOp(kind);
+  }
+  op.def_static("premul_sum", &ReduceOp::PremulSum, py::arg("scale"),
+                "SUM of each rank's input multiplied by `scale` first (floating point only).")
+      .def_static(
+          "from_name",
+          [](const std::string& name) {
+            return ReduceOp(ValueOrThrow(ParseReduceOp(name)));
+          },
+          py::arg("name"), "Parses 'sum', 'MAX', 'band', ... (any case).")
+      .def_property_readonly("name",
+                             [](const ReduceOp& value) { return ReduceOpName(value.kind); })
+      .def_readonly("scale", &ReduceOp::scale)
+      .def("__eq__", [](const ReduceOp& a, const ReduceOp& b) { return a == b; })
+      .def("__hash__",
+           [](const ReduceOp& value) {
+             return py::hash(py::make_tuple(static_cast<int>(value.kind), value.scale));
+           })
+      .def("__repr__", [](const ReduceOp& value) { return "ReduceOp." + ReduceOpName(value); });
+}
+
+}  // namespace
+
+void RegisterProcessGroup(py::module_& module) {
+  RegisterReduceOp(module);
+
+  py::class_<ProcessGroup, Group> group(module, "ProcessGroup",
+                                        "A group of ranks and the backends serving it.");
+  group.def_property_readonly("name", &ProcessGroup::name)
+      .def("rank", &ProcessGroup::rank)
+      .def("size", &ProcessGroup::size)
+      .def_property_readonly("global_ranks", &ProcessGroup::global_ranks)
+      .def_property_readonly("backend", &ProcessGroup::backend_string)
+      .def_property_readonly("timeout",
+                             [](const ProcessGroup& self) { return ToTimedelta(self.timeout()); })
+      .def_property_readonly("store", &ProcessGroup::store)
+      .def(
+          "new_group",
+          [](ProcessGroup& self, std::vector<int> ranks, const std::string& backend) {
+            py::gil_scoped_release release;
+            return ValueOrThrow(self.NewGroup(std::move(ranks), backend));
+          },
+          py::arg("ranks"), py::arg("backend") = "")
+      .def(
+          "shutdown",
+          [](ProcessGroup& self, py::handle timeout) {
+            absl::Duration limit = ToDuration(timeout, self.timeout(), "shutdown timeout");
+            py::gil_scoped_release release;
+            ThrowIfError(self.Shutdown(limit));
+          },
+          py::arg("timeout") = py::none());
+
+  group.def(
+      "broadcast",
+      [](ProcessGroup& self, py::object tensor, int root, py::handle timeout) {
+        Call call("broadcast");
+        Tensor t = call.One(tensor, "tensor", Access::kWrite);
+        BroadcastOptions options{root, Timeout(timeout)};
+        return call.Run([&] { return self.Broadcast(t, options); }, ListOf(tensor));
+      },
+      py::arg("tensor"), py::arg("root"), py::arg("timeout") = py::none());
+  group.def(
+      "reduce",
+      [](ProcessGroup& self, py::object tensor, int root, const ReduceOp& op,
+         py::handle timeout) {
+        Call call("reduce");
+        Tensor t = call.One(tensor, "tensor", Access::kWrite);
+        ReduceOptions options{op, root, Timeout(timeout)};
+        return call.Run([&] { return self.Reduce(t, options); }, ListOf(tensor));
+      },
+      py::arg("tensor"), py::arg("root"), py::arg("op"), py::arg("timeout") = py::none());
+  group.def(
+      "all_reduce",
+      [](ProcessGroup& self, py::object tensor, const ReduceOp& op, py::handle timeout) {
+        Call call("all_reduce");
+        Tensor t = call.One(tensor, "tensor", Access::kWrite);
+        AllReduceOptions options{op, Timeout(timeout)};
+        return call.Run([&] { return self.AllReduce(t, options); }, ListOf(tensor));
+      },
+      py::arg("tensor"), py::arg("op"), py::arg("timeout") = py::none());
+  group.def(
+      "all_reduce_coalesced",
+      [](ProcessGroup& self, py::object tensors, const ReduceOp& op, py::handle timeout) {
+        Call call("all_reduce_coalesced");
+        std::vector<Tensor> ts = call.Many(tensors, "tensors", Access::kWrite);
+        AllReduceCoalescedOptions options{op, Timeout(timeout)};
+        return call.Run([&] { return self.AllReduceCoalesced(ts, options); }, py::list(tensors));
+      },
+      py::arg("tensors"), py::arg("op"), py::arg("timeout") = py::none());
+  group.def(
+      "all_gather",
+      [](ProcessGroup& self, py::object outputs, py::object input, py::handle timeout) {
+        Call call("all_gather");
+        std::vector<Tensor> outs = call.Many(outputs, "output_tensor_list", Access::kWrite);
+        Tensor in = call.One(input, "input_tensor", Access::kRead);
+        AllGatherOptions options{Timeout(timeout)};
+        return call.Run([&] { return self.AllGather(outs, in, options); }, py::list(outputs));
+      },
+      py::arg("outputs"), py::arg("input"), py::arg("timeout") = py::none());
+  group.def(
+      "all_gather_into_tensor",
+      [](ProcessGroup& self, py::object output, py::object input, py::handle timeout) {
+        Call call("all_gather_into_tensor");
+        Tensor out = call.One(output, "output_tensor", Access::kWrite);
+        Tensor in = call.One(input, "input_tensor", Access::kRead);
+        AllGatherOptions options{Timeout(timeout)};
+        return call.Run([&] { return self.AllGatherIntoTensor(out, in, options); },
+                        ListOf(output));
+      },
+      py::arg("output"), py::arg("input"), py::arg("timeout") = py::none());
+  group.def(
+      "gather",
+      [](ProcessGroup& self, py::object outputs, py::object input, int root,
+         py::handle timeout) {
+        Call call("gather");
+        std::vector<Tensor> outs;
+        if (!outputs.is_none()) outs = call.Many(outputs, "gather_list", Access::kWrite);
+        Tensor in = call.One(input, "tensor", Access::kRead);
+        GatherOptions options{root, Timeout(timeout)};
+        return call.Run([&] { return self.Gather(outs, in, options); },
+                        outputs.is_none() ? py::list() : py::list(outputs));
+      },
+      py::arg("outputs"), py::arg("input"), py::arg("root"), py::arg("timeout") = py::none());
+  group.def(
+      "scatter",
+      [](ProcessGroup& self, py::object output, py::object inputs, int root,
+         py::handle timeout) {
+        Call call("scatter");
+        Tensor out = call.One(output, "tensor", Access::kWrite);
+        std::vector<Tensor> ins;
+        if (!inputs.is_none()) ins = call.Many(inputs, "scatter_list", Access::kRead);
+        ScatterOptions options{root, Timeout(timeout)};
+        return call.Run([&] { return self.Scatter(out, ins, options); }, ListOf(output));
+      },
+      py::arg("output"), py::arg("inputs"), py::arg("root"), py::arg("timeout") = py::none());
+  group.def(
+      "reduce_scatter",
+      [](ProcessGroup& self, py::object output, py::object inputs, const ReduceOp& op,
+         py::handle timeout) {
+        Call call("reduce_scatter");
+        Tensor out = call.One(output, "output", Access::kWrite);
+        std::vector<Tensor> ins = call.Many(inputs, "input_list", Access::kRead);
+        ReduceScatterOptions options{op, Timeout(timeout)};
+        return call.Run([&] { return self.ReduceScatter(out, ins, options); }, ListOf(output));
+      },
+      py::arg("output"), py::arg("inputs"), py::arg("op"), py::arg("timeout") = py::none());
+  group.def(
+      "reduce_scatter_tensor",
+      [](ProcessGroup& self, py::object output, py::object input, const ReduceOp& op,
+         py::handle timeout) {
+        Call call("reduce_scatter_tensor");
+        Tensor out = call.One(output, "output", Access::kWrite);
+        Tensor in = call.One(input, "input", Access::kRead);
+        ReduceScatterOptions options{op, Timeout(timeout)};
+        return call.Run([&] { return self.ReduceScatterTensor(out, in, options); },
+                        ListOf(output));
+      },
+      py::arg("output"), py::arg("input"), py::arg("op"), py::arg("timeout") = py::none());
+  group.def(
+      "all_to_all",
+      [](ProcessGroup& self, py::object outputs, py::object inputs, py::handle timeout) {
+        Call call("all_to_all");
+        std::vector<Tensor> outs = call.Many(outputs, "output_tensor_list", Access::kWrite);
+        std::vector<Tensor> ins = call.Many(inputs, "input_tensor_list", Access::kRead);
+        AllToAllOptions options{Timeout(timeout)};
+        return call.Run([&] { return self.AllToAll(outs, ins, options); }, py::list(outputs));
+      },
+      py::arg("outputs"), py::arg("inputs"), py::arg("timeout") = py::none());
+  group.def(
+      "all_to_all_single",
+      [](ProcessGroup& self, py::object output, py::object input, py::handle output_split_sizes,
+         py::handle input_split_sizes, py::handle timeout) {
+        Call call("all_to_all_single");
+        Tensor out = call.One(output, "output", Access::kWrite);
+        Tensor in = call.One(input, "input", Access::kRead);
+        std::vector<int64_t> out_splits = Splits(output_split_sizes);
+        std::vector<int64_t> in_splits = Splits(input_split_sizes);
+        AllToAllOptions options{Timeout(timeout)};
+        return call.Run(
+            [&] { return self.AllToAllSingle(out, in, out_splits, in_splits, options); },
+            ListOf(output));
+      },
+      py::arg("output"), py::arg("input"), py::arg("output_split_sizes") = py::none(),
+      py::arg("input_split_sizes") = py::none(), py::arg("timeout") = py::none());
+  group.def(
+      "barrier",
+      [](ProcessGroup& self, py::handle timeout) {
+        Call call("barrier");
+        BarrierOptions options{Timeout(timeout)};
+        return call.Run([&] { return self.Barrier(options); }, py::list());
+      },
+      py::arg("timeout") = py::none());
+  group.def(
+      "send",
+      [](ProcessGroup& self, py::object tensor, int dst, int tag, py::handle timeout) {
+        Call call("send");
+        Tensor t = call.One(tensor, "tensor", Access::kRead);
+        SendOptions options{tag, Timeout(timeout)};
+        return call.Run([&] { return self.Send(t, dst, options); }, ListOf(tensor));
+      },
+      py::arg("tensor"), py::arg("dst"), py::arg("tag") = 0, py::arg("timeout") = py::none());
+  group.def(
+      "recv",
+      [](ProcessGroup& self, py::object tensor, int src, int tag, py::handle timeout) {
+        Call call("recv");
+        Tensor t = call.One(tensor, "tensor", Access::kWrite);
+        RecvOptions options{tag, Timeout(timeout)};
+        if (src < 0) {
+          return call.Run([&] { return self.RecvAnySource(t, options); }, ListOf(tensor));
+        }
+        return call.Run([&] { return self.Recv(t, src, options); }, ListOf(tensor));
+      },
+      py::arg("tensor"), py::arg("src"), py::arg("tag") = 0, py::arg("timeout") = py::none(),
+      "Receives from group rank `src`, or from any rank when src < 0.");
+
+  module.def(
+      "init_process_group",
+      [](const std::string& backend, const std::string& init_method, int rank, int world_size,
+         py::handle timeout, py::handle store, const std::string& group_name) {
+        InitOptions options;
+        options.backend = backend;
+        options.init_method = init_method;
+        options.rank = rank;
+        options.world_size = world_size;
+        options.timeout = ToDuration(timeout, kDefaultGroupTimeout, "init_process_group timeout");
+        if (!store.is_none()) options.store = StoreFromPython(store);
+        options.group_name = group_name;
+        py::gil_scoped_release release;
+        return ValueOrThrow(InitProcessGroup(std::move(options)));
+      },
+      py::arg("backend"), py::arg("init_method"), py::arg("rank"), py::arg("world_size"),
+      py::arg("timeout"), py::arg("store"), py::arg("group_name") = "world");
+}
+
+}  // namespace plexus::python
