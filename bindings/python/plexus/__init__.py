@@ -1,1 +1,81 @@
-from plexus._plexus import *  # placeholder
+"""plexus: collective communication with torch.distributed's API.
+
+    import plexus as dist
+    dist.init_process_group("tcp")          # or "gloo", "mpi", "cpu:gloo,cuda:nccl"
+    dist.all_reduce(array)                  # numpy arrays, torch tensors, DLPack, buffers
+
+See docs/python.md. plexus.torch registers plexus as a torch.distributed backend.
+"""
+from plexus._plexus import (  # noqa: F401 - the public C++ types
+    AbortedError,
+    AlreadyExistsError,
+    DeadlineExceededError,
+    FailedPreconditionError,
+    FileStore,
+    HashStore,
+    InvalidArgumentError,
+    NotFoundError,
+    PlexusError,
+    PrefixStore,
+    ProcessGroup,
+    ReduceOp,
+    Store,
+    TCPStore,
+    UnauthenticatedError,
+    UnavailableError,
+    UnimplementedError,
+    Work,
+    WorkStats,
+)
+from plexus._api import (  # noqa: F401
+    _all_gather_base,
+    _reduce_scatter_base,
+    all_gather,
+    all_gather_into_tensor,
+    all_reduce,
+    all_reduce_coalesced,
+    all_to_all,
+    all_to_all_single,
+    barrier,
+    broadcast,
+    destroy_process_group,
+    gather,
+    get_backend,
+    get_global_rank,
+    get_group_rank,
+    get_process_group_ranks,
+    get_rank,
+    get_world_size,
+    init_process_group,
+    is_available,
+    is_gloo_available,
+    is_initialized,
+    is_mpi_available,
+    is_nccl_available,
+    is_torchelastic_launched,
+    new_group,
+    reduce,
+    reduce_scatter,
+    reduce_scatter_tensor,
+    scatter,
+)
+from plexus._backend import Backend  # noqa: F401
+from plexus._future import Future  # noqa: F401
+from plexus._groups import GroupMember, default_pg_timeout, group  # noqa: F401
+from plexus._objects import (  # noqa: F401
+    all_gather_object,
+    broadcast_object_list,
+    gather_object,
+    scatter_object_list,
+)
+from plexus._p2p import (  # noqa: F401
+    P2POp,
+    batch_isend_irecv,
+    irecv,
+    isend,
+    monitored_barrier,
+    recv,
+    send,
+)
+
+__version__ = "0.1.0"

@@ -104,8 +104,19 @@ class PythonStore : public Store {
   absl::StatusOr<bool> Check(absl::Span<const std::string> keys) override {
     bool present = false;
     absl::Status status = Call("check", [&](py::object store) {
-      present = store.attr("check")(std::vector<std::string>(keys.begin(), keys.end()))
-                    .cast<bool>();
+      std::vector<std::string> names(keys.begin(), keys.end());
+      if (py::hasattr(store, "check")) {
+        present = store.attr("check")(names).cast<bool>();
+        return;
+      }
+      // torch's stores have no check(): a wait that gives up after a millisecond (zero would
+      // mean "no timeout" to c10d).
+      try {
+        store.attr("wait")(names, ToTimedelta(absl::Milliseconds(1)));
+        present = true;
+      } catch (py::error_already_set& error) {
+        if (StatusFromPython(error, "wait").code() != absl::StatusCode::kDeadlineExceeded) throw;
+      }
     });
     if (!status.ok()) return status;
     return present;
@@ -187,7 +198,7 @@ class PythonStore : public Store {
 
 std::shared_ptr<Store> StoreFromPython(py::handle object) {
   if (py::isinstance<Store>(object)) return object.cast<std::shared_ptr<Store>>();
-  for (const char* method : {"set", "get", "add", "wait", "check"}) {
+  for (const char* method : {"set", "get", "add", "wait"}) {
     if (!py::hasattr(object, method)) {
       throw StatusError(absl::InvalidArgumentError(
           absl::StrCat("store: a ", Py_TYPE(object.ptr())->tp_name, " has no ", method,

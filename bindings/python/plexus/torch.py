@@ -1,0 +1,184 @@
+"""plexus as a torch.distributed backend.
+
+    import plexus.torch  # registers "plexus"
+    torch.distributed.init_process_group("plexus", ...)
+
+Every collective torch.distributed and DistributedDataParallel issue on such a group runs on
+plexus (backend string from $PLEXUS_TORCH_BACKEND, default "tcp"; any CPU backend string
+works except "mpi", whose groups come from mpirun rather than torch's store). The group is a
+Python subclass of torch's ProcessGroup (the custom-backend route of c10d), so it needs no
+compiled torch extension; tensors are handed to plexus without copies.
+
+Limits: recv(src=None) cannot report the sender through torch's Work, so it is refused;
+Work.wait(timeout) ignores the timeout (the group's own timeout still applies).
+"""
+import os
+
+import torch
+import torch.distributed as torch_dist
+from torch._C._distributed_c10d import ProcessGroup as _TorchProcessGroup
+from torch._C._distributed_c10d import _create_work_from_future
+
+from plexus import _plexus
+from plexus._api import _op
+
+BACKEND_NAME = "plexus"
+
+
+def _single(tensors, what):
+    if len(tensors) != 1:
+        raise ValueError("plexus: %s takes one tensor per process, got %d" % (what, len(tensors)))
+    return tensors[0]
+
+
+class ProcessGroupPlexus(_TorchProcessGroup):
+    """A torch.distributed process group whose collectives run on a plexus ProcessGroup."""
+
+    def __init__(self, store, rank, size, timeout, backend=None):
+        super().__init__(rank, size)
+        self._backend = backend or os.environ.get("PLEXUS_TORCH_BACKEND", "tcp")
+        self._pg = _plexus.init_process_group(self._backend, "env://", rank, size, timeout,
+                                              store, "torch")
+
+    @property
+    def plexus_group(self):
+        """The underlying plexus.ProcessGroup."""
+        return self._pg
+
+    def getBackendName(self):  # noqa: N802 - the C++ method torch calls.
+        return BACKEND_NAME
+
+    def _get_backend_name(self):
+        return BACKEND_NAME
+
+    def name(self):
+        return BACKEND_NAME
+
+    @staticmethod
+    def _wrap(work, result):
+        future = torch.futures.Future()
+
+        def done(error):
+            if error is None:
+                future.set_result(result)
+            else:
+                future.set_exception(error)
+
+        work.add_done_callback(done)
+        return _create_work_from_future(future)
+
+    def broadcast(self, tensors, opts):
+        tensor = _single(tensors, "broadcast")
+        return self._wrap(self._pg.broadcast(tensor, opts.rootRank), tensors)
+
+    def allreduce(self, tensors, opts):
+        tensor = _single(tensors, "allreduce")
+        return self._wrap(self._pg.all_reduce(tensor, _op(opts.reduceOp, "allreduce")), tensors)
+
+    def allreduce_coalesced(self, tensors, opts):
+        return self._wrap(
+            self._pg.all_reduce_coalesced(tensors, _op(opts.reduceOp, "allreduce_coalesced")),
+            tensors)
+
+    def reduce(self, tensors, opts):
+        tensor = _single(tensors, "reduce")
+        return self._wrap(self._pg.reduce(tensor, opts.rootRank, _op(opts.reduceOp, "reduce")),
+                          tensors)
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        outputs = _single(output_tensors, "allgather")
+        tensor = _single(input_tensors, "allgather")
+        return self._wrap(self._pg.all_gather(outputs, tensor), outputs)
+
+    def _allgather_base(self, output, input, opts=None):
+        return self._wrap(self._pg.all_gather_into_tensor(output, input), [output])
+
+    def allgather_coalesced(self, output_lists, input_list, opts=None):
+        works = [self._pg.all_gather(outputs, tensor)
+                 for outputs, tensor in zip(output_lists, input_list)]
+        flat = [tensor for outputs in output_lists for tensor in outputs]
+        return self._wrap(_AllOf(works), flat)
+
+    def gather(self, output_tensors, input_tensors, opts):
+        tensor = _single(input_tensors, "gather")
+        outputs = _single(output_tensors, "gather") if output_tensors else None
+        return self._wrap(self._pg.gather(outputs, tensor, opts.rootRank), outputs or [])
+
+    def scatter(self, output_tensors, input_tensors, opts):
+        tensor = _single(output_tensors, "scatter")
+        inputs = _single(input_tensors, "scatter") if input_tensors else None
+        return self._wrap(self._pg.scatter(tensor, inputs, opts.rootRank), output_tensors)
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts):
+        output = _single(output_tensors, "reduce_scatter")
+        inputs = _single(input_tensors, "reduce_scatter")
+        return self._wrap(
+            self._pg.reduce_scatter(output, inputs, _op(opts.reduceOp, "reduce_scatter")),
+            output_tensors)
+
+    def _reduce_scatter_base(self, output, input, opts):
+        return self._wrap(
+            self._pg.reduce_scatter_tensor(output, input, _op(opts.reduceOp, "reduce_scatter")),
+            [output])
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        return self._wrap(
+            self._pg.all_to_all_single(output, input, list(output_split_sizes) or None,
+                                       list(input_split_sizes) or None), [output])
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        return self._wrap(self._pg.all_to_all(output_tensors, input_tensors), output_tensors)
+
+    def send(self, tensors, dst_rank, tag=0):
+        return self._wrap(self._pg.send(_single(tensors, "send"), dst_rank, tag), tensors)
+
+    def recv(self, tensors, src_rank, tag=0):
+        return self._wrap(self._pg.recv(_single(tensors, "recv"), src_rank, tag), tensors)
+
+    def recv_anysource(self, tensors, tag=0):
+        raise RuntimeError("plexus: recv without src is not supported through torch.distributed "
+                           "(torch's Work cannot report the sender); name the source rank, or "
+                           "use plexus.recv directly")
+
+    def barrier(self, opts=None):
+        return self._wrap(self._pg.barrier(), [])
+
+    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
+        from plexus import _p2p
+        _p2p.monitored_barrier(self._pg, timeout, wait_all_ranks)
+
+
+class _AllOf:
+    """Completes when every Work in `works` has; reports the first error."""
+
+    def __init__(self, works):
+        self._works = works
+
+    def add_done_callback(self, callback):
+        remaining = [len(self._works)]
+        errors = []
+
+        def one_done(error):
+            if error is not None:
+                errors.append(error)
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                callback(errors[0] if errors else None)
+
+        if not self._works:
+            callback(None)
+        for work in self._works:
+            work.add_done_callback(one_done)
+
+
+def _create_process_group(store, rank, world_size, timeout):
+    return ProcessGroupPlexus(store, rank, world_size, timeout)
+
+
+def register():
+    """Registers "plexus" with torch.distributed (done on import; harmless to repeat)."""
+    if getattr(torch_dist.Backend, BACKEND_NAME.upper(), None) != BACKEND_NAME:
+        torch_dist.Backend.register_backend(BACKEND_NAME, _create_process_group)
+
+
+register()

@@ -1,0 +1,89 @@
+"""Runs a function on every rank of a local world: one spawned process per rank, meeting
+through a FileStore in $TEST_TMPDIR (no ports to pick). Each rank's return value comes back
+to the caller; a rank's exception, a crash or the deadline fails the call with every rank's
+report."""
+import datetime
+import multiprocessing
+import os
+import queue
+import tempfile
+import time
+import traceback
+import uuid
+
+
+def _tmpdir():
+    return os.environ.get("TEST_TMPDIR") or tempfile.gettempdir()
+
+
+def _rank_main(fn, rank, world_size, args, options, results):
+    try:
+        dist = None
+        if options["init"] == "plexus":
+            import plexus as dist
+        elif options["init"] == "torch":
+            import plexus.torch  # noqa: F401 - registers "plexus" with torch.distributed
+            import torch.distributed as dist
+        if options["before_init"] is not None:
+            options["before_init"](rank, world_size)
+        if dist is not None:
+            dist.init_process_group(options["backend"], init_method="file://" + options["store"],
+                                    rank=rank, world_size=world_size,
+                                    timeout=datetime.timedelta(seconds=options["op_timeout"]))
+        try:
+            value = fn(rank, world_size, *args)
+        finally:
+            if dist is not None and dist.is_initialized():
+                dist.destroy_process_group()
+        results.put((rank, True, value))
+    except BaseException:  # Reported to the parent, which fails the test with it.
+        results.put((rank, False, traceback.format_exc()))
+
+
+def run_world(fn, world_size, *args, backend="tcp", init="plexus", timeout=120, op_timeout=60,
+              before_init=None):
+    """Calls fn(rank, world_size, *args) on `world_size` ranks and returns their results in
+    rank order. init: "plexus" (plexus.init_process_group), "torch" (torch.distributed with
+    plexus.torch imported) or None (fn sets up itself; store path in PLEXUS_TEST_STORE)."""
+    context = multiprocessing.get_context("spawn")
+    store = os.path.join(_tmpdir(), "store-" + uuid.uuid4().hex)
+    os.environ["PLEXUS_TEST_STORE"] = store
+    options = {"backend": backend, "init": init, "store": store, "op_timeout": op_timeout,
+               "before_init": before_init}
+    results = context.Queue()
+    processes = [context.Process(target=_rank_main,
+                                 args=(fn, rank, world_size, args, options, results))
+                 for rank in range(world_size)]
+    for process in processes:
+        process.start()
+    deadline = time.monotonic() + timeout
+    reports = {}
+    try:
+        while len(reports) < world_size:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                rank, ok, value = results.get(timeout=min(remaining, 1.0))
+            except queue.Empty:
+                if all(not p.is_alive() for p in processes) and results.empty():
+                    break
+                continue
+            reports[rank] = (ok, value)
+    finally:
+        for process in processes:
+            process.join(timeout=max(0.0, min(5.0, deadline - time.monotonic())))
+            if process.is_alive():
+                process.kill()
+                process.join()
+    problems = []
+    for rank in range(world_size):
+        if rank not in reports:
+            problems.append("rank %d: no result (exit code %s)"
+                            % (rank, processes[rank].exitcode))
+        elif not reports[rank][0]:
+            problems.append("rank %d raised:\n%s" % (rank, reports[rank][1]))
+    if problems:
+        raise AssertionError("%s on %d ranks failed:\n%s"
+                             % (fn.__name__, world_size, "\n".join(problems)))
+    return [reports[rank][1] for rank in range(world_size)]

@@ -1,0 +1,137 @@
+"""plexus as a torch.distributed backend: torch.distributed calls and DistributedDataParallel
+on groups created with backend "plexus", checked against numpy references and against gloo."""
+import numpy as np
+import pytest
+
+import multiproc
+
+torch = pytest.importorskip("torch")
+
+
+def torch_collectives(rank, world):
+    import torch.distributed as dist
+    assert dist.get_backend() == "plexus"
+    results = {}
+    t = torch.arange(6, dtype=torch.float32) + rank
+    dist.all_reduce(t)
+    results["all_reduce"] = t.numpy().copy()
+    t = torch.arange(4, dtype=torch.int64) * (rank + 1)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    results["all_reduce_max"] = t.numpy().copy()
+    t = torch.full((3,), float(rank))
+    dist.broadcast(t, src=world - 1)
+    results["broadcast"] = t.numpy().copy()
+    t = torch.full((2,), float(rank + 1))
+    dist.reduce(t, dst=0, op=dist.ReduceOp.PRODUCT)
+    if rank == 0:
+        results["reduce"] = t.numpy().copy()
+    outs = [torch.zeros(2) for _ in range(world)]
+    dist.all_gather(outs, torch.full((2,), float(rank)))
+    results["all_gather"] = np.stack([o.numpy() for o in outs])
+    out = torch.zeros(world * 2)
+    dist.all_gather_into_tensor(out, torch.full((2,), float(rank)))
+    results["all_gather_into_tensor"] = out.numpy().copy()
+    out = torch.zeros(2)
+    dist.reduce_scatter(out, [torch.full((2,), float(rank * 10 + r)) for r in range(world)])
+    results["reduce_scatter"] = out.numpy().copy()
+    out = torch.zeros(2)
+    dist.reduce_scatter_tensor(out, torch.arange(world * 2, dtype=torch.float32) + rank)
+    results["reduce_scatter_tensor"] = out.numpy().copy()
+    out = torch.zeros(world, dtype=torch.int64)
+    dist.all_to_all_single(out, torch.arange(world, dtype=torch.int64) + 100 * rank)
+    results["all_to_all_single"] = out.numpy().copy()
+    outs = [torch.zeros(1) for _ in range(world)]
+    dist.all_to_all(outs, [torch.full((1,), float(rank * 10 + r)) for r in range(world)])
+    results["all_to_all"] = np.concatenate([o.numpy() for o in outs])
+    gathered = [torch.zeros(1) for _ in range(world)] if rank == 0 else None
+    dist.gather(torch.full((1,), float(rank)), gathered, dst=0)
+    if rank == 0:
+        results["gather"] = np.concatenate([g.numpy() for g in gathered])
+    out = torch.zeros(1)
+    dist.scatter(out, [torch.full((1,), float(r + 7)) for r in range(world)] if rank == 0 else None,
+                 src=0)
+    results["scatter"] = out.numpy().copy()
+    if world > 1:
+        if rank == 0:
+            dist.send(torch.full((2,), 42.0), dst=1)
+        elif rank == 1:
+            t = torch.zeros(2)
+            dist.recv(t, src=0)
+            results["recv"] = t.numpy().copy()
+    work = dist.all_reduce(torch.ones(3), async_op=True)
+    work.wait()
+    results["future"] = work.get_future().wait()[0].numpy().copy()
+    objects = [None] * world
+    dist.all_gather_object(objects, {"rank": rank})
+    results["all_gather_object"] = objects
+    dist.barrier()
+    return results
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+def test_torch_distributed_calls_run_on_plexus(world):
+    results = multiproc.run_world(torch_collectives, world, backend="plexus", init="torch")
+    ranks = np.arange(world)
+    for rank, got in enumerate(results):
+        np.testing.assert_array_equal(got["all_reduce"],
+                                      sum(np.arange(6) + r for r in ranks))
+        np.testing.assert_array_equal(got["all_reduce_max"], np.arange(4) * world)
+        np.testing.assert_array_equal(got["broadcast"], np.full(3, world - 1))
+        if rank == 0:
+            np.testing.assert_array_equal(got["reduce"], np.full(2, np.prod(ranks + 1)))
+            np.testing.assert_array_equal(got["gather"], ranks)
+        np.testing.assert_array_equal(got["all_gather"], np.repeat(ranks, 2).reshape(world, 2))
+        np.testing.assert_array_equal(got["all_gather_into_tensor"], np.repeat(ranks, 2))
+        np.testing.assert_array_equal(got["reduce_scatter"],
+                                      np.full(2, sum(r * 10 + rank for r in ranks)))
+        full = sum(np.arange(world * 2) + r for r in ranks)
+        np.testing.assert_array_equal(got["reduce_scatter_tensor"], full[rank * 2:rank * 2 + 2])
+        np.testing.assert_array_equal(got["all_to_all_single"], ranks * 100 + rank)
+        np.testing.assert_array_equal(got["all_to_all"], ranks * 10 + rank)
+        np.testing.assert_array_equal(got["scatter"], [rank + 7])
+        if world > 1 and rank == 1:
+            np.testing.assert_array_equal(got["recv"], [42.0, 42.0])
+        np.testing.assert_array_equal(got["future"], np.full(3, world))
+        assert got["all_gather_object"] == [{"rank": r} for r in ranks]
+
+
+def train_ddp(rank, world, steps):
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    # Ranks start from different weights: DDP must broadcast rank 0's.
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(rank * 0.01)
+    ddp = DistributedDataParallel(model)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    generator = torch.Generator().manual_seed(100 + rank)
+    for _ in range(steps):
+        inputs = torch.randn(5, 8, generator=generator)
+        targets = torch.randn(5, 4, generator=generator)
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(ddp(inputs), targets)
+        loss.backward()
+        optimizer.step()
+    assert dist.get_backend() in ("plexus", "gloo")
+    return [p.detach().numpy().copy() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_ddp_matches_gloo(world):
+    plexus_params = multiproc.run_world(train_ddp, world, 20, backend="plexus", init="torch")
+    gloo_params = multiproc.run_world(train_ddp, world, 20, backend="gloo", init="torch")
+    for rank in range(world):
+        for mine, theirs in zip(plexus_params[rank], gloo_params[rank]):
+            np.testing.assert_allclose(mine, theirs, rtol=0, atol=1e-6)
+        # DDP keeps replicas identical.
+        for mine, first in zip(plexus_params[rank], plexus_params[0]):
+            np.testing.assert_array_equal(mine, first)
+    # The run trained: parameters moved from where rank 0 started.
+    torch.manual_seed(0)
+    initial = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    moved = max(float(np.abs(p.detach().numpy() - q).max())
+                for p, q in zip(initial.parameters(), plexus_params[0]))
+    assert moved > 1e-3
