@@ -33,7 +33,7 @@ def _rank_main(fn, rank, world_size, args, options, results):
         try:
             value = fn(rank, world_size, *args)
         finally:
-            if dist is not None and dist.is_initialized():
+            if dist is not None and dist.is_initialized() and options["destroy"]:
                 dist.destroy_process_group()
         results.put((rank, True, value))
     except BaseException:  # Reported to the parent, which fails the test with it.
@@ -41,15 +41,17 @@ def _rank_main(fn, rank, world_size, args, options, results):
 
 
 def run_world(fn, world_size, *args, backend="tcp", init="plexus", timeout=120, op_timeout=60,
-              before_init=None):
+              before_init=None, may_exit=(), destroy=True):
     """Calls fn(rank, world_size, *args) on `world_size` ranks and returns their results in
     rank order. init: "plexus" (plexus.init_process_group), "torch" (torch.distributed with
-    plexus.torch imported) or None (fn sets up itself; store path in PLEXUS_TEST_STORE)."""
+    plexus.torch imported) or None (fn sets up itself; store path in PLEXUS_TEST_STORE).
+    Ranks in `may_exit` may end without a result (theirs is None); destroy=False skips
+    destroy_process_group (for worlds a test has broken on purpose)."""
     context = multiprocessing.get_context("spawn")
     store = os.path.join(_tmpdir(), "store-" + uuid.uuid4().hex)
     os.environ["PLEXUS_TEST_STORE"] = store
     options = {"backend": backend, "init": init, "store": store, "op_timeout": op_timeout,
-               "before_init": before_init}
+               "before_init": before_init, "destroy": destroy}
     results = context.Queue()
     processes = [context.Process(target=_rank_main,
                                  args=(fn, rank, world_size, args, options, results))
@@ -66,7 +68,8 @@ def run_world(fn, world_size, *args, backend="tcp", init="plexus", timeout=120, 
             try:
                 rank, ok, value = results.get(timeout=min(remaining, 1.0))
             except queue.Empty:
-                if all(not p.is_alive() for p in processes) and results.empty():
+                if all(not processes[r].is_alive() for r in range(world_size)
+                       if r not in reports and r not in may_exit) and results.empty():
                     break
                 continue
             reports[rank] = (ok, value)
@@ -78,7 +81,9 @@ def run_world(fn, world_size, *args, backend="tcp", init="plexus", timeout=120, 
                 process.join()
     problems = []
     for rank in range(world_size):
-        if rank not in reports:
+        if rank not in reports and rank in may_exit:
+            reports[rank] = (True, None)
+        elif rank not in reports:
             problems.append("rank %d: no result (exit code %s)"
                             % (rank, processes[rank].exitcode))
         elif not reports[rank][0]:

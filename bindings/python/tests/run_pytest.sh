@@ -3,7 +3,7 @@
 # assembled plexus package first on the path.
 set -euo pipefail
 root="${TEST_SRCDIR}/${TEST_WORKSPACE}"
-export PYTHONPATH="${root}/bindings/python/plexus_pkg:${root}/bindings/python/tests"
+export PYTHONPATH="${root}/bindings/python/plexus_pkg:${root}/bindings/python/tests:${root}/bindings/python/examples"
 export PYTHONDONTWRITEBYTECODE=1
 cd "${root}"
 args=(-q -p no:cacheprovider -o "tmp_path_retention_policy=none")
