@@ -61,7 +61,7 @@ def _python_wheel_impl(ctx):
         mnemonic = "PythonWheel",
         progress_message = "Building wheel %s" % name,
     )
-    return [DefaultInfo(files = depset([wheel]))]
+    return [DefaultInfo(files = depset([wheel]), runfiles = ctx.runfiles(files = [wheel]))]
 
 python_wheel = rule(
     implementation = _python_wheel_impl,
