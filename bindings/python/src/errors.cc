@@ -3,6 +3,8 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 
 namespace plexus::python {
 namespace {
@@ -33,6 +35,30 @@ py::object MakeException(const absl::Status& status) {
   instance.attr("code") = py::str(absl::StatusCodeToString(status.code()));
   instance.attr("message") = py::str(std::string(status.message()));
   return instance;
+}
+
+absl::Status StatusFromPython(py::error_already_set& error, absl::string_view where,
+                              absl::StatusCode otherwise) {
+  std::string text = error.what();
+  absl::StatusCode code = otherwise;
+  py::object value = error.value();
+  if (py::hasattr(value, "code") && py::isinstance<py::str>(value.attr("code"))) {
+    std::string name = value.attr("code").cast<std::string>();
+    for (int i = 1; i <= 16; ++i) {
+      if (absl::StatusCodeToString(static_cast<absl::StatusCode>(i)) == name) {
+        code = static_cast<absl::StatusCode>(i);
+      }
+    }
+  } else if (error.matches(PyExc_NotImplementedError) || error.matches(PyExc_AttributeError)) {
+    code = absl::StatusCode::kUnimplemented;
+  } else if (error.matches(PyExc_ValueError) || error.matches(PyExc_TypeError) ||
+             error.matches(PyExc_KeyError)) {
+    code = absl::StatusCode::kInvalidArgument;
+  } else if (error.matches(PyExc_TimeoutError) || absl::StrContains(text, "imeout") ||
+             absl::StrContains(text, "timed out")) {
+    code = absl::StatusCode::kDeadlineExceeded;
+  }
+  return absl::Status(code, absl::StrCat(where, ": ", text));
 }
 
 void RegisterErrors(py::module_& module) {

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace plexus::python {
 
@@ -39,6 +40,13 @@ T ValueOrThrow(absl::StatusOr<T> value) {
 
 // The exception instance for a non-OK `status` (to raise, or to store in a future). GIL held.
 py::object MakeException(const absl::Status& status);
+
+// The status a Python exception stands for, prefixed with `where`: a plexus error keeps its
+// code; NotImplementedError/AttributeError are Unimplemented; ValueError/TypeError/KeyError
+// InvalidArgument; TimeoutError, or a message that mentions a timeout (as torch's stores
+// raise), DeadlineExceeded; anything else `otherwise`. GIL held.
+absl::Status StatusFromPython(py::error_already_set& error, absl::string_view where,
+                              absl::StatusCode otherwise);
 
 // Creates the exception classes in `module` and the StatusError translator.
 void RegisterErrors(py::module_& module);

@@ -9,6 +9,7 @@
 
 #include "bindings/python/src/durations.h"
 #include "bindings/python/src/errors.h"
+#include "bindings/python/src/py_ref.h"
 #include "bindings/python/src/store_bindings.h"
 #include "bindings/python/src/tensor_convert.h"
 #include "bindings/python/src/work_bindings.h"
@@ -19,6 +20,22 @@ namespace plexus::python {
 namespace {
 
 using Group = std::shared_ptr<ProcessGroup>;
+
+// The handle Python holds. A group's destructor joins its backends' threads, and one of them may
+// be waiting for the GIL to run a completion callback: the last reference is therefore dropped
+// with the GIL released.
+Group ForPython(Group group) {
+  if (group == nullptr) return group;
+  auto* owner = new Group(std::move(group));
+  return Group(owner->get(), [owner](ProcessGroup*) {
+    if (InterpreterAlive() && PyGILState_Check()) {
+      py::gil_scoped_release release;
+      delete owner;
+    } else {
+      delete owner;
+    }
+  });
+}
 
 // Collects the tensors of one call and what keeps them alive, then issues it.
 class Call {
@@ -107,8 +124,12 @@ void RegisterProcessGroup(py::module_& module) {
       .def(
           "new_group",
           [](ProcessGroup& self, std::vector<int> ranks, const std::string& backend) {
-            py::gil_scoped_release release;
-            return ValueOrThrow(self.NewGroup(std::move(ranks), backend));
+            absl::StatusOr<Group> group;
+            {
+              py::gil_scoped_release release;
+              group = self.NewGroup(std::move(ranks), backend);
+            }
+            return ForPython(ValueOrThrow(std::move(group)));
           },
           py::arg("ranks"), py::arg("backend") = "")
       .def(
@@ -295,8 +316,12 @@ void RegisterProcessGroup(py::module_& module) {
         options.timeout = ToDuration(timeout, kDefaultGroupTimeout, "init_process_group timeout");
         if (!store.is_none()) options.store = StoreFromPython(store);
         options.group_name = group_name;
-        py::gil_scoped_release release;
-        return ValueOrThrow(InitProcessGroup(std::move(options)));
+        absl::StatusOr<Group> group;
+        {
+          py::gil_scoped_release release;
+          group = InitProcessGroup(std::move(options));
+        }
+        return ForPython(ValueOrThrow(std::move(group)));
       },
       py::arg("backend"), py::arg("init_method"), py::arg("rank"), py::arg("world_size"),
       py::arg("timeout"), py::arg("store"), py::arg("group_name") = "world");

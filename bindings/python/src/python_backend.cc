@@ -53,26 +53,6 @@ py::list NumpyViews(absl::Span<const Tensor> tensors) {
   return views;
 }
 
-absl::Status StatusOfException(py::error_already_set& error, absl::string_view where) {
-  absl::StatusCode code = absl::StatusCode::kUnknown;
-  py::object value = error.value();
-  if (py::hasattr(value, "code") && py::isinstance<py::str>(value.attr("code"))) {
-    std::string name = value.attr("code").cast<std::string>();
-    for (int i = 1; i <= 16; ++i) {
-      if (absl::StatusCodeToString(static_cast<absl::StatusCode>(i)) == name) {
-        code = static_cast<absl::StatusCode>(i);
-      }
-    }
-  } else if (error.matches(PyExc_NotImplementedError) || error.matches(PyExc_AttributeError)) {
-    code = absl::StatusCode::kUnimplemented;
-  } else if (error.matches(PyExc_ValueError) || error.matches(PyExc_TypeError)) {
-    code = absl::StatusCode::kInvalidArgument;
-  } else if (error.matches(PyExc_TimeoutError)) {
-    code = absl::StatusCode::kDeadlineExceeded;
-  }
-  return absl::Status(code, absl::StrCat(where, ": ", error.what()));
-}
-
 class PythonBackend : public Backend {
  public:
   using PyCall = std::function<py::object(py::object& impl)>;
@@ -265,7 +245,8 @@ class PythonBackend : public Backend {
           if (!result.is_none() && py::hasattr(result, "wait")) result.attr("wait")();
           status = absl::OkStatus();
         } catch (py::error_already_set& error) {
-          status = StatusOfException(error, absl::StrCat(name_, " ", task.op));
+          status = StatusFromPython(error, absl::StrCat(name_, " ", task.op),
+                                    absl::StatusCode::kUnknown);
         } catch (const std::exception& error) {
           status = absl::InternalError(absl::StrCat(name_, " ", task.op, ": ", error.what()));
         }
@@ -324,7 +305,8 @@ void RegisterPythonBackends(py::module_& module) {
               backend = std::make_shared<PythonBackend>(
                   name, impl, CapabilitiesOf(impl, device_types), context.size);
             } catch (py::error_already_set& error) {
-              backend = StatusOfException(error, absl::StrCat("creating backend ", name));
+              backend = StatusFromPython(error, absl::StrCat("creating backend ", name),
+                                       absl::StatusCode::kUnknown);
             } catch (const StatusError& error) {
               backend = error.status();
             }

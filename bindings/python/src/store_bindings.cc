@@ -34,28 +34,6 @@ auto Released(Fn&& fn) {
   return fn();
 }
 
-// The status a Python store's exception stands for: plexus errors keep their code; torch
-// reports timeouts as RuntimeErrors mentioning them.
-absl::Status StatusFromPython(py::error_already_set& error, absl::string_view method) {
-  std::string text = error.what();
-  absl::StatusCode code = absl::StatusCode::kUnavailable;
-  if (error.matches(PyExc_KeyError) || error.matches(PyExc_ValueError)) {
-    code = absl::StatusCode::kInvalidArgument;
-  }
-  py::object value = error.value();
-  if (py::hasattr(value, "code") && py::isinstance<py::str>(value.attr("code"))) {
-    absl::StatusCode parsed;
-    std::string name = value.attr("code").cast<std::string>();
-    for (int i = 0; i <= 16; ++i) {
-      parsed = static_cast<absl::StatusCode>(i);
-      if (absl::StatusCodeToString(parsed) == name) code = parsed;
-    }
-  } else if (absl::StrContains(text, "imeout") || absl::StrContains(text, "timed out")) {
-    code = absl::StatusCode::kDeadlineExceeded;
-  }
-  return absl::Status(code, absl::StrCat("python store ", method, ": ", text));
-}
-
 // A Store over a Python object with c10d's store methods.
 class PythonStore : public Store {
  public:
@@ -115,7 +93,10 @@ class PythonStore : public Store {
         store.attr("wait")(names, ToTimedelta(absl::Milliseconds(1)));
         present = true;
       } catch (py::error_already_set& error) {
-        if (StatusFromPython(error, "wait").code() != absl::StatusCode::kDeadlineExceeded) throw;
+        if (StatusFromPython(error, "wait", absl::StatusCode::kUnavailable).code() !=
+            absl::StatusCode::kDeadlineExceeded) {
+          throw;
+        }
       }
     });
     if (!status.ok()) return status;
@@ -185,7 +166,8 @@ class PythonStore : public Store {
         fn(object_.get());
         status = absl::OkStatus();
       } catch (py::error_already_set& error) {
-        status = StatusFromPython(error, method);
+        status = StatusFromPython(error, absl::StrCat("python store ", method),
+                                  absl::StatusCode::kUnavailable);
       }
     });
     return status;

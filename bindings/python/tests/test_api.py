@@ -224,3 +224,26 @@ def test_backend_written_in_python():
                           "all_gather": "UNIMPLEMENTED"}, errors
     with pytest.raises(dist.AlreadyExistsError):
         dist.Backend.register_backend("tcp", StoreBackend)
+
+
+def monitored_barrier_names_missing(rank, world):
+    if rank == world - 1:
+        return None  # Never arrives.
+    try:
+        dist.monitored_barrier(timeout=datetime.timedelta(seconds=1), wait_all_ranks=True)
+    except dist.DeadlineExceededError as error:
+        return str(error)
+    return "passed"
+
+
+def test_monitored_barrier_names_missing_ranks():
+    results = multiproc.run_world(monitored_barrier_names_missing, 3)
+    assert "rank 2 failed to pass monitored_barrier" in results[0], results
+    assert "was not released by rank 0" in results[1], results
+
+
+def test_dropping_works_keeps_memory_alive(world_of_one):
+    # Works dropped before completion keep their tensors alive until done.
+    for _ in range(100):
+        dist.all_reduce(np.ones(1000), async_op=True)
+    dist.barrier()
