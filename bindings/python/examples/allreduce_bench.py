@@ -15,6 +15,7 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 
 import numpy as np
 
@@ -73,7 +74,7 @@ def main():
     directory = os.environ.get("TEST_TMPDIR") or tempfile.mkdtemp()
     print("%-13s %10s %12s %10s %6s" % ("mode", "bytes", "time_us", "busbw", "wrong"))
     for mode in args.modes.split(","):
-        store = os.path.join(directory, "bench-store-" + mode.replace(":", "-"))
+        store = os.path.join(directory, "bench-store-" + uuid.uuid4().hex)
         results = context.Queue()
         processes = [context.Process(target=rank_main, args=(r, args.ranks, mode, sizes,
                                                              args.iters, store, results))
@@ -83,6 +84,8 @@ def main():
         rows = results.get(timeout=600)
         for process in processes:
             process.join(60)
+            if process.exitcode != 0:
+                sys.exit("%s: a rank exited with %s" % (mode, process.exitcode))
         for size, seconds, wrong in rows:
             busbw = 2.0 * (args.ranks - 1) / args.ranks * size / seconds / 1e9
             print("%-13s %10d %12.1f %10.3f %6d" % (mode, size, seconds * 1e6, busbw, wrong))
