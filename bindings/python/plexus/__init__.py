@@ -79,3 +79,11 @@ from plexus._p2p import (  # noqa: F401
 )
 
 __version__ = "0.1.0"
+
+# Before the interpreter finalizes, plexus's threads stop calling into Python (a thread that
+# waits for the GIL during finalization would be ended mid-C++ and abort the process).
+import atexit as _atexit  # noqa: E402
+
+from plexus import _plexus as _core  # noqa: E402
+
+_atexit.register(_core._close_to_plexus_threads)

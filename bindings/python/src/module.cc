@@ -5,6 +5,7 @@
 
 #include "bindings/python/src/errors.h"
 #include "bindings/python/src/process_group_bindings.h"
+#include "bindings/python/src/py_ref.h"
 #include "bindings/python/src/python_backend.h"
 #include "bindings/python/src/store_bindings.h"
 #include "bindings/python/src/work_bindings.h"
@@ -25,4 +26,7 @@ PYBIND11_MODULE(_plexus, module) {
     dtypes.append(py::str(std::string(plexus::DTypeName(dtype))));
   }
   module.attr("dtypes") = dtypes;
+  module.def("_close_to_plexus_threads", &plexus::python::CloseToPlexusThreads,
+             py::arg("limit_seconds") = 2.0,
+             "At exit: plexus threads stop calling into Python (registered with atexit).");
 }

@@ -7,14 +7,51 @@
 
 #include <pybind11/pybind11.h>
 
+#include <atomic>
 #include <utility>
 
 namespace plexus::python {
 
 namespace py = pybind11;
 
+// Set by plexus's atexit hook (CloseToPlexusThreads): from then on no plexus thread enters
+// Python. A thread that blocks for the GIL while the interpreter finalizes is ended with
+// pthread_exit, which aborts a C++ thread; so entries are counted and the hook waits them out.
+inline std::atomic<bool>& PythonClosing() {
+  static std::atomic<bool> closing{false};
+  return closing;
+}
+inline std::atomic<int>& ThreadsEnteringPython() {
+  static std::atomic<int> count{0};
+  return count;
+}
+
 // True while Python objects may still be touched (the interpreter is up and not finalizing).
-inline bool InterpreterAlive() { return Py_IsInitialized() && !_Py_IsFinalizing(); }
+inline bool InterpreterAlive() {
+  return !PythonClosing().load(std::memory_order_acquire) && Py_IsInitialized() &&
+         !_Py_IsFinalizing();
+}
+
+// Runs `fn` holding the GIL from any thread; returns false without running it once the
+// interpreter is shutting down.
+template <typename Fn>
+bool WithGil(Fn&& fn) {
+  ThreadsEnteringPython().fetch_add(1, std::memory_order_acq_rel);
+  if (!InterpreterAlive()) {
+    ThreadsEnteringPython().fetch_sub(1, std::memory_order_acq_rel);
+    return false;
+  }
+  {
+    py::gil_scoped_acquire gil;
+    fn();
+  }
+  ThreadsEnteringPython().fetch_sub(1, std::memory_order_acq_rel);
+  return true;
+}
+
+// Stops plexus threads from entering Python and waits (GIL released, at most `limit`) for
+// those already entering to leave. Called once, from an atexit hook; GIL held.
+void CloseToPlexusThreads(double limit_seconds);
 
 class PyRef {
  public:
@@ -37,28 +74,15 @@ class PyRef {
   py::object get() const { return py::reinterpret_borrow<py::object>(object_); }
   explicit operator bool() const { return object_ != nullptr; }
 
-  // Drops the reference from any thread.
+  // Drops the reference from any thread (leaks it once the interpreter is shutting down).
   void Reset() {
     PyObject* object = std::exchange(object_, nullptr);
-    if (object == nullptr || !InterpreterAlive()) return;
-    PyGILState_STATE state = PyGILState_Ensure();
-    Py_DECREF(object);
-    PyGILState_Release(state);
+    if (object != nullptr) WithGil([object] { Py_DECREF(object); });
   }
 
  private:
   PyObject* object_ = nullptr;
 };
-
-// Runs `fn` holding the GIL from any thread; returns false without running it when the
-// interpreter is finalizing.
-template <typename Fn>
-bool WithGil(Fn&& fn) {
-  if (!InterpreterAlive()) return false;
-  py::gil_scoped_acquire gil;
-  fn();
-  return true;
-}
 
 }  // namespace plexus::python
 
