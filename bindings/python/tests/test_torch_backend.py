@@ -64,6 +64,12 @@ def torch_collectives(rank, world):
     objects = [None] * world
     dist.all_gather_object(objects, {"rank": rank})
     results["all_gather_object"] = objects
+    # A torch subgroup on plexus (built by torch through the same registered creator).
+    ends = dist.new_group(sorted({0, world - 1}))
+    t = torch.full((2,), float(rank + 1))
+    if rank in (0, world - 1):
+        dist.all_reduce(t, group=ends)
+        results["subgroup"] = t.numpy().copy()
     dist.barrier()
     return results
 
@@ -93,6 +99,8 @@ def test_torch_distributed_calls_run_on_plexus(world):
             np.testing.assert_array_equal(got["recv"], [42.0, 42.0])
         np.testing.assert_array_equal(got["future"], np.full(3, world))
         assert got["all_gather_object"] == [{"rank": r} for r in ranks]
+        if rank in (0, world - 1):
+            np.testing.assert_array_equal(got["subgroup"], np.full(2, sum({1, world})))
 
 
 def train_ddp(rank, world, steps):
