@@ -82,19 +82,19 @@ class PythonBackend : public Backend {
   BackendCapabilities capabilities() const override { return capabilities_; }
 
   WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options) override {
-    return Enqueue("broadcast", options.timeout, [=](py::object& impl) {
+    return Enqueue("broadcast", [=](py::object& impl) {
       return impl.attr("broadcast")(NumpyView(tensor), options.root_rank,
                                     py::arg("timeout") = ToTimedelta(options.timeout));
     });
   }
   WorkPtr Reduce(const Tensor& tensor, const ReduceOptions& options) override {
-    return Enqueue("reduce", options.timeout, [=](py::object& impl) {
+    return Enqueue("reduce", [=](py::object& impl) {
       return impl.attr("reduce")(NumpyView(tensor), options.root_rank, options.op,
                                  py::arg("timeout") = ToTimedelta(options.timeout));
     });
   }
   WorkPtr AllReduce(const Tensor& tensor, const AllReduceOptions& options) override {
-    return Enqueue("all_reduce", options.timeout, [=](py::object& impl) {
+    return Enqueue("all_reduce", [=](py::object& impl) {
       return impl.attr("all_reduce")(NumpyView(tensor), options.op,
                                      py::arg("timeout") = ToTimedelta(options.timeout));
     });
@@ -102,7 +102,7 @@ class PythonBackend : public Backend {
   WorkPtr AllReduceCoalesced(absl::Span<const Tensor> tensors,
                              const AllReduceCoalescedOptions& options) override {
     std::vector<Tensor> copy(tensors.begin(), tensors.end());
-    return Enqueue("all_reduce_coalesced", options.timeout, [=](py::object& impl) {
+    return Enqueue("all_reduce_coalesced", [=](py::object& impl) {
       return impl.attr("all_reduce_coalesced")(NumpyViews(copy), options.op,
                                                py::arg("timeout") = ToTimedelta(options.timeout));
     });
@@ -110,14 +110,14 @@ class PythonBackend : public Backend {
   WorkPtr AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
                     const AllGatherOptions& options) override {
     std::vector<Tensor> outs(outputs.begin(), outputs.end());
-    return Enqueue("all_gather", options.timeout, [=](py::object& impl) {
+    return Enqueue("all_gather", [=](py::object& impl) {
       return impl.attr("all_gather")(NumpyViews(outs), NumpyView(input),
                                      py::arg("timeout") = ToTimedelta(options.timeout));
     });
   }
   WorkPtr AllGatherIntoTensor(const Tensor& output, const Tensor& input,
                               const AllGatherOptions& options) override {
-    return Enqueue("all_gather_into_tensor", options.timeout, [=](py::object& impl) {
+    return Enqueue("all_gather_into_tensor", [=](py::object& impl) {
       return impl.attr("all_gather_into_tensor")(NumpyView(output), NumpyView(input),
                                                  py::arg("timeout") = ToTimedelta(options.timeout));
     });
@@ -125,7 +125,7 @@ class PythonBackend : public Backend {
   WorkPtr Gather(absl::Span<const Tensor> outputs, const Tensor& input,
                  const GatherOptions& options) override {
     std::vector<Tensor> outs(outputs.begin(), outputs.end());
-    return Enqueue("gather", options.timeout, [=](py::object& impl) {
+    return Enqueue("gather", [=](py::object& impl) {
       return impl.attr("gather")(NumpyViews(outs), NumpyView(input), options.root_rank,
                                  py::arg("timeout") = ToTimedelta(options.timeout));
     });
@@ -133,7 +133,7 @@ class PythonBackend : public Backend {
   WorkPtr Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
                   const ScatterOptions& options) override {
     std::vector<Tensor> ins(inputs.begin(), inputs.end());
-    return Enqueue("scatter", options.timeout, [=](py::object& impl) {
+    return Enqueue("scatter", [=](py::object& impl) {
       return impl.attr("scatter")(NumpyView(output), NumpyViews(ins), options.root_rank,
                                   py::arg("timeout") = ToTimedelta(options.timeout));
     });
@@ -141,14 +141,14 @@ class PythonBackend : public Backend {
   WorkPtr ReduceScatter(const Tensor& output, absl::Span<const Tensor> inputs,
                         const ReduceScatterOptions& options) override {
     std::vector<Tensor> ins(inputs.begin(), inputs.end());
-    return Enqueue("reduce_scatter", options.timeout, [=](py::object& impl) {
+    return Enqueue("reduce_scatter", [=](py::object& impl) {
       return impl.attr("reduce_scatter")(NumpyView(output), NumpyViews(ins), options.op,
                                          py::arg("timeout") = ToTimedelta(options.timeout));
     });
   }
   WorkPtr ReduceScatterTensor(const Tensor& output, const Tensor& input,
                               const ReduceScatterOptions& options) override {
-    return Enqueue("reduce_scatter_tensor", options.timeout, [=](py::object& impl) {
+    return Enqueue("reduce_scatter_tensor", [=](py::object& impl) {
       return impl.attr("reduce_scatter_tensor")(NumpyView(output), NumpyView(input), options.op,
                                                 py::arg("timeout") = ToTimedelta(options.timeout));
     });
@@ -157,7 +157,7 @@ class PythonBackend : public Backend {
                    const AllToAllOptions& options) override {
     std::vector<Tensor> outs(outputs.begin(), outputs.end());
     std::vector<Tensor> ins(inputs.begin(), inputs.end());
-    return Enqueue("all_to_all", options.timeout, [=](py::object& impl) {
+    return Enqueue("all_to_all", [=](py::object& impl) {
       return impl.attr("all_to_all")(NumpyViews(outs), NumpyViews(ins),
                                      py::arg("timeout") = ToTimedelta(options.timeout));
     });
@@ -168,25 +168,25 @@ class PythonBackend : public Backend {
                          const AllToAllOptions& options) override {
     std::vector<int64_t> out_splits(output_split_sizes.begin(), output_split_sizes.end());
     std::vector<int64_t> in_splits(input_split_sizes.begin(), input_split_sizes.end());
-    return Enqueue("all_to_all_single", options.timeout, [=](py::object& impl) {
+    return Enqueue("all_to_all_single", [=](py::object& impl) {
       return impl.attr("all_to_all_single")(NumpyView(output), NumpyView(input), out_splits,
                                             in_splits,
                                             py::arg("timeout") = ToTimedelta(options.timeout));
     });
   }
   WorkPtr Barrier(const BarrierOptions& options) override {
-    return Enqueue("barrier", options.timeout, [=](py::object& impl) {
+    return Enqueue("barrier", [=](py::object& impl) {
       return impl.attr("barrier")(py::arg("timeout") = ToTimedelta(options.timeout));
     });
   }
   WorkPtr Send(const Tensor& tensor, int dst_rank, const SendOptions& options) override {
-    return Enqueue("send", options.timeout, [=](py::object& impl) {
+    return Enqueue("send", [=](py::object& impl) {
       return impl.attr("send")(NumpyView(tensor), dst_rank, options.tag,
                                py::arg("timeout") = ToTimedelta(options.timeout));
     });
   }
   WorkPtr Recv(const Tensor& tensor, int src_rank, const RecvOptions& options) override {
-    return Enqueue("recv", options.timeout, [=](py::object& impl) {
+    return Enqueue("recv", [=](py::object& impl) {
       return impl.attr("recv")(NumpyView(tensor), src_rank, options.tag,
                                py::arg("timeout") = ToTimedelta(options.timeout));
     });
@@ -204,8 +204,8 @@ class PythonBackend : public Backend {
     PyCall call;
   };
 
-  WorkPtr Enqueue(const char* op, absl::Duration timeout, PyCall call) {
-    (void)timeout;  // Passed to the method; Python code cannot be interrupted from here.
+  // The operation's timeout goes to the Python method; Python code cannot be interrupted here.
+  WorkPtr Enqueue(const char* op, PyCall call) {
     auto work = std::make_shared<Work>(op, size_);
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -42,10 +42,6 @@ absl::Status Invalid(absl::string_view op, absl::string_view name, absl::string_
 
 std::string TypeName(py::handle object) { return Py_TYPE(object.ptr())->tp_name; }
 
-absl::Status CheckLayout(const Tensor& tensor, absl::string_view op, absl::string_view name) {
-  return tensor.CheckContiguous(op, name);
-}
-
 // --- torch ---------------------------------------------------------------------------------
 
 PyObject* TorchTensorType() {
@@ -89,7 +85,7 @@ absl::StatusOr<Tensor> FromTorch(py::handle object, absl::string_view op, absl::
   for (py::handle stride : object.attr("stride")()) strides.push_back(stride.cast<int64_t>());
   auto data = reinterpret_cast<void*>(object.attr("data_ptr")().cast<uintptr_t>());
   Tensor tensor(data, *dtype, std::move(shape), std::move(strides), where);
-  RETURN_IF_ERROR(CheckLayout(tensor, op, name));
+  RETURN_IF_ERROR(tensor.CheckContiguous(op, name));
   return tensor;
 }
 
@@ -156,7 +152,7 @@ absl::StatusOr<Tensor> FromBuffer(py::handle object, absl::string_view op, absl:
     strides.push_back(view->strides[i] / view->itemsize);
   }
   Tensor tensor(view->buf, dtype, std::move(shape), std::move(strides), Device::Cpu());
-  RETURN_IF_ERROR(CheckLayout(tensor, op, name));
+  RETURN_IF_ERROR(tensor.CheckContiguous(op, name));
   return tensor;
 }
 
@@ -225,7 +221,7 @@ absl::StatusOr<Tensor> FromDLPack(py::handle object, absl::string_view op, absl:
   Tensor tensor = dl.strides == nullptr
                       ? Tensor(data, dtype, shape, device)
                       : Tensor(data, dtype, shape, Shape(dl.strides, dl.strides + dl.ndim), device);
-  RETURN_IF_ERROR(CheckLayout(tensor, op, name));
+  RETURN_IF_ERROR(tensor.CheckContiguous(op, name));
   return tensor;
 }
 
