@@ -43,6 +43,13 @@ bool WithGil(Fn&& fn) {
   }
   {
     py::gil_scoped_acquire gil;
+    // Keep this thread's Python thread state between calls: creating and destroying one per
+    // callback costs more than the callback.
+    thread_local bool state_kept = false;
+    if (!state_kept) {
+      gil.inc_ref();
+      state_kept = true;
+    }
     fn();
   }
   ThreadsEnteringPython().fetch_sub(1, std::memory_order_acq_rel);
