@@ -80,24 +80,14 @@ void PyWork::AddDoneCallback(py::object fn) {
 
 py::object PyWork::GetFuture() {
   py::object future = py::module_::import("plexus._future").attr("Future")();
-  auto future_ref = std::make_shared<PyRef>(future);
-  auto result_ref = std::make_shared<PyRef>(result_);
-  work_->OnComplete([future_ref, result_ref](const absl::Status& status) {
-    WithGil([&] {
-      try {
-        py::object target = future_ref->get();
-        if (status.ok()) {
-          target.attr("set_result")(result_ref->get());
-        } else {
-          target.attr("set_exception")(MakeException(status));
-        }
-      } catch (py::error_already_set& error) {
-        error.discard_as_unraisable("plexus Work future");
-      }
-      future_ref->Reset();
-      result_ref->Reset();
-    });
-  });
+  py::object result = result_;
+  AddDoneCallback(py::cpp_function([future, result](py::object error) {
+    if (error.is_none()) {
+      future.attr("set_result")(result);
+    } else {
+      future.attr("set_exception")(error);
+    }
+  }));
   return future;
 }
 

@@ -18,22 +18,20 @@ def _tmpdir():
 
 def _rank_main(fn, rank, world_size, args, options, results):
     try:
-        dist = None
         if options["init"] == "plexus":
             import plexus as dist
-        elif options["init"] == "torch":
+        else:
             import plexus.torch  # noqa: F401 - registers "plexus" with torch.distributed
             import torch.distributed as dist
         if options["before_init"] is not None:
             options["before_init"](rank, world_size)
-        if dist is not None:
-            dist.init_process_group(options["backend"], init_method="file://" + options["store"],
-                                    rank=rank, world_size=world_size,
-                                    timeout=datetime.timedelta(seconds=options["op_timeout"]))
+        dist.init_process_group(options["backend"], init_method="file://" + options["store"],
+                                rank=rank, world_size=world_size,
+                                timeout=datetime.timedelta(seconds=options["op_timeout"]))
         try:
             value = fn(rank, world_size, *args)
         finally:
-            if dist is not None and dist.is_initialized() and options["destroy"]:
+            if dist.is_initialized() and options["destroy"]:
                 dist.destroy_process_group()
         results.put((rank, True, value))
     except BaseException:  # Reported to the parent, which fails the test with it.
@@ -43,13 +41,12 @@ def _rank_main(fn, rank, world_size, args, options, results):
 def run_world(fn, world_size, *args, backend="tcp", init="plexus", timeout=120, op_timeout=60,
               before_init=None, may_exit=(), destroy=True):
     """Calls fn(rank, world_size, *args) on `world_size` ranks and returns their results in
-    rank order. init: "plexus" (plexus.init_process_group), "torch" (torch.distributed with
-    plexus.torch imported) or None (fn sets up itself; store path in PLEXUS_TEST_STORE).
+    rank order. init: "plexus" (plexus.init_process_group) or "torch" (torch.distributed with
+    plexus.torch imported).
     Ranks in `may_exit` may end without a result (theirs is None); destroy=False skips
     destroy_process_group (for worlds a test has broken on purpose)."""
     context = multiprocessing.get_context("spawn")
     store = os.path.join(_tmpdir(), "store-" + uuid.uuid4().hex)
-    os.environ["PLEXUS_TEST_STORE"] = store
     options = {"backend": backend, "init": init, "store": store, "op_timeout": op_timeout,
                "before_init": before_init, "destroy": destroy}
     results = context.Queue()

@@ -59,14 +59,40 @@ def test_tensor_kinds_are_used_in_place(world_of_one):
     np.testing.assert_array_equal(base, [0, 0, 1, 2, 3, 0])
 
 
-def test_zero_copy(world_of_one):
-    # A Python backend sees the caller's memory (writes show up), proving no copy is made.
-    pytest.importorskip("torch")
-    import torch
-    tensor = torch.zeros(3)
-    array_ = tensor.numpy()  # Shares memory with `tensor`.
-    dist.all_reduce(tensor)
-    assert tensor.data_ptr() == array_.ctypes.data
+class AddressRecorder:
+    """A world-of-one backend noting where the memory it is handed lives."""
+
+    seen = []
+
+    def __init__(self, store, rank, world_size, timeout):
+        pass
+
+    def all_reduce(self, tensor, op, timeout=None):
+        AddressRecorder.seen.append(tensor.__array_interface__["data"][0])
+
+
+def test_zero_copy():
+    # The backend must receive the caller's own memory, for every kind of tensor.
+    import ctypes
+    dist.Backend.register_backend("addressrecorder", AddressRecorder)
+    dist.init_process_group("addressrecorder", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        numpy_array = np.zeros(4, np.float32)
+        raw = bytearray(8)
+        behind_dlpack = np.zeros(3, np.int64)
+        expected = [numpy_array.ctypes.data,
+                    ctypes.addressof((ctypes.c_char * len(raw)).from_buffer(raw)),
+                    behind_dlpack.ctypes.data]
+        for tensor in (numpy_array, raw, DLPackOnly(behind_dlpack)):
+            dist.all_reduce(tensor)
+        torch = pytest.importorskip("torch")
+        torch_tensor = torch.zeros(5)
+        expected.append(torch_tensor.data_ptr())
+        dist.all_reduce(torch_tensor)
+        assert AddressRecorder.seen == expected
+    finally:
+        dist.destroy_process_group()
+        dist.Backend.unregister_backend("addressrecorder")
 
 
 def test_bad_input_is_a_clear_error(world_of_one):
