@@ -12,6 +12,7 @@
 #include "algorithms/reduce_kernels.h"
 #include "backends/gloo/gloo_store_adapter.h"
 #include "backends/gloo/gloo_transport.h"
+#include "frontend/core/logging.h"
 #include "frontend/core/status_macros.h"
 #include "frontend/dispatch/backend_registry.h"
 #include "gloo/rendezvous/context.h"
@@ -19,13 +20,11 @@
 
 namespace plexus {
 
-std::string GlooDeviceHostname() {
-  for (const char* name : {"PLEXUS_GLOO_ADDR", "PLEXUS_TCP_ADDR"}) {
-    if (const char* env = std::getenv(name); env != nullptr && *env != '\0') return env;
+std::string GlooDeviceAddress(const BackendContext& context) {
+  if (const char* env = std::getenv("PLEXUS_GLOO_ADDR"); env != nullptr && *env != '\0') {
+    return env;
   }
-  char host[256] = {0};
-  if (gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0') return host;
-  return "127.0.0.1";
+  return context.address;
 }
 
 void IgnoreSigpipeUnlessHandled() {
@@ -41,9 +40,14 @@ absl::StatusOr<std::shared_ptr<Backend>> GlooBackend::Create(const BackendContex
   // process with SIGPIPE instead of failing the operation.
   IgnoreSigpipeUnlessHandled();
   std::shared_ptr<gloo::rendezvous::Context> gloo_context;
+  const std::string address = GlooDeviceAddress(context);
+  if (LogEnabled(LogLevel::kDebug)) {
+    Log(LogLevel::kDebug, absl::StrCat("gloo: group '", context.group_name, "' rank ",
+                                       context.rank, " listens at ", address));
+  }
   try {
     gloo::transport::tcp::attr attr;
-    attr.hostname = GlooDeviceHostname();
+    attr.hostname = address;
     std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
     gloo_context = std::make_shared<gloo::rendezvous::Context>(context.rank, context.size);
     gloo_context->setTimeout(std::chrono::milliseconds(absl::ToInt64Milliseconds(context.timeout)));
@@ -52,7 +56,8 @@ absl::StatusOr<std::shared_ptr<Backend>> GlooBackend::Create(const BackendContex
   } catch (const std::exception& error) {
     return GlooErrorToStatus(
         error, absl::StrCat("gloo: connecting rank ", context.rank, " of ", context.size,
-                            " (group ", context.group_name, ")"));
+                            " (group ", context.group_name, ", listening at ", address,
+                            "; peers dial the addresses they advertised)"));
   }
   const char* native_env = std::getenv("PLEXUS_GLOO_NATIVE");
   const bool native = native_env == nullptr || std::string(native_env) != "0";

@@ -66,9 +66,9 @@ class GlooBackend : public CollectivesBackend {
   const bool native_;
 };
 
-// The address Gloo's device binds to: $PLEXUS_GLOO_ADDR, else $PLEXUS_TCP_ADDR, else this
-// host's name (Gloo resolves it).
-std::string GlooDeviceHostname();
+// The address Gloo's device binds to and advertises: $PLEXUS_GLOO_ADDR, else the address the
+// dispatcher resolved for this rank (BackendContext::address).
+std::string GlooDeviceAddress(const BackendContext& context);
 
 // Sets SIGPIPE to ignored if it still has its default action (which would kill the process on
 // a write to a dead peer, since Gloo does not pass MSG_NOSIGNAL). A handler the application

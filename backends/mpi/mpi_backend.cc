@@ -90,28 +90,6 @@ std::optional<Layout> ByteLayout(const std::vector<int64_t>& bytes) {
   return layout;
 }
 
-std::string StoreHost() {
-  if (const char* env = std::getenv("PLEXUS_MPI_STORE_ADDR"); env != nullptr && *env != '\0') {
-    return env;
-  }
-  char host[256] = {0};
-  if (gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0') return host;
-  return "127.0.0.1";
-}
-
-// Runs one MPI call through the engine and waits for it until `deadline`.
-absl::Status RunOnEngine(MpiEngine* engine, std::string what, std::function<int(MPI_Request*)> post,
-                         absl::Time deadline) {
-  auto work = std::make_shared<Work>("mpi", engine->world_size());
-  MpiEngine::Operation op;
-  op.what = std::move(what);
-  op.post = std::move(post);
-  op.deadline = deadline;
-  op.work = work;
-  engine->Start(std::move(op));
-  return work->Wait(std::max(deadline - absl::Now(), absl::ZeroDuration()) + absl::Seconds(1));
-}
-
 // Posts `post` on the group's native communicator from this thread and tests it until done
 // (needs MPI_THREAD_MULTIPLE). At the deadline, or when the group breaks meanwhile, the request
 // goes to the engine to be reaped and the group breaks.
@@ -156,72 +134,6 @@ absl::Status PostAndTest(MpiGroup& group, const std::string& what,
 }
 
 }  // namespace
-
-absl::StatusOr<RendezvousResult> MpiRendezvous(int rank, int world_size, absl::Duration timeout) {
-  ASSIGN_OR_RETURN(MpiEngine * engine, MpiEngine::Get());
-  RendezvousResult result;
-  result.rank = engine->world_rank();
-  result.world_size = engine->world_size();
-  if ((rank >= 0 && rank != result.rank) || (world_size >= 0 && world_size != result.world_size)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("init_method mpi://: rank ", rank, " and world_size ", world_size,
-                     " were given, but "
-                     "mpirun started this process as rank ",
-                     result.rank, " of ", result.world_size, " (leave them unset)"));
-  }
-  const absl::Time deadline = absl::Now() + timeout;
-  std::unique_ptr<TCPStore> store;
-  auto address = std::make_shared<std::vector<char>>(256, '\0');
-  if (result.rank == 0) {
-    TCPStoreOptions options;
-    options.host = StoreHost();
-    options.is_server = true;
-    options.world_size = result.world_size;
-    options.wait_for_workers = false;
-    options.timeout = timeout;
-    ASSIGN_OR_RETURN(store, TCPStore::Create(options));
-    const std::string text = absl::StrCat(options.host, ":", store->port());
-    if (text.size() >= address->size()) {
-      return absl::InvalidArgumentError(absl::StrCat("store address '", text, "' is too long"));
-    }
-    std::memcpy(address->data(), text.data(), text.size());
-  }
-  // A private duplicate of MPI_COMM_WORLD for the broadcast (the application may use WORLD).
-  auto comm = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
-  RETURN_IF_ERROR(RunOnEngine(
-      engine, "mpi:// rendezvous: MPI_Comm_idup of MPI_COMM_WORLD",
-      [comm](MPI_Request* request) { return MPI_Comm_idup(MPI_COMM_WORLD, comm.get(), request); },
-      deadline));
-  absl::Status sent = RunOnEngine(
-      engine, "mpi:// rendezvous: broadcast of the store address",
-      [comm, address](MPI_Request* request) {
-        return MPI_Ibcast(address->data(), static_cast<int>(address->size()), MPI_CHAR, 0, *comm,
-                          request);
-      },
-      deadline);
-  (void)engine->Call(
-      [comm] {
-        if (*comm != MPI_COMM_NULL) MPI_Comm_free(comm.get());
-        return absl::OkStatus();
-      },
-      absl::Seconds(10));
-  RETURN_IF_ERROR(sent);
-  if (result.rank != 0) {
-    const std::string text(address->data());
-    const size_t colon = text.rfind(':');
-    int port = 0;
-    if (colon == std::string::npos || !absl::SimpleAtoi(text.substr(colon + 1), &port)) {
-      return absl::InternalError(absl::StrCat("mpi:// rendezvous: bad store address '", text, "'"));
-    }
-    TCPStoreOptions options;
-    options.host = text.substr(0, colon);
-    options.port = port;
-    options.timeout = std::max(deadline - absl::Now(), absl::Seconds(1));
-    ASSIGN_OR_RETURN(store, TCPStore::Create(options));
-  }
-  result.store = std::move(store);
-  return result;
-}
 
 absl::StatusOr<std::shared_ptr<Backend>> MpiBackend::Create(const BackendContext& context) {
   ASSIGN_OR_RETURN(MpiEngine * engine, MpiEngine::Get());
@@ -624,11 +536,6 @@ namespace {
 
 const BackendRegisterer kRegisterMpi(
     {kMpiBackendName, {DeviceType::kCpu}, &MpiBackend::Create, "mpi://"});
-
-const bool kRegisteredMpiScheme = [] {
-  absl::Status status = RegisterRendezvousScheme("mpi", &MpiRendezvous);
-  return status.ok();
-}();
 
 }  // namespace
 }  // namespace plexus

@@ -81,11 +81,6 @@ class MpiBackend : public CollectivesBackend {
   const std::shared_ptr<MpiGroup> group_;
 };
 
-// The "mpi://" rendezvous: rank and world size from MPI_COMM_WORLD (a rank or world size the
-// caller passed must agree), a TCPStore hosted by rank 0 at $PLEXUS_MPI_STORE_ADDR (else this
-// host's name) on a free port, its address broadcast by MPI.
-absl::StatusOr<RendezvousResult> MpiRendezvous(int rank, int world_size, absl::Duration timeout);
-
 }  // namespace plexus
 
 #endif  // PLEXUS_BACKENDS_MPI_MPI_BACKEND_H_

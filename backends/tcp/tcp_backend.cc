@@ -14,6 +14,7 @@ absl::StatusOr<std::shared_ptr<Backend>> TcpBackend::Create(const BackendContext
   options.rank = context.rank;
   options.size = context.size;
   options.group_name = context.group_name;
+  options.address = context.address;
   options.connect_timeout = context.timeout;
   options.describe_signature = DescribeSignature;
   ASSIGN_OR_RETURN(std::unique_ptr<TcpTransport> transport, TcpTransport::Create(options));

@@ -9,6 +9,7 @@
 #include "absl/base/internal/endian.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "frontend/core/logging.h"
 #include "frontend/core/status_macros.h"
 
 namespace plexus::tcp {
@@ -82,8 +83,13 @@ absl::StatusOr<std::vector<ScopedFd>> ConnectMesh(const MeshOptions& options) {
   if (options.size == 1) return peers;
   ASSIGN_OR_RETURN(ScopedFd listener, ListenTcp(options.address, 0, options.size));
   ASSIGN_OR_RETURN(int port, LocalPort(listener.get()));
-  RETURN_IF_ERROR(options.store->Set(absl::StrCat("addr/", options.rank),
-                                     HostPort(options.address, port)));
+  const std::string here = HostPort(options.address, port);
+  const std::string me = absl::StrCat("rank ", options.rank, " (listening at ", here, ")");
+  if (LogEnabled(LogLevel::kDebug)) {
+    Log(LogLevel::kDebug, absl::StrCat("tcp: group '", options.group_name, "' rank ",
+                                       options.rank, " listens at ", here));
+  }
+  RETURN_IF_ERROR(options.store->Set(absl::StrCat("addr/", options.rank), here));
   const std::string hello = Hello(options);
   // Higher ranks: connect and introduce ourselves, then read their hello back.
   for (int peer = options.rank + 1; peer < options.size; ++peer) {
@@ -94,15 +100,15 @@ absl::StatusOr<std::vector<ScopedFd>> ConnectMesh(const MeshOptions& options) {
     ASSIGN_OR_RETURN(auto host_port, ParseAddress(text));
     auto fd = ConnectTcpWithRetry(host_port.first, host_port.second, deadline);
     if (!fd.ok()) {
-      return absl::UnavailableError(absl::StrCat("rank ", options.rank, ": connecting to rank ",
-                                                 peer, " at ", text, ": ", fd.status().message()));
+      return absl::UnavailableError(absl::StrCat(me, ": connecting to rank ", peer, " at ", text,
+                                                 ", the address it advertised: ",
+                                                 fd.status().message()));
     }
     RETURN_IF_ERROR(SendAll(fd->get(), hello, deadline));
     ASSIGN_OR_RETURN(int answered, ReadHello(fd->get(), options, deadline));
     if (answered != peer) {
-      return absl::UnauthenticatedError(absl::StrCat("rank ", options.rank, ": ", text,
-                                                     " answered as rank ", answered, ", not ",
-                                                     peer));
+      return absl::UnauthenticatedError(absl::StrCat(me, ": ", text, " answered as rank ",
+                                                     answered, ", not ", peer));
     }
     peers[peer] = std::move(fd).value();
   }
@@ -113,9 +119,14 @@ absl::StatusOr<std::vector<ScopedFd>> ConnectMesh(const MeshOptions& options) {
     if (left_ms <= 0 || poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left_ms, 1000))) < 0) {
       if (left_ms > 0 && errno == EINTR) continue;
       if (left_ms > 0) return absl::InternalError(absl::StrCat("poll: ", strerror(errno)));
+      std::string missing;
+      for (int lower = 0; lower < options.rank; ++lower) {
+        if (!peers[lower].valid()) absl::StrAppend(&missing, missing.empty() ? "" : ", ", lower);
+      }
       return absl::DeadlineExceededError(absl::StrCat(
-          "rank ", options.rank, " of group '", options.group_name, "': only ", accepted, " of ",
-          options.rank, " lower ranks connected within ", absl::FormatDuration(options.timeout)));
+          me, " of group '", options.group_name, "': only ", accepted, " of ", options.rank,
+          " lower ranks connected within ", absl::FormatDuration(options.timeout),
+          "; missing: ", missing, " (can they reach ", here, "?)"));
     }
     if (!(pfd.revents & POLLIN)) continue;
     ScopedFd fd(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
@@ -126,7 +137,7 @@ absl::StatusOr<std::vector<ScopedFd>> ConnectMesh(const MeshOptions& options) {
     if (!peer.ok()) return peer.status();
     if (*peer > options.rank || peers[*peer].valid()) {
       return absl::UnauthenticatedError(
-          absl::StrCat("rank ", options.rank, ": unexpected connection from rank ", *peer));
+          absl::StrCat(me, ": unexpected connection from rank ", *peer));
     }
     RETURN_IF_ERROR(SendAll(fd.get(), hello, deadline));
     peers[*peer] = std::move(fd);

@@ -177,42 +177,18 @@ class TcpTransport::Engine {
   bool urgent_ = false;
 };
 
-std::string DefaultTcpAddress() {
-  if (const char* env = std::getenv("PLEXUS_TCP_ADDR"); env != nullptr && *env != '\0') {
-    return env;
-  }
-  char host[256] = {0};
-  if (gethostname(host, sizeof(host) - 1) == 0) {
-    addrinfo hints{};
-    hints.ai_family = AF_INET;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* result = nullptr;
-    if (getaddrinfo(host, nullptr, &hints, &result) == 0) {
-      std::string found;
-      for (addrinfo* ai = result; ai != nullptr && found.empty(); ai = ai->ai_next) {
-        char text[INET_ADDRSTRLEN] = {0};
-        auto* in = reinterpret_cast<sockaddr_in*>(ai->ai_addr);
-        if (inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text)) != nullptr &&
-            std::strncmp(text, "127.", 4) != 0) {
-          found = text;
-        }
-      }
-      freeaddrinfo(result);
-      if (!found.empty()) return found;
-    }
-  }
-  return "127.0.0.1";
-}
-
 absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TcpTransportOptions options) {
   if (options.store == nullptr || options.size < 1 || options.rank < 0 ||
       options.rank >= options.size) {
     return absl::InvalidArgumentError(absl::StrCat("tcp transport: bad rank ", options.rank,
                                                    " / size ", options.size, " or no store"));
   }
-  std::string address = options.address.empty() ? DefaultTcpAddress() : options.address;
+  if (options.address.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tcp transport: rank ", options.rank, " was given no address to listen on"));
+  }
   tcp::MeshOptions mesh{options.store.get(), options.rank,    options.size,
-                        options.group_name,  address,         options.connect_timeout};
+                        options.group_name,  options.address, options.connect_timeout};
   ASSIGN_OR_RETURN(std::vector<ScopedFd> peers, tcp::ConnectMesh(mesh));
   return std::unique_ptr<TcpTransport>(new TcpTransport(std::move(options), std::move(peers)));
 }

@@ -33,8 +33,8 @@ struct TcpTransportOptions {
   int rank = 0;
   int size = 1;
   std::string group_name;        // Both ends of a connection must agree on it.
-  // Address to listen on and publish; empty means $PLEXUS_TCP_ADDR, else this host's first
-  // non-loopback IPv4 address, else 127.0.0.1.
+  // Address to listen on and publish to peers (required; the dispatcher resolves it, see
+  // frontend/dispatch/advertise_address.h).
   std::string address;
   absl::Duration connect_timeout = absl::Seconds(300);
   uint64_t max_message_bytes = uint64_t{1} << 36;    // Larger frames close the connection.
@@ -78,9 +78,6 @@ class TcpTransport : public Transport {
   std::shared_ptr<Engine> engine_;
   std::thread thread_;
 };
-
-// Resolves the address a rank listens on (see TcpTransportOptions::address).
-std::string DefaultTcpAddress();
 
 }  // namespace plexus
 

@@ -45,6 +45,9 @@ struct BackendContext {
   std::vector<int> global_ranks;  // Group rank -> rank in the world.
   std::string group_name;
   std::vector<DeviceType> devices;  // The devices this instance will be asked to serve.
+  // The address to listen on and advertise to peers, chosen by the dispatcher for the world
+  // group (advertise_address.h) and inherited by subgroups. Never empty.
+  std::string address;
   absl::Duration timeout = kDefaultGroupTimeout;
 };
 

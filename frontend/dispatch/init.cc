@@ -9,7 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "frontend/core/status_macros.h"
 #include "frontend/dispatch/backend_string.h"
+#include "frontend/dispatch/launcher_env.h"
 #include "frontend/store/prefix_store.h"
+#include "frontend/store/tcp_store.h"
+#include "frontend/store/torch_store_client.h"
 
 namespace plexus {
 namespace {
@@ -29,6 +32,13 @@ std::optional<std::string> LauncherInitMethod(const std::string& backend) {
   return common;
 }
 
+// The host of a store the caller built, when it is one that has a host.
+std::string StoreHostOf(Store& store) {
+  if (auto* tcp = dynamic_cast<TCPStore*>(&store)) return tcp->host();
+  if (auto* torch = dynamic_cast<TorchStoreClient*>(&store)) return torch->host();
+  return "";
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(InitOptions options,
@@ -39,12 +49,15 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(InitOptions optio
       return absl::InvalidArgumentError(
           "init_process_group with a store needs rank and world_size");
     }
-    rendezvous = {options.store, options.rank, options.world_size};
+    rendezvous = {options.store, options.rank, options.world_size, StoreHostOf(*options.store)};
   } else {
-    // init_process_group("mpi") under mpirun needs no MASTER_ADDR, as in torch.distributed.
+    // init_process_group("mpi") under mpirun needs no MASTER_ADDR, as in torch.distributed;
+    // nor does any other backend under mpirun: rank 0's store address travels over MPI.
     if (options.init_method == "env://" && !env("MASTER_ADDR").has_value()) {
       if (std::optional<std::string> launcher = LauncherInitMethod(options.backend)) {
         options.init_method = *launcher;
+      } else if (UnderMpirun(env) && HasRendezvousScheme("mpi")) {
+        options.init_method = "mpi://";
       }
     }
     ASSIGN_OR_RETURN(rendezvous, Rendezvous(options.init_method, options.rank, options.world_size,
@@ -72,6 +85,7 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(InitOptions optio
   config.store = std::move(store);
   config.backend = options.backend;
   config.timeout = options.timeout;
+  config.store_host = rendezvous.store_host;
   return ProcessGroup::Create(std::move(config));
 }
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "frontend/core/status_macros.h"
+#include "frontend/dispatch/advertise_address.h"
 #include "frontend/dispatch/rendezvous.h"
 #include "frontend/dispatch/validate.h"
 #include "frontend/store/prefix_store.h"
@@ -23,6 +24,14 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Create(
   }
   ASSIGN_OR_RETURN(std::vector<DeviceBackend> mapping,
                    ParseBackendString(config.backend, registry));
+  if (config.address.empty()) {
+    AdvertiseAddressOptions address_options;
+    address_options.rank = config.rank;
+    address_options.size = config.size;
+    address_options.store_host = config.store_host;
+    address_options.timeout = config.timeout;
+    ASSIGN_OR_RETURN(config.address, ResolveAdvertiseAddress(*config.store, address_options));
+  }
   // One instance per backend name, serving every device the string gives it.
   std::vector<Served> backends;
   std::vector<std::string> created;
@@ -37,6 +46,7 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Create(
     context.global_ranks = config.global_ranks;
     context.group_name = config.name;
     context.timeout = config.timeout;
+    context.address = config.address;
     for (const DeviceBackend& other : mapping) {
       if (other.backend == entry.backend) context.devices.push_back(other.device);
     }
@@ -126,6 +136,7 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::NewGroup(std::vector
   config.store = std::make_shared<PrefixStore>(absl::StrCat("group.", id), config_.store);
   config.backend = backend.empty() ? backend_string() : std::move(backend);
   config.timeout = config_.timeout;
+  config.address = config_.address;
   RETURN_IF_ERROR(StoreBarrier(*config.store, "new_group", config.rank, config.size,
                                config.timeout));
   return Create(std::move(config), registry_);

@@ -33,6 +33,10 @@ class ProcessGroup {
     std::shared_ptr<Store> store;    // Namespace private to this group.
     std::string backend;             // Backend string.
     absl::Duration timeout = kDefaultGroupTimeout;
+    // Where backends listen and what they advertise; "" resolves it in Create (collective)
+    // from `store_host`, the rendezvous host ("" when unknown). See advertise_address.h.
+    std::string address;
+    std::string store_host;
   };
 
   // Parses the backend string and creates one backend instance per distinct backend name,
@@ -46,6 +50,8 @@ class ProcessGroup {
   const std::vector<int>& global_ranks() const { return config_.global_ranks; }
   absl::Duration timeout() const { return config_.timeout; }
   const std::shared_ptr<Store>& store() const { return config_.store; }
+  // The address this rank's backends listen on.
+  const std::string& address() const { return config_.address; }
   // Canonical "device:backend" list this group was built with.
   std::string backend_string() const { return BackendString(mapping_); }
   // The backend serving `device`; InvalidArgument naming the backend string when none does.

@@ -12,8 +12,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "frontend/core/status_macros.h"
+#include "frontend/dispatch/launcher_env.h"
+#include "frontend/net/route.h"
 #include "frontend/store/file_store.h"
+#include "frontend/store/prefix_store.h"
 #include "frontend/store/tcp_store.h"
+#include "frontend/store/torch_store_client.h"
 
 namespace plexus {
 namespace {
@@ -113,13 +117,33 @@ absl::StatusOr<std::shared_ptr<Store>> ConnectTcpStore(const std::string& host, 
                                                        int world_size, absl::Duration timeout) {
   TCPStoreOptions options;
   options.host = host;
+  if (!net::IsIpLiteral(host) && host != "localhost") options.bind_host = "::";
   options.port = port;
   options.is_server = rank == 0;
   options.world_size = world_size;
   options.wait_for_workers = false;  // The init barrier waits for everyone instead.
   options.timeout = timeout;
-  ASSIGN_OR_RETURN(std::unique_ptr<TCPStore> store, TCPStore::Create(options));
-  return std::shared_ptr<Store>(std::move(store));
+  absl::StatusOr<std::unique_ptr<TCPStore>> store = TCPStore::Create(options);
+  if (!store.ok() && options.bind_host == "::") {
+    options.bind_host = "0.0.0.0";  // No IPv6 on this host.
+    store = TCPStore::Create(options);
+  }
+  RETURN_IF_ERROR(store.status());
+  return std::shared_ptr<Store>(std::move(store).value());
+}
+
+// torchrun's agent already serves a torch TCPStore at the rendezvous address: join it.
+absl::StatusOr<std::shared_ptr<Store>> JoinTorchrunAgentStore(const StoreAddress& where,
+                                                              const std::string& prefix,
+                                                              absl::Duration timeout) {
+  auto client = TorchStoreClient::Connect(where.host, where.port, timeout);
+  if (!client.ok()) {
+    return absl::Status(client.status().code(),
+                        absl::StrCat("joining torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE"
+                                     "=True) at ", where.source, ": ", client.status().message()));
+  }
+  return std::shared_ptr<Store>(
+      std::make_shared<PrefixStore>(prefix, std::shared_ptr<Store>(std::move(client).value())));
 }
 
 struct SchemeTable {
@@ -156,6 +180,8 @@ absl::Status RegisterRendezvousScheme(const std::string& scheme, RendezvousSchem
   return absl::OkStatus();
 }
 
+bool HasRendezvousScheme(const std::string& scheme) { return FindScheme(scheme).has_value(); }
+
 std::optional<std::string> GetEnv(const std::string& name) {
   const char* value = std::getenv(name.c_str());
   if (value == nullptr) return std::nullopt;
@@ -173,26 +199,31 @@ absl::StatusOr<RendezvousResult> Rendezvous(const std::string& init_method, int 
   result.rank = rank;
   result.world_size = world_size;
   RETURN_IF_ERROR(ResolveInt(result.rank, url.rank,
-                             {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"}, env, "rank"));
+                             {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}, env,
+                             "rank"));
   RETURN_IF_ERROR(ResolveInt(result.world_size, url.world_size,
-                             {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"}, env,
-                             "world_size"));
+                             {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"},
+                             env, "world_size"));
   if (result.world_size < 1 || result.rank < 0 || result.rank >= result.world_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", result.rank, " is outside [0, ", result.world_size, ")"));
   }
   if (url.scheme == "env") {
-    auto addr = env("MASTER_ADDR");
-    auto port = env("MASTER_PORT");
-    if (!addr.has_value() || !port.has_value()) {
-      return absl::InvalidArgumentError(
-          "init_method env:// needs MASTER_ADDR and MASTER_PORT in the environment");
+    ASSIGN_OR_RETURN(StoreAddress where, EnvStoreAddress(env));
+    result.store_host = where.host;
+    if (std::optional<std::string> prefix = TorchrunAgentStorePrefix(env)) {
+      ASSIGN_OR_RETURN(result.store, JoinTorchrunAgentStore(where, *prefix, timeout));
+    } else {
+      auto store = ConnectTcpStore(where.host, where.port, result.rank, result.world_size, timeout);
+      if (!store.ok()) {
+        return absl::Status(store.status().code(), absl::StrCat("env:// store from ", where.source,
+                                                                ": ", store.status().message()));
+      }
+      result.store = *std::move(store);
     }
-    ASSIGN_OR_RETURN(int port_number, ParseInt("MASTER_PORT", *port));
-    ASSIGN_OR_RETURN(result.store,
-                     ConnectTcpStore(*addr, port_number, result.rank, result.world_size, timeout));
   } else if (url.scheme == "tcp") {
     ASSIGN_OR_RETURN(auto host_port, SplitHostPort(url.body, init_method));
+    result.store_host = host_port.first;
     ASSIGN_OR_RETURN(result.store, ConnectTcpStore(host_port.first, host_port.second, result.rank,
                                                    result.world_size, timeout));
   } else if (url.scheme == "file") {

@@ -25,7 +25,7 @@ absl::StatusOr<std::unique_ptr<TCPStore>> TCPStore::Create(TCPStoreOptions optio
   int port = options.port;
   if (options.is_server) {
     TCPStoreServerOptions server_options;
-    server_options.host = options.host;
+    server_options.host = options.bind_host.empty() ? options.host : options.bind_host;
     server_options.port = options.port;
     server_options.expected_clients = options.world_size;
     server_options.max_frame_bytes = options.max_frame_bytes;

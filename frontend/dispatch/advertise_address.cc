@@ -1,0 +1,162 @@
+#include "frontend/dispatch/advertise_address.h"
+
+#include <sys/socket.h>
+
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "frontend/core/logging.h"
+#include "frontend/core/status_macros.h"
+#include "frontend/net/host_identity.h"
+#include "frontend/net/interfaces.h"
+#include "frontend/net/route.h"
+
+namespace plexus {
+namespace {
+
+constexpr char kOverrideHint[] =
+    "set PLEXUS_SOCKET_IFNAME to the interface the ranks share (e.g. =eth0, or a prefix such as "
+    "eth,ib) or PLEXUS_TCP_ADDR to this rank's address";
+
+struct Choice {
+  std::string address;
+  std::string reason;
+};
+
+// An address from the interfaces the user's filter allows, preferring the route to the store.
+absl::StatusOr<Choice> FromFilter(const net::InterfaceFilter& filter,
+                                  const std::optional<net::Route>& route, int rank) {
+  ASSIGN_OR_RETURN(std::vector<net::InterfaceAddress> all, net::ListInterfaceAddresses());
+  std::vector<net::InterfaceAddress> allowed = filter.Select(all);
+  if (allowed.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, ": ", filter.description(),
+                                                   " matches no interface with an address; "
+                                                   "interfaces here: ",
+                                                   net::DescribeInterfaces(all)));
+  }
+  const std::string why = absl::StrCat("interface from ", filter.description());
+  if (route.has_value()) {
+    for (const net::InterfaceAddress& a : allowed) {
+      if (a.address == route->local_address) {
+        return Choice{a.address, absl::StrCat(why, " (", a.interface, ", on the route to the store)")};
+      }
+    }
+  }
+  // Same family as the store's route when known, IPv4 otherwise; real interfaces first.
+  const int family = route.has_value() && route->local_address.find(':') != std::string::npos
+                         ? AF_INET6
+                         : AF_INET;
+  for (int pass = 0; pass < 3; ++pass) {
+    for (const net::InterfaceAddress& a : allowed) {
+      const bool fits = pass == 0   ? a.family == family && !a.loopback
+                        : pass == 1 ? !a.loopback
+                                    : true;
+      if (fits) return Choice{a.address, absl::StrCat(why, " (", a.interface, ")")};
+    }
+  }
+  return Choice{allowed.front().address, why};
+}
+
+std::optional<std::string> FirstDefaultInterface(std::string* described) {
+  auto all = net::ListInterfaceAddresses();
+  if (!all.ok()) return std::nullopt;
+  *described = net::DescribeInterfaces(*all);
+  for (int family : {AF_INET, AF_INET6}) {
+    for (const net::InterfaceAddress& a : *all) {
+      if (a.family == family && net::IsDefaultCandidate(a)) return a.address;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ResolveAdvertiseAddress(Store& store,
+                                                    const AdvertiseAddressOptions& options,
+                                                    const EnvLookup& env) {
+  const int rank = options.rank;
+  std::optional<Choice> choice;
+  std::optional<net::Route> route;
+  if (!options.store_host.empty()) {
+    absl::StatusOr<net::Route> found = net::RouteTo(options.store_host);
+    if (!found.ok()) {
+      std::string interfaces;
+      FirstDefaultInterface(&interfaces);
+      return absl::UnavailableError(
+          absl::StrCat("rank ", rank, " cannot reach the store at '", options.store_host, "': ",
+                       found.status().message(), "; interfaces here: ", interfaces, "; ",
+                       kOverrideHint));
+    }
+    route = *found;
+  }
+  ASSIGN_OR_RETURN(std::optional<net::InterfaceFilter> filter,
+                   net::InterfaceFilterFromEnvironment(env));
+  if (auto fixed = env("PLEXUS_TCP_ADDR"); fixed.has_value() && !fixed->empty()) {
+    choice = Choice{*fixed, "PLEXUS_TCP_ADDR"};
+  } else if (filter.has_value()) {
+    ASSIGN_OR_RETURN(choice, FromFilter(*filter, route, rank));
+  } else if (route.has_value() && !net::IsLoopbackAddress(route->local_address)) {
+    choice = Choice{route->local_address,
+                    absl::StrCat("the route to the store at ", options.store_host, " (",
+                                 route->destination, ")")};
+  }
+
+  // Every rank publishes where it is and what it would use, so ranks left with loopback can
+  // tell whether anyone else needs to reach them.
+  const std::string identity = net::NetworkHostIdentity();
+  const std::string tentative = choice.has_value() ? choice->address
+                                : route.has_value() ? route->local_address
+                                                    : "";
+  RETURN_IF_ERROR(store.Set(absl::StrCat("net/rank/", rank), absl::StrCat(identity, " ", tentative)));
+  RETURN_IF_ERROR(store.Add(absl::StrCat("net/host/", identity), 1).status());
+  RETURN_IF_ERROR(StoreBarrier(store, "net", rank, options.size, options.timeout));
+
+  if (!choice.has_value()) {
+    ASSIGN_OR_RETURN(int64_t local_ranks, store.Add(absl::StrCat("net/host/", identity), 0));
+    if (local_ranks == options.size) {
+      const std::string loopback = route.has_value() ? route->local_address : "127.0.0.1";
+      choice = Choice{loopback, absl::StrCat("every one of the ", options.size,
+                                             " ranks runs on this host")};
+    } else {
+      std::vector<std::string> keys;
+      for (int r = 0; r < options.size; ++r) keys.push_back(absl::StrCat("net/rank/", r));
+      ASSIGN_OR_RETURN(std::vector<std::string> entries, store.MultiGet(keys));
+      std::vector<int> remote_ranks;
+      for (int r = 0; r < options.size && !choice.has_value(); ++r) {
+        const size_t space = entries[r].find(' ');
+        if (space == std::string::npos || entries[r].substr(0, space) == identity) continue;
+        remote_ranks.push_back(r);
+        const std::string address = entries[r].substr(space + 1);
+        if (address.empty() || net::IsLoopbackAddress(address)) continue;
+        auto to_peer = net::RouteTo(address);
+        if (to_peer.ok() && !net::IsLoopbackAddress(to_peer->local_address)) {
+          choice = Choice{to_peer->local_address,
+                          absl::StrCat("the route to rank ", r, " at ", address,
+                                       " (the store is on loopback here, other ranks are not)")};
+        }
+      }
+      std::string interfaces;
+      if (!choice.has_value()) {
+        if (std::optional<std::string> any = FirstDefaultInterface(&interfaces)) {
+          choice = Choice{*any, "the first interface that is not loopback (ranks run on "
+                                "several hosts and the store's host is unknown)"};
+        }
+      }
+      if (!choice.has_value()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "rank ", rank, ": ranks ", absl::StrJoin(remote_ranks, ", "),
+            " run on other hosts, but the only address here is loopback (interfaces: ",
+            interfaces, "), which they cannot reach; ", kOverrideHint));
+      }
+    }
+  }
+  if (LogEnabled(LogLevel::kDebug)) {
+    Log(LogLevel::kDebug, absl::StrCat("rank ", rank, " advertises ", choice->address, ": ",
+                                      choice->reason));
+  }
+  return choice->address;
+}
+
+}  // namespace plexus
