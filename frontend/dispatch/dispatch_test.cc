@@ -52,6 +52,7 @@ class DispatchTest : public ::testing::Test {
     config.size = size;
     config.store = std::make_shared<HashStore>(absl::Seconds(5));
     config.backend = backend;
+    config.address = "127.0.0.1";  // One rank of a pretend world: nothing to agree with.
     auto group = ProcessGroup::Create(config, registry_);
     EXPECT_TRUE(group.ok()) << group.status();
     return group.ok() ? *group : nullptr;
@@ -216,6 +217,7 @@ TEST_F(DispatchTest, FactoryErrorsNameBackendGroupAndRank) {
   config.size = 2;
   config.store = std::make_shared<HashStore>();
   config.backend = "broken";
+  config.address = "127.0.0.1";
   auto group = ProcessGroup::Create(config, registry_);
   EXPECT_EQ(group.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(group.status().message(),

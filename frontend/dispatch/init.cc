@@ -8,6 +8,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "frontend/core/status_macros.h"
+#include "frontend/dispatch/advertise_address.h"
 #include "frontend/dispatch/backend_string.h"
 #include "frontend/dispatch/launcher_env.h"
 #include "frontend/store/prefix_store.h"
@@ -86,6 +87,13 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(InitOptions optio
   config.backend = options.backend;
   config.timeout = options.timeout;
   config.store_host = rendezvous.store_host;
+  AdvertiseAddressOptions address_options;
+  address_options.rank = rendezvous.rank;
+  address_options.size = rendezvous.world_size;
+  address_options.store_host = rendezvous.store_host;
+  address_options.timeout = options.timeout;
+  ASSIGN_OR_RETURN(config.address,
+                   ResolveAdvertiseAddress(*config.store, address_options, env));
   return ProcessGroup::Create(std::move(config));
 }
 
