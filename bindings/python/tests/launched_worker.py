@@ -1,0 +1,41 @@
+"""A rank as a launcher starts it: init_process_group(backend) with nothing but the
+environment the launcher (or a test standing in for one) set, every collective check of
+test_collectives, then a large all_reduce. Prints one "RESULT {json}" line; exits 1 on any
+wrong answer. Usage: launched_worker.py BACKEND [BYTES]"""
+import datetime
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+import plexus as dist
+import test_collectives
+
+
+def main():
+    backend = sys.argv[1]
+    nbytes = int(sys.argv[2]) if len(sys.argv) > 2 else 16 << 20
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=60))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    failures = test_collectives.check_all(rank, world, "numpy")
+    big = np.full(nbytes // 4, rank + 1, np.float32)
+    dist.barrier()
+    start = time.perf_counter()
+    dist.all_reduce(big)
+    seconds = time.perf_counter() - start
+    if not np.all(big == world * (world + 1) / 2):
+        failures.append("all_reduce of %d bytes: wrong values" % nbytes)
+    busbw = 2 * (world - 1) / world * nbytes / seconds / 1e9 if world > 1 else 0.0
+    print("RESULT " + json.dumps({"rank": rank, "world": world, "backend": backend,
+                                  "failures": failures, "busbw_gbps": busbw,
+                                  "launcher_rank": os.environ.get("RANK"),
+                                  "agent_store": os.environ.get("TORCHELASTIC_USE_AGENT_STORE")}),
+          flush=True)
+    dist.destroy_process_group()
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
