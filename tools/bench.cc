@@ -34,6 +34,7 @@
 #include "frontend/dispatch/backend_registry.h"
 #include "frontend/dispatch/backend_string.h"
 #include "frontend/dispatch/init.h"
+#include "frontend/net/interfaces.h"
 #include "tools/bench_ops.h"
 
 namespace plexus::bench {
@@ -383,6 +384,7 @@ absl::Status RunLaunched(const Flags& flags, const std::vector<std::string>& bac
   for (absl::string_view arg : absl::StrSplit(flags.mpirun_args, ' ', absl::SkipEmpty())) {
     args.emplace_back(arg);
   }
+  for (std::string& arg : net::MpirunInterfaceArgs(GetEnv)) args.push_back(std::move(arg));
   args.push_back(exe);
   for (int i = 1; i < argc; ++i) {
     const absl::string_view arg = argv[i];

@@ -1,5 +1,7 @@
 #include "backends/mpi/mpi_engine.h"
 
+#include "frontend/net/interfaces.h"
+
 #include <sched.h>
 
 #include <algorithm>
@@ -46,6 +48,26 @@ absl::Status MpiErrorToStatus(int code, const std::string& what) {
 }
 
 namespace {
+
+// PLEXUS_SOCKET_IFNAME (or GLOO_SOCKET_IFNAME) also steers Open MPI's TCP transport, unless the
+// user configured its interfaces already.
+void KeepTcpOnFilteredInterfaces() {
+  if (std::getenv("OMPI_MCA_btl_tcp_if_include") != nullptr ||
+      std::getenv("OMPI_MCA_btl_tcp_if_exclude") != nullptr) {
+    return;
+  }
+  auto env = [](const std::string& name) -> std::optional<std::string> {
+    const char* value = std::getenv(name.c_str());
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  };
+  auto filter = net::InterfaceFilterFromEnvironment(env);
+  auto addresses = net::ListInterfaceAddresses();
+  if (!filter.ok() || !filter->has_value() || !addresses.ok()) return;
+  const std::string names = net::MatchingInterfaceNames(**filter, *addresses);
+  if (!names.empty()) setenv("OMPI_MCA_btl_tcp_if_include", names.c_str(), 0);
+}
+
 
 bool DirectProgressWanted() {
   if (const char* env = std::getenv("PLEXUS_MPI_DIRECT"); env != nullptr) {
@@ -100,6 +122,7 @@ absl::Status MpiEngine::Launch() {
       const char* level = std::getenv("PLEXUS_MPI_THREAD_LEVEL");
       const int wanted = level != nullptr && std::string(level) == "funneled" ? MPI_THREAD_FUNNELED
                                                                               : MPI_THREAD_MULTIPLE;
+      KeepTcpOnFilteredInterfaces();
       const int rc = MPI_Init_thread(nullptr, nullptr, wanted, &provided);
       if (rc != MPI_SUCCESS) {
         status = absl::UnavailableError(absl::StrCat("MPI_Init_thread failed with code ", rc));

@@ -8,8 +8,11 @@
 #include <cerrno>
 #include <cstring>
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
@@ -109,6 +112,27 @@ absl::StatusOr<std::optional<InterfaceFilter>> InterfaceFilterFromEnvironment(
     return std::optional<InterfaceFilter>(InterfaceFilter::ExactNames(*names, "GLOO_SOCKET_IFNAME"));
   }
   return std::optional<InterfaceFilter>();
+}
+
+std::string MatchingInterfaceNames(const InterfaceFilter& filter,
+                                   const std::vector<InterfaceAddress>& addresses) {
+  std::vector<std::string> names;
+  for (const InterfaceAddress& a : filter.Select(addresses)) {
+    if (std::find(names.begin(), names.end(), a.interface) == names.end()) {
+      names.push_back(a.interface);
+    }
+  }
+  return absl::StrJoin(names, ",");
+}
+
+std::vector<std::string> MpirunInterfaceArgs(
+    const std::function<std::optional<std::string>(const std::string&)>& env) {
+  auto filter = InterfaceFilterFromEnvironment(env);
+  auto addresses = ListInterfaceAddresses();
+  if (!filter.ok() || !filter->has_value() || !addresses.ok()) return {};
+  const std::string names = MatchingInterfaceNames(**filter, *addresses);
+  if (names.empty()) return {};
+  return {"--mca", "btl_tcp_if_include", names, "--mca", "oob_tcp_if_include", names};
 }
 
 bool IsDefaultCandidate(const InterfaceAddress& address) {

@@ -54,6 +54,17 @@ class InterfaceFilter {
 absl::StatusOr<std::optional<InterfaceFilter>> InterfaceFilterFromEnvironment(
     const std::function<std::optional<std::string>(const std::string&)>& env);
 
+// The names of this host's interfaces (with an address) that `filter` allows, comma-separated,
+// as Open MPI's btl_tcp_if_include / oob_tcp_if_include take them; "" when none match.
+std::string MatchingInterfaceNames(const InterfaceFilter& filter,
+                                   const std::vector<InterfaceAddress>& addresses);
+
+// mpirun arguments that keep Open MPI's TCP traffic on the interfaces the environment's filter
+// (InterfaceFilterFromEnvironment) allows: {"--mca", "btl_tcp_if_include", names, "--mca",
+// "oob_tcp_if_include", names}; empty when no filter is set or nothing matches.
+std::vector<std::string> MpirunInterfaceArgs(
+    const std::function<std::optional<std::string>(const std::string&)>& env);
+
 // The interfaces plexus picks from when nothing says otherwise: not loopback and not the
 // bridges container runtimes create (docker*, virbr*), as NCCL does.
 bool IsDefaultCandidate(const InterfaceAddress& address);

@@ -6,6 +6,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "frontend/dispatch/rendezvous.h"
+#include "frontend/net/interfaces.h"
 #include "tests/testing/subprocess.h"
 
 namespace plexus::testing {
@@ -21,6 +23,7 @@ absl::Status RunUnderMpirun(int ranks, const std::string& program,
                             const std::vector<std::string>& args, absl::Duration timeout) {
   std::vector<std::string> argv = {"mpirun", "-np", absl::StrCat(ranks), "--oversubscribe"};
   if (geteuid() == 0) argv.push_back("--allow-run-as-root");
+  for (std::string& arg : net::MpirunInterfaceArgs(GetEnv)) argv.push_back(std::move(arg));
   argv.push_back(program);
   argv.insert(argv.end(), args.begin(), args.end());
   absl::Status status = RunInChildren(

@@ -1,7 +1,8 @@
 """A rank as a launcher starts it: init_process_group(backend) with nothing but the
 environment the launcher (or a test standing in for one) set, every collective check of
 test_collectives, then a large all_reduce. Prints one "RESULT {json}" line; exits 1 on any
-wrong answer. Usage: launched_worker.py BACKEND [BYTES]"""
+wrong answer. Usage: launched_worker.py BACKEND [BYTES]; WORKER_INIT_METHOD and
+WORKER_TIMEOUT_S (default 60) set the init method and the group's timeout."""
 import datetime
 import json
 import os
@@ -17,7 +18,9 @@ import test_collectives
 def main():
     backend = sys.argv[1]
     nbytes = int(sys.argv[2]) if len(sys.argv) > 2 else 16 << 20
-    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=60))
+    timeout = datetime.timedelta(seconds=float(os.environ.get("WORKER_TIMEOUT_S", "60")))
+    dist.init_process_group(backend, init_method=os.environ.get("WORKER_INIT_METHOD"),
+                            timeout=timeout)
     rank, world = dist.get_rank(), dist.get_world_size()
     failures = test_collectives.check_all(rank, world, "numpy")
     big = np.full(nbytes // 4, rank + 1, np.float32)
