@@ -146,8 +146,9 @@ absl::StatusOr<std::string> ResolveAdvertiseAddress(Store& store,
       }
       if (!choice.has_value()) {
         return absl::FailedPreconditionError(absl::StrCat(
-            "rank ", rank, ": ranks ", absl::StrJoin(remote_ranks, ", "),
-            " run on other hosts, but the only address here is loopback (interfaces: ",
+            "rank ", rank, ": ", remote_ranks.size() == 1 ? "rank " : "ranks ",
+            absl::StrJoin(remote_ranks, ", "), remote_ranks.size() == 1 ? " runs" : " run",
+            " on another host, but the only address here is loopback (interfaces: ",
             interfaces, "), which they cannot reach; ", kOverrideHint));
       }
     }
