@@ -1,7 +1,5 @@
 #include "backends/mpi/mpi_engine.h"
 
-#include "frontend/net/interfaces.h"
-
 #include <sched.h>
 
 #include <algorithm>
@@ -11,6 +9,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "frontend/dispatch/rendezvous.h"
+#include "frontend/net/interfaces.h"
 
 namespace plexus {
 
@@ -56,18 +56,9 @@ void KeepTcpOnFilteredInterfaces() {
       std::getenv("OMPI_MCA_btl_tcp_if_exclude") != nullptr) {
     return;
   }
-  auto env = [](const std::string& name) -> std::optional<std::string> {
-    const char* value = std::getenv(name.c_str());
-    if (value == nullptr) return std::nullopt;
-    return std::string(value);
-  };
-  auto filter = net::InterfaceFilterFromEnvironment(env);
-  auto addresses = net::ListInterfaceAddresses();
-  if (!filter.ok() || !filter->has_value() || !addresses.ok()) return;
-  const std::string names = net::MatchingInterfaceNames(**filter, *addresses);
+  const std::string names = net::FilteredInterfaceNames(GetEnv);
   if (!names.empty()) setenv("OMPI_MCA_btl_tcp_if_include", names.c_str(), 0);
 }
-
 
 bool DirectProgressWanted() {
   if (const char* env = std::getenv("PLEXUS_MPI_DIRECT"); env != nullptr) {

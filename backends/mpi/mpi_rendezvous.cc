@@ -1,7 +1,5 @@
 #include "backends/mpi/mpi_rendezvous.h"
 
-#include <sys/socket.h>
-
 #include <cstring>
 #include <memory>
 
@@ -44,11 +42,7 @@ absl::StatusOr<std::unique_ptr<TCPStore>> ServeStore(int world_size, absl::Durat
   options.world_size = world_size;
   options.wait_for_workers = false;
   options.timeout = timeout;
-  if (!fixed_address.empty()) return TCPStore::Create(options);
-  options.bind_host = "::";
-  auto store = TCPStore::Create(options);
-  if (store.ok()) return store;
-  options.bind_host = "0.0.0.0";  // No IPv6 here.
+  if (fixed_address.empty()) options.bind_host = "*";
   return TCPStore::Create(options);
 }
 
@@ -91,12 +85,8 @@ absl::StatusOr<std::vector<std::string>> MpiStoreCandidates(int world_size, cons
   ASSIGN_OR_RETURN(std::optional<net::InterfaceFilter> filter,
                    net::InterfaceFilterFromEnvironment(env));
   ASSIGN_OR_RETURN(std::vector<net::InterfaceAddress> all, net::ListInterfaceAddresses());
-  for (int family : {AF_INET, AF_INET6}) {
-    for (const net::InterfaceAddress& a : all) {
-      const bool allowed = filter.has_value() ? filter->Matches(a.interface)
-                                              : net::IsDefaultCandidate(a);
-      if (a.family == family && allowed) candidates.push_back(a.address);
-    }
+  for (const net::InterfaceAddress& a : net::CandidateAddresses(all, filter)) {
+    candidates.push_back(a.address);
   }
   if (candidates.empty()) {
     if (filter.has_value()) {

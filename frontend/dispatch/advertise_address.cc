@@ -48,27 +48,25 @@ absl::StatusOr<Choice> FromFilter(const net::InterfaceFilter& filter,
   const int family = route.has_value() && route->local_address.find(':') != std::string::npos
                          ? AF_INET6
                          : AF_INET;
-  for (int pass = 0; pass < 3; ++pass) {
+  for (bool same_family : {true, false}) {
     for (const net::InterfaceAddress& a : allowed) {
-      const bool fits = pass == 0   ? a.family == family && !a.loopback
-                        : pass == 1 ? !a.loopback
-                                    : true;
-      if (fits) return Choice{a.address, absl::StrCat(why, " (", a.interface, ")")};
+      if (!a.loopback && (a.family == family || !same_family)) {
+        return Choice{a.address, absl::StrCat(why, " (", a.interface, ")")};
+      }
     }
   }
-  return Choice{allowed.front().address, why};
+  return Choice{allowed.front().address, absl::StrCat(why, " (", allowed.front().interface, ")")};
 }
 
+// The first interface address that is neither loopback nor a container bridge; `described`
+// receives the host's interfaces, for messages.
 std::optional<std::string> FirstDefaultInterface(std::string* described) {
   auto all = net::ListInterfaceAddresses();
   if (!all.ok()) return std::nullopt;
   *described = net::DescribeInterfaces(*all);
-  for (int family : {AF_INET, AF_INET6}) {
-    for (const net::InterfaceAddress& a : *all) {
-      if (a.family == family && net::IsDefaultCandidate(a)) return a.address;
-    }
-  }
-  return std::nullopt;
+  std::vector<net::InterfaceAddress> candidates = net::CandidateAddresses(*all, std::nullopt);
+  if (candidates.empty()) return std::nullopt;
+  return candidates.front().address;
 }
 
 }  // namespace

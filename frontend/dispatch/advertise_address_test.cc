@@ -12,19 +12,12 @@
 #include "frontend/store/hash_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/fake_env.h"
 
 namespace plexus {
 namespace {
 
 using ::testing::HasSubstr;
-
-EnvLookup Env(std::map<std::string, std::string> values) {
-  return [values](const std::string& name) -> std::optional<std::string> {
-    auto it = values.find(name);
-    if (it == values.end()) return std::nullopt;
-    return it->second;
-  };
-}
 
 // Runs `size` ranks at once; returns each one's result.
 std::vector<absl::StatusOr<std::string>> ResolveAll(int size, const std::string& store_host,
@@ -48,7 +41,7 @@ std::vector<absl::StatusOr<std::string>> ResolveAll(int size, const std::string&
 
 TEST(AdvertiseAddressTest, LoopbackStoreWithEveryRankLocalStaysOnLoopback) {
   for (const std::string& host : {std::string("127.0.0.1"), std::string("")}) {
-    for (const auto& result : ResolveAll(3, host, Env({}))) {
+    for (const auto& result : ResolveAll(3, host, testing::FakeEnv({}))) {
       ASSERT_TRUE(result.ok()) << result.status();
       EXPECT_EQ(*result, "127.0.0.1") << "store host '" << host << "'";
     }
@@ -61,7 +54,7 @@ TEST(AdvertiseAddressTest, IPv6LoopbackStoreGivesIPv6Loopback) {
   bool has_v6_loopback = false;
   for (const auto& a : *all) has_v6_loopback |= a.address == "::1";
   if (!has_v6_loopback) GTEST_SKIP() << "no ::1 here";
-  for (const auto& result : ResolveAll(2, "::1", Env({}))) {
+  for (const auto& result : ResolveAll(2, "::1", testing::FakeEnv({}))) {
     ASSERT_TRUE(result.ok()) << result.status();
     EXPECT_EQ(*result, "::1");
   }
@@ -75,14 +68,14 @@ TEST(AdvertiseAddressTest, StoreOnAnInterfaceAddressGivesThatAddress) {
     if (!a.loopback && a.family == AF_INET) real = a.address;
   }
   if (real.empty()) GTEST_SKIP() << "no IPv4 interface besides loopback";
-  for (const auto& result : ResolveAll(2, real, Env({}))) {
+  for (const auto& result : ResolveAll(2, real, testing::FakeEnv({}))) {
     ASSERT_TRUE(result.ok()) << result.status();
     EXPECT_EQ(*result, real);
   }
 }
 
 TEST(AdvertiseAddressTest, PlexusTcpAddrIsTakenAsGiven) {
-  for (const auto& result : ResolveAll(2, "127.0.0.1", Env({{"PLEXUS_TCP_ADDR", "127.0.0.2"},
+  for (const auto& result : ResolveAll(2, "127.0.0.1", testing::FakeEnv({{"PLEXUS_TCP_ADDR", "127.0.0.2"},
                                                             {"PLEXUS_SOCKET_IFNAME", "=lo"}}))) {
     ASSERT_TRUE(result.ok()) << result.status();
     EXPECT_EQ(*result, "127.0.0.2");
@@ -90,9 +83,9 @@ TEST(AdvertiseAddressTest, PlexusTcpAddrIsTakenAsGiven) {
 }
 
 TEST(AdvertiseAddressTest, InterfaceFiltersPickTheirInterface) {
-  for (const auto& env : {Env({{"PLEXUS_SOCKET_IFNAME", "=lo"}}),
-                          Env({{"GLOO_SOCKET_IFNAME", "lo"}}),
-                          Env({{"PLEXUS_SOCKET_IFNAME", "lo"}, {"GLOO_SOCKET_IFNAME", "eth0"}})}) {
+  for (const auto& env : {testing::FakeEnv({{"PLEXUS_SOCKET_IFNAME", "=lo"}}),
+                          testing::FakeEnv({{"GLOO_SOCKET_IFNAME", "lo"}}),
+                          testing::FakeEnv({{"PLEXUS_SOCKET_IFNAME", "lo"}, {"GLOO_SOCKET_IFNAME", "eth0"}})}) {
     for (const auto& result : ResolveAll(2, "", env)) {
       ASSERT_TRUE(result.ok()) << result.status();
       EXPECT_EQ(*result, "127.0.0.1");
@@ -102,7 +95,7 @@ TEST(AdvertiseAddressTest, InterfaceFiltersPickTheirInterface) {
 
 TEST(AdvertiseAddressTest, FilterMatchingNothingNamesTheVariableAndInterfaces) {
   // Rank 0 fails before publishing; a single rank shows the error without waiting on others.
-  auto results = ResolveAll(1, "127.0.0.1", Env({{"PLEXUS_SOCKET_IFNAME", "=nosuch0"}}));
+  auto results = ResolveAll(1, "127.0.0.1", testing::FakeEnv({{"PLEXUS_SOCKET_IFNAME", "=nosuch0"}}));
   ASSERT_FALSE(results[0].ok());
   EXPECT_TRUE(absl::IsInvalidArgument(results[0].status()));
   EXPECT_THAT(std::string(results[0].status().message()),
@@ -111,7 +104,7 @@ TEST(AdvertiseAddressTest, FilterMatchingNothingNamesTheVariableAndInterfaces) {
 }
 
 TEST(AdvertiseAddressTest, UnreachableStoreHostSaysWhatToSet) {
-  auto results = ResolveAll(1, "no-such-host.invalid", Env({}));
+  auto results = ResolveAll(1, "no-such-host.invalid", testing::FakeEnv({}));
   ASSERT_FALSE(results[0].ok());
   EXPECT_TRUE(absl::IsUnavailable(results[0].status())) << results[0].status();
   EXPECT_THAT(std::string(results[0].status().message()), HasSubstr("no-such-host.invalid"));

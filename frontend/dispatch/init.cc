@@ -86,7 +86,6 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(InitOptions optio
   config.store = std::move(store);
   config.backend = options.backend;
   config.timeout = options.timeout;
-  config.store_host = rendezvous.store_host;
   AdvertiseAddressOptions address_options;
   address_options.rank = rendezvous.rank;
   address_options.size = rendezvous.world_size;

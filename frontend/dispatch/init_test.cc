@@ -13,6 +13,7 @@
 #include "frontend/store/socket_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/fake_env.h"
 #include "tests/testing/store_backend.h"
 #include "tests/testing/subprocess.h"
 
@@ -121,12 +122,7 @@ TEST(InitProcessGroupTest, EnvFallsBackToSlurmAndOpenMpiVariables) {
         [&](int rank) {
           std::map<std::string, std::string> env = base;
           env[rank_var] = std::to_string(rank);
-          EnvLookup lookup = [env](const std::string& name) -> std::optional<std::string> {
-            auto it = env.find(name);
-            if (it == env.end()) return std::nullopt;
-            return it->second;
-          };
-          return CheckWorld(InitProcessGroup(Options("env://", -1), lookup), rank);
+          return CheckWorld(InitProcessGroup(Options("env://", -1), testing::FakeEnv(env)), rank);
         },
         absl::Seconds(60));
     EXPECT_TRUE(status.ok()) << rank_var << ": " << status;

@@ -145,7 +145,7 @@ std::optional<std::string> TorchrunAgentStorePrefix(const EnvLookup& env) {
   std::optional<std::string> agent = env("TORCHELASTIC_USE_AGENT_STORE");
   if (!agent.has_value() || absl::AsciiStrToLower(*agent) != "true") return std::nullopt;
   std::string attempt = env("TORCHELASTIC_RESTART_COUNT").value_or("0");
-  return absl::StrCat("plexus/attempt_", attempt, "/");
+  return absl::StrCat("plexus/attempt_", attempt);
 }
 
 }  // namespace plexus

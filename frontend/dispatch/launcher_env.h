@@ -39,7 +39,8 @@ absl::StatusOr<StoreAddress> EnvStoreAddress(const EnvLookup& env);
 bool UnderMpirun(const EnvLookup& env);
 
 // torchrun's agent serves its own store on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True);
-// returns the key prefix its workers use for this restart ("plexus/attempt_<n>/").
+// returns the namespace (a PrefixStore prefix) its workers use for this restart
+// ("plexus/attempt_<n>").
 std::optional<std::string> TorchrunAgentStorePrefix(const EnvLookup& env);
 
 }  // namespace plexus

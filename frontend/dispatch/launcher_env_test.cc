@@ -4,20 +4,13 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/fake_env.h"
 
 namespace plexus {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-EnvLookup Env(std::map<std::string, std::string> values) {
-  return [values](const std::string& name) -> std::optional<std::string> {
-    auto it = values.find(name);
-    if (it == values.end()) return std::nullopt;
-    return it->second;
-  };
-}
 
 TEST(SlurmNodelistTest, ExpandsRangesListsAndPadding) {
   auto hosts = ExpandSlurmNodelist("node[01-03,7],gpu-a[1-2]-ib,login");
@@ -60,7 +53,7 @@ TEST(SlurmPortTest, DeterministicInRangeAndDistinctPerStep) {
 }
 
 TEST(EnvStoreAddressTest, MasterVariablesWin) {
-  auto where = EnvStoreAddress(Env({{"MASTER_ADDR", "10.1.2.3"},
+  auto where = EnvStoreAddress(testing::FakeEnv({{"MASTER_ADDR", "10.1.2.3"},
                                     {"MASTER_PORT", "29500"},
                                     {"SLURM_JOB_ID", "7"},
                                     {"SLURM_JOB_NODELIST", "n[1-2]"}}));
@@ -70,7 +63,7 @@ TEST(EnvStoreAddressTest, MasterVariablesWin) {
 }
 
 TEST(EnvStoreAddressTest, SlurmGivesTheFirstNodeOfTheStepAndAPort) {
-  auto where = EnvStoreAddress(Env({{"SLURM_JOB_ID", "4242"},
+  auto where = EnvStoreAddress(testing::FakeEnv({{"SLURM_JOB_ID", "4242"},
                                     {"SLURM_STEP_ID", "2"},
                                     {"SLURM_JOB_NODELIST", "all[1-9]"},
                                     {"SLURM_STEP_NODELIST", "gpu[03-04]"}}));
@@ -82,34 +75,34 @@ TEST(EnvStoreAddressTest, SlurmGivesTheFirstNodeOfTheStepAndAPort) {
 
 TEST(EnvStoreAddressTest, EitherMasterVariableOverridesItsHalf) {
   auto port_only = EnvStoreAddress(
-      Env({{"SLURM_JOB_ID", "9"}, {"SLURM_NODELIST", "a,b"}, {"MASTER_PORT", "1234"}}));
+      testing::FakeEnv({{"SLURM_JOB_ID", "9"}, {"SLURM_NODELIST", "a,b"}, {"MASTER_PORT", "1234"}}));
   ASSERT_TRUE(port_only.ok()) << port_only.status();
   EXPECT_EQ(port_only->host, "a");
   EXPECT_EQ(port_only->port, 1234);
   auto addr_only = EnvStoreAddress(
-      Env({{"SLURM_JOB_ID", "9"}, {"SLURM_NODELIST", "a,b"}, {"MASTER_ADDR", "head"}}));
+      testing::FakeEnv({{"SLURM_JOB_ID", "9"}, {"SLURM_NODELIST", "a,b"}, {"MASTER_ADDR", "head"}}));
   ASSERT_TRUE(addr_only.ok()) << addr_only.status();
   EXPECT_EQ(addr_only->host, "head");
   EXPECT_EQ(addr_only->port, SlurmRendezvousPort(9, 0));
 }
 
 TEST(EnvStoreAddressTest, NothingSetSaysWhatToSet) {
-  auto where = EnvStoreAddress(Env({}));
+  auto where = EnvStoreAddress(testing::FakeEnv({}));
   ASSERT_FALSE(where.ok());
   EXPECT_THAT(std::string(where.status().message()), HasSubstr("MASTER_ADDR and MASTER_PORT"));
-  auto bad_port = EnvStoreAddress(Env({{"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}}));
+  auto bad_port = EnvStoreAddress(testing::FakeEnv({{"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}}));
   EXPECT_THAT(std::string(bad_port.status().message()), HasSubstr("MASTER_PORT '70000'"));
 }
 
 TEST(LauncherTest, MpirunAndTorchrunAgentAreRecognised) {
-  EXPECT_TRUE(UnderMpirun(Env({{"OMPI_COMM_WORLD_SIZE", "3"}})));
-  EXPECT_FALSE(UnderMpirun(Env({{"SLURM_NTASKS", "3"}})));
-  EXPECT_EQ(TorchrunAgentStorePrefix(Env({{"TORCHELASTIC_USE_AGENT_STORE", "True"},
+  EXPECT_TRUE(UnderMpirun(testing::FakeEnv({{"OMPI_COMM_WORLD_SIZE", "3"}})));
+  EXPECT_FALSE(UnderMpirun(testing::FakeEnv({{"SLURM_NTASKS", "3"}})));
+  EXPECT_EQ(TorchrunAgentStorePrefix(testing::FakeEnv({{"TORCHELASTIC_USE_AGENT_STORE", "True"},
                                           {"TORCHELASTIC_RESTART_COUNT", "2"}})),
-            "plexus/attempt_2/");
-  EXPECT_EQ(TorchrunAgentStorePrefix(Env({{"TORCHELASTIC_USE_AGENT_STORE", "False"}})),
+            "plexus/attempt_2");
+  EXPECT_EQ(TorchrunAgentStorePrefix(testing::FakeEnv({{"TORCHELASTIC_USE_AGENT_STORE", "False"}})),
             std::nullopt);
-  EXPECT_EQ(TorchrunAgentStorePrefix(Env({})), std::nullopt);
+  EXPECT_EQ(TorchrunAgentStorePrefix(testing::FakeEnv({})), std::nullopt);
 }
 
 }  // namespace

@@ -28,7 +28,6 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Create(
     AdvertiseAddressOptions address_options;
     address_options.rank = config.rank;
     address_options.size = config.size;
-    address_options.store_host = config.store_host;
     address_options.timeout = config.timeout;
     ASSIGN_OR_RETURN(config.address, ResolveAdvertiseAddress(*config.store, address_options));
   }

@@ -33,10 +33,10 @@ class ProcessGroup {
     std::shared_ptr<Store> store;    // Namespace private to this group.
     std::string backend;             // Backend string.
     absl::Duration timeout = kDefaultGroupTimeout;
-    // Where backends listen and what they advertise; "" resolves it in Create (collective)
-    // from `store_host`, the rendezvous host ("" when unknown). See advertise_address.h.
+    // Where backends listen and what they advertise (InitProcessGroup resolves it from the
+    // rendezvous host); "" resolves it in Create, collectively, with the store's host unknown.
+    // See advertise_address.h.
     std::string address;
-    std::string store_host;
   };
 
   // Parses the backend string and creates one backend instance per distinct backend name,

@@ -117,19 +117,14 @@ absl::StatusOr<std::shared_ptr<Store>> ConnectTcpStore(const std::string& host, 
                                                        int world_size, absl::Duration timeout) {
   TCPStoreOptions options;
   options.host = host;
-  if (!net::IsIpLiteral(host) && host != "localhost") options.bind_host = "::";
+  if (!net::IsIpLiteral(host) && host != "localhost") options.bind_host = "*";
   options.port = port;
   options.is_server = rank == 0;
   options.world_size = world_size;
   options.wait_for_workers = false;  // The init barrier waits for everyone instead.
   options.timeout = timeout;
-  absl::StatusOr<std::unique_ptr<TCPStore>> store = TCPStore::Create(options);
-  if (!store.ok() && options.bind_host == "::") {
-    options.bind_host = "0.0.0.0";  // No IPv6 on this host.
-    store = TCPStore::Create(options);
-  }
-  RETURN_IF_ERROR(store.status());
-  return std::shared_ptr<Store>(std::move(store).value());
+  ASSIGN_OR_RETURN(std::unique_ptr<TCPStore> store, TCPStore::Create(options));
+  return std::shared_ptr<Store>(std::move(store));
 }
 
 // torchrun's agent already serves a torch TCPStore at the rendezvous address: join it.

@@ -1,6 +1,7 @@
 #include "frontend/net/interfaces.h"
 
 #include <arpa/inet.h>
+#include <sys/socket.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -114,10 +115,25 @@ absl::StatusOr<std::optional<InterfaceFilter>> InterfaceFilterFromEnvironment(
   return std::optional<InterfaceFilter>();
 }
 
-std::string MatchingInterfaceNames(const InterfaceFilter& filter,
-                                   const std::vector<InterfaceAddress>& addresses) {
+std::vector<InterfaceAddress> CandidateAddresses(const std::vector<InterfaceAddress>& addresses,
+                                                 const std::optional<InterfaceFilter>& filter) {
+  std::vector<InterfaceAddress> candidates;
+  for (int family : {AF_INET, AF_INET6}) {
+    for (const InterfaceAddress& a : addresses) {
+      const bool allowed = filter.has_value() ? filter->Matches(a.interface) : IsDefaultCandidate(a);
+      if (a.family == family && allowed) candidates.push_back(a);
+    }
+  }
+  return candidates;
+}
+
+std::string FilteredInterfaceNames(
+    const std::function<std::optional<std::string>(const std::string&)>& env) {
+  auto filter = InterfaceFilterFromEnvironment(env);
+  auto addresses = ListInterfaceAddresses();
+  if (!filter.ok() || !filter->has_value() || !addresses.ok()) return "";
   std::vector<std::string> names;
-  for (const InterfaceAddress& a : filter.Select(addresses)) {
+  for (const InterfaceAddress& a : (*filter)->Select(*addresses)) {
     if (std::find(names.begin(), names.end(), a.interface) == names.end()) {
       names.push_back(a.interface);
     }
@@ -127,10 +143,7 @@ std::string MatchingInterfaceNames(const InterfaceFilter& filter,
 
 std::vector<std::string> MpirunInterfaceArgs(
     const std::function<std::optional<std::string>(const std::string&)>& env) {
-  auto filter = InterfaceFilterFromEnvironment(env);
-  auto addresses = ListInterfaceAddresses();
-  if (!filter.ok() || !filter->has_value() || !addresses.ok()) return {};
-  const std::string names = MatchingInterfaceNames(**filter, *addresses);
+  const std::string names = FilteredInterfaceNames(env);
   if (names.empty()) return {};
   return {"--mca", "btl_tcp_if_include", names, "--mca", "oob_tcp_if_include", names};
 }

@@ -54,14 +54,19 @@ class InterfaceFilter {
 absl::StatusOr<std::optional<InterfaceFilter>> InterfaceFilterFromEnvironment(
     const std::function<std::optional<std::string>(const std::string&)>& env);
 
-// The names of this host's interfaces (with an address) that `filter` allows, comma-separated,
-// as Open MPI's btl_tcp_if_include / oob_tcp_if_include take them; "" when none match.
-std::string MatchingInterfaceNames(const InterfaceFilter& filter,
-                                   const std::vector<InterfaceAddress>& addresses);
+// The addresses a rank may offer, IPv4 before IPv6: those `filter` allows, or without a filter
+// those IsDefaultCandidate accepts.
+std::vector<InterfaceAddress> CandidateAddresses(const std::vector<InterfaceAddress>& addresses,
+                                                 const std::optional<InterfaceFilter>& filter);
 
-// mpirun arguments that keep Open MPI's TCP traffic on the interfaces the environment's filter
-// (InterfaceFilterFromEnvironment) allows: {"--mca", "btl_tcp_if_include", names, "--mca",
-// "oob_tcp_if_include", names}; empty when no filter is set or nothing matches.
+// The names of this host's interfaces that the environment's filter allows, comma-separated, as
+// Open MPI's btl_tcp_if_include / oob_tcp_if_include take them; "" when no filter is set or
+// nothing matches.
+std::string FilteredInterfaceNames(
+    const std::function<std::optional<std::string>(const std::string&)>& env);
+
+// mpirun arguments that keep Open MPI's TCP traffic on those interfaces: {"--mca",
+// "btl_tcp_if_include", names, "--mca", "oob_tcp_if_include", names}; empty without them.
 std::vector<std::string> MpirunInterfaceArgs(
     const std::function<std::optional<std::string>(const std::string&)>& env);
 

@@ -86,6 +86,34 @@ TEST(InterfacesTest, LoopbackIsListedAndNotADefaultCandidate) {
   EXPECT_THAT(DescribeInterfaces(*all), HasSubstr("127.0.0.1"));
 }
 
+TEST(InterfacesTest, CandidatesPutIPv4FirstAndFollowTheFilter) {
+  const std::vector<InterfaceAddress> all = {{"lo", "::1", AF_INET6, true},
+                                             {"eth0", "fd00::2", AF_INET6, false},
+                                             {"lo", "127.0.0.1", AF_INET, true},
+                                             {"docker0", "172.17.0.1", AF_INET, false},
+                                             {"eth0", "10.0.0.2", AF_INET, false}};
+  std::vector<std::string> defaults;
+  for (const auto& a : CandidateAddresses(all, std::nullopt)) defaults.push_back(a.address);
+  EXPECT_EQ(defaults, (std::vector<std::string>{"10.0.0.2", "fd00::2"}));
+  auto only_lo = InterfaceFilter::Parse("=lo", "X");
+  ASSERT_TRUE(only_lo.ok());
+  std::vector<std::string> filtered;
+  for (const auto& a : CandidateAddresses(all, *only_lo)) filtered.push_back(a.address);
+  EXPECT_EQ(filtered, (std::vector<std::string>{"127.0.0.1", "::1"}));
+}
+
+TEST(InterfacesTest, FilteredInterfaceNamesAreUniqueAndEmptyWithoutAFilter) {
+  EXPECT_EQ(FilteredInterfaceNames([](const std::string&) { return std::nullopt; }), "");
+  auto lo = [](const std::string& name) -> std::optional<std::string> {
+    if (name == "PLEXUS_SOCKET_IFNAME") return std::string("=lo");
+    return std::nullopt;
+  };
+  EXPECT_EQ(FilteredInterfaceNames(lo), "lo");  // lo has 127.0.0.1 and maybe ::1: listed once.
+  EXPECT_EQ(MpirunInterfaceArgs(lo),
+            (std::vector<std::string>{"--mca", "btl_tcp_if_include", "lo", "--mca",
+                                      "oob_tcp_if_include", "lo"}));
+}
+
 TEST(RouteTest, AddressClassification) {
   EXPECT_TRUE(IsLoopbackAddress("127.0.0.1"));
   EXPECT_TRUE(IsLoopbackAddress("127.0.1.1"));

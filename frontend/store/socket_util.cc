@@ -94,6 +94,10 @@ void SetNoDelay(int fd) {
 }
 
 absl::StatusOr<ScopedFd> ListenTcp(const std::string& host, int port, int backlog) {
+  if (host == "*") {
+    absl::StatusOr<ScopedFd> dual_stack = ListenTcp("::", port, backlog);
+    return dual_stack.ok() ? std::move(dual_stack) : ListenTcp("0.0.0.0", port, backlog);
+  }
   ASSIGN_OR_RETURN(addrinfo * addresses, Resolve(host, port, /*passive=*/true));
   std::string last_error = "no address";
   ScopedFd listener;

@@ -32,7 +32,8 @@ class ScopedFd {
 };
 
 // A listening TCP socket bound to `host` ("" or "0.0.0.0" for all IPv4 interfaces, "::" for
-// all IPv6 ones) and `port` (0 picks a free one). Non-blocking, close-on-exec.
+// all IPv6 ones, "*" for every interface of both families: "::" where the host has IPv6, else
+// "0.0.0.0") and `port` (0 picks a free one). Non-blocking, close-on-exec.
 absl::StatusOr<ScopedFd> ListenTcp(const std::string& host, int port, int backlog = 1024);
 
 // The local port a socket is bound to.

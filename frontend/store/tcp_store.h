@@ -22,8 +22,8 @@ namespace plexus {
 
 struct TCPStoreOptions {
   std::string host = "127.0.0.1";  // Server address; the server binds it when is_server.
-  // With is_server: the address to bind instead of `host` ("::" for every interface, IPv4
-  // included; "0.0.0.0" for every IPv4 one). Empty binds `host`.
+  // With is_server: the address to bind instead of `host` ("*" for every interface; see
+  // ListenTcp). Empty binds `host`.
   std::string bind_host;
   int port = 0;                    // 0 with is_server picks a free port; see TCPStore::port().
   bool is_server = false;

@@ -217,6 +217,27 @@ TEST(TCPStoreTest, ClientWithoutServerFailsAtItsTimeout) {
   EXPECT_LT(took, absl::Seconds(3));
 }
 
+TEST(TCPStoreTest, BindingEveryInterfaceServesBothLoopbacks) {
+  TCPStoreOptions options;
+  options.is_server = true;
+  options.bind_host = "*";
+  options.wait_for_workers = false;
+  options.timeout = absl::Seconds(5);
+  auto server = TCPStore::Create(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_TRUE((*server)->Set("k", "v").ok());
+  for (const std::string host : {"127.0.0.1", "::1"}) {
+    if (!ListenTcp(host, 0).ok()) continue;  // No ::1 on this host.
+    TCPStoreOptions client_options;
+    client_options.host = host;
+    client_options.port = (*server)->port();
+    client_options.timeout = absl::Seconds(5);
+    auto client = TCPStore::Create(client_options);
+    ASSERT_TRUE(client.ok()) << host << ": " << client.status();
+    EXPECT_EQ((*client)->Get("k").value_or(""), "v") << host;
+  }
+}
+
 TEST(TCPStoreTest, LostServerIsUnavailable) {
   auto server = StartServer();
   TCPStoreOptions options;

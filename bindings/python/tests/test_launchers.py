@@ -99,8 +99,10 @@ def test_torchrun_restart_attempts_do_not_collide():
         outputs = [p.communicate(timeout=TIMEOUT)[0] for p in procs]
         assert all(p.returncode == 0 for p in procs), "\n".join(outputs)[-6000:]
         parse_results("\n".join(outputs), 2)
-    keys = store.num_keys()
-    assert keys > 0
+    # Each attempt claimed its ranks in its own namespace of the agent's store.
+    for attempt in ("0", "1"):
+        for rank in range(2):
+            assert store.get("plexus/attempt_%s/world/rank_owner/%d" % (attempt, rank))
 
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun")
