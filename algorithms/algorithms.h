@@ -14,6 +14,8 @@
 
 namespace plexus {
 
+class AlgorithmTable;
+
 // Messages larger than this are cut into segments so reduction and forwarding overlap transfer.
 inline constexpr size_t kSegmentBytes = 256 * 1024;
 
@@ -37,6 +39,11 @@ std::vector<WorkPtr> PostRingAllGatherReceives(CollectiveContext& ctx,
 // ring_all_reduce.cc: reduce-scatter then all-gather over balanced blocks, in place.
 absl::Status RingAllReduce(CollectiveContext& ctx, void* data, int64_t count, DType dtype,
                            ReduceOpKind op);
+
+// all_reduce.cc: the all-reduce `table` picks for this size, in place, with PREMUL_SUM's
+// pre-scaling and AVG's post-scaling around the kernel op. What every caller runs.
+absl::Status AllReduceInPlace(CollectiveContext& ctx, const AlgorithmTable& table, void* data,
+                              int64_t count, DType dtype, const ReduceOp& op);
 
 // power_of_two_fold.cc: reduces a group to its largest power of two p for the mask-paired
 // schedules (recursive doubling, halving-doubling). Uses steps kFoldStep and kResultStep of

@@ -114,20 +114,7 @@ void Collectives::Worker() {
 
 absl::Status Collectives::RunAllReduce(CollectiveContext& ctx, void* data, int64_t count,
                                        DType dtype, const ReduceOp& op) {
-  PreScale(data, count, dtype, op);
-  const uint64_t bytes = static_cast<uint64_t>(count) * DTypeSize(dtype);
-  const ReduceOpKind kernel = KernelOp(op.kind);
-  const std::string algorithm = table_.Choose("all_reduce", bytes);
-  absl::Status status;
-  if (algorithm == "rd") {
-    status = RecursiveDoublingAllReduce(ctx, data, count, dtype, kernel);
-  } else if (algorithm == "hd") {
-    status = HalvingDoublingAllReduce(ctx, data, count, dtype, kernel);
-  } else {
-    status = RingAllReduce(ctx, data, count, dtype, kernel);
-  }
-  if (status.ok()) PostScale(data, count, dtype, op, size());
-  return status;
+  return AllReduceInPlace(ctx, table_, data, count, dtype, op);
 }
 
 WorkPtr Collectives::AllReduce(const Tensor& tensor, const AllReduceOptions& options) {

@@ -4,6 +4,7 @@
 
 #include "frontend/core/status_macros.h"
 #include "frontend/dispatch/backend_registry.h"
+#include "frontend/transport/transport_registry.h"
 
 namespace plexus {
 
@@ -28,6 +29,22 @@ BackendCapabilities TcpBackend::capabilities() const { return CpuTransportCapabi
 namespace {
 
 const BackendRegisterer kRegisterTcp({kTcpBackendName, {DeviceType::kCpu}, &TcpBackend::Create});
+
+// The bare transport, for the elastic communicator.
+const TransportRegisterer kRegisterTcpTransport(
+    kTcpBackendName, [](const TransportSetup& setup) -> absl::StatusOr<std::unique_ptr<Transport>> {
+      TcpTransportOptions options;
+      options.store = setup.store;
+      options.rank = setup.rank;
+      options.size = setup.size;
+      options.group_name = setup.group_name;
+      options.address = setup.address;
+      options.connect_timeout = setup.connect_timeout;
+      options.describe_signature = setup.describe_signature;
+      options.cancelled = setup.cancelled;
+      ASSIGN_OR_RETURN(std::unique_ptr<TcpTransport> transport, TcpTransport::Create(options));
+      return std::unique_ptr<Transport>(std::move(transport));
+    });
 
 }  // namespace
 }  // namespace plexus

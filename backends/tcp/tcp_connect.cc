@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <algorithm>
 
 #include "absl/base/internal/endian.h"
 #include "absl/strings/numbers.h"
@@ -75,6 +76,41 @@ absl::StatusOr<std::pair<std::string, int>> ParseAddress(const std::string& text
   return std::make_pair(host, port);
 }
 
+constexpr absl::Duration kCancelPoll = absl::Milliseconds(200);
+
+bool Cancelled(const MeshOptions& options) { return options.cancelled && options.cancelled(); }
+
+absl::Status CancelledError(const MeshOptions& options) {
+  return absl::AbortedError(absl::StrCat("rank ", options.rank, " of group '", options.group_name,
+                                         "' stopped connecting: cancelled"));
+}
+
+// Store wait in slices, so cancellation is noticed.
+absl::Status WaitForKey(const MeshOptions& options, const std::string& key, absl::Time deadline) {
+  while (true) {
+    if (Cancelled(options)) return CancelledError(options);
+    const absl::Duration left = std::max(deadline - absl::Now(), absl::ZeroDuration());
+    const absl::Duration slice = options.cancelled ? std::min(left, kCancelPoll) : left;
+    absl::Status status = options.store->Wait({key}, slice);
+    if (status.ok() || status.code() != absl::StatusCode::kDeadlineExceeded ||
+        absl::Now() >= deadline) {
+      return status;
+    }
+  }
+}
+
+absl::StatusOr<ScopedFd> ConnectUnlessCancelled(const MeshOptions& options,
+                                                const std::string& host, int port,
+                                                absl::Time deadline) {
+  while (true) {
+    if (Cancelled(options)) return CancelledError(options);
+    const absl::Time slice = options.cancelled ? std::min(deadline, absl::Now() + absl::Seconds(1))
+                                               : deadline;
+    auto fd = ConnectTcpWithRetry(host, port, slice);
+    if (fd.ok() || absl::Now() >= deadline) return fd;
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<ScopedFd>> ConnectMesh(const MeshOptions& options) {
@@ -94,11 +130,10 @@ absl::StatusOr<std::vector<ScopedFd>> ConnectMesh(const MeshOptions& options) {
   // Higher ranks: connect and introduce ourselves, then read their hello back.
   for (int peer = options.rank + 1; peer < options.size; ++peer) {
     const std::string key = absl::StrCat("addr/", peer);
-    RETURN_IF_ERROR(options.store->Wait({key}, std::max(deadline - absl::Now(),
-                                                        absl::ZeroDuration())));
+    RETURN_IF_ERROR(WaitForKey(options, key, deadline));
     ASSIGN_OR_RETURN(std::string text, options.store->Get(key));
     ASSIGN_OR_RETURN(auto host_port, ParseAddress(text));
-    auto fd = ConnectTcpWithRetry(host_port.first, host_port.second, deadline);
+    auto fd = ConnectUnlessCancelled(options, host_port.first, host_port.second, deadline);
     if (!fd.ok()) {
       return absl::UnavailableError(absl::StrCat(me, ": connecting to rank ", peer, " at ", text,
                                                  ", the address it advertised: ",
@@ -114,9 +149,10 @@ absl::StatusOr<std::vector<ScopedFd>> ConnectMesh(const MeshOptions& options) {
   }
   // Lower ranks: accept until each has introduced itself.
   for (int accepted = 0; accepted < options.rank;) {
+    if (Cancelled(options)) return CancelledError(options);
     pollfd pfd{listener.get(), POLLIN, 0};
     const int64_t left_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
-    if (left_ms <= 0 || poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left_ms, 1000))) < 0) {
+    if (left_ms <= 0 || poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left_ms, 200))) < 0) {
       if (left_ms > 0 && errno == EINTR) continue;
       if (left_ms > 0) return absl::InternalError(absl::StrCat("poll: ", strerror(errno)));
       std::string missing;

@@ -3,6 +3,7 @@
 #ifndef PLEXUS_BACKENDS_TCP_TCP_CONNECT_H_
 #define PLEXUS_BACKENDS_TCP_TCP_CONNECT_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ struct MeshOptions {
   std::string group_name;
   std::string address;
   absl::Duration timeout;
+  // Polled while waiting for peers: true gives up with Aborted (the elastic communicator's
+  // epoch moved on). May be empty.
+  std::function<bool()> cancelled;
 };
 
 // Returns one connected, handshaken, non-blocking socket per peer (index = peer rank; the

@@ -188,7 +188,8 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TcpTransportO
         absl::StrCat("tcp transport: rank ", options.rank, " was given no address to listen on"));
   }
   tcp::MeshOptions mesh{options.store.get(), options.rank,    options.size,
-                        options.group_name,  options.address, options.connect_timeout};
+                        options.group_name,  options.address, options.connect_timeout,
+                        options.cancelled};
   ASSIGN_OR_RETURN(std::vector<ScopedFd> peers, tcp::ConnectMesh(mesh));
   return std::unique_ptr<TcpTransport>(new TcpTransport(std::move(options), std::move(peers)));
 }

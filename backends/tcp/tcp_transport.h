@@ -41,6 +41,8 @@ struct TcpTransportOptions {
   uint64_t max_unexpected_bytes = uint64_t{4} << 30;  // Staged bytes before a peer is dropped.
   // Names a message signature in mismatch errors (the collective layer knows the encoding).
   std::function<std::string(uint64_t)> describe_signature;
+  // Polled while connecting: true gives up with Aborted. May be empty.
+  std::function<bool()> cancelled;
 };
 
 class TcpTransport : public Transport {

@@ -1,0 +1,694 @@
+#include "frontend/elastic/communicator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "algorithms/algorithm_table.h"
+#include "algorithms/algorithms.h"
+#include "algorithms/collective_context.h"
+#include "frontend/core/deadline.h"
+#include "frontend/core/logging.h"
+#include "frontend/core/status_macros.h"
+#include "frontend/elastic/master_link.h"
+#include "frontend/elastic/master_node.h"
+#include "frontend/net/route.h"
+#include "frontend/store/prefix_store.h"
+#include "frontend/store/tcp_store.h"
+#include "frontend/transport/transport_registry.h"
+
+namespace plexus::elastic {
+namespace {
+
+// The transport operation id of (tag, instance): below 2^39, unique for 2^19 uses of a tag per
+// epoch (each epoch has a fresh transport).
+uint64_t OperationId(const OpKey& key) {
+  return ((static_cast<uint64_t>(key.instance) & ((1u << 19) - 1)) << 20) |
+         static_cast<uint64_t>(key.tag);
+}
+
+bool IsRetryable(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable ||
+         status.code() == absl::StatusCode::kAborted;
+}
+
+}  // namespace
+
+// Runs each operation on its own thread (the algorithms block), reusing idle threads; never
+// queues one operation behind another, since peers may start them in different orders.
+class OpRunner {
+ public:
+  ~OpRunner() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    ready_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+
+  void Submit(std::function<void()> task) {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back(std::move(task));
+    if (idle_ < static_cast<int>(tasks_.size())) {
+      threads_.emplace_back([this] { Work(); });
+    } else {
+      ready_.notify_one();
+    }
+  }
+
+ private:
+  void Work() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      ++idle_;
+      ready_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+      --idle_;
+      if (tasks_.empty()) return;
+      std::function<void()> task = std::move(tasks_.front());
+      tasks_.pop_front();
+      lock.unlock();
+      task();
+      lock.lock();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable ready_;
+  std::deque<std::function<void()>> tasks_;
+  std::vector<std::thread> threads_;
+  int idle_ = 0;
+  bool stopping_ = false;
+};
+
+struct Communicator::Op {
+  OpKey key;
+  ReduceDescriptor descriptor;
+  void* recv = nullptr;
+  size_t bytes = 0;
+  std::unique_ptr<uint8_t[]> backup;  // recv before the call, unless restore_from is given.
+  const uint8_t* restore_from = nullptr;
+  WorkPtr work;
+  // Set by the master's outcome (guarded by the communicator's mu_).
+  bool decided = false;
+  absl::Status outcome;
+  std::shared_ptr<Transport> mesh;  // While the data phase runs; aborted by early outcomes.
+};
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(CommunicatorOptions options) {
+  ASSIGN_OR_RETURN(auto host_port, ParseHostPort(options.master_address));
+  if (options.operation_timeout <= absl::ZeroDuration() ||
+      options.accept_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("elastic communicator timeouts must be positive");
+  }
+  if (options.peer_group < 0 || options.peer_group > 0xffffffffll) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("peer group ", options.peer_group, " is not a 32-bit unsigned number"));
+  }
+  return std::unique_ptr<Communicator>(
+      new Communicator(std::move(options), host_port.first, host_port.second));
+}
+
+Communicator::Communicator(CommunicatorOptions options, std::string master_host, int master_port)
+    : options_(std::move(options)),
+      master_host_(std::move(master_host)),
+      master_port_(master_port),
+      runner_(std::make_unique<OpRunner>()) {}
+
+Communicator::~Communicator() {
+  std::shared_ptr<MasterLink> link;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    // Let in-flight operations finish (each is bounded by its own deadline).
+    changed_.wait_for(lock, std::chrono::seconds(30), [&] { return in_flight_.empty(); });
+    link = link_;
+  }
+  if (link) link->Leave();
+  runner_.reset();  // Joins the operation threads.
+  std::shared_ptr<Transport> mesh;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    mesh = std::move(mesh_);
+    link_.reset();
+  }
+  mesh.reset();
+}
+
+int64_t Communicator::peer_id() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return link_ ? link_->peer_id() : 0;
+}
+
+std::shared_ptr<MasterLink> Communicator::link() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return link_;
+}
+
+absl::Status Communicator::Usable() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!link_) {
+    return WithResult(absl::FailedPreconditionError("not connected: call connect() first"),
+                      Result::kNotInitialized);
+  }
+  if (!lost_.ok()) return lost_;
+  if (!has_topology_) {
+    return WithResult(absl::FailedPreconditionError("not accepted by the peers yet"),
+                      Result::kNotInitialized);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::Connect(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + std::min(timeout, options_.accept_timeout);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (link_ && lost_.ok()) {
+      return WithResult(absl::FailedPreconditionError("already connected"), Result::kInvalidUsage);
+    }
+    if (!in_flight_.empty()) {
+      return WithResult(absl::FailedPreconditionError("operations of the old connection are "
+                                                      "still in flight"),
+                        Result::kPendingAsyncOps);
+    }
+  }
+  std::string address = options_.address;
+  if (address.empty()) {
+    if (net::IsLoopbackAddress(master_host_) || master_host_ == "localhost") {
+      address = "127.0.0.1";
+    } else {
+      auto route = net::RouteTo(master_host_);
+      if (!route.ok()) {
+        return WithResult(route.status(), Result::kMasterConnectionFailed);
+      }
+      address = route->local_address;
+    }
+  }
+  MasterLink::Callbacks callbacks;
+  callbacks.on_topology = [this](const Topology& t) { OnTopology(t); };
+  callbacks.on_outcome = [this](const OpKey& k, const absl::Status& s) { OnOutcome(k, s); };
+  callbacks.on_lost = [this](const absl::Status& s) { OnLost(s); };
+  {
+    // A fresh start: forget the old connection's view before the new link can report.
+    std::lock_guard<std::mutex> lock(mu_);
+    link_.reset();
+    lost_ = absl::OkStatus();
+    has_topology_ = false;
+    instances_.clear();
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<MasterLink> made,
+                   MasterLink::Connect(master_host_, master_port_, options_.peer_group, deadline,
+                                       std::move(callbacks)));
+  std::shared_ptr<MasterLink> link = std::move(made);
+  TCPStoreOptions store_options;
+  store_options.host = master_host_;
+  store_options.port = link->store_port();
+  store_options.timeout = std::max(deadline - absl::Now(), absl::Seconds(1));
+  auto store = TCPStore::Create(store_options);
+  if (!store.ok()) {
+    return WithResult(absl::UnavailableError(absl::StrCat(
+                          "cannot reach the elastic master's store at ",
+                          HostPort(master_host_, link->store_port()), ": ",
+                          store.status().message())),
+                      Result::kMasterConnectionFailed);
+  }
+  int64_t epoch;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    link_ = link;
+    store_ = std::shared_ptr<Store>(std::move(store).value());
+    data_address_ = address;
+    const int64_t me = link->peer_id();
+    auto accepted = [&] {
+      return !lost_.ok() || (has_topology_ && std::count(topology_.ring.begin(),
+                                                         topology_.ring.end(), me) > 0);
+    };
+    while (!accepted() && absl::Now() < deadline) {
+      changed_.wait_until(lock, SteadyDeadline(std::min(deadline - absl::Now(), absl::Seconds(1))));
+    }
+    if (!lost_.ok()) return lost_;
+    if (!accepted()) {
+      link_.reset();
+      lost_ = WithResult(absl::DeadlineExceededError("not accepted in time"),
+                         Result::kNotInitialized);
+      return WithResult(absl::DeadlineExceededError(absl::StrCat(
+                            "registered with the master at ", options_.master_address,
+                            " as peer ", me, " but the accepted peers did not take this peer in "
+                            "(they must call update_topology) within the connect timeout")),
+                        Result::kMasterConnectionFailed);
+    }
+    epoch = topology_.epoch;
+  }
+  // The peers that accepted this one build the new epoch's connections now: so does this one.
+  auto mesh = EnsureMesh(epoch);
+  if (!mesh.ok() && !IsRetryable(mesh.status())) return mesh.status();
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::UpdateTopology() {
+  RETURN_IF_ERROR(Usable());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!in_flight_.empty()) {
+      return WithResult(
+          absl::FailedPreconditionError(absl::StrCat(
+              "update_topology with ", in_flight_.size(), " all-reduces in flight: wait first")),
+          Result::kPendingAsyncOps);
+    }
+  }
+  auto updated = link()->Request(MessageType::kUpdateTopology,
+                                 absl::Now() + options_.operation_timeout);
+  if (!updated.ok()) return WithResult(updated.status(), Result::kUpdateTopologyFailed);
+  if (*updated == 0) return absl::OkStatus();
+  int64_t epoch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    epoch = topology_.epoch;
+  }
+  auto mesh = EnsureMesh(epoch);
+  if (!mesh.ok() && !IsRetryable(mesh.status())) {
+    return WithResult(mesh.status(), Result::kUpdateTopologyFailed);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Communicator::ArePeersPending() {
+  RETURN_IF_ERROR(Usable());
+  ASSIGN_OR_RETURN(int64_t pending, link()->Request(MessageType::kArePeersPending,
+                                                    absl::Now() + options_.operation_timeout));
+  return pending != 0;
+}
+
+absl::StatusOr<int64_t> Communicator::GetAttribute(Attribute attribute) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!has_topology_) {
+    return WithResult(absl::FailedPreconditionError("not connected: call connect() first"),
+                      Result::kNotInitialized);
+  }
+  switch (attribute) {
+    case Attribute::kGlobalWorldSize:
+      return topology_.global_world_size;
+    case Attribute::kLocalWorldSize:
+      return static_cast<int64_t>(topology_.ring.size());
+    case Attribute::kNumDistinctPeerGroups:
+      return topology_.num_groups;
+    case Attribute::kLargestPeerGroupWorldSize:
+      return topology_.largest_group;
+  }
+  return absl::InvalidArgumentError("unknown attribute");
+}
+
+void Communicator::OnTopology(const Topology& topology) {
+  std::shared_ptr<Transport> stale;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (mesh_ && mesh_epoch_ != topology.epoch) stale = mesh_;
+    topology_ = topology;
+    has_topology_ = true;
+  }
+  changed_.notify_all();
+  // Operations of the old epoch cannot finish: end their data phase now (the master fails them).
+  if (stale) {
+    stale->Abort(absl::UnavailableError(absl::StrCat("peer group ", topology.group,
+                                                     " moved to epoch ", topology.epoch)));
+  }
+}
+
+void Communicator::OnOutcome(const OpKey& key, const absl::Status& outcome) {
+  std::shared_ptr<Transport> mesh;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = in_flight_.find(static_cast<uint64_t>(key.tag));
+    if (it == in_flight_.end() || !(it->second->key == key)) return;
+    Op& op = *it->second;
+    op.decided = true;
+    op.outcome = outcome;
+    if (!outcome.ok()) mesh = op.mesh;
+  }
+  changed_.notify_all();
+  if (mesh) mesh->AbortOperation(OperationId(key), outcome);  // Decided early: stop moving data.
+}
+
+void Communicator::OnLost(const absl::Status& status) {
+  std::shared_ptr<Transport> mesh;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    lost_ = status;
+    mesh = mesh_;
+    for (auto& [tag, op] : in_flight_) {
+      if (!op->decided) {
+        op->decided = true;
+        op->outcome = status;
+      }
+    }
+  }
+  changed_.notify_all();
+  if (mesh) mesh->Abort(status);
+}
+
+absl::StatusOr<std::shared_ptr<Transport>> Communicator::EnsureMesh(int64_t epoch) {
+  std::lock_guard<std::mutex> build(mesh_mu_);
+  std::vector<int64_t> ring;
+  int64_t me;
+  std::shared_ptr<Store> store;
+  std::shared_ptr<Transport> old;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (mesh_epoch_ == epoch) return mesh_;
+    if (!lost_.ok()) return lost_;
+    if (topology_.epoch != epoch) {
+      return absl::UnavailableError(absl::StrCat("epoch ", epoch, " of peer group ",
+                                                 topology_.group, " is over (now ",
+                                                 topology_.epoch, ")"));
+    }
+    ring = topology_.ring;
+    me = link_->peer_id();
+    store = store_;
+    old = std::move(mesh_);
+    mesh_epoch_ = -1;
+  }
+  old.reset();  // Closes the previous epoch's connections.
+  const auto position = std::find(ring.begin(), ring.end(), me);
+  if (position == ring.end()) {
+    return absl::UnavailableError("this peer is not in the group's ring any more");
+  }
+  std::shared_ptr<Transport> mesh;
+  if (ring.size() > 1) {
+    TransportSetup setup;
+    const std::string name = absl::StrCat("elastic/g", options_.peer_group, "/e", epoch);
+    setup.store = std::make_shared<PrefixStore>(name, store);
+    setup.rank = static_cast<int>(position - ring.begin());
+    setup.size = static_cast<int>(ring.size());
+    setup.group_name = name;
+    setup.address = data_address_;
+    setup.connect_timeout = options_.operation_timeout;
+    setup.describe_signature = DescribeSignature;
+    setup.cancelled = [this, epoch] {
+      std::lock_guard<std::mutex> lock(mu_);
+      return !lost_.ok() || topology_.epoch != epoch;
+    };
+    auto made = CreateTransport(options_.transport, setup);
+    if (!made.ok()) {
+      if (made.status().code() == absl::StatusCode::kAborted) {
+        return absl::UnavailableError(absl::StrCat("the peers changed while connecting epoch ",
+                                                   epoch, ": ", made.status().message()));
+      }
+      return WithResult(made.status(), Result::kRankConnectionFailed);
+    }
+    mesh = std::shared_ptr<Transport>(std::move(made).value());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (topology_.epoch != epoch) {
+    if (mesh) mesh->Abort(absl::UnavailableError("epoch over"));
+    return absl::UnavailableError(absl::StrCat("epoch ", epoch, " ended while connecting"));
+  }
+  mesh_ = mesh;
+  mesh_epoch_ = epoch;
+  return mesh;
+}
+
+WorkPtr Communicator::AllReduceAsync(const void* send, void* recv,
+                                     const ReduceDescriptor& descriptor) {
+  return Launch(send, recv, descriptor, nullptr, -1);
+}
+
+absl::StatusOr<ReduceInfo> Communicator::AllReduce(const void* send, void* recv,
+                                                   const ReduceDescriptor& descriptor) {
+  WorkPtr work = AllReduceAsync(send, recv, descriptor);
+  RETURN_IF_ERROR(work->Wait(options_.operation_timeout + absl::Seconds(30)));
+  const Work::Stats stats = work->stats();
+  return ReduceInfo{stats.world_size, stats.bytes_sent, stats.bytes_received};
+}
+
+WorkPtr Communicator::Launch(const void* send, void* recv, const ReduceDescriptor& descriptor,
+                             const uint8_t* restore_from, int64_t required_epoch) {
+  auto refuse = [&](absl::Status status) {
+    return Work::Finished(std::move(status), "elastic all_reduce");
+  };
+  if (absl::Status status = ValidateReduce(descriptor); !status.ok()) return refuse(status);
+  const size_t bytes = static_cast<size_t>(descriptor.count) * DTypeSize(descriptor.dtype);
+  if (bytes > 0 && (send == nullptr || recv == nullptr)) {
+    return refuse(absl::InvalidArgumentError(absl::StrCat(
+        "all_reduce ", DescribeReduce(descriptor), ": null send or receive buffer")));
+  }
+  const auto* s = static_cast<const uint8_t*>(send);
+  const auto* r = static_cast<const uint8_t*>(recv);
+  if (s != r && s < r + bytes && r < s + bytes) {
+    return refuse(absl::InvalidArgumentError(absl::StrCat(
+        "all_reduce ", DescribeReduce(descriptor),
+        ": send and receive buffers overlap without being the same buffer")));
+  }
+  if (absl::Status status = Usable(); !status.ok()) return refuse(status);
+  auto op = std::make_shared<Op>();
+  op->descriptor = descriptor;
+  op->recv = recv;
+  op->bytes = bytes;
+  op->restore_from = restore_from;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (in_flight_.count(descriptor.tag)) {
+      return refuse(WithResult(
+          absl::InvalidArgumentError(absl::StrCat("all_reduce ", DescribeReduce(descriptor),
+                                                  ": an all-reduce with tag ", descriptor.tag,
+                                                  " is already in flight")),
+          Result::kInvalidUsage));
+    }
+    if (required_epoch >= 0 && required_epoch != topology_.epoch) {
+      return refuse(WithResult(absl::UnavailableError(absl::StrCat(
+                                   "all_reduce ", DescribeReduce(descriptor), ": epoch ",
+                                   required_epoch, " of the peer group is over (now ",
+                                   topology_.epoch, ")")),
+                               Result::kRankConnectionLost));
+    }
+    op->key.group = topology_.group;
+    op->key.epoch = topology_.epoch;
+    op->key.tag = static_cast<int64_t>(descriptor.tag);
+    auto& [epoch, next] = instances_[descriptor.tag];
+    if (epoch != topology_.epoch) {
+      epoch = topology_.epoch;
+      next = 0;
+    }
+    op->key.instance = next++;
+    op->work = std::make_shared<Work>("elastic all_reduce", static_cast<int>(topology_.ring.size()),
+                                      op->key.instance);
+    in_flight_[descriptor.tag] = op;
+  }
+  if (restore_from == nullptr && bytes > 0) {
+    op->backup.reset(new uint8_t[bytes]);
+    std::memcpy(op->backup.get(), recv, bytes);
+  }
+  if (s != r && bytes > 0) std::memcpy(recv, send, bytes);
+  WorkPtr work = op->work;
+  runner_->Submit([this, op] { Run(op); });
+  return work;
+}
+
+void Communicator::Run(const std::shared_ptr<Op>& op) {
+  const absl::Time deadline = absl::Now() + options_.operation_timeout;
+  std::shared_ptr<MasterLink> master = link();
+  absl::Status local;
+  auto mesh = EnsureMesh(op->key.epoch);
+  if (!mesh.ok()) local = mesh.status();
+  Message start{MessageType::kOpStart, {}, DescribeReduce(op->descriptor)};
+  AppendOpKey(op->key, start.ints);
+  const std::vector<int64_t> signature = OpSignatureInts(op->descriptor);
+  start.ints.insert(start.ints.end(), signature.begin(), signature.end());
+  if (master) {
+    if (absl::Status sent = master->Send(start); !sent.ok() && local.ok()) local = sent;
+  }
+  if (local.ok() && *mesh != nullptr) {
+    bool decided;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      op->mesh = *mesh;
+      decided = op->decided;
+    }
+    if (decided) {
+      local = absl::AbortedError("decided before the data moved");
+    } else {
+      static const AlgorithmTable table = [] {
+        auto from_env = AlgorithmTable::FromEnvironment();
+        return from_env.ok() ? *from_env : AlgorithmTable::Default();
+      }();
+      const uint64_t id = OperationId(op->key);
+      CollectiveContext ctx(**mesh, CollectiveKind::kAllReduce, id,
+                            MakeSignature(CollectiveKind::kAllReduce, op->descriptor.dtype,
+                                          op->key.instance, op->descriptor.count),
+                            std::max(deadline - absl::Now(), absl::ZeroDuration()),
+                            op->work.get());
+      local = AllReduceInPlace(ctx, table, op->recv, op->descriptor.count, op->descriptor.dtype,
+                               ReduceOp(op->descriptor.op));
+    }
+  }
+  if (LogEnabled(LogLevel::kDebug)) {
+    Log(LogLevel::kDebug, absl::StrCat("elastic: peer ", master ? master->peer_id() : 0, " tag ",
+                                       op->key.tag, " #", op->key.instance, " epoch ",
+                                       op->key.epoch, " moved its data: ", local.ToString()));
+  }
+  Message done{MessageType::kOpDone, {}, std::string(local.message())};
+  AppendOpKey(op->key, done.ints);
+  done.ints.push_back(static_cast<int64_t>(local.code()));
+  if (master) (void)master->Send(done);
+  absl::Status outcome;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    const absl::Time decide_by = deadline + absl::Seconds(10);
+    while (!op->decided && absl::Now() < decide_by) {
+      changed_.wait_until(lock, SteadyDeadline(std::min(decide_by - absl::Now(), absl::Seconds(1))));
+    }
+    if (!op->decided) {
+      op->decided = true;
+      op->outcome = absl::DeadlineExceededError("the master did not decide in time");
+    }
+    outcome = op->outcome;
+    op->mesh.reset();
+  }
+  if (!outcome.ok()) {
+    const uint8_t* original = op->restore_from ? op->restore_from : op->backup.get();
+    if (op->bytes > 0) std::memcpy(op->recv, original, op->bytes);
+    if (!local.ok() && local.code() != outcome.code()) {
+      outcome = WithResult(absl::Status(outcome.code(), absl::StrCat(outcome.message(), " (here: ",
+                                                                     local.message(), ")")),
+                           ResultOf(outcome));
+    }
+    outcome = WithResult(
+        absl::Status(outcome.code(), absl::StrCat("all_reduce ", DescribeReduce(op->descriptor),
+                                                  " in epoch ", op->key.epoch, ": ",
+                                                  outcome.message())),
+        ResultOf(outcome));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = in_flight_.find(op->descriptor.tag);
+    if (it != in_flight_.end() && it->second == op) in_flight_.erase(it);
+  }
+  changed_.notify_all();
+  op->work->Complete(outcome);
+}
+
+absl::StatusOr<ReduceInfo> Communicator::AllReduceMultipleWithRetry(
+    absl::Span<const ReduceOpDescriptor> ops, int max_in_flight) {
+  if (max_in_flight < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("all_reduce_multiple_with_retry: max_in_flight ", max_in_flight, " < 1"));
+  }
+  std::set<uint64_t> tags;
+  for (const ReduceOpDescriptor& op : ops) {
+    RETURN_IF_ERROR(ValidateReduce(op.descriptor));
+    if (!tags.insert(op.descriptor.tag).second) {
+      return WithResult(absl::InvalidArgumentError(absl::StrCat(
+                            "all_reduce_multiple_with_retry: tag ", op.descriptor.tag,
+                            " appears twice")),
+                        Result::kInvalidArgument);
+    }
+  }
+  RETURN_IF_ERROR(Usable());
+  const size_t n = ops.size();
+  // The inputs of every attempt: recv as it was (in place), which also restores on failure.
+  std::vector<std::unique_ptr<uint8_t[]>> originals(n);
+  std::vector<size_t> bytes(n);
+  for (size_t i = 0; i < n; ++i) {
+    bytes[i] = static_cast<size_t>(ops[i].descriptor.count) * DTypeSize(ops[i].descriptor.dtype);
+    originals[i].reset(new uint8_t[std::max<size_t>(bytes[i], 1)]);
+    if (bytes[i] > 0) std::memcpy(originals[i].get(), ops[i].recv, bytes[i]);
+  }
+  auto restore_all = [&] {
+    for (size_t i = 0; i < n; ++i) {
+      if (bytes[i] > 0) std::memcpy(ops[i].recv, originals[i].get(), bytes[i]);
+    }
+  };
+  std::vector<int64_t> committed(n, -1);  // Epoch each op last succeeded in.
+  std::vector<bool> fresh(n, true);       // recv still holds the original contents.
+  ReduceInfo info;
+  const absl::Time deadline = absl::Now() + options_.operation_timeout;
+  while (true) {
+    int64_t target = -1;
+    for (int64_t epoch : committed) target = std::max(target, epoch);
+    std::vector<size_t> todo;
+    for (size_t i = 0; i < n; ++i) {
+      if (committed[i] < 0 || committed[i] != target) todo.push_back(i);
+    }
+    if (todo.empty()) return info;
+    if (absl::Now() >= deadline) {
+      restore_all();
+      return absl::DeadlineExceededError(absl::StrCat(
+          "all_reduce_multiple_with_retry: ", todo.size(), " of ", n,
+          " operations did not succeed on one set of peers within the operation timeout"));
+    }
+    // Launch in todo order, at most max_in_flight at once. After a failure launch nothing more
+    // and drain: then every peer starts the next round from the same place, in the same order
+    // (peers holding different windows of tags could otherwise wait on each other forever).
+    // Every launch of a round runs in the epoch the round started in (an op of a later epoch
+    // would make this peer's view of what committed where differ from the others').
+    int64_t round_epoch;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      round_epoch = topology_.epoch;
+    }
+    std::vector<WorkPtr> works(n);
+    auto finished_flags = std::make_shared<std::vector<bool>>(n, false);
+    auto finished_mu = std::make_shared<std::mutex>();
+    auto finished_cv = std::make_shared<std::condition_variable>();
+    size_t next = 0;
+    std::set<size_t> running;
+    bool failed = false;
+    absl::Status fatal;
+    while ((!failed && next < todo.size()) || !running.empty()) {
+      while (!failed && next < todo.size() && static_cast<int>(running.size()) < max_in_flight) {
+        const size_t i = todo[next++];
+        if (!fresh[i] && bytes[i] > 0) std::memcpy(ops[i].recv, originals[i].get(), bytes[i]);
+        const bool in_place = ops[i].send == ops[i].recv;
+        works[i] = Launch(in_place ? ops[i].recv : ops[i].send, ops[i].recv, ops[i].descriptor,
+                          originals[i].get(), round_epoch);
+        fresh[i] = false;
+        running.insert(i);
+        works[i]->OnComplete([finished_flags, finished_mu, finished_cv, i](const absl::Status&) {
+          std::lock_guard<std::mutex> lock(*finished_mu);
+          (*finished_flags)[i] = true;
+          finished_cv->notify_all();
+        });
+      }
+      size_t i = n;
+      {
+        std::unique_lock<std::mutex> lock(*finished_mu);
+        finished_cv->wait(lock, [&] {
+          for (size_t r : running) {
+            if ((*finished_flags)[r]) return true;
+          }
+          return false;
+        });
+        for (size_t r : running) {
+          if ((*finished_flags)[r]) {
+            i = r;
+            break;
+          }
+        }
+      }
+      running.erase(i);
+      const absl::Status status = works[i]->status();
+      const Work::Stats stats = works[i]->stats();
+      info.tx_bytes += stats.bytes_sent;
+      info.rx_bytes += stats.bytes_received;
+      if (status.ok()) {
+        committed[i] = round_epoch;
+        info.local_world_size = stats.world_size;
+      } else {
+        committed[i] = -1;
+        fresh[i] = true;  // The op restored recv itself.
+        failed = true;
+        if (!IsRetryable(status) && fatal.ok()) fatal = status;
+      }
+    }
+    if (!fatal.ok()) {
+      restore_all();
+      return fatal;
+    }
+    RETURN_IF_ERROR(Usable());
+  }
+}
+
+}  // namespace plexus::elastic

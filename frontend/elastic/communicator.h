@@ -1,0 +1,135 @@
+// Communicator: a peer of the elastic (fault-tolerant) communicator, PCCL's semantics.
+//
+// A peer registers with the master (Connect) and is accepted when the peers already in call
+// UpdateTopology; within its peer group it all-reduces with the others over direct data
+// connections (the registered "tcp" transport, rebuilt for each epoch of the group) using the
+// shared ring / recursive-doubling algorithms, so results are bit-identical on every peer.
+//
+// Every all-reduce is matched across peers by its tag and voted on by the master: it succeeds on
+// every peer of its epoch or fails on every one. A failed all-reduce (a peer crashed, froze,
+// left or disagreed) leaves the receive buffer exactly as it was before the call, so calling it
+// again is a correct retry; AllReduceMultipleWithRetry does that itself and returns only when
+// every operation succeeded over one and the same set of peers.
+//
+// Thread-safe. Deadlines: connecting waits at most `accept_timeout` to be accepted; every
+// other call at most `operation_timeout`. Errors carry a Result payload (elastic_types.h).
+#ifndef PLEXUS_FRONTEND_ELASTIC_COMMUNICATOR_H_
+#define PLEXUS_FRONTEND_ELASTIC_COMMUNICATOR_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "frontend/elastic/elastic_types.h"
+#include "frontend/elastic/master_protocol.h"
+#include "frontend/work/work.h"
+
+namespace plexus {
+class Store;
+class Transport;
+}  // namespace plexus
+
+namespace plexus::elastic {
+
+class MasterLink;
+class OpRunner;
+
+struct CommunicatorOptions {
+  std::string master_address;  // "host:port" of the MasterNode.
+  int64_t peer_group = 0;      // All-reduces and shared state stay within a peer group.
+  // One operation (data movement and the master's decision), and each update_topology.
+  absl::Duration operation_timeout = absl::Minutes(10);
+  // How long Connect() waits for the accepted peers to take this peer in.
+  absl::Duration accept_timeout = absl::Minutes(10);
+  // Address peers reach this one's data port at; empty: the local end of the route to the master.
+  std::string address;
+  std::string transport = "tcp";  // A registered transport (frontend/transport).
+};
+
+class Communicator {
+ public:
+  // Checks the options; connects nothing.
+  static absl::StatusOr<std::unique_ptr<Communicator>> Create(CommunicatorOptions options);
+  // Leaves the master (a graceful goodbye) after in-flight operations end.
+  ~Communicator();
+
+  // Registers with the master and waits to be accepted (at once for the first peer, else when
+  // the accepted peers next call UpdateTopology), by `timeout` or accept_timeout. After a loss
+  // of the master or an expulsion, Connect() may be called again.
+  absl::Status Connect(absl::Duration timeout = absl::InfiniteDuration());
+
+  // Collective among the accepted peers (every group): accepts the pending peers, if any (else
+  // returns at once on every peer). kPendingAsyncOps while this peer has operations in flight.
+  absl::Status UpdateTopology();
+  // Whether UpdateTopology would accept someone; every peer gets the same answer for the same
+  // round, and a "no" counts as this peer's pass through that round.
+  absl::StatusOr<bool> ArePeersPending();
+
+  absl::StatusOr<int64_t> GetAttribute(Attribute attribute) const;
+
+  // Starts an all-reduce of `send` into `recv` (the same pointer for in place; otherwise they
+  // must not overlap), both descriptor.count elements. The Work completes when the master has
+  // decided; its stats hold the bytes moved and the group size. Invalid input completes it at
+  // once with InvalidArgument. One operation per tag may be in flight.
+  WorkPtr AllReduceAsync(const void* send, void* recv, const ReduceDescriptor& descriptor);
+  absl::StatusOr<ReduceInfo> AllReduce(const void* send, void* recv,
+                                       const ReduceDescriptor& descriptor);
+
+  // Runs every operation (distinct tags), at most `max_in_flight` at a time, retrying failed
+  // ones on the new set of peers until all succeeded within one epoch - so every result is the
+  // reduction over the same peers - or a non-retryable error (buffers then restored). With one
+  // peer left, the results are this peer's own inputs. Returns the summed traffic.
+  absl::StatusOr<ReduceInfo> AllReduceMultipleWithRetry(absl::Span<const ReduceOpDescriptor> ops,
+                                                        int max_in_flight);
+
+  // This peer's id at the master (0 before Connect).
+  int64_t peer_id() const;
+
+ private:
+  struct Op;
+  explicit Communicator(CommunicatorOptions options, std::string master_host, int master_port);
+
+  // Starts one operation; `restore_from` (if set) replaces the op's own backup of `recv`;
+  // with `required_epoch` >= 0 it fails at once (Unavailable) unless that epoch is current.
+  WorkPtr Launch(const void* send, void* recv, const ReduceDescriptor& descriptor,
+                 const uint8_t* restore_from, int64_t required_epoch);
+  void Run(const std::shared_ptr<Op>& op);
+  // The data connections of the group's epoch, built (collectively) if needed.
+  absl::StatusOr<std::shared_ptr<Transport>> EnsureMesh(int64_t epoch);
+  void OnTopology(const Topology& topology);
+  void OnOutcome(const OpKey& key, const absl::Status& outcome);
+  void OnLost(const absl::Status& status);
+  absl::Status Usable() const;  // Connected, accepted and not lost.
+  std::shared_ptr<MasterLink> link() const;
+
+  const CommunicatorOptions options_;
+  const std::string master_host_;
+  const int master_port_;
+  std::unique_ptr<OpRunner> runner_;
+
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  std::shared_ptr<MasterLink> link_;  // Guarded by mu_.
+  absl::Status lost_;                 // Why the link broke; guarded by mu_.
+  bool has_topology_ = false;
+  Topology topology_;
+  std::shared_ptr<Store> store_;
+  std::string data_address_;
+  std::map<uint64_t, std::shared_ptr<Op>> in_flight_;            // Tag -> op.
+  std::map<uint64_t, std::pair<int64_t, int64_t>> instances_;    // Tag -> (epoch, next).
+
+  std::mutex mesh_mu_;  // Held while building; guards the two below.
+  std::shared_ptr<Transport> mesh_;
+  int64_t mesh_epoch_ = -1;
+};
+
+}  // namespace plexus::elastic
+
+#endif  // PLEXUS_FRONTEND_ELASTIC_COMMUNICATOR_H_

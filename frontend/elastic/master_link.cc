@@ -1,0 +1,237 @@
+#include "frontend/elastic/master_link.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "frontend/core/deadline.h"
+#include "frontend/core/status_macros.h"
+
+namespace plexus::elastic {
+namespace {
+
+absl::Status MasterFailure(absl::string_view what) {
+  return WithResult(absl::UnavailableError(what), Result::kMasterConnectionFailed);
+}
+
+// Reads one whole frame by `deadline` (used for the welcome, before the reader starts).
+absl::StatusOr<Message> ReadFrame(int fd, absl::Time deadline) {
+  char header[kHeaderBytes];
+  RETURN_IF_ERROR(RecvExact(fd, header, kHeaderBytes, deadline));
+  const uint64_t length = PayloadLength(header);
+  if (length > kMaxFrameBytes) return absl::InvalidArgumentError("oversized frame");
+  std::string payload(length, '\0');
+  RETURN_IF_ERROR(RecvExact(fd, payload.data(), length, deadline));
+  return DecodePayload(payload);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MasterLink>> MasterLink::Connect(const std::string& host, int port,
+                                                                int64_t group, absl::Time deadline,
+                                                                Callbacks callbacks) {
+  const std::string where = HostPort(host, port);
+  auto fd = ConnectTcpWithRetry(host, port, deadline);
+  if (!fd.ok()) {
+    return MasterFailure(absl::StrCat("cannot reach the elastic master at ", where, ": ",
+                                      fd.status().message()));
+  }
+  absl::Status sent =
+      SendAll(fd->get(), EncodeFrame({MessageType::kHello, {kMagic, kProtocolVersion, group}, ""}),
+              deadline);
+  auto welcome = sent.ok() ? ReadFrame(fd->get(), deadline) : absl::StatusOr<Message>(sent);
+  if (!welcome.ok()) {
+    return MasterFailure(absl::StrCat("the elastic master at ", where,
+                                      " did not welcome this peer: ", welcome.status().message()));
+  }
+  if (welcome->type != MessageType::kWelcome || welcome->ints.size() != 3) {
+    return MasterFailure(absl::StrCat(where, " answered the hello with something else than a "
+                                             "welcome: is it an elastic master?"));
+  }
+  return std::unique_ptr<MasterLink>(
+      new MasterLink(std::move(fd).value(), welcome->ints[0], static_cast<int>(welcome->ints[1]),
+                     absl::Milliseconds(welcome->ints[2]), std::move(callbacks)));
+}
+
+MasterLink::MasterLink(ScopedFd fd, int64_t peer_id, int store_port,
+                       absl::Duration heartbeat_timeout, Callbacks callbacks)
+    : fd_(std::move(fd)),
+      peer_id_(peer_id),
+      store_port_(store_port),
+      heartbeat_timeout_(heartbeat_timeout),
+      callbacks_(std::move(callbacks)),
+      last_sent_(absl::Now()) {
+  reader_ = std::thread([this] { ReadLoop(); });
+}
+
+MasterLink::~MasterLink() {
+  stopping_.store(true);
+  shutdown(fd_.get(), SHUT_RDWR);
+  if (reader_.joinable()) reader_.join();
+}
+
+absl::Status MasterLink::lost() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lost_;
+}
+
+absl::Status MasterLink::Send(const Message& message) {
+  RETURN_IF_ERROR(lost());
+  std::lock_guard<std::mutex> lock(send_mu_);
+  absl::Status status = SendAll(fd_.get(), EncodeFrame(message), absl::Now() + heartbeat_timeout_);
+  last_sent_ = absl::Now();
+  if (!status.ok()) {
+    status = MasterFailure(absl::StrCat("lost the elastic master: ", status.message()));
+    shutdown(fd_.get(), SHUT_RDWR);  // The reader reports it.
+  }
+  return status;
+}
+
+absl::StatusOr<int64_t> MasterLink::Request(MessageType type, absl::Time deadline) {
+  int64_t id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    id = next_request_++;
+    replies_[id];
+  }
+  if (absl::Status sent = Send({type, {id}, ""}); !sent.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    replies_.erase(id);
+    return sent;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!replies_[id].done && lost_.ok()) {
+    if (replied_.wait_until(lock, SteadyDeadline(deadline - absl::Now())) ==
+            std::cv_status::timeout &&
+        absl::Now() >= deadline) {
+      break;
+    }
+  }
+  Reply reply = replies_[id];
+  replies_.erase(id);
+  if (reply.done) {
+    if (!reply.status.ok()) return reply.status;
+    return reply.value;
+  }
+  if (!lost_.ok()) return lost_;
+  return absl::DeadlineExceededError("no answer from the elastic master in time");
+}
+
+void MasterLink::Leave() {
+  (void)Send({MessageType::kLeave, {}, ""});
+  stopping_.store(true);
+  shutdown(fd_.get(), SHUT_WR);
+}
+
+void MasterLink::Lose(const absl::Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!lost_.ok()) return;
+    lost_ = status;
+  }
+  replied_.notify_all();
+  if (callbacks_.on_lost) callbacks_.on_lost(status);
+}
+
+void MasterLink::OnMessage(const Message& message) {
+  switch (message.type) {
+    case MessageType::kHeartbeat:
+      return;
+    case MessageType::kTopology: {
+      auto topology = ReadTopology(message.ints);
+      if (topology.ok() && callbacks_.on_topology) callbacks_.on_topology(*topology);
+      return;
+    }
+    case MessageType::kOpOutcome:
+      if (message.ints.size() == kOpKeyInts + 1 && callbacks_.on_outcome) {
+        callbacks_.on_outcome(ReadOpKey(message.ints),
+                              StatusFromWire(message.ints[kOpKeyInts], message.text));
+      }
+      return;
+    case MessageType::kReply: {
+      if (message.ints.size() != 3) return;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = replies_.find(message.ints[0]);
+        if (it == replies_.end()) return;
+        it->second.done = true;
+        it->second.status = StatusFromWire(message.ints[1], message.text);
+        it->second.value = message.ints[2];
+      }
+      replied_.notify_all();
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void MasterLink::ReadLoop() {
+  std::string rx;
+  absl::Time last_heard = absl::Now();
+  char buffer[16384];
+  while (true) {
+    pollfd pfd{fd_.get(), POLLIN, 0};
+    const int ready = poll(&pfd, 1, 100);
+    if (stopping_.load() && lost().ok()) {
+      Lose(MasterFailure("this peer left the elastic master"));
+      return;
+    }
+    if (ready < 0 && errno != EINTR) {
+      Lose(MasterFailure(absl::StrCat("poll on the master connection: ", strerror(errno))));
+      return;
+    }
+    if (ready > 0) {
+      const ssize_t n = recv(fd_.get(), buffer, sizeof(buffer), 0);
+      if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+        Lose(MasterFailure(
+            n == 0 ? "the elastic master closed the connection: it stopped, or it expelled this "
+                     "peer (silent past its heartbeat timeout, e.g. while stopped); connect() "
+                     "again to rejoin"
+                   : absl::StrCat("the master connection failed: ", strerror(errno))));
+        return;
+      }
+      if (n > 0) {
+        last_heard = absl::Now();
+        rx.append(buffer, n);
+        size_t at = 0;
+        while (rx.size() - at >= kHeaderBytes) {
+          const uint64_t length = PayloadLength(rx.data() + at);
+          if (length > kMaxFrameBytes) {
+            Lose(MasterFailure("the master sent an oversized frame"));
+            return;
+          }
+          if (rx.size() - at - kHeaderBytes < length) break;
+          auto message = DecodePayload(absl::string_view(rx).substr(at + kHeaderBytes, length));
+          at += kHeaderBytes + length;
+          if (!message.ok()) {
+            Lose(MasterFailure(absl::StrCat("bad frame from the master: ",
+                                            message.status().message())));
+            return;
+          }
+          OnMessage(*message);
+        }
+        rx.erase(0, at);
+      }
+    }
+    const absl::Time now = absl::Now();
+    if (now - last_heard > heartbeat_timeout_) {
+      Lose(MasterFailure(absl::StrCat("the elastic master has been silent for ",
+                                      absl::FormatDuration(now - last_heard))));
+      shutdown(fd_.get(), SHUT_RDWR);
+      return;
+    }
+    bool beat;
+    {
+      std::lock_guard<std::mutex> lock(send_mu_);
+      beat = now - last_sent_ > heartbeat_timeout_ / 5;
+    }
+    if (beat) (void)Send({MessageType::kHeartbeat, {}, ""});
+  }
+}
+
+}  // namespace plexus::elastic

@@ -1,0 +1,87 @@
+// MasterLink: a peer's connection to the elastic master. A background thread reads the
+// master's messages (topology pushes, operation outcomes, replies), answers nothing itself, and
+// keeps the heartbeat both ways: it beats while idle and declares the master lost when it stays
+// silent for the heartbeat timeout the master announced. Thread-safe.
+#ifndef PLEXUS_FRONTEND_ELASTIC_MASTER_LINK_H_
+#define PLEXUS_FRONTEND_ELASTIC_MASTER_LINK_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "frontend/elastic/master_protocol.h"
+#include "frontend/store/socket_util.h"
+
+namespace plexus::elastic {
+
+class MasterLink {
+ public:
+  struct Callbacks {
+    std::function<void(const Topology&)> on_topology;
+    std::function<void(const OpKey&, const absl::Status&)> on_outcome;
+    std::function<void(const absl::Status&)> on_lost;  // Once, when the link breaks.
+  };
+
+  // Connects, says hello for `group` and reads the welcome, all by `deadline`; then starts the
+  // reader thread. Unavailable (with Result kMasterConnectionFailed) when the master cannot be
+  // reached or answers wrongly.
+  static absl::StatusOr<std::unique_ptr<MasterLink>> Connect(const std::string& host, int port,
+                                                             int64_t group, absl::Time deadline,
+                                                             Callbacks callbacks);
+  // Closes the connection (without a goodbye) and joins the reader.
+  ~MasterLink();
+
+  int64_t peer_id() const { return peer_id_; }
+  int store_port() const { return store_port_; }
+  absl::Duration heartbeat_timeout() const { return heartbeat_timeout_; }
+
+  // Sends one message; fails once the link is lost.
+  absl::Status Send(const Message& message);
+  // Sends a request (kUpdateTopology, kArePeersPending) and waits for its reply's value.
+  absl::StatusOr<int64_t> Request(MessageType type, absl::Time deadline);
+  // Says goodbye; the master drops this peer as "left". The link is closed afterwards.
+  void Leave();
+  // The reason the link broke; OK while it is up.
+  absl::Status lost() const;
+
+ private:
+  MasterLink(ScopedFd fd, int64_t peer_id, int store_port, absl::Duration heartbeat_timeout,
+             Callbacks callbacks);
+  void ReadLoop();
+  void Lose(const absl::Status& status);
+  void OnMessage(const Message& message);
+
+  ScopedFd fd_;
+  const int64_t peer_id_;
+  const int store_port_;
+  const absl::Duration heartbeat_timeout_;
+  const Callbacks callbacks_;
+  std::atomic<bool> stopping_{false};
+
+  std::mutex send_mu_;
+  absl::Time last_sent_;  // Guarded by send_mu_.
+
+  mutable std::mutex mu_;
+  std::condition_variable replied_;
+  absl::Status lost_;  // Guarded by mu_.
+  int64_t next_request_ = 1;
+  struct Reply {
+    bool done = false;
+    absl::Status status;
+    int64_t value = 0;
+  };
+  std::map<int64_t, Reply> replies_;  // Guarded by mu_.
+
+  std::thread reader_;
+};
+
+}  // namespace plexus::elastic
+
+#endif  // PLEXUS_FRONTEND_ELASTIC_MASTER_LINK_H_

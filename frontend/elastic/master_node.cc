@@ -1,0 +1,336 @@
+#include "frontend/elastic/master_node.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "frontend/core/logging.h"
+#include "frontend/core/status_macros.h"
+#include "frontend/elastic/master_protocol.h"
+#include "frontend/elastic/master_state.h"
+
+namespace plexus::elastic {
+namespace {
+
+constexpr absl::Duration kHelloTimeout = absl::Seconds(10);
+constexpr size_t kMaxQueuedBytes = 64u << 20;  // A peer that reads nothing past this is dropped.
+
+std::string PeerAddress(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return "?";
+  char text[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (address.ss_family == AF_INET) {
+    auto* in = reinterpret_cast<sockaddr_in*>(&address);
+    inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+    port = ntohs(in->sin_port);
+  } else if (address.ss_family == AF_INET6) {
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&address);
+    inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
+    port = ntohs(in6->sin6_port);
+  }
+  return HostPort(text, port);
+}
+
+}  // namespace
+
+absl::StatusOr<std::pair<std::string, int>> ParseHostPort(const std::string& text) {
+  const size_t colon = text.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || !absl::SimpleAtoi(text.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "' is not host:port (e.g. 127.0.0.1:48148 or [::1]:48148)"));
+  }
+  std::string host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host.empty()) return absl::InvalidArgumentError(absl::StrCat("'", text, "' has no host"));
+  return std::make_pair(host, port);
+}
+
+// The socket loop: connections, frames, heartbeats; decisions are MasterState's.
+class MasterNode::Server {
+ public:
+  Server(ScopedFd listener, ScopedFd wakeup, std::unique_ptr<TCPStoreServer> store,
+         absl::Duration heartbeat_timeout)
+      : listener_(std::move(listener)),
+        wakeup_(std::move(wakeup)),
+        store_(std::move(store)),
+        heartbeat_timeout_(heartbeat_timeout),
+        state_(store_->port(), heartbeat_timeout) {}
+
+  void Interrupt() {
+    stopping_.store(true);
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = write(wakeup_.get(), &one, sizeof(one));
+  }
+
+  void Loop() {
+    while (!stopping_.load()) {
+      std::vector<pollfd> fds = {{listener_.get(), POLLIN, 0}, {wakeup_.get(), POLLIN, 0}};
+      std::vector<int64_t> ids;
+      for (auto& [id, c] : connections_) {
+        fds.push_back({c.fd.get(), static_cast<short>(POLLIN | (c.tx.empty() ? 0 : POLLOUT)), 0});
+        ids.push_back(id);
+      }
+      const int ready = poll(fds.data(), fds.size(), 100);
+      if (ready < 0 && errno != EINTR) {
+        Log(LogLevel::kError, absl::StrCat("elastic master: poll: ", strerror(errno)));
+        break;
+      }
+      if (fds[0].revents & POLLIN) AcceptAll();
+      for (size_t i = 0; i < ids.size(); ++i) {
+        if (fds[i + 2].revents & (POLLIN | POLLHUP | POLLERR)) OnReadable(ids[i]);
+        if (fds[i + 2].revents & POLLOUT) Flush(ids[i]);
+      }
+      CheckTimers();
+      Dispatch();
+    }
+    connections_.clear();
+  }
+
+ private:
+  struct Connection {
+    ScopedFd fd;
+    std::string address;
+    int64_t peer = -1;  // Until the hello.
+    std::string rx;
+    std::string tx;
+    absl::Time opened;
+    absl::Time last_heard;
+    absl::Time last_sent;
+  };
+
+  void AcceptAll() {
+    while (true) {
+      ScopedFd fd(accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+      if (!fd.valid()) return;
+      SetNoDelay(fd.get());
+      Connection c;
+      c.address = PeerAddress(fd.get());
+      c.fd = std::move(fd);
+      c.opened = c.last_heard = c.last_sent = absl::Now();
+      connections_.emplace(next_connection_++, std::move(c));
+    }
+  }
+
+  void Close(int64_t id, const std::string& reason) {
+    auto it = connections_.find(id);
+    if (it == connections_.end()) return;
+    const int64_t peer = it->second.peer;
+    const std::string address = it->second.address;
+    connections_.erase(it);
+    if (peer < 0) {
+      Log(LogLevel::kInfo, absl::StrCat("elastic master: closed ", address, ": ", reason));
+      return;
+    }
+    by_peer_.erase(peer);
+    const std::string who = state_.Describe(peer);
+    Log(LogLevel::kInfo, absl::StrCat("elastic master: dropped ", who, ": ", reason));
+    state_.Drop(peer, absl::StrCat(who, " was lost: ", reason));
+  }
+
+  void OnReadable(int64_t id) {
+    auto it = connections_.find(id);
+    if (it == connections_.end()) return;
+    Connection& c = it->second;
+    char buffer[65536];
+    while (true) {
+      const ssize_t n = recv(c.fd.get(), buffer, sizeof(buffer), 0);
+      if (n > 0) {
+        c.rx.append(buffer, n);
+        c.last_heard = absl::Now();
+        continue;
+      }
+      if (n == 0) return Close(id, "connection closed");
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      return Close(id, absl::StrCat("connection error: ", strerror(errno)));
+    }
+    size_t at = 0;
+    while (c.rx.size() - at >= kHeaderBytes) {
+      const uint64_t length = PayloadLength(c.rx.data() + at);
+      if (length > kMaxFrameBytes) {
+        return Close(id, absl::StrCat("frame of ", length, " bytes exceeds ", kMaxFrameBytes));
+      }
+      if (c.rx.size() - at - kHeaderBytes < length) break;
+      auto message = DecodePayload(absl::string_view(c.rx).substr(at + kHeaderBytes, length));
+      at += kHeaderBytes + length;
+      if (!message.ok()) return Close(id, std::string(message.status().message()));
+      if (absl::Status status = OnMessage(c, *message); !status.ok()) {
+        return Close(id, absl::StrCat("protocol error: ", status.message()));
+      }
+      if (connections_.find(id) == connections_.end()) return;  // Left.
+    }
+    c.rx.erase(0, at);
+  }
+
+  absl::Status OnMessage(Connection& c, const Message& message) {
+    if (c.peer < 0) {
+      if (message.type != MessageType::kHello || message.ints.size() != 3 ||
+          message.ints[0] != kMagic) {
+        return absl::UnauthenticatedError("not an elastic peer (bad hello)");
+      }
+      if (message.ints[1] != kProtocolVersion) {
+        return absl::UnauthenticatedError(absl::StrCat("peer speaks protocol ", message.ints[1],
+                                                       ", this master ", kProtocolVersion));
+      }
+      c.peer = state_.Join(message.ints[2], c.address);
+      by_peer_[c.peer] = &c;
+      Log(LogLevel::kInfo, absl::StrCat("elastic master: ", state_.Describe(c.peer), " joined"));
+      return absl::OkStatus();
+    }
+    if (message.type == MessageType::kLeave) {
+      // Graceful: the peer's goodbye; it closes its end.
+      const int64_t peer = c.peer;
+      by_peer_.erase(peer);
+      c.peer = -1;
+      c.tx.clear();
+      state_.Drop(peer, absl::StrCat(state_.Describe(peer), " left"));
+      return absl::OkStatus();
+    }
+    return state_.Handle(c.peer, message);
+  }
+
+  void Flush(int64_t id) {
+    auto it = connections_.find(id);
+    if (it == connections_.end()) return;
+    Connection& c = it->second;
+    while (!c.tx.empty()) {
+      const ssize_t n = send(c.fd.get(), c.tx.data(), c.tx.size(), MSG_NOSIGNAL);
+      if (n > 0) {
+        c.tx.erase(0, n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      return Close(id, absl::StrCat("send failed: ", strerror(errno)));
+    }
+  }
+
+  void CheckTimers() {
+    const absl::Time now = absl::Now();
+    std::vector<std::pair<int64_t, std::string>> doomed;
+    for (auto& [id, c] : connections_) {
+      if (c.peer < 0) {
+        if (now - c.opened > kHelloTimeout) doomed.emplace_back(id, "no hello");
+        continue;
+      }
+      if (now - c.last_heard > heartbeat_timeout_) {
+        doomed.emplace_back(id, absl::StrCat("silent for ", absl::FormatDuration(now - c.last_heard),
+                                             " (frozen, or its network is down)"));
+        continue;
+      }
+      if (c.tx.empty() && now - c.last_sent > heartbeat_timeout_ / 5) {
+        c.tx = EncodeFrame(Message{MessageType::kHeartbeat, {}, ""});
+        c.last_sent = now;
+      }
+    }
+    for (const auto& [id, reason] : doomed) Close(id, reason);
+  }
+
+  void Dispatch() {
+    // Dropping a peer can queue more messages (to survivors): loop until quiet.
+    while (true) {
+      std::vector<MasterState::Outgoing> out = state_.TakeOutgoing();
+      if (out.empty()) break;
+      std::vector<int64_t> touched;
+      for (MasterState::Outgoing& o : out) {
+        auto it = by_peer_.find(o.peer);
+        if (it == by_peer_.end()) continue;
+        it->second->tx += EncodeFrame(o.message);
+        it->second->last_sent = absl::Now();
+      }
+      std::vector<std::pair<int64_t, std::string>> doomed;
+      for (auto& [id, c] : connections_) {
+        if (c.tx.size() > kMaxQueuedBytes) doomed.emplace_back(id, "not reading its messages");
+      }
+      for (const auto& [id, reason] : doomed) Close(id, reason);
+      for (auto& [id, c] : connections_) touched.push_back(id);
+      for (int64_t id : touched) Flush(id);
+    }
+  }
+
+  const ScopedFd listener_;
+  const ScopedFd wakeup_;
+  const std::unique_ptr<TCPStoreServer> store_;
+  const absl::Duration heartbeat_timeout_;
+  std::atomic<bool> stopping_{false};
+  MasterState state_;
+  int64_t next_connection_ = 1;
+  std::map<int64_t, Connection> connections_;
+  std::map<int64_t, Connection*> by_peer_;  // Node-based map: pointers stay valid.
+};
+
+absl::StatusOr<std::unique_ptr<MasterNode>> MasterNode::Create(MasterNodeOptions options) {
+  ASSIGN_OR_RETURN(auto host_port, ParseHostPort(options.listen_address));
+  if (options.heartbeat_timeout < absl::Milliseconds(100)) {
+    return absl::InvalidArgumentError("heartbeat timeout must be at least 100 ms");
+  }
+  ASSIGN_OR_RETURN(ScopedFd listener, ListenTcp(host_port.first, host_port.second));
+  ASSIGN_OR_RETURN(int port, LocalPort(listener.get()));
+  TCPStoreServerOptions store_options;
+  store_options.host = host_port.first;
+  ASSIGN_OR_RETURN(std::unique_ptr<TCPStoreServer> store, TCPStoreServer::Start(store_options));
+  ScopedFd wakeup(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wakeup.valid()) return absl::InternalError(absl::StrCat("eventfd: ", strerror(errno)));
+  auto server = std::make_unique<Server>(std::move(listener), std::move(wakeup), std::move(store),
+                                         options.heartbeat_timeout);
+  return std::unique_ptr<MasterNode>(new MasterNode(host_port.first, port, std::move(server)));
+}
+
+MasterNode::MasterNode(std::string host, int port, std::unique_ptr<Server> server)
+    : host_(std::move(host)), port_(port), server_(std::move(server)) {}
+
+MasterNode::~MasterNode() {
+  Interrupt();
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::Status MasterNode::Run() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (started_) return absl::FailedPreconditionError("the master node is already running");
+  started_ = true;
+  thread_ = std::thread([this] {
+    server_->Loop();
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = true;
+    stopped_cv_.notify_all();
+  });
+  return absl::OkStatus();
+}
+
+void MasterNode::Interrupt() { server_->Interrupt(); }
+
+absl::Status MasterNode::AwaitTermination(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!started_) return absl::OkStatus();
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!stopped_) {
+    if (timeout == absl::InfiniteDuration()) {
+      stopped_cv_.wait_for(lock, std::chrono::seconds(1));
+    } else {
+      const absl::Duration left = deadline - absl::Now();
+      if (left <= absl::ZeroDuration()) {
+        return absl::DeadlineExceededError("the master node is still running");
+      }
+      stopped_cv_.wait_for(lock, absl::ToChronoNanoseconds(std::min(left, absl::Seconds(1))));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace plexus::elastic

@@ -1,0 +1,107 @@
+#include "frontend/elastic/master_protocol.h"
+
+#include "absl/base/internal/endian.h"
+#include "absl/strings/str_cat.h"
+
+namespace plexus::elastic {
+
+std::string EncodeFrame(const Message& message) {
+  const uint64_t payload = 1 + 8 + 8 * message.ints.size() + 4 + message.text.size();
+  std::string frame(kHeaderBytes + payload, '\0');
+  char* out = frame.data();
+  absl::little_endian::Store64(out, payload);
+  out += kHeaderBytes;
+  *out++ = static_cast<char>(message.type);
+  absl::little_endian::Store64(out, message.ints.size());
+  out += 8;
+  for (int64_t value : message.ints) {
+    absl::little_endian::Store64(out, static_cast<uint64_t>(value));
+    out += 8;
+  }
+  absl::little_endian::Store32(out, static_cast<uint32_t>(message.text.size()));
+  out += 4;
+  message.text.copy(out, message.text.size());
+  return frame;
+}
+
+uint64_t PayloadLength(const char* header) { return absl::little_endian::Load64(header); }
+
+absl::StatusOr<Message> DecodePayload(absl::string_view payload) {
+  Message message;
+  if (payload.size() < 1 + 8 + 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("elastic frame of ", payload.size(), " bytes is too short"));
+  }
+  message.type = static_cast<MessageType>(payload[0]);
+  const uint64_t count = absl::little_endian::Load64(payload.data() + 1);
+  if (count > static_cast<uint64_t>(kMaxInts) || 1 + 8 + 8 * count + 4 > payload.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("elastic frame announces ", count, " integers in ", payload.size(), " bytes"));
+  }
+  const char* in = payload.data() + 9;
+  message.ints.resize(count);
+  for (uint64_t i = 0; i < count; ++i, in += 8) {
+    message.ints[i] = static_cast<int64_t>(absl::little_endian::Load64(in));
+  }
+  const uint32_t text = absl::little_endian::Load32(in);
+  in += 4;
+  if (text != payload.size() - (1 + 8 + 8 * count + 4)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "elastic frame's text of ", text, " bytes does not fill its ", payload.size(), " bytes"));
+  }
+  message.text.assign(in, text);
+  return message;
+}
+
+void AppendOpKey(const OpKey& key, std::vector<int64_t>& ints) {
+  ints.insert(ints.end(), {key.group, key.epoch, key.tag, key.instance});
+}
+
+OpKey ReadOpKey(const std::vector<int64_t>& ints, size_t at) {
+  OpKey key;
+  if (ints.size() < at + kOpKeyInts) return key;
+  key.group = ints[at];
+  key.epoch = ints[at + 1];
+  key.tag = ints[at + 2];
+  key.instance = ints[at + 3];
+  return key;
+}
+
+std::vector<int64_t> OpSignatureInts(const ReduceDescriptor& d) {
+  return {d.count, static_cast<int64_t>(d.dtype), static_cast<int64_t>(d.op),
+          static_cast<int64_t>(d.quantization.algorithm),
+          d.quantization.algorithm == QuantizationAlgorithm::kNone
+              ? -1
+              : static_cast<int64_t>(d.quantization.quantized_dtype)};
+}
+
+std::vector<int64_t> TopologyInts(const Topology& t) {
+  std::vector<int64_t> ints = {t.group, t.epoch, t.global_world_size, t.num_groups,
+                               t.largest_group, static_cast<int64_t>(t.ring.size())};
+  ints.insert(ints.end(), t.ring.begin(), t.ring.end());
+  return ints;
+}
+
+absl::StatusOr<Topology> ReadTopology(const std::vector<int64_t>& ints) {
+  if (ints.size() < 6 || ints[5] < 0 || static_cast<size_t>(ints[5]) != ints.size() - 6) {
+    return absl::InvalidArgumentError("malformed topology from the master");
+  }
+  Topology t;
+  t.group = ints[0];
+  t.epoch = ints[1];
+  t.global_world_size = ints[2];
+  t.num_groups = ints[3];
+  t.largest_group = ints[4];
+  t.ring.assign(ints.begin() + 6, ints.end());
+  return t;
+}
+
+absl::Status StatusFromWire(int64_t code, const std::string& text) {
+  if (code == 0) return absl::OkStatus();
+  if (code < 0 || code > static_cast<int64_t>(absl::StatusCode::kUnauthenticated)) {
+    return absl::InternalError(text);
+  }
+  return absl::Status(static_cast<absl::StatusCode>(code), text);
+}
+
+}  // namespace plexus::elastic

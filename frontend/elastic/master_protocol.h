@@ -1,0 +1,99 @@
+// The wire protocol between elastic peers and their master.
+//
+// A connection is a sequence of frames, each an 8-byte little-endian payload length and the
+// payload: a MessageType byte, a count of 64-bit integers (at most kMaxInts), the integers, and
+// one string (4-byte length, bytes). The first frame a peer sends is kHello carrying kMagic and
+// kProtocolVersion; anything else closes the connection. Frames above kMaxFrameBytes close it
+// too, before anything is allocated. Both sides send kHeartbeat while otherwise silent; a side
+// silent for the heartbeat timeout is treated as lost. The meaning of `ints` per type is below.
+#ifndef PLEXUS_FRONTEND_ELASTIC_MASTER_PROTOCOL_H_
+#define PLEXUS_FRONTEND_ELASTIC_MASTER_PROTOCOL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "frontend/elastic/elastic_types.h"
+
+namespace plexus::elastic {
+
+inline constexpr int64_t kMagic = 0x45584C50;  // "PLXE"
+inline constexpr int64_t kProtocolVersion = 1;
+inline constexpr uint64_t kMaxFrameBytes = 1 << 20;
+inline constexpr int64_t kMaxInts = 4096;
+
+enum class MessageType : uint8_t {
+  // Peer to master.
+  kHello = 1,            // magic, version, peer_group
+  kHeartbeat = 2,        // (both directions)
+  kUpdateTopology = 3,   // request id
+  kArePeersPending = 4,  // request id
+  kOpStart = 5,          // OpKey, OpSignature
+  kOpDone = 6,           // OpKey, absl status code; text: the error
+  kLeave = 7,            // (graceful goodbye)
+  // Master to peer.
+  kWelcome = 20,    // peer id, store port, heartbeat timeout (ms)
+  kTopology = 21,   // Topology
+  kReply = 22,      // request id, absl status code, value; text: the error
+  kOpOutcome = 23,  // OpKey, absl status code; text: the error
+};
+
+struct Message {
+  MessageType type = MessageType::kHeartbeat;
+  std::vector<int64_t> ints;
+  std::string text;
+};
+
+// A whole frame (header included) for `message`.
+std::string EncodeFrame(const Message& message);
+// Parses a frame's payload (without the 8-byte header); InvalidArgument when malformed.
+absl::StatusOr<Message> DecodePayload(absl::string_view payload);
+// The payload length a frame header announces.
+uint64_t PayloadLength(const char* header);
+inline constexpr size_t kHeaderBytes = 8;
+
+// Identifies one all-reduce across peers: its peer group and that group's epoch, the user's tag
+// and how many operations with that tag this peer started before in that epoch.
+struct OpKey {
+  int64_t group = 0;
+  int64_t epoch = 0;
+  int64_t tag = 0;
+  int64_t instance = 0;
+
+  template <typename H>
+  friend H AbslHashValue(H h, const OpKey& k) {
+    return H::combine(std::move(h), k.group, k.epoch, k.tag, k.instance);
+  }
+  bool operator==(const OpKey& o) const {
+    return group == o.group && epoch == o.epoch && tag == o.tag && instance == o.instance;
+  }
+};
+inline constexpr int kOpKeyInts = 4;
+void AppendOpKey(const OpKey& key, std::vector<int64_t>& ints);
+OpKey ReadOpKey(const std::vector<int64_t>& ints, size_t at = 0);
+
+// What peers must agree on for an operation: count, dtype, op, quantization.
+std::vector<int64_t> OpSignatureInts(const ReduceDescriptor& descriptor);
+
+// A peer's view of the membership: its group, the group's epoch, the members in ring order
+// (peer ids), and the global figures behind the attributes.
+struct Topology {
+  int64_t group = 0;
+  int64_t epoch = 0;
+  std::vector<int64_t> ring;
+  int64_t global_world_size = 0;
+  int64_t num_groups = 0;
+  int64_t largest_group = 0;
+};
+std::vector<int64_t> TopologyInts(const Topology& topology);
+absl::StatusOr<Topology> ReadTopology(const std::vector<int64_t>& ints);
+
+// The status an absl code and text describe (OK for code 0).
+absl::Status StatusFromWire(int64_t code, const std::string& text);
+
+}  // namespace plexus::elastic
+
+#endif  // PLEXUS_FRONTEND_ELASTIC_MASTER_PROTOCOL_H_

@@ -1,0 +1,291 @@
+#include "frontend/elastic/master_state.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace plexus::elastic {
+
+MasterState::MasterState(int64_t store_port, absl::Duration heartbeat_timeout)
+    : store_port_(store_port), heartbeat_timeout_(heartbeat_timeout) {}
+
+std::string MasterState::Describe(int64_t peer) const {
+  auto it = peers_.find(peer);
+  if (it == peers_.end()) return absl::StrCat("peer ", peer);
+  return absl::StrCat("peer ", peer, " (", it->second.address, ", group ", it->second.group, ")");
+}
+
+int64_t MasterState::accepted_count() const {
+  int64_t count = 0;
+  for (const auto& [id, peer] : peers_) count += peer.accepted ? 1 : 0;
+  return count;
+}
+
+int64_t MasterState::pending_count() const {
+  return static_cast<int64_t>(peers_.size()) - accepted_count();
+}
+
+int64_t MasterState::Join(int64_t group, const std::string& address) {
+  const int64_t id = next_peer_++;
+  Peer& peer = peers_[id];
+  peer.group = group;
+  peer.address = address;
+  outgoing_.push_back({id, Message{MessageType::kWelcome,
+                                   {id, store_port_, absl::ToInt64Milliseconds(heartbeat_timeout_)},
+                                   ""}});
+  if (accepted_count() == 0) AcceptPending();  // Nobody to agree with: in at once.
+  return id;
+}
+
+bool MasterState::RoundIsUpdate(int64_t round) {
+  auto it = rounds_.find(round);
+  if (it == rounds_.end()) it = rounds_.emplace(round, pending_count() > 0).first;
+  return it->second;
+}
+
+absl::Status MasterState::Handle(int64_t id, const Message& message) {
+  auto it = peers_.find(id);
+  if (it == peers_.end()) return absl::NotFoundError(absl::StrCat("unknown peer ", id));
+  Peer& peer = it->second;
+  switch (message.type) {
+    case MessageType::kHeartbeat:
+      return absl::OkStatus();
+    case MessageType::kUpdateTopology:
+    case MessageType::kArePeersPending: {
+      if (message.ints.size() != 1) return absl::InvalidArgumentError("malformed request");
+      const int64_t request = message.ints[0];
+      if (!peer.accepted) {
+        Reply(id, request,
+              absl::FailedPreconditionError(
+                  "this peer has not been accepted yet: connect() must return first"),
+              0);
+        return absl::OkStatus();
+      }
+      if (peer.waiting_request >= 0) {
+        return absl::InvalidArgumentError("a second update_topology while one is waiting");
+      }
+      const bool update = RoundIsUpdate(peer.round);
+      if (message.type == MessageType::kArePeersPending) {
+        Reply(id, request, absl::OkStatus(), update ? 1 : 0);
+        if (!update) ++peer.round;  // The answer "no" is this peer's pass through the round.
+        return absl::OkStatus();
+      }
+      if (!update) {
+        ++peer.round;
+        Reply(id, request, absl::OkStatus(), 0);
+        return absl::OkStatus();
+      }
+      peer.waiting_request = request;
+      CompleteRoundIfReady();
+      return absl::OkStatus();
+    }
+    case MessageType::kOpStart:
+      return HandleOpStart(id, message);
+    case MessageType::kOpDone:
+      return HandleOpDone(id, message);
+    case MessageType::kLeave:
+      Drop(id, absl::StrCat(Describe(id), " left"));
+      return absl::OkStatus();
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("unexpected message type ", static_cast<int>(message.type)));
+  }
+}
+
+void MasterState::CompleteRoundIfReady() {
+  int64_t round = -1;
+  for (const auto& [id, peer] : peers_) {
+    if (!peer.accepted) continue;
+    if (peer.waiting_request < 0) return;  // Someone has not reached the round yet.
+    round = peer.round;
+  }
+  if (round < 0) return;
+  std::vector<std::pair<int64_t, int64_t>> waiting;
+  for (auto& [id, peer] : peers_) {
+    if (peer.accepted) waiting.emplace_back(id, peer.waiting_request);
+  }
+  AcceptPending();  // Pushes the new topologies before the replies below.
+  for (auto& [id, peer] : peers_) {
+    peer.round = round + 1;
+    peer.waiting_request = -1;
+  }
+  for (const auto& [id, request] : waiting) Reply(id, request, absl::OkStatus(), 1);
+  rounds_.erase(rounds_.begin(), rounds_.upper_bound(round));
+}
+
+void MasterState::AcceptPending() {
+  int64_t frontier = rounds_.empty() ? 0 : rounds_.rbegin()->first + 1;
+  for (const auto& [id, peer] : peers_) {
+    if (peer.accepted) frontier = std::max(frontier, peer.round);
+  }
+  std::set<int64_t> changed;
+  for (auto& [id, peer] : peers_) {
+    if (peer.accepted) continue;
+    peer.accepted = true;
+    peer.round = frontier;
+    groups_[peer.group].ring.push_back(id);
+    changed.insert(peer.group);
+  }
+  for (int64_t group : changed) {
+    NewEpoch(group, absl::UnavailableError("new peers joined the group"));
+  }
+  if (!changed.empty()) PushTopologies();
+  FlushDeferredOutcomes();
+}
+
+void MasterState::NewEpoch(int64_t group_id, const absl::Status& reason) {
+  Group& group = groups_[group_id];
+  ++group.epoch;
+  for (auto& [key, vote] : group.ops) {
+    if (vote.decided) continue;
+    const absl::Status outcome(reason.code(), absl::StrCat(reason.message(), "; epoch ", key.epoch,
+                                                           " of peer group ", group_id, " is over"));
+    for (int64_t peer : vote.started) {
+      if (peers_.count(peer)) deferred_outcomes_.push_back({peer, key, outcome});
+    }
+  }
+  group.ops.clear();
+}
+
+void MasterState::FlushDeferredOutcomes() {
+  for (const DeferredOutcome& d : deferred_outcomes_) SendOutcome(d.peer, d.key, d.outcome);
+  deferred_outcomes_.clear();
+}
+
+void MasterState::PushTopologies() {
+  int64_t global = 0, groups = 0, largest = 0;
+  for (const auto& [id, group] : groups_) {
+    const int64_t size = static_cast<int64_t>(group.ring.size());
+    global += size;
+    groups += size > 0 ? 1 : 0;
+    largest = std::max(largest, size);
+  }
+  for (const auto& [id, peer] : peers_) {
+    if (!peer.accepted) continue;
+    const Group& group = groups_[peer.group];
+    Topology topology{peer.group, group.epoch, group.ring, global, groups, largest};
+    outgoing_.push_back({id, Message{MessageType::kTopology, TopologyInts(topology), ""}});
+  }
+}
+
+void MasterState::Drop(int64_t id, const std::string& reason) {
+  auto it = peers_.find(id);
+  if (it == peers_.end()) return;
+  const Peer peer = it->second;
+  peers_.erase(it);
+  if (!peer.accepted) return;
+  Group& group = groups_[peer.group];
+  group.ring.erase(std::remove(group.ring.begin(), group.ring.end(), id), group.ring.end());
+  // Topologies first: a survivor learns the new epoch before the failures it causes.
+  NewEpoch(peer.group, absl::UnavailableError(reason));
+  PushTopologies();
+  FlushDeferredOutcomes();
+  if (accepted_count() == 0) {
+    AcceptPending();
+  } else {
+    CompleteRoundIfReady();
+  }
+}
+
+void MasterState::SendOutcome(int64_t peer, const OpKey& key, const absl::Status& outcome) {
+  Message message{MessageType::kOpOutcome, {}, std::string(outcome.message())};
+  AppendOpKey(key, message.ints);
+  message.ints.push_back(static_cast<int64_t>(outcome.code()));
+  outgoing_.push_back({peer, std::move(message)});
+}
+
+void MasterState::Reply(int64_t peer, int64_t request, const absl::Status& status,
+                        int64_t value) {
+  outgoing_.push_back({peer, Message{MessageType::kReply,
+                                     {request, static_cast<int64_t>(status.code()), value},
+                                     std::string(status.message())}});
+}
+
+void MasterState::Decide(Group& group, const OpKey& key, OpVote& vote, absl::Status outcome) {
+  (void)group;
+  vote.decided = true;
+  vote.outcome = std::move(outcome);
+  for (int64_t peer : vote.started) SendOutcome(peer, key, vote.outcome);
+}
+
+absl::Status MasterState::CheckEpoch(int64_t id, const OpKey& key) {
+  const Peer& peer = peers_.at(id);
+  if (!peer.accepted) {
+    return absl::FailedPreconditionError("this peer has not been accepted into the group yet");
+  }
+  if (key.group != peer.group) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("operation names peer group ", key.group, ", this peer is in ", peer.group));
+  }
+  const int64_t epoch = groups_[peer.group].epoch;
+  if (key.epoch != epoch) {
+    return absl::UnavailableError(absl::StrCat("epoch ", key.epoch, " of peer group ", key.group,
+                                               " is over (now ", epoch,
+                                               "): the peers changed; retry"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MasterState::HandleOpStart(int64_t id, const Message& message) {
+  if (message.ints.size() < kOpKeyInts) return absl::InvalidArgumentError("malformed op start");
+  const OpKey key = ReadOpKey(message.ints);
+  if (absl::Status status = CheckEpoch(id, key); !status.ok()) {
+    SendOutcome(id, key, status);
+    return absl::OkStatus();
+  }
+  Group& group = groups_[key.group];
+  OpVote& vote = group.ops[key];
+  vote.started.insert(id);
+  if (vote.decided) {
+    SendOutcome(id, key, vote.outcome);
+    return absl::OkStatus();
+  }
+  std::vector<int64_t> signature(message.ints.begin() + kOpKeyInts, message.ints.end());
+  if (vote.first_peer < 0) {
+    vote.signature = std::move(signature);
+    vote.first_peer = id;
+    vote.first_description = message.text;
+  } else if (signature != vote.signature) {
+    Decide(group, key, vote,
+           absl::FailedPreconditionError(absl::StrCat(
+               "peers disagree on the operation with tag ", key.tag, ": ", Describe(vote.first_peer),
+               " runs ", vote.first_description, ", ", Describe(id), " runs ", message.text)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MasterState::HandleOpDone(int64_t id, const Message& message) {
+  if (message.ints.size() != kOpKeyInts + 1) return absl::InvalidArgumentError("malformed op done");
+  const OpKey key = ReadOpKey(message.ints);
+  if (absl::Status status = CheckEpoch(id, key); !status.ok()) {
+    SendOutcome(id, key, status);
+    return absl::OkStatus();
+  }
+  Group& group = groups_[key.group];
+  OpVote& vote = group.ops[key];
+  vote.done.insert(id);
+  if (!vote.started.count(id)) {
+    vote.started.insert(id);
+    if (vote.decided) SendOutcome(id, key, vote.outcome);
+  }
+  const absl::Status reported = StatusFromWire(message.ints[kOpKeyInts], message.text);
+  if (!vote.decided && !reported.ok()) {
+    Decide(group, key, vote,
+           absl::Status(reported.code(), absl::StrCat(Describe(id), ": ", reported.message())));
+  }
+  if (!vote.decided && vote.done.size() == group.ring.size()) {
+    Decide(group, key, vote, absl::OkStatus());
+  }
+  if (vote.decided && vote.done.size() == group.ring.size()) group.ops.erase(key);
+  return absl::OkStatus();
+}
+
+std::vector<MasterState::Outgoing> MasterState::TakeOutgoing() {
+  std::vector<Outgoing> out;
+  out.swap(outgoing_);
+  return out;
+}
+
+}  // namespace plexus::elastic
