@@ -32,6 +32,9 @@ uint64_t OperationId(const OpKey& key) {
          static_cast<uint64_t>(key.tag);
 }
 
+// How long one Connect() keeps retrying a master that refuses connections (not yet started).
+constexpr absl::Duration kReachMasterTimeout = absl::Seconds(5);
+
 bool IsRetryable(const absl::Status& status) {
   return status.code() == absl::StatusCode::kUnavailable ||
          status.code() == absl::StatusCode::kAborted;
@@ -201,7 +204,8 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
     instances_.clear();
   }
   ASSIGN_OR_RETURN(std::unique_ptr<MasterLink> made,
-                   MasterLink::Connect(master_host_, master_port_, options_.peer_group, deadline,
+                   MasterLink::Connect(master_host_, master_port_, options_.peer_group,
+                                       std::min(deadline, absl::Now() + kReachMasterTimeout),
                                        std::move(callbacks)));
   std::shared_ptr<MasterLink> link = std::move(made);
   TCPStoreOptions store_options;

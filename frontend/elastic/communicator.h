@@ -61,7 +61,8 @@ class Communicator {
   ~Communicator();
 
   // Registers with the master and waits to be accepted (at once for the first peer, else when
-  // the accepted peers next call UpdateTopology), by `timeout` or accept_timeout. After a loss
+  // the accepted peers next call UpdateTopology), by `timeout` or accept_timeout; a master that
+  // refuses connections is retried for 5 s (MasterConnectionFailed then). After a loss
   // of the master or an expulsion, Connect() may be called again.
   absl::Status Connect(absl::Duration timeout = absl::InfiniteDuration());
 

@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "bindings/python/src/elastic_bindings.h"
 #include "bindings/python/src/errors.h"
 #include "bindings/python/src/process_group_bindings.h"
 #include "bindings/python/src/py_ref.h"
@@ -21,6 +22,7 @@ PYBIND11_MODULE(_plexus, module) {
   plexus::python::RegisterWork(module);
   plexus::python::RegisterProcessGroup(module);
   plexus::python::RegisterPythonBackends(module);
+  plexus::python::RegisterElastic(module);
   py::list dtypes;
   for (plexus::DType dtype : plexus::kAllDTypes) {
     dtypes.append(py::str(std::string(plexus::DTypeName(dtype))));

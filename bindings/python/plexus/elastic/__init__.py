@@ -1,0 +1,298 @@
+"""plexus.elastic: the fault-tolerant elastic communicator, with PCCL's names and signatures.
+
+Peers register with a MasterNode, are accepted when the peers already in call update_topology(),
+and all-reduce among their peer group; a peer may crash, freeze or leave at any point and the
+survivors retry. A failed all-reduce leaves its receive buffer as it was, so retrying is exact;
+all_reduce_multiple_with_retry() retries by itself. See docs/elastic.md.
+
+    from plexus.elastic import MasterNode, Communicator, ReduceOp, Attribute
+"""
+import enum
+import logging
+import time
+
+from plexus import _plexus
+
+__all__ = [
+    "Attribute", "AsyncReduceHandle", "Communicator", "DataType", "DistributionHint",
+    "ElasticError", "MasterNode", "PCCLError", "QuantizationAlgorithm", "QuantizationOptions",
+    "ReduceDescriptor", "ReduceInfo", "ReduceOp", "ReduceOpDescriptor",
+    "ReduceOperandDescriptor", "Result",
+]
+
+_log = logging.getLogger("plexus.elastic")
+
+
+class Result(enum.Enum):
+    """Result codes (PCCL's names)."""
+    SUCCESS = 0
+    NOT_INITIALIZED = 1
+    INTERNAL_ERROR = 2
+    INVALID_ARGUMENT = 3
+    INVALID_USAGE = 4
+    TOO_FEW_PEERS = 5
+    MASTER_CONNECTION_FAILED = 6
+    RANK_CONNECTION_FAILED = 7
+    RANK_CONNECTION_LOST = 8
+    NO_SHARED_STATE_AVAILABLE = 9
+    PENDING_ASYNC_OPS = 10
+    UPDATE_TOPOLOGY_FAILED = 11
+    TOPOLOGY_OPTIMIZATION_FAILED = 12
+
+
+class ElasticError(RuntimeError):
+    """A failed elastic call; `result` is its Result, `message` what happened."""
+
+    def __init__(self, result, func_name, message=""):
+        self.result = result
+        self.message = message
+        super().__init__(f"{func_name} failed with error: {result.name}" +
+                         (f": {message}" if message else ""))
+
+
+PCCLError = ElasticError  # The name PCCL's users catch.
+
+
+def _check(outcome, func_name):
+    code, message, value = outcome
+    if code != 0:
+        raise ElasticError(Result(code), func_name, message)
+    return value
+
+
+class ReduceOp(enum.Enum):
+    SUM = 0
+    AVG = 1
+    PROD = 2
+    MAX = 3
+    MIN = 4
+
+
+class Attribute(enum.Enum):
+    GLOBAL_WORLD_SIZE = 0
+    LOCAL_WORLD_SIZE = 1
+    NUM_DISTINCT_PEER_GROUPS = 2
+    LARGEST_PEER_GROUP_WORLD_SIZE = 3
+
+
+class DataType(enum.Enum):
+    """Element types; the value is plexus's dtype name. UINT16/32/64 are not supported yet."""
+    UINT8 = "uint8"
+    INT8 = "int8"
+    UINT16 = "uint16"
+    INT16 = "int16"
+    UINT32 = "uint32"
+    INT32 = "int32"
+    UINT64 = "uint64"
+    INT64 = "int64"
+    FLOAT16 = "float16"
+    BFLOAT16 = "bfloat16"
+    FLOAT = "float32"
+    DOUBLE = "float64"
+
+    @classmethod
+    def from_torch_dtype(cls, dtype):
+        return cls._from_name(str(dtype).replace("torch.", ""))
+
+    @classmethod
+    def from_numpy_dtype(cls, dtype):
+        import numpy as np
+        return cls._from_name(np.dtype(dtype).name)
+
+    @classmethod
+    def _from_name(cls, name):
+        for member in cls:
+            if member.value == name:
+                return member
+        raise ValueError(f"no elastic DataType for {name}")
+
+
+class DistributionHint(enum.Enum):
+    NONE = 0
+    NORMAL = 1
+    UNIFORM = 2
+
+
+class QuantizationAlgorithm(enum.Enum):
+    NONE = 0
+    MIN_MAX = 1
+    ZERO_POINT_SCALE = 2
+
+
+class ReduceOperandDescriptor:
+    def __init__(self, datatype, distribution_hint=DistributionHint.NONE):
+        self.datatype = datatype
+        self.distribution_hint = distribution_hint
+
+
+class QuantizationOptions:
+    def __init__(self, quantized_datatype=DataType.UINT8,
+                 algorithm=QuantizationAlgorithm.MIN_MAX):
+        self.quantized_datatype = quantized_datatype
+        self.algorithm = algorithm
+
+
+class ReduceDescriptor:
+    def __init__(self, count, op, tag, operand_descriptor, quantization_options):
+        self.count = count
+        self.op = op
+        self.tag = tag
+        self.operand_descriptor = operand_descriptor
+        self.quantization_options = quantization_options
+
+    def _spec(self):
+        quant = self.quantization_options
+        return (int(self.count), self.operand_descriptor.datatype.value, self.op.value,
+                int(self.tag), quant.algorithm.value, quant.quantized_datatype.value)
+
+
+class ReduceOpDescriptor:
+    """An all-reduce with its buffers, for Communicator.all_reduce_multiple_with_retry."""
+
+    def __init__(self, send, recv, reduce_descriptor):
+        self.send = send
+        self.recv = recv
+        self.reduce_descriptor = reduce_descriptor
+
+    @staticmethod
+    def from_torch(send, recv, reduce_descriptor):
+        return ReduceOpDescriptor(send, recv, reduce_descriptor)
+
+    @staticmethod
+    def from_numpy(send, recv, reduce_descriptor):
+        return ReduceOpDescriptor(send, recv, reduce_descriptor)
+
+
+class ReduceInfo:
+    def __init__(self, local_world_size, tx_bytes, rx_bytes):
+        self.local_world_size = local_world_size
+        self.tx_bytes = tx_bytes
+        self.rx_bytes = rx_bytes
+
+    def __repr__(self):
+        return (f"ReduceInfo(local_world_size={self.local_world_size}, "
+                f"tx_bytes={self.tx_bytes}, rx_bytes={self.rx_bytes})")
+
+
+class AsyncReduceHandle:
+    """What all_reduce_async returns; wait() -> (is_success, status, ReduceInfo)."""
+
+    def __init__(self, handle):
+        self._handle = handle
+        self._result = None
+        self.message = ""
+
+    def wait(self):
+        if self._result is None:
+            ok, code, (world, tx, rx), message = self._handle.wait()
+            self.message = message
+            self._result = (ok, code, ReduceInfo(world, tx, rx))
+            self._handle = None  # Releases the tensors.
+        return self._result
+
+
+def _dtype_of(tensor):
+    if hasattr(tensor, "dtype") and str(tensor.dtype).startswith("torch."):
+        return DataType.from_torch_dtype(tensor.dtype)
+    return DataType.from_numpy_dtype(tensor.dtype)
+
+
+def _numel(tensor):
+    return tensor.numel() if hasattr(tensor, "numel") else tensor.size
+
+
+class Communicator:
+    """A peer. `address` is the master's "host:port"; peers all-reduce within `peer_group`."""
+
+    def __init__(self, address, peer_group=0, p2p_connection_pool_size=0, *,
+                 operation_timeout=600.0, accept_timeout=600.0):
+        self._comm = _check(_plexus._ElasticCommunicator.create(
+            address, int(peer_group), float(operation_timeout), float(accept_timeout)),
+            "Communicator")
+
+    def connect(self, n_attempts=5):
+        """Registers with the master and waits to be accepted; tries n_attempts times, 1 s apart."""
+        last = None
+        for attempt in range(1, n_attempts + 1):
+            try:
+                _check(self._comm.connect(-1.0), "connect")
+                return
+            except ElasticError as error:
+                last = error
+                _log.warning("connecting to the master failed (attempt %d/%d): %s", attempt,
+                             n_attempts, error)
+                if attempt < n_attempts:
+                    time.sleep(1)
+        raise last
+
+    def update_topology(self):
+        _check(self._comm.update_topology(), "update_topology")
+
+    def are_peers_pending(self):
+        return bool(_check(self._comm.are_peers_pending(), "are_peers_pending"))
+
+    def get_attribute(self, attribute):
+        return _check(self._comm.get_attribute(attribute.value), "get_attribute")
+
+    def _spec(self, send, recv, op, tag, operand_descriptor, quantization_options):
+        dtype = _dtype_of(send)
+        if operand_descriptor is None:
+            operand_descriptor = ReduceOperandDescriptor(dtype, DistributionHint.NONE)
+        if quantization_options is None:
+            quantization_options = QuantizationOptions(dtype, QuantizationAlgorithm.NONE)
+        return ReduceDescriptor(_numel(recv), op, tag, operand_descriptor,
+                                quantization_options)._spec()
+
+    def all_reduce_async(self, send, recv, *, op, tag=0, operand_descriptor=None,
+                         quantization_options=None):
+        spec = self._spec(send, recv, op, tag, operand_descriptor, quantization_options)
+        return AsyncReduceHandle(_check(self._comm.all_reduce_async(send, recv, spec),
+                                        "all_reduce_async"))
+
+    def all_reduce(self, send, recv, *, op, tag=0, operand_descriptor=None,
+                   quantization_options=None):
+        handle = self.all_reduce_async(send, recv, op=op, tag=tag,
+                                       operand_descriptor=operand_descriptor,
+                                       quantization_options=quantization_options)
+        ok, code, info = handle.wait()
+        if not ok:
+            raise ElasticError(Result(code), "all_reduce", handle.message)
+        return info
+
+    def all_reduce_multiple_with_retry(self, descriptors, *, max_in_flight=4):
+        ops = [(d.send, d.recv, d.reduce_descriptor._spec()) for d in descriptors]
+        world, tx, rx = _check(self._comm.all_reduce_multiple_with_retry(ops, int(max_in_flight)),
+                               "all_reduce_multiple_with_retry")
+        return ReduceInfo(world, tx, rx)
+
+
+class MasterNode:
+    """The coordinator. run() starts serving and returns; interrupt() stops it. Like PCCL's,
+    the object's destructor waits until it was interrupted, so `MasterNode(...).run()` serves
+    for the life of the process."""
+
+    def __init__(self, listen_address="0.0.0.0:48148", *, heartbeat_timeout=5.0):
+        self._master = _check(_plexus._ElasticMaster.create(listen_address,
+                                                            float(heartbeat_timeout)),
+                              "MasterNode")
+        self._running = False
+
+    @property
+    def port(self):
+        return self._master.port
+
+    def run(self):
+        _check(self._master.run(), "run")
+        self._running = True
+
+    def interrupt(self):
+        self._master.interrupt()
+
+    def await_termination(self, timeout=None):
+        _check(self._master.await_termination(-1.0 if timeout is None else float(timeout)),
+               "await_termination")
+
+    def __del__(self):
+        master = getattr(self, "_master", None)
+        if master is not None and self._running:
+            master.await_termination(-1.0)

@@ -1,0 +1,235 @@
+#include "bindings/python/src/elastic_bindings.h"
+
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "bindings/python/src/tensor_convert.h"
+#include "frontend/elastic/communicator.h"
+#include "frontend/elastic/master_node.h"
+
+namespace plexus::python {
+namespace {
+
+namespace py = pybind11;
+using elastic::Communicator;
+using elastic::MasterNode;
+using elastic::ReduceDescriptor;
+using elastic::Result;
+
+// (result code, message, value): what every fallible call returns to the package.
+template <typename T>
+py::tuple Outcome(const absl::StatusOr<T>& value) {
+  if (!value.ok()) {
+    return py::make_tuple(static_cast<int>(elastic::ResultOf(value.status())),
+                          std::string(value.status().ToString()), py::none());
+  }
+  return py::make_tuple(0, std::string(), py::cast(*value));
+}
+
+py::tuple Outcome(const absl::Status& status) {
+  return py::make_tuple(static_cast<int>(elastic::ResultOf(status)),
+                        status.ok() ? std::string() : status.ToString(), py::none());
+}
+
+absl::Duration Seconds(double seconds) {
+  return seconds < 0 ? absl::InfiniteDuration() : absl::Seconds(seconds);
+}
+
+// A reduction as the package describes it: (count, dtype name, op, tag, quantization algorithm,
+// quantized dtype name).
+using Spec = std::tuple<int64_t, std::string, int, uint64_t, int, std::string>;
+
+absl::StatusOr<ReduceDescriptor> ToDescriptor(const Spec& spec) {
+  ReduceDescriptor d;
+  d.count = std::get<0>(spec);
+  auto dtype = ParseDType(std::get<1>(spec));
+  if (!dtype.ok()) return dtype.status();
+  d.dtype = *dtype;
+  const int op = std::get<2>(spec);
+  const ReduceOpKind ops[] = {ReduceOpKind::kSum, ReduceOpKind::kAvg, ReduceOpKind::kProduct,
+                              ReduceOpKind::kMax, ReduceOpKind::kMin};
+  if (op < 0 || op >= 5) return absl::InvalidArgumentError(absl::StrCat("unknown ReduceOp ", op));
+  d.op = ops[op];
+  d.tag = std::get<3>(spec);
+  const int quantization = std::get<4>(spec);
+  if (quantization < 0 || quantization > 2) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown QuantizationAlgorithm ", quantization));
+  }
+  d.quantization.algorithm = static_cast<elastic::QuantizationAlgorithm>(quantization);
+  if (d.quantization.algorithm != elastic::QuantizationAlgorithm::kNone) {
+    auto quantized = ParseDType(std::get<5>(spec));
+    if (!quantized.ok()) return quantized.status();
+    d.quantization.quantized_dtype = *quantized;
+  }
+  return d;
+}
+
+// Views of send and recv checked against the descriptor.
+absl::Status Bind(py::handle send, py::handle recv, const ReduceDescriptor& d, Tensor& send_view,
+                  Tensor& recv_view, Keepalive& keepalive) {
+  auto s = ToTensor(send, "all_reduce", "send", Access::kRead, keepalive);
+  if (!s.ok()) return s.status();
+  auto r = ToTensor(recv, "all_reduce", "recv", Access::kWrite, keepalive);
+  if (!r.ok()) return r.status();
+  if (s->device().type != DeviceType::kCpu || r->device().type != DeviceType::kCpu) {
+    return absl::InvalidArgumentError("all_reduce: the elastic communicator takes CPU tensors");
+  }
+  if (s->dtype() != r->dtype() || s->numel() != r->numel()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "all_reduce: send is ", s->numel(), " ", DTypeName(s->dtype()), ", recv ", r->numel(),
+        " ", DTypeName(r->dtype()), "; they must match"));
+  }
+  if (s->dtype() != d.dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "all_reduce: the tensors are ", DTypeName(s->dtype()), " but the operand descriptor says ",
+        DTypeName(d.dtype)));
+  }
+  if (d.count != r->numel()) {
+    return absl::InvalidArgumentError(absl::StrCat("all_reduce: count ", d.count, " but the "
+                                                   "tensors hold ", r->numel(), " elements"));
+  }
+  send_view = *s;
+  recv_view = *r;
+  return absl::OkStatus();
+}
+
+class Handle {
+ public:
+  Handle(WorkPtr work, Keepalive keepalive) : work_(std::move(work)), keepalive_(std::move(keepalive)) {}
+  // (is_success, result code, (local_world_size, tx, rx), message); waits without the GIL.
+  py::tuple Wait() {
+    absl::Status status;
+    {
+      py::gil_scoped_release release;
+      status = work_->Wait(absl::InfiniteDuration());
+    }
+    keepalive_.clear();
+    const Work::Stats stats = work_->stats();
+    return py::make_tuple(status.ok(), static_cast<int>(elastic::ResultOf(status)),
+                          py::make_tuple(stats.world_size, stats.bytes_sent, stats.bytes_received),
+                          status.ok() ? std::string() : status.ToString());
+  }
+  bool done() const { return work_->IsCompleted(); }
+
+ private:
+  WorkPtr work_;
+  Keepalive keepalive_;
+};
+
+}  // namespace
+
+void RegisterElastic(py::module_& module) {
+  py::class_<MasterNode>(module, "_ElasticMaster")
+      .def_static(
+          "create",
+          [](const std::string& address, double heartbeat_s) {
+            elastic::MasterNodeOptions options;
+            options.listen_address = address;
+            options.heartbeat_timeout = absl::Seconds(heartbeat_s);
+            auto made = MasterNode::Create(options);
+            if (!made.ok()) return py::make_tuple(static_cast<int>(elastic::ResultOf(made.status())), made.status().ToString(), py::none());
+            return py::make_tuple(0, std::string(), py::cast(std::move(made).value()));
+          })
+      .def("run", [](MasterNode& m) { return Outcome(m.Run()); })
+      .def("interrupt", &MasterNode::Interrupt)
+      .def("await_termination",
+           [](MasterNode& m, double timeout_s) {
+             absl::Status status;
+             {
+               py::gil_scoped_release release;
+               status = m.AwaitTermination(Seconds(timeout_s));
+             }
+             return Outcome(status);
+           })
+      .def_property_readonly("port", &MasterNode::port);
+
+  py::class_<Handle>(module, "_ElasticHandle")
+      .def("wait", &Handle::Wait)
+      .def("done", &Handle::done);
+
+  py::class_<Communicator>(module, "_ElasticCommunicator")
+      .def_static(
+          "create",
+          [](const std::string& address, int64_t group, double operation_timeout_s,
+             double accept_timeout_s) {
+            elastic::CommunicatorOptions options;
+            options.master_address = address;
+            options.peer_group = group;
+            options.operation_timeout = absl::Seconds(operation_timeout_s);
+            options.accept_timeout = absl::Seconds(accept_timeout_s);
+            auto made = Communicator::Create(options);
+            if (!made.ok()) return py::make_tuple(static_cast<int>(elastic::ResultOf(made.status())), made.status().ToString(), py::none());
+            return py::make_tuple(0, std::string(), py::cast(std::move(made).value()));
+          })
+      .def("connect",
+           [](Communicator& c, double timeout_s) {
+             py::gil_scoped_release release;
+             absl::Status status = c.Connect(Seconds(timeout_s));
+             py::gil_scoped_acquire acquire;
+             return Outcome(status);
+           })
+      .def("update_topology",
+           [](Communicator& c) {
+             py::gil_scoped_release release;
+             absl::Status status = c.UpdateTopology();
+             py::gil_scoped_acquire acquire;
+             return Outcome(status);
+           })
+      .def("are_peers_pending",
+           [](Communicator& c) {
+             py::gil_scoped_release release;
+             auto pending = c.ArePeersPending();
+             py::gil_scoped_acquire acquire;
+             return Outcome(pending);
+           })
+      .def("get_attribute",
+           [](Communicator& c, int attribute) {
+             if (attribute < 0 || attribute > 3) {
+               return Outcome(absl::StatusOr<int64_t>(absl::InvalidArgumentError("unknown attribute")));
+             }
+             return Outcome(c.GetAttribute(static_cast<elastic::Attribute>(attribute)));
+           })
+      .def("all_reduce_async",
+           [](Communicator& c, py::handle send, py::handle recv, const Spec& spec) -> py::tuple {
+             auto d = ToDescriptor(spec);
+             if (!d.ok()) return Outcome(d.status());
+             Keepalive keepalive;
+             Tensor s, r;
+             if (absl::Status bound = Bind(send, recv, *d, s, r, keepalive); !bound.ok()) {
+               return Outcome(bound);
+             }
+             WorkPtr work = c.AllReduceAsync(s.data(), r.data(), *d);
+             return py::make_tuple(0, std::string(),
+                                   py::cast(std::make_unique<Handle>(std::move(work), std::move(keepalive))));
+           })
+      .def("all_reduce_multiple_with_retry",
+           [](Communicator& c, const py::list& ops, int max_in_flight) -> py::tuple {
+             Keepalive keepalive;
+             std::vector<elastic::ReduceOpDescriptor> descriptors;
+             for (py::handle item : ops) {
+               auto entry = item.cast<std::tuple<py::object, py::object, Spec>>();
+               auto d = ToDescriptor(std::get<2>(entry));
+               if (!d.ok()) return Outcome(d.status());
+               Tensor s, r;
+               absl::Status bound = Bind(std::get<0>(entry), std::get<1>(entry), *d, s, r, keepalive);
+               if (!bound.ok()) return Outcome(bound);
+               descriptors.push_back({s.data(), r.data(), *d});
+             }
+             absl::StatusOr<elastic::ReduceInfo> info;
+             {
+               py::gil_scoped_release release;
+               info = c.AllReduceMultipleWithRetry(descriptors, max_in_flight);
+             }
+             if (!info.ok()) return Outcome(info.status());
+             return py::make_tuple(0, std::string(),
+                                   py::make_tuple(info->local_world_size, info->tx_bytes, info->rx_bytes));
+           });
+}
+
+}  // namespace plexus::python
