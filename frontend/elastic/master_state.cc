@@ -203,8 +203,7 @@ void MasterState::Reply(int64_t peer, int64_t request, const absl::Status& statu
                                      std::string(status.message())}});
 }
 
-void MasterState::Decide(Group& group, const OpKey& key, OpVote& vote, absl::Status outcome) {
-  (void)group;
+void MasterState::Decide(const OpKey& key, OpVote& vote, absl::Status outcome) {
   vote.decided = true;
   vote.outcome = std::move(outcome);
   for (int64_t peer : vote.started) SendOutcome(peer, key, vote.outcome);
@@ -248,7 +247,7 @@ absl::Status MasterState::HandleOpStart(int64_t id, const Message& message) {
     vote.first_peer = id;
     vote.first_description = message.text;
   } else if (signature != vote.signature) {
-    Decide(group, key, vote,
+    Decide(key, vote,
            absl::FailedPreconditionError(absl::StrCat(
                "peers disagree on the operation with tag ", key.tag, ": ", Describe(vote.first_peer),
                " runs ", vote.first_description, ", ", Describe(id), " runs ", message.text)));
@@ -272,11 +271,11 @@ absl::Status MasterState::HandleOpDone(int64_t id, const Message& message) {
   }
   const absl::Status reported = StatusFromWire(message.ints[kOpKeyInts], message.text);
   if (!vote.decided && !reported.ok()) {
-    Decide(group, key, vote,
+    Decide(key, vote,
            absl::Status(reported.code(), absl::StrCat(Describe(id), ": ", reported.message())));
   }
   if (!vote.decided && vote.done.size() == group.ring.size()) {
-    Decide(group, key, vote, absl::OkStatus());
+    Decide(key, vote, absl::OkStatus());
   }
   if (vote.decided && vote.done.size() == group.ring.size()) group.ops.erase(key);
   return absl::OkStatus();

@@ -86,7 +86,7 @@ class MasterState {
   void NewEpoch(int64_t group, const absl::Status& reason);
   void FlushDeferredOutcomes();
   void PushTopologies();
-  void Decide(Group& group, const OpKey& key, OpVote& vote, absl::Status outcome);
+  void Decide(const OpKey& key, OpVote& vote, absl::Status outcome);
   void SendOutcome(int64_t peer, const OpKey& key, const absl::Status& outcome);
   void Reply(int64_t peer, int64_t request, const absl::Status& status, int64_t value);
   absl::Status HandleOpStart(int64_t peer, const Message& message);

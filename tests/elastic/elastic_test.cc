@@ -196,10 +196,6 @@ TEST(ElasticTest, ConcurrentTagsInAnyOrderAndMismatchIsAnErrorOnEveryPeer) {
     constexpr int kTags = 16;
     std::vector<std::vector<float>> data(kTags, std::vector<float>(50000));
     std::vector<WorkPtr> works(kTags);
-    for (int k = 0; k < kTags; ++k) {
-      const int tag = (k * (peer + 1) * 5 + peer) % kTags;  // A permutation per peer.
-      (void)tag;
-    }
     std::vector<int> order(kTags);
     for (int k = 0; k < kTags; ++k) order[k] = (peer % 2 == 0) ? k : kTags - 1 - k;
     for (int tag : order) {
