@@ -29,6 +29,7 @@
 #include "absl/types/span.h"
 #include "frontend/elastic/elastic_types.h"
 #include "frontend/elastic/master_protocol.h"
+#include "frontend/elastic/shared_state.h"
 #include "frontend/work/work.h"
 
 namespace plexus {
@@ -90,6 +91,15 @@ class Communicator {
   absl::StatusOr<ReduceInfo> AllReduceMultipleWithRetry(absl::Span<const ReduceOpDescriptor> ops,
                                                         int max_in_flight);
 
+  // Collective within the peer group: the master votes on every member's revision and tensor
+  // hashes (rules in shared_state.h) and this peer sends or receives exactly the tensors the
+  // plan names; afterwards every member holds the group's revision (state.revision is set) and
+  // its popular content. A received tensor is written only once complete and matching the
+  // popular hash, so a failure never leaves one half-written; when peers change mid-sync the
+  // vote is retried on the new set, until operation_timeout. kPendingAsyncOps while
+  // all-reduces are in flight. Returns the bytes this peer sent and received.
+  absl::StatusOr<SyncInfo> SyncSharedState(SharedState& state, SyncStrategy strategy);
+
   // This peer's id at the master (0 before Connect).
   int64_t peer_id() const;
 
@@ -102,6 +112,11 @@ class Communicator {
   WorkPtr Launch(const void* send, void* recv, const ReduceDescriptor& descriptor,
                  const uint8_t* restore_from, int64_t required_epoch);
   void Run(const std::shared_ptr<Op>& op);
+  // Moves the tensors of one planned sync (reply ints: revision, sync number, transfers);
+  // updates `ballot`'s hashes for what it received.
+  absl::Status RunSyncTransfers(SharedState& state, const std::vector<int64_t>& plan,
+                                int64_t epoch, absl::Time deadline, SyncBallot& ballot,
+                                SyncInfo& info);
   // The data connections of the group's epoch, built (collectively) if needed.
   absl::StatusOr<std::shared_ptr<Transport>> EnsureMesh(int64_t epoch);
   void OnTopology(const Topology& topology);

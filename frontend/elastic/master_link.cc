@@ -92,13 +92,21 @@ absl::Status MasterLink::Send(const Message& message) {
 }
 
 absl::StatusOr<int64_t> MasterLink::Request(MessageType type, absl::Time deadline) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> values, Call(type, {}, "", deadline));
+  return values.empty() ? 0 : values[0];
+}
+
+absl::StatusOr<std::vector<int64_t>> MasterLink::Call(MessageType type,
+                                                      std::vector<int64_t> arguments,
+                                                      std::string text, absl::Time deadline) {
   int64_t id;
   {
     std::lock_guard<std::mutex> lock(mu_);
     id = next_request_++;
     replies_[id];
   }
-  if (absl::Status sent = Send({type, {id}, ""}); !sent.ok()) {
+  arguments.insert(arguments.begin(), id);
+  if (absl::Status sent = Send({type, std::move(arguments), std::move(text)}); !sent.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     replies_.erase(id);
     return sent;
@@ -111,11 +119,11 @@ absl::StatusOr<int64_t> MasterLink::Request(MessageType type, absl::Time deadlin
       break;
     }
   }
-  Reply reply = replies_[id];
+  Reply reply = std::move(replies_[id]);
   replies_.erase(id);
   if (reply.done) {
     if (!reply.status.ok()) return reply.status;
-    return reply.value;
+    return std::move(reply.values);
   }
   if (!lost_.ok()) return lost_;
   return absl::DeadlineExceededError("no answer from the elastic master in time");
@@ -153,14 +161,14 @@ void MasterLink::OnMessage(const Message& message) {
       }
       return;
     case MessageType::kReply: {
-      if (message.ints.size() != 3) return;
+      if (message.ints.size() < 3) return;
       {
         std::lock_guard<std::mutex> lock(mu_);
         auto it = replies_.find(message.ints[0]);
         if (it == replies_.end()) return;
         it->second.done = true;
         it->second.status = StatusFromWire(message.ints[1], message.text);
-        it->second.value = message.ints[2];
+        it->second.values.assign(message.ints.begin() + 2, message.ints.end());
       }
       replied_.notify_all();
       return;

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -46,6 +47,10 @@ class MasterLink {
   absl::Status Send(const Message& message);
   // Sends a request (kUpdateTopology, kArePeersPending) and waits for its reply's value.
   absl::StatusOr<int64_t> Request(MessageType type, absl::Time deadline);
+  // Sends a request of `type` (its id goes before `arguments`) and returns the reply's ints
+  // after the status code (value first), or the error the master replied.
+  absl::StatusOr<std::vector<int64_t>> Call(MessageType type, std::vector<int64_t> arguments,
+                                            std::string text, absl::Time deadline);
   // Says goodbye; the master drops this peer as "left". The link is closed afterwards.
   void Leave();
   // The reason the link broke; OK while it is up.
@@ -75,7 +80,7 @@ class MasterLink {
   struct Reply {
     bool done = false;
     absl::Status status;
-    int64_t value = 0;
+    std::vector<int64_t> values;
   };
   std::map<int64_t, Reply> replies_;  // Guarded by mu_.
 

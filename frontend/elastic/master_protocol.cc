@@ -1,5 +1,7 @@
 #include "frontend/elastic/master_protocol.h"
 
+#include <iterator>
+
 #include "absl/base/internal/endian.h"
 #include "absl/strings/str_cat.h"
 
@@ -94,6 +96,54 @@ absl::StatusOr<Topology> ReadTopology(const std::vector<int64_t>& ints) {
   t.largest_group = ints[4];
   t.ring.assign(ints.begin() + 6, ints.end());
   return t;
+}
+
+void AppendBallot(const SyncBallot& ballot, std::vector<int64_t>& ints, std::string& text) {
+  ints.push_back(static_cast<int64_t>(ballot.revision));
+  ints.push_back(static_cast<int64_t>(ballot.strategy));
+  ints.push_back(static_cast<int64_t>(ballot.tensors.size()));
+  for (const SyncBallot::Tensor& t : ballot.tensors) {
+    ints.insert(ints.end(), {t.count, t.dtype, static_cast<int64_t>(t.hash),
+                             t.allow_content_inequality ? 1 : 0});
+    if (!text.empty()) text.push_back('\0');
+    text += t.name;
+  }
+}
+
+absl::StatusOr<SyncBallot> ReadBallot(const std::vector<int64_t>& ints, size_t at,
+                                      const std::string& text) {
+  if (ints.size() < at + 3) return absl::InvalidArgumentError("malformed shared-state ballot");
+  SyncBallot ballot;
+  ballot.revision = static_cast<uint64_t>(ints[at]);
+  const int64_t strategy = ints[at + 1];
+  const int64_t n = ints[at + 2];
+  if (strategy < 0 || strategy > static_cast<int64_t>(SyncStrategy::kSendOnly) || n < 1 ||
+      n > static_cast<int64_t>(kMaxSharedTensors) ||
+      ints.size() != at + 3 + static_cast<size_t>(n) * 4) {
+    return absl::InvalidArgumentError("malformed shared-state ballot");
+  }
+  ballot.strategy = static_cast<SyncStrategy>(strategy);
+  size_t name_at = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t base = at + 3 + static_cast<size_t>(i) * 4;
+    SyncBallot::Tensor t;
+    t.count = ints[base];
+    t.dtype = ints[base + 1];
+    t.hash = static_cast<uint64_t>(ints[base + 2]);
+    t.allow_content_inequality = ints[base + 3] != 0;
+    if (name_at > text.size()) return absl::InvalidArgumentError("shared-state names missing");
+    size_t end = text.find('\0', name_at);
+    if (end == std::string::npos) end = text.size();
+    t.name = text.substr(name_at, end - name_at);
+    name_at = end + 1;
+    if (t.count < 0 || t.dtype < 0 || t.dtype >= static_cast<int64_t>(std::size(kAllDTypes)) ||
+        t.name.empty()) {
+      return absl::InvalidArgumentError("malformed shared-state ballot entry");
+    }
+    ballot.tensors.push_back(std::move(t));
+  }
+  if (name_at < text.size()) return absl::InvalidArgumentError("extra shared-state names");
+  return ballot;
 }
 
 absl::Status StatusFromWire(int64_t code, const std::string& text) {

@@ -17,13 +17,14 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "frontend/elastic/elastic_types.h"
+#include "frontend/elastic/shared_state.h"
 
 namespace plexus::elastic {
 
 inline constexpr int64_t kMagic = 0x45584C50;  // "PLXE"
 inline constexpr int64_t kProtocolVersion = 1;
-inline constexpr uint64_t kMaxFrameBytes = 1 << 20;
-inline constexpr int64_t kMaxInts = 4096;
+inline constexpr uint64_t kMaxFrameBytes = 4 << 20;
+inline constexpr int64_t kMaxInts = 1 << 18;
 
 enum class MessageType : uint8_t {
   // Peer to master.
@@ -34,10 +35,12 @@ enum class MessageType : uint8_t {
   kOpStart = 5,          // OpKey, OpSignature
   kOpDone = 6,           // OpKey, absl status code; text: the error
   kLeave = 7,            // (graceful goodbye)
+  kSyncState = 8,        // request id, epoch, SyncBallot (ballot ints); text: tensor names
+  kSyncDone = 9,         // request id, epoch, absl status code; text: the error
   // Master to peer.
   kWelcome = 20,    // peer id, store port, heartbeat timeout (ms)
   kTopology = 21,   // Topology
-  kReply = 22,      // request id, absl status code, value; text: the error
+  kReply = 22,      // request id, absl status code, value, request-specific ints; text: error
   kOpOutcome = 23,  // OpKey, absl status code; text: the error
 };
 
@@ -90,6 +93,23 @@ struct Topology {
 };
 std::vector<int64_t> TopologyInts(const Topology& topology);
 absl::StatusOr<Topology> ReadTopology(const std::vector<int64_t>& ints);
+
+// A shared-state ballot: revision, strategy, tensor count, then (count, dtype, hash, allow
+// inequality) per tensor; the names go NUL-separated in the text. ReadBallot parses ints from
+// `at` on (peer and description are left for the caller).
+void AppendBallot(const SyncBallot& ballot, std::vector<int64_t>& ints, std::string& text);
+absl::StatusOr<SyncBallot> ReadBallot(const std::vector<int64_t>& ints, size_t at,
+                                      const std::string& text);
+
+// One tensor a peer moves in a planned sync: it sends `tensor` to `peer` or receives it from
+// `peer` (then `hash` is what the received bytes must hash to).
+struct SyncTransfer {
+  int64_t tensor = 0;
+  int64_t peer = 0;
+  bool receive = false;
+  uint64_t hash = 0;
+};
+inline constexpr int kSyncTransferInts = 4;
 
 // The status an absl code and text describe (OK for code 0).
 absl::Status StatusFromWire(int64_t code, const std::string& text);

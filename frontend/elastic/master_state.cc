@@ -85,6 +85,10 @@ absl::Status MasterState::Handle(int64_t id, const Message& message) {
       return HandleOpStart(id, message);
     case MessageType::kOpDone:
       return HandleOpDone(id, message);
+    case MessageType::kSyncState:
+      return HandleSyncState(id, message);
+    case MessageType::kSyncDone:
+      return HandleSyncDone(id, message);
     case MessageType::kLeave:
       Drop(id, absl::StrCat(Describe(id), " left"));
       return absl::OkStatus();
@@ -147,11 +151,17 @@ void MasterState::NewEpoch(int64_t group_id, const absl::Status& reason) {
     }
   }
   group.ops.clear();
+  AbandonSync(group, absl::UnavailableError(absl::StrCat(reason.message(), "; epoch ",
+                                                         group.epoch - 1, " of peer group ",
+                                                         group_id, " is over")),
+              /*deferred=*/true);
 }
 
 void MasterState::FlushDeferredOutcomes() {
   for (const DeferredOutcome& d : deferred_outcomes_) SendOutcome(d.peer, d.key, d.outcome);
   deferred_outcomes_.clear();
+  for (Outgoing& reply : deferred_replies_) outgoing_.push_back(std::move(reply));
+  deferred_replies_.clear();
 }
 
 void MasterState::PushTopologies() {
@@ -197,10 +207,129 @@ void MasterState::SendOutcome(int64_t peer, const OpKey& key, const absl::Status
 }
 
 void MasterState::Reply(int64_t peer, int64_t request, const absl::Status& status,
-                        int64_t value) {
-  outgoing_.push_back({peer, Message{MessageType::kReply,
-                                     {request, static_cast<int64_t>(status.code()), value},
-                                     std::string(status.message())}});
+                        int64_t value, const std::vector<int64_t>& extra) {
+  Message reply{MessageType::kReply, {request, static_cast<int64_t>(status.code()), value},
+                std::string(status.message())};
+  reply.ints.insert(reply.ints.end(), extra.begin(), extra.end());
+  outgoing_.push_back({peer, std::move(reply)});
+}
+
+void MasterState::AbandonSync(Group& group, const absl::Status& reason, bool deferred) {
+  SyncRound& sync = group.sync;
+  auto fail = [&](int64_t peer, int64_t request) {
+    if (!peers_.count(peer)) return;
+    if (deferred) {
+      deferred_replies_.push_back(
+          {peer, Message{MessageType::kReply, {request, static_cast<int64_t>(reason.code()), 0},
+                         std::string(reason.message())}});
+    } else {
+      Reply(peer, request, reason, 0);
+    }
+  };
+  if (!sync.planned) {
+    for (const auto& [peer, ballot] : sync.ballots) fail(peer, ballot.first);
+  }
+  if (sync.failure.ok()) {
+    for (const auto& [peer, request] : sync.done) fail(peer, request);
+  }
+  sync = SyncRound{};
+}
+
+absl::Status MasterState::HandleSyncState(int64_t id, const Message& message) {
+  if (message.ints.size() < 2) return absl::InvalidArgumentError("malformed shared-state sync");
+  const int64_t request = message.ints[0];
+  const int64_t epoch = message.ints[1];
+  auto ballot = ReadBallot(message.ints, 2, message.text);
+  if (!ballot.ok()) return ballot.status();
+  Peer& peer = peers_.at(id);
+  if (!peer.accepted) {
+    Reply(id, request, absl::FailedPreconditionError("this peer has not been accepted yet"), 0);
+    return absl::OkStatus();
+  }
+  Group& group = groups_[peer.group];
+  if (epoch != group.epoch) {
+    Reply(id, request,
+          absl::UnavailableError(absl::StrCat("epoch ", epoch, " of peer group ", peer.group,
+                                              " is over (now ", group.epoch, "): retry")),
+          0);
+    return absl::OkStatus();
+  }
+  SyncRound& sync = group.sync;
+  if (sync.planned && sync.done.count(id)) {  // Its last sync failed; others still report.
+    Reply(id, request, absl::UnavailableError("the previous shared-state sync is still ending"), 0);
+    return absl::OkStatus();
+  }
+  if (sync.planned || sync.ballots.count(id)) {
+    return absl::InvalidArgumentError("a shared-state ballot while this peer's last sync runs");
+  }
+  sync.epoch = epoch;
+  ballot->peer = id;
+  ballot->description = Describe(id);
+  sync.ballots[id] = {request, std::move(ballot).value()};
+  if (sync.ballots.size() == group.ring.size()) PlanGroupSync(peer.group);
+  return absl::OkStatus();
+}
+
+void MasterState::PlanGroupSync(int64_t group_id) {
+  Group& group = groups_[group_id];
+  SyncRound& sync = group.sync;
+  std::vector<SyncBallot> ballots;
+  for (int64_t member : group.ring) ballots.push_back(sync.ballots.at(member).second);
+  auto plan = PlanSync(ballots);
+  if (!plan.ok()) {
+    AbandonSync(group, plan.status(), /*deferred=*/false);
+    return;
+  }
+  std::map<int64_t, std::vector<int64_t>> transfers;  // Peer -> SyncTransfer ints.
+  for (size_t t = 0; t < plan->source.size(); ++t) {
+    for (size_t b = 0; b < ballots.size(); ++b) {
+      const int64_t from = plan->source[t][b];
+      if (from < 0) continue;
+      const int64_t to = ballots[b].peer;
+      const int64_t hash = static_cast<int64_t>(plan->popular_hash[t]);
+      transfers[from].insert(transfers[from].end(), {static_cast<int64_t>(t), to, 0, hash});
+      transfers[to].insert(transfers[to].end(), {static_cast<int64_t>(t), from, 1, hash});
+    }
+  }
+  const int64_t number = group.syncs++;
+  for (const auto& [peer, entry] : sync.ballots) {
+    std::vector<int64_t> extra = {number};
+    const std::vector<int64_t>& mine = transfers[peer];
+    extra.insert(extra.end(), mine.begin(), mine.end());
+    Reply(peer, entry.first, absl::OkStatus(), static_cast<int64_t>(plan->revision), extra);
+  }
+  sync.planned = true;
+}
+
+absl::Status MasterState::HandleSyncDone(int64_t id, const Message& message) {
+  if (message.ints.size() != 3) return absl::InvalidArgumentError("malformed shared-state done");
+  const int64_t request = message.ints[0];
+  const int64_t epoch = message.ints[1];
+  const absl::Status reported = StatusFromWire(message.ints[2], message.text);
+  Peer& peer = peers_.at(id);
+  Group& group = groups_[peer.group];
+  SyncRound& sync = group.sync;
+  if (!peer.accepted || epoch != group.epoch || !sync.planned || sync.epoch != epoch ||
+      !sync.ballots.count(id) || sync.done.count(id)) {
+    Reply(id, request,
+          absl::UnavailableError("the shared-state sync was abandoned (the peers changed): retry"),
+          0);
+    return absl::OkStatus();
+  }
+  if (!reported.ok() && sync.failure.ok()) {
+    // Failed somewhere: everyone learns it now, not when the last peer gives up.
+    sync.failure = absl::Status(reported.code(), absl::StrCat(Describe(id), ": ",
+                                                              reported.message()));
+    for (const auto& [member, waiting] : sync.done) Reply(member, waiting, sync.failure, 0);
+  }
+  sync.done[id] = request;
+  if (!sync.failure.ok()) {
+    Reply(id, request, sync.failure, 0);
+  } else if (sync.done.size() == group.ring.size()) {
+    for (const auto& [member, waiting] : sync.done) Reply(member, waiting, absl::OkStatus(), 0);
+  }
+  if (sync.done.size() == group.ring.size()) sync = SyncRound{};
+  return absl::OkStatus();
 }
 
 void MasterState::Decide(const OpKey& key, OpVote& vote, absl::Status outcome) {

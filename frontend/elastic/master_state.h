@@ -71,10 +71,21 @@ class MasterState {
     bool decided = false;
     absl::Status outcome;
   };
+  // One sync_shared_state of a group: ballots until every member voted, then the plan is out
+  // and the members report how their transfers went.
+  struct SyncRound {
+    int64_t epoch = -1;
+    std::map<int64_t, std::pair<int64_t, SyncBallot>> ballots;  // Peer -> (request, ballot).
+    bool planned = false;
+    std::map<int64_t, int64_t> done;  // Peer -> its kSyncDone request (waiting for the end).
+    absl::Status failure;             // The first failure reported after the plan.
+  };
   struct Group {
     int64_t epoch = 0;
     std::vector<int64_t> ring;
     absl::flat_hash_map<OpKey, OpVote> ops;
+    SyncRound sync;
+    int64_t syncs = 0;  // Planned syncs so far: names the transfers of each on the wire.
   };
 
   // The decision for round `round`, made now if nobody made it yet.
@@ -82,13 +93,21 @@ class MasterState {
   void CompleteRoundIfReady();
   void AcceptPending();
   // Bumps the group's epoch; every undecided operation of the old one fails with `reason`, told
-  // to its participants by FlushDeferredOutcomes (after the new topology is pushed).
+  // to its participants by FlushDeferredOutcomes (after the new topology is pushed), and so does
+// the group's shared-state sync in progress.
   void NewEpoch(int64_t group, const absl::Status& reason);
   void FlushDeferredOutcomes();
   void PushTopologies();
   void Decide(const OpKey& key, OpVote& vote, absl::Status outcome);
   void SendOutcome(int64_t peer, const OpKey& key, const absl::Status& outcome);
-  void Reply(int64_t peer, int64_t request, const absl::Status& status, int64_t value);
+  void Reply(int64_t peer, int64_t request, const absl::Status& status, int64_t value,
+             const std::vector<int64_t>& extra = {});
+  absl::Status HandleSyncState(int64_t peer, const Message& message);
+  absl::Status HandleSyncDone(int64_t peer, const Message& message);
+  void PlanGroupSync(int64_t group);
+  // Fails every request waiting in the group's sync with `reason` and starts afresh; with
+  // `deferred` the replies wait for FlushDeferredOutcomes.
+  void AbandonSync(Group& group, const absl::Status& reason, bool deferred);
   absl::Status HandleOpStart(int64_t peer, const Message& message);
   absl::Status HandleOpDone(int64_t peer, const Message& message);
   // The group's current epoch if `key` names it; else the status the op must fail with.
@@ -107,6 +126,7 @@ class MasterState {
     absl::Status outcome;
   };
   std::vector<DeferredOutcome> deferred_outcomes_;
+  std::vector<Outgoing> deferred_replies_;
 };
 
 }  // namespace plexus::elastic

@@ -20,56 +20,13 @@
 #include "frontend/elastic/master_node.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/elastic/elastic_peers.h"
 #include "tests/testing/subprocess.h"
 
 namespace plexus::elastic {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::unique_ptr<testing::ChildServer> StartMaster(absl::Duration heartbeat = absl::Seconds(2)) {
-  auto server = testing::ChildServer::Start(
-      [heartbeat](const std::function<void(int)>& report) {
-        MasterNodeOptions options;
-        options.listen_address = "127.0.0.1:0";
-        options.heartbeat_timeout = heartbeat;
-        auto master = MasterNode::Create(options);
-        if (!master.ok() || !(*master)->Run().ok()) return;
-        report((*master)->port());
-        (void)(*master)->AwaitTermination();
-      },
-      absl::Seconds(30));
-  EXPECT_TRUE(server.ok()) << server.status();
-  return server.ok() ? std::move(server).value() : nullptr;
-}
-
-std::unique_ptr<Communicator> MakePeer(int port) {
-  CommunicatorOptions options;
-  options.master_address = absl::StrCat("127.0.0.1:", port);
-  options.operation_timeout = absl::Seconds(getenv("ELASTIC_OP_TIMEOUT") ? atoi(getenv("ELASTIC_OP_TIMEOUT")) : 60);
-  options.accept_timeout = absl::Seconds(60);
-  auto comm = Communicator::Create(options);
-  return comm.ok() ? std::move(comm).value() : nullptr;
-}
-
-// Connects and calls update_topology until `world` peers are in (polling, bounded).
-absl::Status JoinWorld(Communicator& comm, int world) {
-  if (absl::Status s = comm.Connect(absl::Seconds(60)); !s.ok()) return s;
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (absl::Now() < deadline) {
-    auto size = comm.GetAttribute(Attribute::kGlobalWorldSize);
-    if (!size.ok()) return size.status();
-    if (*size >= world) return absl::OkStatus();
-    if (absl::Status s = comm.UpdateTopology(); !s.ok()) return s;
-    usleep(2000);
-  }
-  return absl::DeadlineExceededError("world never formed");
-}
-
-int Fail(int peer, const std::string& what, const absl::Status& status = absl::OkStatus()) {
-  fprintf(stderr, "peer %d: %s %s\n", peer, what.c_str(), status.ToString().c_str());
-  return 1;
-}
 
 // Element i of peer p's input for (op, dtype): small integers, so every order of reduction is
 // exact and the reference is computed here in double.

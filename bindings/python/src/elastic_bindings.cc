@@ -122,6 +122,35 @@ class Handle {
   Keepalive keepalive_;
 };
 
+// A shared-state tensor as the package describes it: (name, tensor or None, data pointer, numel,
+// dtype name, allow_content_inequality); the tensor, when given, is the authority.
+using SharedTensorSpec = std::tuple<std::string, py::object, uintptr_t, int64_t, std::string, bool>;
+
+absl::StatusOr<elastic::TensorInfo> ToTensorInfo(const SharedTensorSpec& spec, Keepalive& keepalive) {
+  elastic::TensorInfo info;
+  info.name = std::get<0>(spec);
+  info.allow_content_inequality = std::get<5>(spec);
+  const py::object& tensor = std::get<1>(spec);
+  if (!tensor.is_none()) {
+    auto view = ToTensor(tensor, "sync_shared_state", info.name.c_str(), Access::kWrite, keepalive);
+    if (!view.ok()) return view.status();
+    if (view->device().type != DeviceType::kCpu) {
+      return absl::InvalidArgumentError(absl::StrCat("sync_shared_state: tensor '", info.name,
+                                                     "' is not a CPU tensor"));
+    }
+    info.data = view->data();
+    info.count = view->numel();
+    info.dtype = view->dtype();
+    return info;
+  }
+  auto dtype = ParseDType(std::get<4>(spec));
+  if (!dtype.ok()) return dtype.status();
+  info.data = reinterpret_cast<void*>(std::get<2>(spec));
+  info.count = std::get<3>(spec);
+  info.dtype = *dtype;
+  return info;
+}
+
 }  // namespace
 
 void RegisterElastic(py::module_& module) {
@@ -207,6 +236,30 @@ void RegisterElastic(py::module_& module) {
              WorkPtr work = c.AllReduceAsync(s.data(), r.data(), *d);
              return py::make_tuple(0, std::string(),
                                    py::cast(std::make_unique<Handle>(std::move(work), std::move(keepalive))));
+           })
+      .def("sync_shared_state",
+           [](Communicator& c, const std::vector<SharedTensorSpec>& tensors, uint64_t revision,
+              int strategy) -> py::tuple {
+             if (strategy < 0 || strategy > 2) {
+               return Outcome(absl::InvalidArgumentError(
+                   absl::StrCat("unknown SharedStateSyncStrategy ", strategy)));
+             }
+             Keepalive keepalive;
+             elastic::SharedState state;
+             state.revision = revision;
+             for (const SharedTensorSpec& spec : tensors) {
+               auto info = ToTensorInfo(spec, keepalive);
+               if (!info.ok()) return Outcome(info.status());
+               state.tensors.push_back(std::move(info).value());
+             }
+             absl::StatusOr<elastic::SyncInfo> info;
+             {
+               py::gil_scoped_release release;
+               info = c.SyncSharedState(state, static_cast<elastic::SyncStrategy>(strategy));
+             }
+             if (!info.ok()) return Outcome(info.status());
+             return py::make_tuple(0, std::string(),
+                                   py::make_tuple(state.revision, info->tx_bytes, info->rx_bytes));
            })
       .def("all_reduce_multiple_with_retry",
            [](Communicator& c, const py::list& ops, int max_in_flight) -> py::tuple {

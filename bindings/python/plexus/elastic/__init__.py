@@ -17,7 +17,8 @@ __all__ = [
     "Attribute", "AsyncReduceHandle", "Communicator", "DataType", "DistributionHint",
     "ElasticError", "MasterNode", "PCCLError", "QuantizationAlgorithm", "QuantizationOptions",
     "ReduceDescriptor", "ReduceInfo", "ReduceOp", "ReduceOpDescriptor",
-    "ReduceOperandDescriptor", "Result",
+    "ReduceOperandDescriptor", "Result", "SharedState", "SharedStateSyncInfo",
+    "SharedStateSyncStrategy", "TensorInfo", "DeviceType",
 ]
 
 _log = logging.getLogger("plexus.elastic")
@@ -107,6 +108,21 @@ class DataType(enum.Enum):
         raise ValueError(f"no elastic DataType for {name}")
 
 
+class DeviceType(enum.Enum):
+    CPU = 0
+    CUDA = 1
+
+
+class SharedStateSyncStrategy(enum.Enum):
+    """How this peer takes part in sync_shared_state (docs/elastic.md has the rules).
+    ENFORCE_POPULAR: vote, and adopt the popular state where this peer's differs.
+    RECEIVE_ONLY: do not vote (e.g. a joiner); adopt the popular state.
+    SEND_ONLY: this peer's state is the authority; never receive (an error if it would have to)."""
+    ENFORCE_POPULAR = 0
+    RECEIVE_ONLY = 1
+    SEND_ONLY = 2
+
+
 class DistributionHint(enum.Enum):
     NONE = 0
     NORMAL = 1
@@ -172,6 +188,72 @@ class ReduceInfo:
     def __repr__(self):
         return (f"ReduceInfo(local_world_size={self.local_world_size}, "
                 f"tx_bytes={self.tx_bytes}, rx_bytes={self.rx_bytes})")
+
+
+class TensorInfo:
+    """One tensor of a SharedState, by reference (no copy): from_torch / from_numpy, or a raw
+    CPU pointer with its numel and DataType."""
+
+    def __init__(self, name, data_ptr, *, numel, dtype, device_type=DeviceType.CPU,
+                 allow_content_inequality=False):
+        if data_ptr == 0 and numel:
+            raise ValueError("Invalid data pointer: nullptr")
+        if device_type != DeviceType.CPU:
+            raise ValueError(f"tensor '{name}': the elastic communicator takes CPU tensors")
+        self.name = name
+        self.data_ptr = data_ptr
+        self.numel = numel
+        self.dtype = dtype
+        self.device_type = device_type
+        self.allow_content_inequality = allow_content_inequality
+        self._tensor = None
+
+    @classmethod
+    def from_torch(cls, tensor, name, *, allow_content_inequality=False):
+        if not tensor.is_contiguous():
+            raise ValueError(f"tensor '{name}' must be contiguous")
+        info = cls(name, tensor.data_ptr(), numel=tensor.numel(),
+                   dtype=DataType.from_torch_dtype(tensor.dtype),
+                   device_type=DeviceType.CUDA if tensor.is_cuda else DeviceType.CPU,
+                   allow_content_inequality=allow_content_inequality)
+        info._tensor = tensor
+        return info
+
+    @classmethod
+    def from_numpy(cls, array, name, *, allow_content_inequality=False):
+        if not array.flags["C_CONTIGUOUS"]:
+            raise ValueError(f"array '{name}' must be C-contiguous")
+        info = cls(name, array.ctypes.data, numel=array.size,
+                   dtype=DataType.from_numpy_dtype(array.dtype),
+                   allow_content_inequality=allow_content_inequality)
+        info._tensor = array
+        return info
+
+    def _spec(self):
+        return (self.name, self._tensor, int(self.data_ptr), int(self.numel), self.dtype.value,
+                bool(self.allow_content_inequality))
+
+
+class SharedState:
+    """The tensors peers keep identical, and the revision the application advances."""
+
+    def __init__(self, tensor_infos):
+        if not tensor_infos:
+            raise ValueError("At least one tensor info must be provided")
+        self.tensor_infos = list(tensor_infos)
+        self.revision = 0
+
+    def push_revision(self):
+        self.revision += 1
+
+
+class SharedStateSyncInfo:
+    def __init__(self, tx_bytes, rx_bytes):
+        self.tx_bytes = tx_bytes
+        self.rx_bytes = rx_bytes
+
+    def __repr__(self):
+        return f"SharedStateSyncInfo(tx_bytes={self.tx_bytes}, rx_bytes={self.rx_bytes})"
 
 
 class AsyncReduceHandle:
@@ -258,6 +340,16 @@ class Communicator:
         if not ok:
             raise ElasticError(Result(code), "all_reduce", handle.message)
         return info
+
+    def sync_shared_state(self, shared_state,
+                          strategy=SharedStateSyncStrategy.ENFORCE_POPULAR):
+        """Collective within the peer group: afterwards every peer holds the group's revision
+        (written to shared_state.revision) and its popular tensor contents."""
+        revision, tx, rx = _check(self._comm.sync_shared_state(
+            [info._spec() for info in shared_state.tensor_infos], int(shared_state.revision),
+            strategy.value), "sync_shared_state")
+        shared_state.revision = revision
+        return SharedStateSyncInfo(tx, rx)
 
     def all_reduce_multiple_with_retry(self, descriptors, *, max_in_flight=4):
         ops = [(d.send, d.recv, d.reduce_descriptor._spec()) for d in descriptors]

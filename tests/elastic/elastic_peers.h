@@ -1,0 +1,32 @@
+// Helpers for elastic tests: a master in a child process, peers with test timeouts, and joining
+// a world of a given size.
+#ifndef PLEXUS_TESTS_ELASTIC_ELASTIC_PEERS_H_
+#define PLEXUS_TESTS_ELASTIC_ELASTIC_PEERS_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "frontend/elastic/communicator.h"
+#include "tests/testing/subprocess.h"
+
+namespace plexus::elastic {
+
+// A MasterNode on 127.0.0.1, port 0, in a child process.
+std::unique_ptr<testing::ChildServer> StartMaster(absl::Duration heartbeat = absl::Seconds(2));
+
+// A communicator for the master at `port`; operation timeout from $ELASTIC_OP_TIMEOUT (s, 60).
+std::unique_ptr<Communicator> MakePeer(int port);
+
+// Connects and calls update_topology until `world` peers are in (polling, bounded).
+absl::Status JoinWorld(Communicator& comm, int world);
+// The same for a connected peer.
+absl::Status GrowWorld(Communicator& comm, int world);
+
+// Prints what failed on `peer` and returns 1 (an exit code for a child).
+int Fail(int peer, const std::string& what, const absl::Status& status = absl::OkStatus());
+
+}  // namespace plexus::elastic
+
+#endif  // PLEXUS_TESTS_ELASTIC_ELASTIC_PEERS_H_
