@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "algorithms/collective_context.h"
+#include "algorithms/quantize_kernels.h"
 #include "frontend/core/dtype.h"
 #include "frontend/core/reduce_op.h"
 
@@ -44,6 +45,13 @@ absl::Status RingAllReduce(CollectiveContext& ctx, void* data, int64_t count, DT
 // pre-scaling and AVG's post-scaling around the kernel op. What every caller runs.
 absl::Status AllReduceInPlace(CollectiveContext& ctx, const AlgorithmTable& table, void* data,
                               int64_t count, DType dtype, const ReduceOp& op);
+
+// quantized_ring_all_reduce.cc: the ring all-reduce with quantized messages (wire bytes shrink
+// by the code/element size ratio), in place, AVG included; results bit-identical on every rank.
+// Error: each reduce-scatter hop and the final encoding add one quantization error of the run
+// they encode (quantize_kernels.h).
+absl::Status QuantizedRingAllReduce(CollectiveContext& ctx, void* data, int64_t count,
+                                    DType dtype, const ReduceOp& op, const Quantization& q);
 
 // power_of_two_fold.cc: reduces a group to its largest power of two p for the mask-paired
 // schedules (recursive doubling, halving-doubling). Uses steps kFoldStep and kResultStep of

@@ -524,8 +524,15 @@ void Communicator::Run(const std::shared_ptr<Op>& op) {
                                           op->key.instance, op->descriptor.count),
                             std::max(deadline - absl::Now(), absl::ZeroDuration()),
                             op->work.get());
-      local = AllReduceInPlace(ctx, table, op->recv, op->descriptor.count, op->descriptor.dtype,
-                               ReduceOp(op->descriptor.op));
+      const QuantizationOptions& quantization = op->descriptor.quantization;
+      if (quantization.algorithm == QuantizationAlgorithm::kNone) {
+        local = AllReduceInPlace(ctx, table, op->recv, op->descriptor.count,
+                                 op->descriptor.dtype, ReduceOp(op->descriptor.op));
+      } else {
+        local = QuantizedRingAllReduce(ctx, op->recv, op->descriptor.count, op->descriptor.dtype,
+                                       ReduceOp(op->descriptor.op),
+                                       {quantization.algorithm, quantization.quantized_dtype});
+      }
     }
   }
   if (LogEnabled(LogLevel::kDebug)) {

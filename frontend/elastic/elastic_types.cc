@@ -30,7 +30,7 @@ std::string DescribeReduce(const ReduceDescriptor& d) {
                                   " (tag ", d.tag);
   if (d.quantization.algorithm != QuantizationAlgorithm::kNone) {
     absl::StrAppend(&text, ", quantized ", QuantizationName(d.quantization.algorithm), " to ",
-                    DTypeName(d.quantization.quantized_dtype));
+                    d.quantization.quantized_dtype == QuantizedType::kUInt16 ? "uint16" : "uint8");
   }
   return absl::StrCat(text, ")");
 }
@@ -59,8 +59,10 @@ absl::Status ValidateReduce(const ReduceDescriptor& d) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": the elastic communicator reduces with SUM, AVG, PROD, MIN, MAX"));
   }
-  if (d.quantization.algorithm != QuantizationAlgorithm::kNone) {
-    return absl::UnimplementedError(absl::StrCat(what, ": quantized all-reduce is not built yet"));
+  if (absl::Status q = ValidateQuantization(d.dtype, Quantization{d.quantization.algorithm,
+                                                                  d.quantization.quantized_dtype});
+      !q.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", q.message()));
   }
   return ValidateReduceOp(ReduceOp(d.op), d.dtype);
 }

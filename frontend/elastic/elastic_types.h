@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "algorithms/quantize_kernels.h"
 #include "frontend/core/dtype.h"
 #include "frontend/core/reduce_op.h"
 
@@ -17,13 +18,16 @@ namespace plexus::elastic {
 // operation id (see communicator.cc).
 inline constexpr uint64_t kMaxTag = uint64_t{1} << 20;
 
-enum class QuantizationAlgorithm : int { kNone = 0, kMinMax = 1, kZeroPointScale = 2 };
+using ::plexus::QuantizationAlgorithm;
+using ::plexus::QuantizedType;
 
 enum class DistributionHint : int { kNone = 0, kNormal = 1, kUniform = 2 };
 
+// Quantized all-reduce (algorithms/quantize_kernels.h): floating-point data travels as uint8 or
+// uint16 codes; results stay bit-identical across peers, within the documented error.
 struct QuantizationOptions {
   QuantizationAlgorithm algorithm = QuantizationAlgorithm::kNone;
-  DType quantized_dtype = DType::kFloat32;  // Ignored with kNone.
+  QuantizedType quantized_dtype = QuantizedType::kUInt8;  // Ignored with kNone.
 };
 
 // One all-reduce: `count` elements of `dtype`, reduced with `op`, matched across peers by `tag`.

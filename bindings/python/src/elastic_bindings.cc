@@ -63,9 +63,13 @@ absl::StatusOr<ReduceDescriptor> ToDescriptor(const Spec& spec) {
   }
   d.quantization.algorithm = static_cast<elastic::QuantizationAlgorithm>(quantization);
   if (d.quantization.algorithm != elastic::QuantizationAlgorithm::kNone) {
-    auto quantized = ParseDType(std::get<5>(spec));
-    if (!quantized.ok()) return quantized.status();
-    d.quantization.quantized_dtype = *quantized;
+    const std::string& code = std::get<5>(spec);
+    if (code != "uint8" && code != "uint16") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "all_reduce: quantization to ", code, " is not supported (UINT8 or UINT16)"));
+    }
+    d.quantization.quantized_dtype =
+        code == "uint8" ? elastic::QuantizedType::kUInt8 : elastic::QuantizedType::kUInt16;
   }
   return d;
 }
