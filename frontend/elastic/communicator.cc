@@ -255,15 +255,7 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
 
 absl::Status Communicator::UpdateTopology() {
   RETURN_IF_ERROR(Usable());
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!in_flight_.empty()) {
-      return WithResult(
-          absl::FailedPreconditionError(absl::StrCat(
-              "update_topology with ", in_flight_.size(), " all-reduces in flight: wait first")),
-          Result::kPendingAsyncOps);
-    }
-  }
+  RETURN_IF_ERROR(NoOpsInFlight("update_topology"));
   auto updated = link()->Request(MessageType::kUpdateTopology,
                                  absl::Now() + options_.operation_timeout);
   if (!updated.ok()) return WithResult(updated.status(), Result::kUpdateTopologyFailed);

@@ -52,6 +52,8 @@ struct CommunicatorOptions {
   // Address peers reach this one's data port at; empty: the local end of the route to the master.
   std::string address;
   std::string transport = "tcp";  // A registered transport (frontend/transport).
+  // Bytes sent each way between every pair of peers by OptimizeTopology.
+  int64_t bandwidth_probe_bytes = 4 << 20;
 };
 
 class Communicator {
@@ -100,6 +102,17 @@ class Communicator {
   // all-reduces are in flight. Returns the bytes this peer sent and received.
   absl::StatusOr<SyncInfo> SyncSharedState(SharedState& state, SyncStrategy strategy);
 
+  // Collective within the peer group: every pair of peers measures the bandwidth between them
+  // (both directions at once, bandwidth_probe_bytes each way, pairs in disjoint rounds) and the
+  // master picks the ring order that maximises the slowest directed link (ring_order.h), moving
+  // the group to a new epoch if that is at least 10% faster than the current order. Retried when
+  // the peers change; kPendingAsyncOps while all-reduces are in flight. Returns whether the ring
+  // changed.
+  absl::StatusOr<bool> OptimizeTopology();
+
+  // The peer ids of this peer's group in ring order (empty before Connect).
+  std::vector<int64_t> Ring() const;
+
   // This peer's id at the master (0 before Connect).
   int64_t peer_id() const;
 
@@ -112,6 +125,12 @@ class Communicator {
   WorkPtr Launch(const void* send, void* recv, const ReduceDescriptor& descriptor,
                  const uint8_t* restore_from, int64_t required_epoch);
   void Run(const std::shared_ptr<Op>& op);
+  // Measures what this peer receives at from every other member (bytes/s, ring order, 0 for
+  // itself) in optimize number `number` of the epoch.
+  absl::StatusOr<std::vector<int64_t>> MeasureLinks(int64_t epoch, int64_t number,
+                                                    absl::Time deadline);
+  // Fails with kPendingAsyncOps if all-reduces are in flight (`what` names the call).
+  absl::Status NoOpsInFlight(const char* what) const;
   // Moves the tensors of one planned sync (reply ints: revision, sync number, transfers);
   // updates `ballot`'s hashes for what it received.
   absl::Status RunSyncTransfers(SharedState& state, const std::vector<int64_t>& plan,

@@ -31,15 +31,7 @@ bool IsRetryable(const absl::Status& status) {
 absl::StatusOr<SyncInfo> Communicator::SyncSharedState(SharedState& state, SyncStrategy strategy) {
   RETURN_IF_ERROR(ValidateSharedState(state));
   RETURN_IF_ERROR(Usable());
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!in_flight_.empty()) {
-      return WithResult(absl::FailedPreconditionError(absl::StrCat(
-                            "sync_shared_state with ", in_flight_.size(),
-                            " all-reduces in flight: wait for them first")),
-                        Result::kPendingAsyncOps);
-    }
-  }
+  RETURN_IF_ERROR(NoOpsInFlight("sync_shared_state"));
   SyncBallot ballot;
   ballot.revision = state.revision;
   ballot.strategy = strategy;

@@ -37,6 +37,8 @@ enum class MessageType : uint8_t {
   kLeave = 7,            // (graceful goodbye)
   kSyncState = 8,        // request id, epoch, SyncBallot (ballot ints); text: tensor names
   kSyncDone = 9,         // request id, epoch, absl status code; text: the error
+  kOptimizeStart = 10,   // request id, epoch
+  kOptimizeReport = 11,  // request id, epoch, absl status code, bytes/s from each ring member
   // Master to peer.
   kWelcome = 20,    // peer id, store port, heartbeat timeout (ms)
   kTopology = 21,   // Topology

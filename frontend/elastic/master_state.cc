@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "frontend/elastic/ring_order.h"
 
 namespace plexus::elastic {
 
@@ -89,6 +90,10 @@ absl::Status MasterState::Handle(int64_t id, const Message& message) {
       return HandleSyncState(id, message);
     case MessageType::kSyncDone:
       return HandleSyncDone(id, message);
+    case MessageType::kOptimizeStart:
+      return HandleOptimizeStart(id, message);
+    case MessageType::kOptimizeReport:
+      return HandleOptimizeReport(id, message);
     case MessageType::kLeave:
       Drop(id, absl::StrCat(Describe(id), " left"));
       return absl::OkStatus();
@@ -155,6 +160,25 @@ void MasterState::NewEpoch(int64_t group_id, const absl::Status& reason) {
                                                          group.epoch - 1, " of peer group ",
                                                          group_id, " is over")),
               /*deferred=*/true);
+  const absl::Status over = absl::UnavailableError(absl::StrCat(
+      "optimize_topology: ", reason.message(), "; epoch ", group.epoch - 1, " is over"));
+  OptimizeRound& optimize = group.optimize;
+  for (const auto& [peer, request] : optimize.started) {
+    if (peers_.count(peer) && !optimize.measuring) {
+      deferred_replies_.push_back({peer, Message{MessageType::kReply,
+                                                 {request, static_cast<int64_t>(over.code()), 0},
+                                                 std::string(over.message())}});
+    }
+  }
+  if (optimize.failure.ok()) {
+    for (const auto& [peer, report] : optimize.reports) {
+      if (!peers_.count(peer)) continue;
+      deferred_replies_.push_back({peer, Message{MessageType::kReply,
+                                                 {report.first, static_cast<int64_t>(over.code()), 0},
+                                                 std::string(over.message())}});
+    }
+  }
+  optimize = OptimizeRound{};
 }
 
 void MasterState::FlushDeferredOutcomes() {
@@ -235,25 +259,111 @@ void MasterState::AbandonSync(Group& group, const absl::Status& reason, bool def
   sync = SyncRound{};
 }
 
+bool MasterState::RequestInCurrentEpoch(int64_t id, int64_t request, int64_t epoch) {
+  const Peer& peer = peers_.at(id);
+  if (!peer.accepted) {
+    Reply(id, request, absl::FailedPreconditionError("this peer has not been accepted yet"), 0);
+    return false;
+  }
+  const int64_t now = groups_[peer.group].epoch;
+  if (epoch != now) {
+    Reply(id, request,
+          absl::UnavailableError(absl::StrCat("epoch ", epoch, " of peer group ", peer.group,
+                                              " is over (now ", now, "): retry")),
+          0);
+    return false;
+  }
+  return true;
+}
+
+absl::Status MasterState::HandleOptimizeStart(int64_t id, const Message& message) {
+  if (message.ints.size() != 2) return absl::InvalidArgumentError("malformed optimize start");
+  const int64_t request = message.ints[0];
+  if (!RequestInCurrentEpoch(id, request, message.ints[1])) return absl::OkStatus();
+  Group& group = groups_[peers_.at(id).group];
+  OptimizeRound& optimize = group.optimize;
+  if (optimize.measuring || optimize.started.count(id)) {
+    Reply(id, request, absl::UnavailableError("the previous optimize_topology is still ending"), 0);
+    return absl::OkStatus();
+  }
+  optimize.epoch = group.epoch;
+  optimize.started[id] = request;
+  if (optimize.started.size() < group.ring.size()) return absl::OkStatus();
+  optimize.measuring = true;
+  const int64_t number = group.optimizations++;
+  for (const auto& [peer, waiting] : optimize.started) Reply(peer, waiting, absl::OkStatus(), number);
+  return absl::OkStatus();
+}
+
+absl::Status MasterState::HandleOptimizeReport(int64_t id, const Message& message) {
+  if (message.ints.size() < 3) return absl::InvalidArgumentError("malformed optimize report");
+  const int64_t request = message.ints[0];
+  if (!RequestInCurrentEpoch(id, request, message.ints[1])) return absl::OkStatus();
+  const int64_t group_id = peers_.at(id).group;
+  Group& group = groups_[group_id];
+  OptimizeRound& optimize = group.optimize;
+  const absl::Status reported = StatusFromWire(message.ints[2], message.text);
+  std::vector<int64_t> row(message.ints.begin() + 3, message.ints.end());
+  if (!optimize.measuring || !optimize.started.count(id) || optimize.reports.count(id)) {
+    Reply(id, request, absl::UnavailableError("optimize_topology was abandoned: retry"), 0);
+    return absl::OkStatus();
+  }
+  if (reported.ok() && row.size() != group.ring.size()) {
+    return absl::InvalidArgumentError("optimize report of the wrong size");
+  }
+  if (!reported.ok() && optimize.failure.ok()) {
+    optimize.failure = absl::Status(reported.code(), absl::StrCat(Describe(id), ": ",
+                                                                  reported.message()));
+    for (const auto& [peer, report] : optimize.reports) Reply(peer, report.first, optimize.failure, 0);
+  }
+  optimize.reports[id] = {request, std::move(row)};
+  if (!optimize.failure.ok()) Reply(id, request, optimize.failure, 0);
+  if (optimize.reports.size() == group.ring.size()) {
+    if (optimize.failure.ok()) {
+      FinishOptimize(group_id);
+    } else {
+      optimize = OptimizeRound{};
+    }
+  }
+  return absl::OkStatus();
+}
+
+void MasterState::FinishOptimize(int64_t group_id) {
+  Group& group = groups_[group_id];
+  const size_t n = group.ring.size();
+  BandwidthMatrix bandwidth(n, std::vector<double>(n, 0));
+  for (size_t to = 0; to < n; ++to) {
+    const std::vector<int64_t>& row = group.optimize.reports.at(group.ring[to]).second;
+    for (size_t from = 0; from < n; ++from) bandwidth[from][to] = static_cast<double>(row[from]);
+  }
+  std::vector<int> current(n);
+  for (size_t i = 0; i < n; ++i) current[i] = static_cast<int>(i);
+  const std::vector<int> best = BestRing(bandwidth);
+  // Only a clear gain is worth a new epoch (the measurements are noisy).
+  const bool change = Bottleneck(best, bandwidth) > 1.1 * Bottleneck(current, bandwidth);
+  std::vector<std::pair<int64_t, int64_t>> waiting;
+  for (const auto& [peer, report] : group.optimize.reports) waiting.emplace_back(peer, report.first);
+  group.optimize = OptimizeRound{};
+  if (change) {
+    std::vector<int64_t> ring;
+    for (int i : best) ring.push_back(group.ring[i]);
+    group.ring = std::move(ring);
+    NewEpoch(group_id, absl::UnavailableError("optimize_topology reordered the ring"));
+    PushTopologies();
+    FlushDeferredOutcomes();
+  }
+  for (const auto& [peer, request] : waiting) Reply(peer, request, absl::OkStatus(), change ? 1 : 0);
+}
+
 absl::Status MasterState::HandleSyncState(int64_t id, const Message& message) {
   if (message.ints.size() < 2) return absl::InvalidArgumentError("malformed shared-state sync");
   const int64_t request = message.ints[0];
   const int64_t epoch = message.ints[1];
   auto ballot = ReadBallot(message.ints, 2, message.text);
   if (!ballot.ok()) return ballot.status();
+  if (!RequestInCurrentEpoch(id, request, epoch)) return absl::OkStatus();
   Peer& peer = peers_.at(id);
-  if (!peer.accepted) {
-    Reply(id, request, absl::FailedPreconditionError("this peer has not been accepted yet"), 0);
-    return absl::OkStatus();
-  }
   Group& group = groups_[peer.group];
-  if (epoch != group.epoch) {
-    Reply(id, request,
-          absl::UnavailableError(absl::StrCat("epoch ", epoch, " of peer group ", peer.group,
-                                              " is over (now ", group.epoch, "): retry")),
-          0);
-    return absl::OkStatus();
-  }
   SyncRound& sync = group.sync;
   if (sync.planned && sync.done.count(id)) {  // Its last sync failed; others still report.
     Reply(id, request, absl::UnavailableError("the previous shared-state sync is still ending"), 0);

@@ -80,12 +80,23 @@ class MasterState {
     std::map<int64_t, int64_t> done;  // Peer -> its kSyncDone request (waiting for the end).
     absl::Status failure;             // The first failure reported after the plan.
   };
+  // One optimize_topology of a group: every member arrives, then all measure their links and
+  // report what they received at; the master then picks the ring.
+  struct OptimizeRound {
+    int64_t epoch = -1;
+    std::map<int64_t, int64_t> started;  // Peer -> request.
+    bool measuring = false;
+    std::map<int64_t, std::pair<int64_t, std::vector<int64_t>>> reports;  // Peer -> (request, row).
+    absl::Status failure;
+  };
   struct Group {
     int64_t epoch = 0;
     std::vector<int64_t> ring;
     absl::flat_hash_map<OpKey, OpVote> ops;
     SyncRound sync;
     int64_t syncs = 0;  // Planned syncs so far: names the transfers of each on the wire.
+    OptimizeRound optimize;
+    int64_t optimizations = 0;
   };
 
   // The decision for round `round`, made now if nobody made it yet.
@@ -105,6 +116,12 @@ class MasterState {
   absl::Status HandleSyncState(int64_t peer, const Message& message);
   absl::Status HandleSyncDone(int64_t peer, const Message& message);
   void PlanGroupSync(int64_t group);
+  absl::Status HandleOptimizeStart(int64_t peer, const Message& message);
+  absl::Status HandleOptimizeReport(int64_t peer, const Message& message);
+  void FinishOptimize(int64_t group);
+  // The request's epoch check shared by sync and optimize: false (and the reply sent) when the
+  // peer is not accepted or names an epoch that is over.
+  bool RequestInCurrentEpoch(int64_t peer, int64_t request, int64_t epoch);
   // Fails every request waiting in the group's sync with `reason` and starts afresh; with
   // `deferred` the replies wait for FlushDeferredOutcomes.
   void AbandonSync(Group& group, const absl::Status& reason, bool deferred);

@@ -190,10 +190,11 @@ void RegisterElastic(py::module_& module) {
       .def_static(
           "create",
           [](const std::string& address, int64_t group, double operation_timeout_s,
-             double accept_timeout_s) {
+             double accept_timeout_s, int64_t probe_bytes) {
             elastic::CommunicatorOptions options;
             options.master_address = address;
             options.peer_group = group;
+            options.bandwidth_probe_bytes = probe_bytes;
             options.operation_timeout = absl::Seconds(operation_timeout_s);
             options.accept_timeout = absl::Seconds(accept_timeout_s);
             auto made = Communicator::Create(options);
@@ -214,6 +215,15 @@ void RegisterElastic(py::module_& module) {
              py::gil_scoped_acquire acquire;
              return Outcome(status);
            })
+      .def("optimize_topology",
+           [](Communicator& c) {
+             py::gil_scoped_release release;
+             auto changed = c.OptimizeTopology();
+             py::gil_scoped_acquire acquire;
+             return Outcome(changed);
+           })
+      .def("ring", &Communicator::Ring)
+      .def("peer_id", &Communicator::peer_id)
       .def("are_peers_pending",
            [](Communicator& c) {
              py::gil_scoped_release release;

@@ -287,10 +287,11 @@ class Communicator:
     """A peer. `address` is the master's "host:port"; peers all-reduce within `peer_group`."""
 
     def __init__(self, address, peer_group=0, p2p_connection_pool_size=0, *,
-                 operation_timeout=600.0, accept_timeout=600.0):
+                 operation_timeout=600.0, accept_timeout=600.0,
+                 bandwidth_probe_bytes=4 << 20):
         self._comm = _check(_plexus._ElasticCommunicator.create(
-            address, int(peer_group), float(operation_timeout), float(accept_timeout)),
-            "Communicator")
+            address, int(peer_group), float(operation_timeout), float(accept_timeout),
+            int(bandwidth_probe_bytes)), "Communicator")
 
     def connect(self, n_attempts=5):
         """Registers with the master and waits to be accepted; tries n_attempts times, 1 s apart."""
@@ -309,6 +310,21 @@ class Communicator:
 
     def update_topology(self):
         _check(self._comm.update_topology(), "update_topology")
+
+    def optimize_topology(self):
+        """Collective within the peer group: measures the bandwidth between every pair of peers
+        and reorders the ring to maximise its slowest link. Returns whether the ring changed."""
+        return bool(_check(self._comm.optimize_topology(), "optimize_topology"))
+
+    @property
+    def peer_id(self):
+        """This peer's id at the master (plexus addition; 0 before connect)."""
+        return self._comm.peer_id()
+
+    @property
+    def ring(self):
+        """The peer ids of this peer's group in ring order (plexus addition)."""
+        return list(self._comm.ring())
 
     def are_peers_pending(self):
         return bool(_check(self._comm.are_peers_pending(), "are_peers_pending"))

@@ -1,0 +1,143 @@
+// Communicator::OptimizeTopology: pairwise bandwidth probes over the epoch's connections, and
+// the vote the master turns into a ring order (ring_order.h).
+#include <algorithm>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "algorithms/collective_context.h"
+#include "frontend/core/deadline.h"
+#include "frontend/core/status_macros.h"
+#include "frontend/elastic/communicator.h"
+#include "frontend/elastic/master_link.h"
+
+namespace plexus::elastic {
+namespace {
+
+// Probes of optimization k use transport operation 2^39 + 2^38 + k mod 2^19, apart from the
+// all-reduces (below 2^39) and the shared-state transfers (2^39 + k mod 2^19).
+uint64_t ProbeOperationId(int64_t number) {
+  return (uint64_t{3} << 38) | (static_cast<uint64_t>(number) & ((uint64_t{1} << 19) - 1));
+}
+
+// Round `round` of a round-robin tournament over `n` positions (the circle method; a bye for
+// odd n): the partner of `position`, or -1.
+int Partner(int position, int round, int n) {
+  const int m = n % 2 == 0 ? n : n + 1;
+  const int fixed = m - 1;
+  int partner;
+  if (position == fixed) {
+    partner = round;
+  } else if (position == round) {
+    partner = fixed;
+  } else {
+    partner = ((2 * round - position) % (m - 1) + (m - 1)) % (m - 1);
+  }
+  return partner < n ? partner : -1;
+}
+
+bool IsRetryable(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable ||
+         status.code() == absl::StatusCode::kAborted;
+}
+
+}  // namespace
+
+std::vector<int64_t> Communicator::Ring() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return has_topology_ ? topology_.ring : std::vector<int64_t>{};
+}
+
+absl::Status Communicator::NoOpsInFlight(const char* what) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (in_flight_.empty()) return absl::OkStatus();
+  return WithResult(absl::FailedPreconditionError(absl::StrCat(
+                        what, " with ", in_flight_.size(), " all-reduces in flight: wait first")),
+                    Result::kPendingAsyncOps);
+}
+
+absl::StatusOr<bool> Communicator::OptimizeTopology() {
+  RETURN_IF_ERROR(Usable());
+  RETURN_IF_ERROR(NoOpsInFlight("optimize_topology"));
+  const absl::Time deadline = absl::Now() + options_.operation_timeout;
+  while (true) {
+    RETURN_IF_ERROR(Usable());
+    int64_t epoch;
+    size_t members;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      epoch = topology_.epoch;
+      members = topology_.ring.size();
+    }
+    if (members < 3) return false;  // Two peers (or one) have only one ring.
+    std::shared_ptr<MasterLink> master = link();
+    absl::Status status;
+    auto started = master->Call(MessageType::kOptimizeStart, {epoch}, "", deadline);
+    if (!started.ok()) {
+      status = started.status();
+    } else {
+      auto row = MeasureLinks(epoch, (*started)[0], deadline);
+      std::vector<int64_t> report = {epoch,
+                                     row.ok() ? 0 : static_cast<int64_t>(row.status().code())};
+      if (row.ok()) report.insert(report.end(), row->begin(), row->end());
+      auto decided = master->Call(MessageType::kOptimizeReport, std::move(report),
+                                  row.ok() ? "" : std::string(row.status().message()), deadline);
+      status = row.ok() ? decided.status() : row.status();
+      if (status.ok()) {
+        if ((*decided)[0] == 0) return false;
+        int64_t now;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          now = topology_.epoch;
+        }
+        auto mesh = EnsureMesh(now);  // Everyone connects the new ring now, as after a join.
+        if (!mesh.ok() && !IsRetryable(mesh.status())) {
+          return WithResult(mesh.status(), Result::kTopologyOptimizationFailed);
+        }
+        return true;
+      }
+    }
+    if (!IsRetryable(status) || absl::Now() >= deadline) {
+      return WithResult(absl::Status(status.code(),
+                                     absl::StrCat("optimize_topology: ", status.message())),
+                        Result::kTopologyOptimizationFailed);
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait_until(lock, SteadyDeadline(absl::Seconds(1)),
+                        [&] { return topology_.epoch != epoch || !lost_.ok(); });
+  }
+}
+
+absl::StatusOr<std::vector<int64_t>> Communicator::MeasureLinks(int64_t epoch, int64_t number,
+                                                                absl::Time deadline) {
+  ASSIGN_OR_RETURN(std::shared_ptr<Transport> mesh, EnsureMesh(epoch));
+  const int n = mesh->size();
+  const int me = mesh->rank();
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(options_.bandwidth_probe_bytes, 1));
+  std::unique_ptr<uint8_t[]> outgoing(new uint8_t[bytes]), incoming(new uint8_t[bytes]);
+  std::fill(outgoing.get(), outgoing.get() + bytes, uint8_t{0x5a});
+  Work work("elastic optimize_topology", n, number);
+  CollectiveContext ctx(*mesh, CollectiveKind::kBarrier, ProbeOperationId(number),
+                        /*signature=*/0, std::max(deadline - absl::Now(), absl::ZeroDuration()),
+                        &work);
+  std::vector<int64_t> received_at(n, 0);
+  const int rounds = n % 2 == 0 ? n - 1 : n;
+  for (int round = 0; round < rounds; ++round) {
+    const int partner = Partner(me, round, n);
+    if (partner < 0) continue;
+    const uint32_t step = static_cast<uint32_t>(2 * round);
+    uint8_t token = 1, their_token = 0;
+    // Meet first, so both directions start together.
+    RETURN_IF_ERROR(ctx.WaitAll({ctx.Send(partner, step, &token, 1),
+                                 ctx.Recv(partner, step, &their_token, 1)}));
+    const absl::Time start = absl::Now();
+    WorkPtr recv = ctx.Recv(partner, step + 1, incoming.get(), bytes);
+    WorkPtr send = ctx.Send(partner, step + 1, outgoing.get(), bytes);
+    RETURN_IF_ERROR(ctx.Wait(recv));
+    const double seconds = std::max(absl::ToDoubleSeconds(absl::Now() - start), 1e-6);
+    RETURN_IF_ERROR(ctx.Wait(send));
+    received_at[partner] = static_cast<int64_t>(static_cast<double>(bytes) / seconds);
+  }
+  return received_at;
+}
+
+}  // namespace plexus::elastic
