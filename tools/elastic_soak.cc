@@ -1,0 +1,284 @@
+// Churn soak of the elastic communicator, in PCCL's style: up to --max-peers peer processes
+// train together (update_topology when peers are pending, sync_shared_state, a batch of
+// all_reduce_multiple_with_retry, a cross-peer agreement check, revision + 1) while this
+// supervisor spawns or SIGKILLs one of them every 0.5-2 s. It fails on any wrong or diverged
+// result a peer sees, on a peer failing, or on 30 s without a completed step anywhere.
+//
+//   bazel run //tools:elastic_soak -- --minutes=30 [--max-peers=8] [--seed=1]
+//
+// Prints one summary line; exit status 0 only without failures. The supervisor stays
+// single-threaded (it forks the master and every peer).
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "frontend/elastic/communicator.h"
+#include "frontend/elastic/master_node.h"
+
+namespace plexus::elastic {
+namespace {
+
+constexpr int kTensors = 4;
+constexpr int64_t kElements = 1 << 15;
+constexpr absl::Duration kStallLimit = absl::Seconds(30);
+
+// Exit codes of a peer process.
+constexpr int kPeerWrong = 2;  // A wrong or diverged result: the soak fails.
+
+[[noreturn]] void PeerFail(int64_t id, const std::string& what) {
+  fprintf(stderr, "elastic_soak: peer %lld: %s\n", static_cast<long long>(id), what.c_str());
+  _exit(kPeerWrong);
+}
+
+bool Retryable(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable ||
+         status.code() == absl::StatusCode::kAborted ||
+         status.code() == absl::StatusCode::kDeadlineExceeded;
+}
+
+// One peer: trains until killed. A founder's state is the authority; a joiner receives first.
+[[noreturn]] void PeerMain(int port, bool founder, int report_fd) {
+  CommunicatorOptions options;
+  options.master_address = absl::StrCat("127.0.0.1:", port);
+  options.operation_timeout = absl::Seconds(20);
+  options.accept_timeout = absl::Seconds(60);
+  auto made = Communicator::Create(options);
+  if (!made.ok()) PeerFail(0, made.status().ToString());
+  std::unique_ptr<Communicator> comm = std::move(made).value();
+  if (absl::Status s = comm->Connect(); !s.ok()) PeerFail(0, "connect: " + s.ToString());
+  const int64_t id = comm->peer_id();
+  std::vector<float> weights(kElements, 0.0f);
+  SharedState state;
+  state.tensors = {{"weights", weights.data(), kElements, DType::kFloat32, false}};
+  std::vector<std::vector<float>> grads(kTensors, std::vector<float>(kElements));
+  bool holds_state = founder;
+  while (true) {
+    auto pending = comm->ArePeersPending();
+    if (!pending.ok()) {
+      if (Retryable(pending.status())) continue;
+      PeerFail(id, "are_peers_pending: " + pending.status().ToString());
+    }
+    if (*pending) {
+      if (absl::Status s = comm->UpdateTopology(); !s.ok()) {
+        if (Retryable(s)) continue;
+        PeerFail(id, "update_topology: " + s.ToString());
+      }
+    }
+    auto synced = comm->SyncSharedState(
+        state, holds_state ? SyncStrategy::kEnforcePopular : SyncStrategy::kReceiveOnly);
+    if (!synced.ok()) {
+      if (Retryable(synced.status())) continue;
+      PeerFail(id, "sync_shared_state: " + synced.status().ToString());
+    }
+    holds_state = true;
+    const float want = static_cast<float>(state.revision);
+    for (float w : weights) {
+      if (w != want) PeerFail(id, absl::StrCat("weights ", w, " at revision ", state.revision));
+    }
+    std::vector<ReduceOpDescriptor> ops(kTensors + 1);
+    for (int t = 0; t < kTensors; ++t) {
+      std::fill(grads[t].begin(), grads[t].end(), 1.0f);
+      ops[t].send = ops[t].recv = grads[t].data();
+      ops[t].descriptor.count = kElements;
+      ops[t].descriptor.tag = static_cast<uint64_t>(t);
+    }
+    // Agreement: MAX of (revision, -revision) is (revision, -revision) only if all agree.
+    double agree[2] = {static_cast<double>(state.revision), -static_cast<double>(state.revision)};
+    ops[kTensors].send = ops[kTensors].recv = agree;
+    ops[kTensors].descriptor.count = 2;
+    ops[kTensors].descriptor.dtype = DType::kFloat64;
+    ops[kTensors].descriptor.op = ReduceOpKind::kMax;
+    ops[kTensors].descriptor.tag = kTensors;
+    auto reduced = comm->AllReduceMultipleWithRetry(ops, 2);
+    if (!reduced.ok()) {
+      if (Retryable(reduced.status())) continue;
+      PeerFail(id, "all_reduce_multiple_with_retry: " + reduced.status().ToString());
+    }
+    const float world = static_cast<float>(reduced->local_world_size);
+    for (int t = 0; t < kTensors; ++t) {
+      for (float g : grads[t]) {
+        if (g != world) PeerFail(id, absl::StrCat("gradient ", g, " over ", world, " peers"));
+      }
+    }
+    if (agree[0] != static_cast<double>(state.revision) || agree[1] != -agree[0]) {
+      PeerFail(id, absl::StrCat("peers disagree on the revision: ", agree[0], " / ", -agree[1],
+                                " here ", state.revision));
+    }
+    for (float& w : weights) w += grads[0][0] / world;  // + 1: the state follows the revision.
+    state.revision += 1;
+    const std::string line = absl::StrCat("step ", getpid(), " ", state.revision, " ",
+                                          reduced->local_world_size, "\n");
+    if (write(report_fd, line.data(), line.size()) < 0) _exit(0);  // Supervisor gone.
+  }
+}
+
+struct Options {
+  double minutes = 2;
+  int max_peers = 8;
+  uint64_t seed = 1;
+};
+
+int Soak(const Options& options) {
+  int port_pipe[2], report[2];
+  if (pipe(port_pipe) != 0 || pipe(report) != 0) return 1;
+  fflush(stdout);
+  const pid_t master_pid = fork();
+  if (master_pid == 0) {
+    MasterNodeOptions master_options;
+    master_options.listen_address = "127.0.0.1:0";
+    master_options.heartbeat_timeout = absl::Seconds(3);
+    auto master = MasterNode::Create(master_options);
+    if (!master.ok() || !(*master)->Run().ok()) _exit(1);
+    const int port = (*master)->port();
+    [[maybe_unused]] ssize_t n = write(port_pipe[1], &port, sizeof(port));
+    (void)(*master)->AwaitTermination();
+    _exit(0);
+  }
+  int port = 0;
+  if (read(port_pipe[0], &port, sizeof(port)) != sizeof(port)) {
+    fprintf(stderr, "elastic_soak: the master did not start\n");
+    return 1;
+  }
+  std::mt19937_64 random(options.seed);
+  std::map<pid_t, bool> peers;  // pid -> has completed a step (holds the state).
+  int spawned = 0, killed = 0, largest = 0, failures = 0;
+  int64_t steps = 0, top_revision = 0;
+  auto spawn = [&](bool founder) {
+    fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(report[0]);
+      PeerMain(port, founder, report[1]);
+    }
+    peers[pid] = false;
+    ++spawned;
+  };
+  spawn(/*founder=*/true);
+  const absl::Time start = absl::Now();
+  const absl::Time end = start + absl::Seconds(options.minutes * 60);
+  absl::Time last_step = start;
+  absl::Time next_event = start + absl::Seconds(1);
+  std::string pending_text;
+  std::string failure;
+  while (absl::Now() < end && failure.empty()) {
+    pollfd pfd{report[0], POLLIN, 0};
+    const int wait_ms = static_cast<int>(
+        std::max<int64_t>(1, absl::ToInt64Milliseconds(next_event - absl::Now())));
+    if (poll(&pfd, 1, std::min(wait_ms, 200)) > 0) {
+      char buffer[4096];
+      const ssize_t n = read(report[0], buffer, sizeof(buffer));
+      if (n > 0) pending_text.append(buffer, n);
+      size_t eol;
+      while ((eol = pending_text.find('\n')) != std::string::npos) {
+        long long pid = 0;
+        int64_t revision = 0, world = 0;
+        if (sscanf(pending_text.c_str(), "step %lld %lld %lld", &pid,
+                   reinterpret_cast<long long*>(&revision),
+                   reinterpret_cast<long long*>(&world)) == 3) {
+          ++steps;
+          top_revision = std::max(top_revision, revision);
+          largest = std::max<int>(largest, static_cast<int>(world));
+          last_step = absl::Now();
+          auto peer = peers.find(static_cast<pid_t>(pid));
+          if (peer != peers.end()) peer->second = true;  // It holds the state now.
+        }
+        pending_text.erase(0, eol + 1);
+      }
+    }
+    // Peers that ended on their own: a kPeerWrong exit is a failure; any other end is too,
+    // since only this supervisor kills peers.
+    int status = 0;
+    pid_t done;
+    while ((done = waitpid(-1, &status, WNOHANG)) > 0) {
+      if (done == master_pid) {
+        failure = "the master exited";
+      } else if (peers.erase(done)) {
+        ++failures;
+        failure = absl::StrCat("peer process ", done, " ended by itself (",
+                               WIFEXITED(status) ? absl::StrCat("exit ", WEXITSTATUS(status))
+                                                 : absl::StrCat("signal ", WTERMSIG(status)),
+                               ")");
+      }
+    }
+    if (absl::Now() - last_step > kStallLimit) {
+      failure = absl::StrCat("no step completed for ", absl::FormatDuration(kStallLimit),
+                             " with ", peers.size(), " peers");
+    }
+    if (absl::Now() < next_event || !failure.empty()) continue;
+    next_event = absl::Now() + absl::Milliseconds(std::uniform_int_distribution<int>(500, 2000)(random));
+    // A peer that completed a step holds the state; one of them always stays.
+    const int n = static_cast<int>(peers.size());
+    const bool kill_one = n >= options.max_peers ||
+                          (n >= 2 && std::uniform_int_distribution<int>(0, 1)(random) == 0);
+    if (!kill_one) {
+      spawn(/*founder=*/false);
+      continue;
+    }
+    std::vector<pid_t> holders;
+    for (const auto& [pid, holds] : peers) {
+      if (holds) holders.push_back(pid);
+    }
+    if (holders.size() < 2) {  // The last holder of the state stays.
+      if (n < options.max_peers) spawn(false);
+      continue;
+    }
+    const pid_t victim = holders[std::uniform_int_distribution<size_t>(0, holders.size() - 1)(random)];
+    kill(victim, SIGKILL);
+    waitpid(victim, nullptr, 0);
+    peers.erase(victim);
+    ++killed;
+  }
+  for (const auto& [pid, holds] : peers) kill(pid, SIGKILL);
+  for (const auto& [pid, holds] : peers) waitpid(pid, nullptr, 0);
+  kill(master_pid, SIGKILL);
+  waitpid(master_pid, nullptr, 0);
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  printf("elastic_soak: %s after %.0f s: %lld steps (revision %lld), %d peers spawned, %d "
+         "SIGKILLed, largest group %d%s%s\n",
+         failure.empty() ? "PASSED" : "FAILED", seconds, static_cast<long long>(steps),
+         static_cast<long long>(top_revision), spawned, killed, largest,
+         failure.empty() ? "" : ": ", failure.c_str());
+  fflush(stdout);
+  return failure.empty() && steps > 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace plexus::elastic
+
+int main(int argc, char** argv) {
+  // Lost connections are the point of the soak: keep their warnings out unless asked for.
+  setenv("PLEXUS_LOG_LEVEL", "error", /*overwrite=*/0);
+  plexus::elastic::Options options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : arg.substr(eq + 1);
+    bool ok = eq != std::string::npos;
+    if (name == "--minutes") {
+      ok = ok && absl::SimpleAtod(value, &options.minutes) && options.minutes > 0;
+    } else if (name == "--max-peers") {
+      ok = ok && absl::SimpleAtoi(value, &options.max_peers) && options.max_peers >= 2;
+    } else if (name == "--seed") {
+      ok = ok && absl::SimpleAtoi(value, &options.seed);
+    } else {
+      ok = false;
+    }
+    if (!ok) {
+      fprintf(stderr, "usage: elastic_soak [--minutes=M] [--max-peers=N>=2] [--seed=S]\n");
+      return 2;
+    }
+  }
+  return plexus::elastic::Soak(options);
+}
