@@ -2,6 +2,7 @@
 // collective over a range of sizes on each CPU backend, checks every result, and prints one row
 // per (backend, op, size) with time, algorithm bandwidth and bus bandwidth.
 //
+//   bazel run //tools:bench -- --elastic        # the elastic communicator (bench_elastic.cc)
 //   bazel run //tools:bench                     # 4 ranks, float32 all_reduce, 1K..64M, all CPU
 //   backends bazel run //tools:bench -- --backends=cpu:tcp,cpu:gloo --ops=all_reduce,all_gather
 //       --ranks=8 --sizes=1K:16M --dtype=bfloat16 --iters=20 --warmup=5 --json=/tmp/bench.json
@@ -35,6 +36,7 @@
 #include "frontend/dispatch/backend_string.h"
 #include "frontend/dispatch/init.h"
 #include "frontend/net/interfaces.h"
+#include "tools/bench_elastic.h"
 #include "tools/bench_ops.h"
 
 namespace plexus::bench {
@@ -419,6 +421,9 @@ absl::Status RunLaunched(const Flags& flags, const std::vector<std::string>& bac
 }
 
 int Main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--elastic") return RunElasticBench(argc, argv);
+  }
   Flags flags;
   if (absl::Status status = ParseFlags(argc, argv, flags); !status.ok()) {
     fprintf(stderr, "bench: %s\n", std::string(status.message()).c_str());

@@ -49,22 +49,23 @@ void EncodeHeader(char* out, FrameType type, uint64_t tag, uint64_t signature, u
   absl::little_endian::Store64(out + 24, size);
 }
 
-bool TrySendDirect(SendLane& lane, Op& op) {
+bool TrySendDirect(SendLane& lane, const OpPtr& op) {
   std::lock_guard<std::mutex> lock(lane.mu);
   if (lane.fd >= 0 && lane.queued == 0) {
-    while (op.written < kFrameHeaderBytes + op.size) {
-      ssize_t n = WriteFrame(lane.fd, op);
+    while (op->written < kFrameHeaderBytes + op->size) {
+      ssize_t n = WriteFrame(lane.fd, *op);
       if (n > 0) {
-        op.written += static_cast<uint64_t>(n);
+        op->written += static_cast<uint64_t>(n);
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
       break;  // EAGAIN, or an error the loop will see on its side.
     }
-    if (op.written == kFrameHeaderBytes + op.size) return true;
+    if (op->written == kFrameHeaderBytes + op->size) return true;
   }
   ++lane.queued;
-  op.counted = true;
+  op->counted = true;
+  lane.handed.push_back(op);
   return false;
 }
 
@@ -143,15 +144,40 @@ void Loop::Arm(const OpPtr& op) {
 }
 
 void Loop::PostSend(const OpPtr& op) {
-  absl::Status refused = Refusal(*op);
-  if (refused.ok() && !RecordSignature(*op)) refused = Refusal(*op);
-  if (!refused.ok()) {
-    Dequeued(*op);
-    return Finish(op, refused);
+  if (!op->counted) {  // Never handed to a lane: a peer that does not exist.
+    absl::Status refused = Refusal(*op);
+    return Finish(op, refused.ok() ? absl::InternalError("send bypassed its lane") : refused);
   }
-  Arm(op);
-  peers_[op->peer].tx.push_back(op);
-  if (peers_[op->peer].tx.size() == 1) Flush(op->peer);
+  AdoptHanded(op->peer);  // `op` and whatever was handed before it, unless adopted already.
+}
+
+void Loop::AdoptHanded(int peer_index) {
+  Peer& peer = peers_[peer_index];
+  std::deque<OpPtr> handed;
+  if (peer.lane != nullptr) {
+    std::lock_guard<std::mutex> lock(peer.lane->mu);
+    handed.swap(peer.lane->handed);
+  }
+  const bool was_idle = peer.tx.empty();
+  for (OpPtr& op : handed) {
+    if (!op->loop_frame) {
+      absl::Status refused = Refusal(*op);
+      if (refused.ok() && !RecordSignature(*op)) refused = Refusal(*op);
+      if (!refused.ok()) {
+        if (op->written == 0) {
+          Dequeued(*op);
+          Finish(op, refused);
+          continue;
+        }
+        ReleaseCallerBuffer(op);  // Part of it is on the wire: the rest follows from a copy.
+        Finish(op, refused);
+      } else {
+        Arm(op);
+      }
+    }
+    peer.tx.push_back(std::move(op));
+  }
+  if (was_idle && !peer.tx.empty()) Flush(peer_index);
 }
 
 void Loop::Dequeued(const Op& op) {
@@ -163,13 +189,17 @@ void Loop::Dequeued(const Op& op) {
 }
 
 void Loop::QueueFrame(int peer, const OpPtr& frame) {
+  frame->loop_frame = true;
   if (SendLane* lane = peers_[peer].lane; lane != nullptr) {
     std::lock_guard<std::mutex> lock(lane->mu);
     ++lane->queued;
     frame->counted = true;
+    lane->handed.push_back(frame);
+  } else {
+    peers_[peer].tx.push_back(frame);
+    if (peers_[peer].tx.size() == 1) Flush(peer);
   }
-  peers_[peer].tx.push_back(frame);
-  if (peers_[peer].tx.size() == 1) Flush(peer);
+  AdoptHanded(peer);
 }
 
 void Loop::CloseLane(int peer) {

@@ -53,21 +53,27 @@ struct Op {
   std::multimap<absl::Time, std::shared_ptr<Op>>::iterator timer;
   bool has_timer = false;
   bool counted = false;  // Counted in its lane's `queued`.
+  bool loop_frame = false;  // An abort or goodbye the loop itself queued.
 };
 using OpPtr = std::shared_ptr<Op>;
 
 // Shared by the loop and callers' threads. A caller may write a frame straight to the socket
 // when nothing is queued ahead of it for that peer, saving a wake-up of the loop thread.
+// Frames reach the loop through `handed`, in the order their senders took the lane: a frame a
+// caller wrote partly is ahead of every frame handed after it, whichever thread's post the loop
+// runs first (else a later frame could be written into the middle of it).
 struct SendLane {
   std::mutex mu;
   int fd = -1;         // -1: no direct writes (peer gone, transport broken).
   int64_t queued = 0;  // Frames handed to the loop and not yet written or dropped.
+  std::deque<std::shared_ptr<Op>> handed;  // Handed over, not yet in the loop's queue.
 };
 
 // Writes `op`'s frame on the calling thread if the lane is idle. True when the whole frame was
 // written (the caller finishes the op); false when the op must go to the loop, in which case it
-// has been counted in `lane.queued` and `op.written` says how much already left.
-bool TrySendDirect(SendLane& lane, Op& op);
+// has been counted in `lane.queued`, appended to `lane.handed`, and `op.written` says how much
+// already left.
+bool TrySendDirect(SendLane& lane, const OpPtr& op);
 
 // Milliseconds until `deadline` for epoll_wait: rounded up, clamped to [0, 1000].
 int MillisecondsUntil(absl::Time deadline);
@@ -131,6 +137,8 @@ class Loop {
   void Flush(int peer);
   // Queues a frame the loop itself sends (abort, goodbye).
   void QueueFrame(int peer, const OpPtr& frame);
+  // Moves the frames handed to `peer`'s lane into its queue, in order, starting the write.
+  void AdoptHanded(int peer);
   // Marks an op the loop dropped or finished writing as no longer queued.
   void Dequeued(const Op& op);
   // Stops direct writes to `peer` (or to every peer).

@@ -297,7 +297,7 @@ WorkPtr TcpTransport::Send(int peer, MessageTag tag, absl::Span<const uint8_t> d
                    data.size(), timeout, "send", options_.size);
   // Fast path: nothing queued for this peer, so write from this thread.
   if (peer >= 0 && peer < options_.size && peer != options_.rank &&
-      tcp::TrySendDirect(*lanes_[peer], *op)) {
+      tcp::TrySendDirect(*lanes_[peer], op)) {
     op->done = true;
     op->work->AddBytesSent(static_cast<int64_t>(op->size));
     op->work->Complete(absl::OkStatus());

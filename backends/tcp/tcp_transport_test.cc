@@ -2,6 +2,7 @@
 // ranks as threads of one process meeting through a HashStore.
 #include "backends/tcp/tcp_transport.h"
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -93,6 +94,45 @@ TEST(TcpTransportTest, SameTagMessagesArriveInOrderAndTagsAreIndependent) {
     }
   }
   EXPECT_TRUE(WaitAll(sends, kWait).ok());
+}
+
+// Several threads sending large messages to one peer at once: a frame written partly by one
+// caller thread must not be overtaken on the wire by a frame another thread queued after it.
+TEST(TcpTransportTest, ConcurrentSendersToOnePeerKeepTheStreamWhole) {
+  auto world = MakeWorld(2);
+  ASSERT_NE(world[1], nullptr);
+  constexpr int kThreads = 8;
+  constexpr int kMessages = 30;
+  std::vector<std::vector<uint8_t>> payloads;
+  for (int t = 0; t < kThreads; ++t) {
+    payloads.push_back(Pattern((size_t{1} << 20) + 4099 * t, static_cast<uint8_t>(t * 31 + 1)));
+  }
+  std::vector<std::thread> receivers;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < kThreads; ++t) {
+    receivers.emplace_back([&, t] {
+      std::vector<uint8_t> received(payloads[t].size());
+      for (int i = 0; i < kMessages; ++i) {
+        std::fill(received.begin(), received.end(), 0);
+        absl::Status status =
+            world[1]->Recv(0, {MakeTag(10 + t, i), 0}, Bytes(received), kWait)->Wait(kWait);
+        if (!status.ok() || received != payloads[t]) ++bad;
+      }
+    });
+  }
+  std::vector<std::thread> senders;
+  for (int t = 0; t < kThreads; ++t) {
+    senders.emplace_back([&, t] {
+      for (int i = 0; i < kMessages; ++i) {
+        if (!world[0]->Send(1, {MakeTag(10 + t, i), 0}, Bytes(payloads[t]), kWait)->Wait(kWait).ok()) {
+          ++bad;
+        }
+      }
+    });
+  }
+  for (auto& thread : senders) thread.join();
+  for (auto& thread : receivers) thread.join();
+  EXPECT_EQ(bad.load(), 0);
 }
 
 TEST(TcpTransportTest, RecvFromAnyNamesTheSender) {

@@ -35,6 +35,12 @@ uint64_t OperationId(const OpKey& key) {
 // How long one Connect() keeps retrying a master that refuses connections (not yet started).
 constexpr absl::Duration kReachMasterTimeout = absl::Seconds(5);
 
+// Data phases one AllReduceMultipleWithRetry runs at once: the cores, at least 2.
+int MaxMovingOps() {
+  static const int cap = std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+  return cap;
+}
+
 bool IsRetryable(const absl::Status& status) {
   return status.code() == absl::StatusCode::kUnavailable ||
          status.code() == absl::StatusCode::kAborted;
@@ -101,6 +107,7 @@ struct Communicator::Op {
   bool decided = false;
   absl::Status outcome;
   std::shared_ptr<Transport> mesh;  // While the data phase runs; aborted by early outcomes.
+  std::function<void()> on_data_done;  // Called when this peer's data movement ended.
 };
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(CommunicatorOptions options) {
@@ -409,7 +416,7 @@ absl::StatusOr<std::shared_ptr<Transport>> Communicator::EnsureMesh(int64_t epoc
 
 WorkPtr Communicator::AllReduceAsync(const void* send, void* recv,
                                      const ReduceDescriptor& descriptor) {
-  return Launch(send, recv, descriptor, nullptr, -1);
+  return Launch(send, recv, descriptor, nullptr, -1, nullptr);
 }
 
 absl::StatusOr<ReduceInfo> Communicator::AllReduce(const void* send, void* recv,
@@ -421,7 +428,8 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduce(const void* send, void* recv,
 }
 
 WorkPtr Communicator::Launch(const void* send, void* recv, const ReduceDescriptor& descriptor,
-                             const uint8_t* restore_from, int64_t required_epoch) {
+                             const uint8_t* restore_from, int64_t required_epoch,
+                             std::function<void()> on_data_done) {
   auto refuse = [&](absl::Status status) {
     return Work::Finished(std::move(status), "elastic all_reduce");
   };
@@ -444,6 +452,7 @@ WorkPtr Communicator::Launch(const void* send, void* recv, const ReduceDescripto
   op->recv = recv;
   op->bytes = bytes;
   op->restore_from = restore_from;
+  op->on_data_done = std::move(on_data_done);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (in_flight_.count(descriptor.tag)) {
@@ -511,11 +520,13 @@ void Communicator::Run(const std::shared_ptr<Op>& op) {
         return from_env.ok() ? *from_env : AlgorithmTable::Default();
       }();
       const uint64_t id = OperationId(op->key);
+      // Each runner thread runs one operation at a time: its scratch is reused, not refaulted.
+      thread_local ScratchArena arena;
       CollectiveContext ctx(**mesh, CollectiveKind::kAllReduce, id,
                             MakeSignature(CollectiveKind::kAllReduce, op->descriptor.dtype,
                                           op->key.instance, op->descriptor.count),
                             std::max(deadline - absl::Now(), absl::ZeroDuration()),
-                            op->work.get());
+                            op->work.get(), &arena);
       const QuantizationOptions& quantization = op->descriptor.quantization;
       if (quantization.algorithm == QuantizationAlgorithm::kNone) {
         local = AllReduceInPlace(ctx, table, op->recv, op->descriptor.count,
@@ -532,6 +543,7 @@ void Communicator::Run(const std::shared_ptr<Op>& op) {
                                        op->key.tag, " #", op->key.instance, " epoch ",
                                        op->key.epoch, " moved its data: ", local.ToString()));
   }
+  if (op->on_data_done) op->on_data_done();
   Message done{MessageType::kOpDone, {}, std::string(local.message())};
   AppendOpKey(op->key, done.ints);
   done.ints.push_back(static_cast<int64_t>(local.code()));
@@ -592,16 +604,35 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduceMultipleWithRetry(
   RETURN_IF_ERROR(Usable());
   const size_t n = ops.size();
   // The inputs of every attempt: recv as it was (in place), which also restores on failure.
-  std::vector<std::unique_ptr<uint8_t[]>> originals(n);
+  // Reused across calls (a fresh 100 MiB of backups per call costs as much in page faults as
+  // the reduction itself).
+  std::vector<BackupBuffer> originals;
+  {
+    std::lock_guard<std::mutex> lock(backup_mu_);
+    originals.swap(backup_pool_);
+  }
+  originals.resize(std::max(originals.size(), n));
   std::vector<size_t> bytes(n);
   for (size_t i = 0; i < n; ++i) {
     bytes[i] = static_cast<size_t>(ops[i].descriptor.count) * DTypeSize(ops[i].descriptor.dtype);
-    originals[i].reset(new uint8_t[std::max<size_t>(bytes[i], 1)]);
-    if (bytes[i] > 0) std::memcpy(originals[i].get(), ops[i].recv, bytes[i]);
+    if (originals[i].capacity < bytes[i] || originals[i].data == nullptr) {
+      originals[i].data.reset(new uint8_t[std::max<size_t>(bytes[i], 1)]);
+      originals[i].capacity = std::max<size_t>(bytes[i], 1);
+    }
   }
+  // Backed up at each op's first launch, so the copies overlap other ops' transfers.
+  std::vector<bool> backed_up(n, false);
+  struct ReturnToPool {
+    Communicator* self;
+    std::vector<BackupBuffer>& buffers;
+    ~ReturnToPool() {
+      std::lock_guard<std::mutex> lock(self->backup_mu_);
+      if (self->backup_pool_.empty()) self->backup_pool_.swap(buffers);
+    }
+  } return_to_pool{this, originals};
   auto restore_all = [&] {
     for (size_t i = 0; i < n; ++i) {
-      if (bytes[i] > 0) std::memcpy(ops[i].recv, originals[i].get(), bytes[i]);
+      if (backed_up[i] && bytes[i] > 0) std::memcpy(ops[i].recv, originals[i].data.get(), bytes[i]);
     }
   };
   std::vector<int64_t> committed(n, -1);  // Epoch each op last succeeded in.
@@ -632,58 +663,81 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduceMultipleWithRetry(
       std::lock_guard<std::mutex> lock(mu_);
       round_epoch = topology_.epoch;
     }
+    // More data phases at once than cores only thrash (each reduces and copies); beyond that,
+    // further ops wait for a slot in launch order - the same order on every peer.
+    const int moving_cap = std::min(max_in_flight, MaxMovingOps());
+    // An op holds one of the max_in_flight slots while it moves data; its decision by the
+    // master is awaited without holding one (the round trip would otherwise idle the links).
+    struct Events {
+      std::mutex mu;
+      std::condition_variable cv;
+      std::vector<bool> data_done, decided;
+    };
+    auto events = std::make_shared<Events>();
+    events->data_done.assign(n, false);
+    events->decided.assign(n, false);
     std::vector<WorkPtr> works(n);
-    auto finished_flags = std::make_shared<std::vector<bool>>(n, false);
-    auto finished_mu = std::make_shared<std::mutex>();
-    auto finished_cv = std::make_shared<std::condition_variable>();
     size_t next = 0;
-    std::set<size_t> running;
+    std::set<size_t> moving, undecided;
     bool failed = false;
     absl::Status fatal;
-    while ((!failed && next < todo.size()) || !running.empty()) {
-      while (!failed && next < todo.size() && static_cast<int>(running.size()) < max_in_flight) {
+    while ((!failed && next < todo.size()) || !undecided.empty()) {
+      while (!failed && next < todo.size() && static_cast<int>(moving.size()) < moving_cap) {
         const size_t i = todo[next++];
-        if (!fresh[i] && bytes[i] > 0) std::memcpy(ops[i].recv, originals[i].get(), bytes[i]);
+        if (!backed_up[i] && bytes[i] > 0) std::memcpy(originals[i].data.get(), ops[i].recv, bytes[i]);
+        backed_up[i] = true;
+        if (!fresh[i] && bytes[i] > 0) std::memcpy(ops[i].recv, originals[i].data.get(), bytes[i]);
         const bool in_place = ops[i].send == ops[i].recv;
+        moving.insert(i);
+        undecided.insert(i);
         works[i] = Launch(in_place ? ops[i].recv : ops[i].send, ops[i].recv, ops[i].descriptor,
-                          originals[i].get(), round_epoch);
+                          originals[i].data.get(), round_epoch, [events, i] {
+                            std::lock_guard<std::mutex> lock(events->mu);
+                            events->data_done[i] = true;
+                            events->cv.notify_all();
+                          });
         fresh[i] = false;
-        running.insert(i);
-        works[i]->OnComplete([finished_flags, finished_mu, finished_cv, i](const absl::Status&) {
-          std::lock_guard<std::mutex> lock(*finished_mu);
-          (*finished_flags)[i] = true;
-          finished_cv->notify_all();
+        works[i]->OnComplete([events, i](const absl::Status&) {
+          std::lock_guard<std::mutex> lock(events->mu);
+          events->decided[i] = true;
+          events->cv.notify_all();
         });
       }
-      size_t i = n;
+      std::vector<size_t> decided_now;
       {
-        std::unique_lock<std::mutex> lock(*finished_mu);
-        finished_cv->wait(lock, [&] {
-          for (size_t r : running) {
-            if ((*finished_flags)[r]) return true;
+        std::unique_lock<std::mutex> lock(events->mu);
+        auto progress = [&] {
+          for (size_t r : moving) {
+            if (events->data_done[r] || events->decided[r]) return true;
+          }
+          for (size_t r : undecided) {
+            if (events->decided[r]) return true;
           }
           return false;
-        });
-        for (size_t r : running) {
-          if ((*finished_flags)[r]) {
-            i = r;
-            break;
-          }
+        };
+        events->cv.wait(lock, progress);
+        for (auto it = moving.begin(); it != moving.end();) {
+          it = events->data_done[*it] || events->decided[*it] ? moving.erase(it) : std::next(it);
+        }
+        for (size_t r : undecided) {
+          if (events->decided[r]) decided_now.push_back(r);
         }
       }
-      running.erase(i);
-      const absl::Status status = works[i]->status();
-      const Work::Stats stats = works[i]->stats();
-      info.tx_bytes += stats.bytes_sent;
-      info.rx_bytes += stats.bytes_received;
-      if (status.ok()) {
-        committed[i] = round_epoch;
-        info.local_world_size = stats.world_size;
-      } else {
-        committed[i] = -1;
-        fresh[i] = true;  // The op restored recv itself.
-        failed = true;
-        if (!IsRetryable(status) && fatal.ok()) fatal = status;
+      for (size_t i : decided_now) {
+        undecided.erase(i);
+        const absl::Status status = works[i]->status();
+        const Work::Stats stats = works[i]->stats();
+        info.tx_bytes += stats.bytes_sent;
+        info.rx_bytes += stats.bytes_received;
+        if (status.ok()) {
+          committed[i] = round_epoch;
+          info.local_world_size = stats.world_size;
+        } else {
+          committed[i] = -1;
+          fresh[i] = true;  // The op restored recv itself.
+          failed = true;
+          if (!IsRetryable(status) && fatal.ok()) fatal = status;
+        }
       }
     }
     if (!fatal.ok()) {

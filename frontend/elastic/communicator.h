@@ -17,6 +17,7 @@
 #define PLEXUS_FRONTEND_ELASTIC_COMMUNICATOR_H_
 
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -121,9 +122,11 @@ class Communicator {
   explicit Communicator(CommunicatorOptions options, std::string master_host, int master_port);
 
   // Starts one operation; `restore_from` (if set) replaces the op's own backup of `recv`;
-  // with `required_epoch` >= 0 it fails at once (Unavailable) unless that epoch is current.
+  // with `required_epoch` >= 0 it fails at once (Unavailable) unless that epoch is current;
+  // `on_data_done` (if set) runs once this peer's data movement ended, before the decision.
   WorkPtr Launch(const void* send, void* recv, const ReduceDescriptor& descriptor,
-                 const uint8_t* restore_from, int64_t required_epoch);
+                 const uint8_t* restore_from, int64_t required_epoch,
+                 std::function<void()> on_data_done);
   void Run(const std::shared_ptr<Op>& op);
   // Measures what this peer receives at from every other member (bytes/s, ring order, 0 for
   // itself) in optimize number `number` of the epoch.
@@ -159,6 +162,14 @@ class Communicator {
   std::string data_address_;
   std::map<uint64_t, std::shared_ptr<Op>> in_flight_;            // Tag -> op.
   std::map<uint64_t, std::pair<int64_t, int64_t>> instances_;    // Tag -> (epoch, next).
+
+  // Backups of AllReduceMultipleWithRetry's buffers, kept for the next call.
+  struct BackupBuffer {
+    std::unique_ptr<uint8_t[]> data;
+    size_t capacity = 0;
+  };
+  std::mutex backup_mu_;
+  std::vector<BackupBuffer> backup_pool_;
 
   std::mutex mesh_mu_;  // Held while building; guards the two below.
   std::shared_ptr<Transport> mesh_;
