@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <functional>
 #include <set>
 #include <thread>
@@ -95,12 +96,53 @@ class OpRunner {
   bool stopping_ = false;
 };
 
+// Backup buffers, reused: a fresh buffer per operation costs as much in page faults as a good
+// part of the reduction. Keeps at most kPooledBytes.
+class BackupPool {
+ public:
+  struct Buffer {
+    std::unique_ptr<uint8_t[]> data;
+    size_t capacity = 0;
+  };
+  Buffer Take(size_t bytes) {
+    bytes = std::max<size_t>(bytes, 1);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = free_.lower_bound(bytes);
+      if (it != free_.end() && it->first <= 2 * bytes) {
+        Buffer buffer{std::move(it->second), it->first};
+        pooled_ -= it->first;
+        free_.erase(it);
+        return buffer;
+      }
+    }
+    return Buffer{std::unique_ptr<uint8_t[]>(new uint8_t[bytes]), bytes};
+  }
+  void Give(Buffer buffer) {
+    if (buffer.data == nullptr) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    while (pooled_ + buffer.capacity > kPooledBytes && !free_.empty()) {
+      pooled_ -= free_.begin()->first;
+      free_.erase(free_.begin());
+    }
+    if (pooled_ + buffer.capacity > kPooledBytes) return;
+    pooled_ += buffer.capacity;
+    free_.emplace(buffer.capacity, std::move(buffer.data));
+  }
+
+ private:
+  static constexpr size_t kPooledBytes = size_t{512} << 20;
+  std::mutex mu_;
+  std::multimap<size_t, std::unique_ptr<uint8_t[]>> free_;
+  size_t pooled_ = 0;
+};
+
 struct Communicator::Op {
   OpKey key;
   ReduceDescriptor descriptor;
   void* recv = nullptr;
   size_t bytes = 0;
-  std::unique_ptr<uint8_t[]> backup;  // recv before the call, unless restore_from is given.
+  BackupPool::Buffer backup;  // recv before the call, unless restore_from is given.
   const uint8_t* restore_from = nullptr;
   WorkPtr work;
   // Set by the master's outcome (guarded by the communicator's mu_).
@@ -128,7 +170,8 @@ Communicator::Communicator(CommunicatorOptions options, std::string master_host,
     : options_(std::move(options)),
       master_host_(std::move(master_host)),
       master_port_(master_port),
-      runner_(std::make_unique<OpRunner>()) {}
+      runner_(std::make_unique<OpRunner>()),
+      backups_(std::make_unique<BackupPool>()) {}
 
 Communicator::~Communicator() {
   std::shared_ptr<MasterLink> link;
@@ -483,8 +526,8 @@ WorkPtr Communicator::Launch(const void* send, void* recv, const ReduceDescripto
     in_flight_[descriptor.tag] = op;
   }
   if (restore_from == nullptr && bytes > 0) {
-    op->backup.reset(new uint8_t[bytes]);
-    std::memcpy(op->backup.get(), recv, bytes);
+    op->backup = backups_->Take(bytes);
+    std::memcpy(op->backup.data.get(), recv, bytes);
   }
   if (s != r && bytes > 0) std::memcpy(recv, send, bytes);
   WorkPtr work = op->work;
@@ -563,7 +606,7 @@ void Communicator::Run(const std::shared_ptr<Op>& op) {
     op->mesh.reset();
   }
   if (!outcome.ok()) {
-    const uint8_t* original = op->restore_from ? op->restore_from : op->backup.get();
+    const uint8_t* original = op->restore_from ? op->restore_from : op->backup.data.get();
     if (op->bytes > 0) std::memcpy(op->recv, original, op->bytes);
     if (!local.ok() && local.code() != outcome.code()) {
       outcome = WithResult(absl::Status(outcome.code(), absl::StrCat(outcome.message(), " (here: ",
@@ -576,6 +619,7 @@ void Communicator::Run(const std::shared_ptr<Op>& op) {
                                                   outcome.message())),
         ResultOf(outcome));
   }
+  backups_->Give(std::move(op->backup));
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = in_flight_.find(op->descriptor.tag);
@@ -604,32 +648,21 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduceMultipleWithRetry(
   RETURN_IF_ERROR(Usable());
   const size_t n = ops.size();
   // The inputs of every attempt: recv as it was (in place), which also restores on failure.
-  // Reused across calls (a fresh 100 MiB of backups per call costs as much in page faults as
-  // the reduction itself).
-  std::vector<BackupBuffer> originals;
-  {
-    std::lock_guard<std::mutex> lock(backup_mu_);
-    originals.swap(backup_pool_);
-  }
-  originals.resize(std::max(originals.size(), n));
+  std::vector<BackupPool::Buffer> originals(n);
   std::vector<size_t> bytes(n);
   for (size_t i = 0; i < n; ++i) {
     bytes[i] = static_cast<size_t>(ops[i].descriptor.count) * DTypeSize(ops[i].descriptor.dtype);
-    if (originals[i].capacity < bytes[i] || originals[i].data == nullptr) {
-      originals[i].data.reset(new uint8_t[std::max<size_t>(bytes[i], 1)]);
-      originals[i].capacity = std::max<size_t>(bytes[i], 1);
-    }
+    originals[i] = backups_->Take(bytes[i]);
   }
+  struct ReturnToPool {
+    BackupPool& pool;
+    std::vector<BackupPool::Buffer>& buffers;
+    ~ReturnToPool() {
+      for (auto& buffer : buffers) pool.Give(std::move(buffer));
+    }
+  } return_to_pool{*backups_, originals};
   // Backed up at each op's first launch, so the copies overlap other ops' transfers.
   std::vector<bool> backed_up(n, false);
-  struct ReturnToPool {
-    Communicator* self;
-    std::vector<BackupBuffer>& buffers;
-    ~ReturnToPool() {
-      std::lock_guard<std::mutex> lock(self->backup_mu_);
-      if (self->backup_pool_.empty()) self->backup_pool_.swap(buffers);
-    }
-  } return_to_pool{this, originals};
   auto restore_all = [&] {
     for (size_t i = 0; i < n; ++i) {
       if (backed_up[i] && bytes[i] > 0) std::memcpy(ops[i].recv, originals[i].data.get(), bytes[i]);

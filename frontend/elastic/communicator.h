@@ -40,6 +40,7 @@ class Transport;
 
 namespace plexus::elastic {
 
+class BackupPool;
 class MasterLink;
 class OpRunner;
 
@@ -151,6 +152,7 @@ class Communicator {
   const std::string master_host_;
   const int master_port_;
   std::unique_ptr<OpRunner> runner_;
+  std::unique_ptr<BackupPool> backups_;  // Receive-buffer backups, reused.
 
   mutable std::mutex mu_;
   std::condition_variable changed_;
@@ -162,14 +164,6 @@ class Communicator {
   std::string data_address_;
   std::map<uint64_t, std::shared_ptr<Op>> in_flight_;            // Tag -> op.
   std::map<uint64_t, std::pair<int64_t, int64_t>> instances_;    // Tag -> (epoch, next).
-
-  // Backups of AllReduceMultipleWithRetry's buffers, kept for the next call.
-  struct BackupBuffer {
-    std::unique_ptr<uint8_t[]> data;
-    size_t capacity = 0;
-  };
-  std::mutex backup_mu_;
-  std::vector<BackupBuffer> backup_pool_;
 
   std::mutex mesh_mu_;  // Held while building; guards the two below.
   std::shared_ptr<Transport> mesh_;
