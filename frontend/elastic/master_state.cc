@@ -67,6 +67,13 @@ absl::Status MasterState::Handle(int64_t id, const Message& message) {
       if (peer.waiting_request >= 0) {
         return absl::InvalidArgumentError("a second update_topology while one is waiting");
       }
+      if (peer.round == peer.joined_in_round) {
+        // Accepted in this round, it has taken part in it: "no" / nothing to do.
+        ++peer.round;
+        peer.joined_in_round = -1;
+        Reply(id, request, absl::OkStatus(), 0);
+        return absl::OkStatus();
+      }
       const bool update = RoundIsUpdate(peer.round);
       if (message.type == MessageType::kArePeersPending) {
         Reply(id, request, absl::OkStatus(), update ? 1 : 0);
@@ -117,7 +124,9 @@ void MasterState::CompleteRoundIfReady() {
   }
   AcceptPending();  // Pushes the new topologies before the replies below.
   for (auto& [id, peer] : peers_) {
-    peer.round = round + 1;
+    const bool joined_now = peer.accepted && peer.waiting_request < 0;
+    peer.round = joined_now ? round : round + 1;
+    peer.joined_in_round = joined_now ? round : -1;
     peer.waiting_request = -1;
   }
   for (const auto& [id, request] : waiting) Reply(id, request, absl::OkStatus(), 1);

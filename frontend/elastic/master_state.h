@@ -10,7 +10,10 @@
 // calls; round k is decided by the first peer to reach it - "update" if someone is pending then,
 // else "skip" - and every peer sees that decision for its own k-th call, so peers never disagree
 // about whether a round is a barrier. An update round completes when every accepted peer reached
-// it; then the pending peers are accepted.
+// it; then the pending peers are accepted. A peer accepted in round k has taken part in it:
+// its first call answers for round k ("no" / returns at once), so a newcomer that enters the
+// usual loop (check the topology, sync the state, all-reduce) lines up with the peers that just
+// accepted it and went on to sync.
 //
 // Operations: every all-reduce is voted on. Peers announce (OpStart) what they run under an
 // OpKey and report (OpDone) how their part ended; the master decides once - success only when
@@ -61,6 +64,7 @@ class MasterState {
     bool accepted = false;
     int64_t round = 0;             // Index of its next update-topology call.
     int64_t waiting_request = -1;  // Its update_topology request parked at an update round.
+    int64_t joined_in_round = -1;  // The update round that accepted it, until it calls for it.
   };
   struct OpVote {
     std::vector<int64_t> signature;

@@ -125,3 +125,13 @@ def test_bad_shared_state_is_refused():
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_training_example_survives_a_kill_and_takes_a_newcomer():
+    """examples/elastic_training.py --demo: 3 peers, one SIGKILLed, one joins; loss goes down."""
+    example = os.path.join(HERE, "..", "examples", "elastic_training.py")
+    done = subprocess.run([sys.executable, example, "--demo"], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-4000:]
+    assert "SIGKILLed a peer" in done.stdout
+    assert "the newcomer logged" in done.stdout, done.stdout[-2000:]
