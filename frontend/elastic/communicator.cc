@@ -241,18 +241,30 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
       address = route->local_address;
     }
   }
-  MasterLink::Callbacks callbacks;
-  callbacks.on_topology = [this](const Topology& t) { OnTopology(t); };
-  callbacks.on_outcome = [this](const OpKey& k, const absl::Status& s) { OnOutcome(k, s); };
-  callbacks.on_lost = [this](const absl::Status& s) { OnLost(s); };
+  uint64_t generation;
+  std::shared_ptr<Transport> old_mesh;
   {
-    // A fresh start: forget the old connection's view before the new link can report.
+    // A fresh start: forget the old connection's view before the new link can report. Epoch
+    // numbers may repeat (a restarted master), so the old connections go too.
+    std::lock_guard<std::mutex> build(mesh_mu_);
     std::lock_guard<std::mutex> lock(mu_);
+    generation = ++generation_;
     link_.reset();
     lost_ = absl::OkStatus();
     has_topology_ = false;
     instances_.clear();
+    old_mesh = std::move(mesh_);
+    mesh_epoch_ = -1;
   }
+  if (old_mesh) old_mesh->Abort(absl::UnavailableError("reconnected to the master"));
+  old_mesh.reset();
+  // The old link's reader may still report its loss late: only this link's reports count.
+  MasterLink::Callbacks callbacks;
+  callbacks.on_topology = [this, generation](const Topology& t) { OnTopology(generation, t); };
+  callbacks.on_outcome = [this, generation](const OpKey& k, const absl::Status& s) {
+    OnOutcome(generation, k, s);
+  };
+  callbacks.on_lost = [this, generation](const absl::Status& s) { OnLost(generation, s); };
   ASSIGN_OR_RETURN(std::unique_ptr<MasterLink> made,
                    MasterLink::Connect(master_host_, master_port_, options_.peer_group,
                                        std::min(deadline, absl::Now() + kReachMasterTimeout),
@@ -348,10 +360,11 @@ absl::StatusOr<int64_t> Communicator::GetAttribute(Attribute attribute) const {
   return absl::InvalidArgumentError("unknown attribute");
 }
 
-void Communicator::OnTopology(const Topology& topology) {
+void Communicator::OnTopology(uint64_t generation, const Topology& topology) {
   std::shared_ptr<Transport> stale;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (generation != generation_) return;
     if (mesh_ && mesh_epoch_ != topology.epoch) stale = mesh_;
     topology_ = topology;
     has_topology_ = true;
@@ -364,10 +377,11 @@ void Communicator::OnTopology(const Topology& topology) {
   }
 }
 
-void Communicator::OnOutcome(const OpKey& key, const absl::Status& outcome) {
+void Communicator::OnOutcome(uint64_t generation, const OpKey& key, const absl::Status& outcome) {
   std::shared_ptr<Transport> mesh;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (generation != generation_) return;
     auto it = in_flight_.find(static_cast<uint64_t>(key.tag));
     if (it == in_flight_.end() || !(it->second->key == key)) return;
     Op& op = *it->second;
@@ -379,10 +393,11 @@ void Communicator::OnOutcome(const OpKey& key, const absl::Status& outcome) {
   if (mesh) mesh->AbortOperation(OperationId(key), outcome);  // Decided early: stop moving data.
 }
 
-void Communicator::OnLost(const absl::Status& status) {
+void Communicator::OnLost(uint64_t generation, const absl::Status& status) {
   std::shared_ptr<Transport> mesh;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (generation != generation_) return;
     lost_ = status;
     mesh = mesh_;
     for (auto& [tag, op] : in_flight_) {

@@ -142,9 +142,10 @@ class Communicator {
                                 SyncInfo& info);
   // The data connections of the group's epoch, built (collectively) if needed.
   absl::StatusOr<std::shared_ptr<Transport>> EnsureMesh(int64_t epoch);
-  void OnTopology(const Topology& topology);
-  void OnOutcome(const OpKey& key, const absl::Status& outcome);
-  void OnLost(const absl::Status& status);
+  // Reports of the master link of connection `generation` (stale ones are ignored).
+  void OnTopology(uint64_t generation, const Topology& topology);
+  void OnOutcome(uint64_t generation, const OpKey& key, const absl::Status& outcome);
+  void OnLost(uint64_t generation, const absl::Status& status);
   absl::Status Usable() const;  // Connected, accepted and not lost.
   std::shared_ptr<MasterLink> link() const;
 
@@ -157,6 +158,7 @@ class Communicator {
   mutable std::mutex mu_;
   std::condition_variable changed_;
   std::shared_ptr<MasterLink> link_;  // Guarded by mu_.
+  uint64_t generation_ = 0;           // Connect() calls so far; guarded by mu_.
   absl::Status lost_;                 // Why the link broke; guarded by mu_.
   bool has_topology_ = false;
   Topology topology_;

@@ -11,11 +11,12 @@
 
 namespace plexus::elastic {
 
-std::unique_ptr<testing::ChildServer> StartMaster(absl::Duration heartbeat) {
+std::unique_ptr<testing::ChildServer> StartMaster(absl::Duration heartbeat,
+                                                  const std::string& address) {
   auto server = testing::ChildServer::Start(
-      [heartbeat](const std::function<void(int)>& report) {
+      [heartbeat, address](const std::function<void(int)>& report) {
         MasterNodeOptions options;
-        options.listen_address = "127.0.0.1:0";
+        options.listen_address = address;
         options.heartbeat_timeout = heartbeat;
         auto master = MasterNode::Create(options);
         if (!master.ok() || !(*master)->Run().ok()) return;

@@ -13,8 +13,9 @@
 
 namespace plexus::elastic {
 
-// A MasterNode on 127.0.0.1, port 0, in a child process.
-std::unique_ptr<testing::ChildServer> StartMaster(absl::Duration heartbeat = absl::Seconds(2));
+// A MasterNode in a child process, on `address` (port 0: any).
+std::unique_ptr<testing::ChildServer> StartMaster(absl::Duration heartbeat = absl::Seconds(2),
+                                                  const std::string& address = "127.0.0.1:0");
 
 // A communicator for the master at `port`; operation timeout from $ELASTIC_OP_TIMEOUT (s, 60).
 std::unique_ptr<Communicator> MakePeer(int port);
