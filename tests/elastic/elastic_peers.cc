@@ -51,7 +51,9 @@ absl::Status GrowWorld(Communicator& comm, int world) {
     if (absl::Status s = comm.UpdateTopology(); !s.ok()) return s;
     usleep(2000);
   }
-  return absl::DeadlineExceededError("world never formed");
+  auto size = comm.GetAttribute(Attribute::kGlobalWorldSize);
+  return absl::DeadlineExceededError(absl::StrCat("world never formed: ", size.ok() ? *size : -1,
+                                                  " of ", world, " peers"));
 }
 
 int Fail(int peer, const std::string& what, const absl::Status& status) {

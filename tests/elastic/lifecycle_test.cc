@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "frontend/elastic/communicator.h"
+#include "frontend/elastic/shared_state.h"
 #include "gtest/gtest.h"
 #include "tests/elastic/elastic_peers.h"
 #include "tests/testing/subprocess.h"
@@ -125,6 +126,72 @@ TEST(LifecycleTest, GracefulLeaveShrinksTheGroupForTheNextCall) {
     }
     return Fail(peer, "the peer that left is still in the group");
   }, absl::Seconds(60));
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+// Two peer groups of two under one master: all-reduces and shared state stay within a group,
+// the same tags are used by both at once, and the attributes count both.
+TEST(LifecycleTest, PeerGroupsReduceAndSyncSeparately) {
+  constexpr int kWorld = 4;
+  auto master = StartMaster();
+  ASSERT_NE(master, nullptr);
+  const int port = master->port();
+  // Nobody leaves before everyone checked (a leave changes the global attributes).
+  int arrive[2], release[2];
+  ASSERT_EQ(pipe(arrive), 0);
+  ASSERT_EQ(pipe(release), 0);
+  auto barrier = [&](int peer) {
+    char byte = 'x';
+    if (write(arrive[1], &byte, 1) != 1) return false;
+    if (peer != 0) return read(release[0], &byte, 1) == 1;
+    for (int i = 0; i < kWorld; ++i) {
+      if (read(arrive[0], &byte, 1) != 1) return false;
+    }
+    for (int i = 1; i < kWorld; ++i) {
+      if (write(release[1], &byte, 1) != 1) return false;
+    }
+    return true;
+  };
+  absl::Status status = testing::RunInChildren(kWorld, [&](int peer) {
+    const int group = peer % 2;
+    CommunicatorOptions options;
+    options.master_address = absl::StrCat("127.0.0.1:", port);
+    options.peer_group = group;
+    options.operation_timeout = absl::Seconds(60);
+    options.accept_timeout = absl::Seconds(60);
+    auto comm = Communicator::Create(options);
+    if (!comm.ok()) return Fail(peer, "create", comm.status());
+    if (absl::Status s = JoinWorld(**comm, kWorld); !s.ok()) return Fail(peer, "join", s);
+    const std::pair<Attribute, int64_t> want[] = {{Attribute::kGlobalWorldSize, 4},
+                                                  {Attribute::kLocalWorldSize, 2},
+                                                  {Attribute::kNumDistinctPeerGroups, 2},
+                                                  {Attribute::kLargestPeerGroupWorldSize, 2}};
+    for (const auto& [attribute, value] : want) {
+      auto got = (*comm)->GetAttribute(attribute);
+      if (!got.ok() || *got != value) {
+        return Fail(peer, absl::StrCat("attribute ", static_cast<int>(attribute), " is ",
+                                       got.ok() ? *got : -1, ", want ", value));
+      }
+    }
+    // Group g's peers contribute 10 g + 1: a sum over the group is 20 g + 2.
+    std::vector<float> x(5000, 10.0f * group + 1);
+    auto info = (*comm)->AllReduce(x.data(), x.data(), Floats(x.size()));
+    if (!info.ok() || info->local_world_size != 2 || x[0] != 20.0f * group + 2) {
+      return Fail(peer, absl::StrCat("group all_reduce gave ", x[0]), info.status());
+    }
+    // Each group keeps its own state: the lower peer of the group holds revision 3 + group.
+    std::vector<float> weights(100, peer < 2 ? 7.0f + group : 0.0f);
+    SharedState state;
+    state.revision = peer < 2 ? 3 + group : 0;
+    state.tensors = {{"w", weights.data(), 100, DType::kFloat32, false}};
+    auto synced = (*comm)->SyncSharedState(
+        state, peer < 2 ? SyncStrategy::kEnforcePopular : SyncStrategy::kReceiveOnly);
+    if (!synced.ok()) return Fail(peer, "sync", synced.status());
+    if (state.revision != static_cast<uint64_t>(3 + group) || weights[99] != 7.0f + group) {
+      return Fail(peer, absl::StrCat("group ", group, " state: revision ", state.revision));
+    }
+    return barrier(peer) ? 0 : Fail(peer, "barrier");
+  }, absl::Seconds(120));
   EXPECT_TRUE(status.ok()) << status;
 }
 
