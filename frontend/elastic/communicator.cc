@@ -1,6 +1,7 @@
 #include "frontend/elastic/communicator.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -8,6 +9,10 @@
 #include <set>
 #include <thread>
 #include <utility>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "absl/strings/str_cat.h"
 #include "algorithms/algorithm_table.h"
@@ -35,6 +40,30 @@ uint64_t OperationId(const OpKey& key) {
 
 // How long one Connect() keeps retrying a master that refuses connections (not yet started).
 constexpr absl::Duration kReachMasterTimeout = absl::Seconds(5);
+
+// memcpy for backups: on x86-64 with streaming stores, so the copy nobody reads unless the
+// operation fails does not push the data the reduction is about to read out of the caches.
+void BackupCopy(uint8_t* to, const uint8_t* from, size_t bytes) {
+#if defined(__SSE2__)
+  if (bytes >= (size_t{1} << 16) && reinterpret_cast<uintptr_t>(to) % 16 == 0) {
+    size_t i = 0;
+    for (; i + 64 <= bytes; i += 64) {
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + i));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + i + 16));
+      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + i + 32));
+      const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + i + 48));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(to + i), a);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(to + i + 16), b);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(to + i + 32), c);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(to + i + 48), d);
+    }
+    _mm_sfence();
+    std::memcpy(to + i, from + i, bytes - i);
+    return;
+  }
+#endif
+  std::memcpy(to, from, bytes);
+}
 
 // Data phases one AllReduceMultipleWithRetry runs at once: the cores, at least 2.
 int MaxMovingOps() {
@@ -542,7 +571,7 @@ WorkPtr Communicator::Launch(const void* send, void* recv, const ReduceDescripto
   }
   if (restore_from == nullptr && bytes > 0) {
     op->backup = backups_->Take(bytes);
-    std::memcpy(op->backup.data.get(), recv, bytes);
+    BackupCopy(op->backup.data.get(), static_cast<const uint8_t*>(recv), bytes);
   }
   if (s != r && bytes > 0) std::memcpy(recv, send, bytes);
   WorkPtr work = op->work;
@@ -732,7 +761,9 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduceMultipleWithRetry(
     while ((!failed && next < todo.size()) || !undecided.empty()) {
       while (!failed && next < todo.size() && static_cast<int>(moving.size()) < moving_cap) {
         const size_t i = todo[next++];
-        if (!backed_up[i] && bytes[i] > 0) std::memcpy(originals[i].data.get(), ops[i].recv, bytes[i]);
+        if (!backed_up[i] && bytes[i] > 0) {
+          BackupCopy(originals[i].data.get(), static_cast<const uint8_t*>(ops[i].recv), bytes[i]);
+        }
         backed_up[i] = true;
         if (!fresh[i] && bytes[i] > 0) std::memcpy(ops[i].recv, originals[i].data.get(), bytes[i]);
         const bool in_place = ops[i].send == ops[i].recv;
