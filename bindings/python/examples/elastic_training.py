@@ -101,7 +101,7 @@ def demo(steps):
                                 stderr=subprocess.STDOUT, text=True, env=env)
     peers = [start(False) for _ in range(3)]
     joined = start(True)
-    losses = []
+    losses = {}  # step -> loss, from every surviving peer's log
     try:
         killed = None
         # Follow the first peer: kill another one at step 20, start a newcomer at once.
@@ -109,7 +109,7 @@ def demo(steps):
             print(line, end="", flush=True)
             words = line.split()
             if len(words) >= 8 and words[2] == "step":
-                losses.append(float(words[7]))
+                losses[int(words[3])] = float(words[7])
                 if int(words[3]) >= 20 and killed is None:
                     killed = peers[1]
                     killed.send_signal(signal.SIGKILL)
@@ -117,24 +117,29 @@ def demo(steps):
                     joined.stdin.write("go\n")
                     joined.stdin.flush()
         joiner_lines = []
-        for p in [peers[0], peers[2], joined]:
+        for p in [peers[0], peers[2], joined, killed]:
             out, _ = p.communicate(timeout=300)
+            for line in out.splitlines():
+                words = line.split()
+                if len(words) >= 8 and words[2] == "step":
+                    losses[int(words[3])] = float(words[7])
             if p is joined:
                 joiner_lines = [l for l in out.splitlines() if " step " in l]
-            if p.returncode != 0:
+            if p.returncode != 0 and p is not killed:
                 print(out, file=sys.stderr)
                 raise SystemExit(f"demo: a peer failed (exit {p.returncode})")
-        killed.wait()
     finally:
         for p in peers + [joined]:
             if p.poll() is None:
                 p.kill()
         master.kill()
         master.wait()
-    print(f"demo: loss {losses[0]:.5f} -> {losses[-1]:.5f}; the newcomer logged "
+    first, last = losses[min(losses)], losses[max(losses)]
+    print(f"demo: loss {first:.5f} at step {min(losses)} -> {last:.5f} at step {max(losses)}; "
+          f"the newcomer logged "
           f"{len(joiner_lines)} steps, from {joiner_lines[0].split()[3] if joiner_lines else '-'}",
           flush=True)
-    if not losses[-1] < losses[0] / 4:
+    if not last < first / 4:
         raise SystemExit("demo: the loss did not go down")
     if not joiner_lines:
         raise SystemExit("demo: the newcomer never trained")
