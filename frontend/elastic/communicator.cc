@@ -10,10 +10,6 @@
 #include <thread>
 #include <utility>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include "absl/strings/str_cat.h"
 #include "algorithms/algorithm_table.h"
 #include "algorithms/algorithms.h"
@@ -21,6 +17,7 @@
 #include "frontend/core/deadline.h"
 #include "frontend/core/logging.h"
 #include "frontend/core/status_macros.h"
+#include "frontend/elastic/backup_pool.h"
 #include "frontend/elastic/master_link.h"
 #include "frontend/elastic/master_node.h"
 #include "frontend/net/route.h"
@@ -40,41 +37,6 @@ uint64_t OperationId(const OpKey& key) {
 
 // How long one Connect() keeps retrying a master that refuses connections (not yet started).
 constexpr absl::Duration kReachMasterTimeout = absl::Seconds(5);
-
-// memcpy for backups: on x86-64 with streaming stores, so the copy nobody reads unless the
-// operation fails does not push the data the reduction is about to read out of the caches.
-void BackupCopy(uint8_t* to, const uint8_t* from, size_t bytes) {
-#if defined(__SSE2__)
-  if (bytes >= (size_t{1} << 16) && reinterpret_cast<uintptr_t>(to) % 16 == 0) {
-    size_t i = 0;
-    for (; i + 64 <= bytes; i += 64) {
-      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + i));
-      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + i + 16));
-      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + i + 32));
-      const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + i + 48));
-      _mm_stream_si128(reinterpret_cast<__m128i*>(to + i), a);
-      _mm_stream_si128(reinterpret_cast<__m128i*>(to + i + 16), b);
-      _mm_stream_si128(reinterpret_cast<__m128i*>(to + i + 32), c);
-      _mm_stream_si128(reinterpret_cast<__m128i*>(to + i + 48), d);
-    }
-    _mm_sfence();
-    std::memcpy(to + i, from + i, bytes - i);
-    return;
-  }
-#endif
-  std::memcpy(to, from, bytes);
-}
-
-// Data phases one AllReduceMultipleWithRetry runs at once: the cores, at least 2.
-int MaxMovingOps() {
-  static const int cap = std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
-  return cap;
-}
-
-bool IsRetryable(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kUnavailable ||
-         status.code() == absl::StatusCode::kAborted;
-}
 
 }  // namespace
 
@@ -123,47 +85,6 @@ class OpRunner {
   std::vector<std::thread> threads_;
   int idle_ = 0;
   bool stopping_ = false;
-};
-
-// Backup buffers, reused: a fresh buffer per operation costs as much in page faults as a good
-// part of the reduction. Keeps at most kPooledBytes.
-class BackupPool {
- public:
-  struct Buffer {
-    std::unique_ptr<uint8_t[]> data;
-    size_t capacity = 0;
-  };
-  Buffer Take(size_t bytes) {
-    bytes = std::max<size_t>(bytes, 1);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = free_.lower_bound(bytes);
-      if (it != free_.end() && it->first <= 2 * bytes) {
-        Buffer buffer{std::move(it->second), it->first};
-        pooled_ -= it->first;
-        free_.erase(it);
-        return buffer;
-      }
-    }
-    return Buffer{std::unique_ptr<uint8_t[]>(new uint8_t[bytes]), bytes};
-  }
-  void Give(Buffer buffer) {
-    if (buffer.data == nullptr) return;
-    std::lock_guard<std::mutex> lock(mu_);
-    while (pooled_ + buffer.capacity > kPooledBytes && !free_.empty()) {
-      pooled_ -= free_.begin()->first;
-      free_.erase(free_.begin());
-    }
-    if (pooled_ + buffer.capacity > kPooledBytes) return;
-    pooled_ += buffer.capacity;
-    free_.emplace(buffer.capacity, std::move(buffer.data));
-  }
-
- private:
-  static constexpr size_t kPooledBytes = size_t{512} << 20;
-  std::mutex mu_;
-  std::multimap<size_t, std::unique_ptr<uint8_t[]>> free_;
-  size_t pooled_ = 0;
 };
 
 struct Communicator::Op {
@@ -340,7 +261,7 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
   }
   // The peers that accepted this one build the new epoch's connections now: so does this one.
   auto mesh = EnsureMesh(epoch);
-  if (!mesh.ok() && !IsRetryable(mesh.status())) return mesh.status();
+  if (!mesh.ok() && !IsRetryableFailure(mesh.status())) return mesh.status();
   return absl::OkStatus();
 }
 
@@ -357,7 +278,7 @@ absl::Status Communicator::UpdateTopology() {
     epoch = topology_.epoch;
   }
   auto mesh = EnsureMesh(epoch);
-  if (!mesh.ok() && !IsRetryable(mesh.status())) {
+  if (!mesh.ok() && !IsRetryableFailure(mesh.status())) {
     return WithResult(mesh.status(), Result::kUpdateTopologyFailed);
   }
   return absl::OkStatus();
@@ -671,160 +592,6 @@ void Communicator::Run(const std::shared_ptr<Op>& op) {
   }
   changed_.notify_all();
   op->work->Complete(outcome);
-}
-
-absl::StatusOr<ReduceInfo> Communicator::AllReduceMultipleWithRetry(
-    absl::Span<const ReduceOpDescriptor> ops, int max_in_flight) {
-  if (max_in_flight < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("all_reduce_multiple_with_retry: max_in_flight ", max_in_flight, " < 1"));
-  }
-  std::set<uint64_t> tags;
-  for (const ReduceOpDescriptor& op : ops) {
-    RETURN_IF_ERROR(ValidateReduce(op.descriptor));
-    if (!tags.insert(op.descriptor.tag).second) {
-      return WithResult(absl::InvalidArgumentError(absl::StrCat(
-                            "all_reduce_multiple_with_retry: tag ", op.descriptor.tag,
-                            " appears twice")),
-                        Result::kInvalidArgument);
-    }
-  }
-  RETURN_IF_ERROR(Usable());
-  const size_t n = ops.size();
-  // The inputs of every attempt: recv as it was (in place), which also restores on failure.
-  std::vector<BackupPool::Buffer> originals(n);
-  std::vector<size_t> bytes(n);
-  for (size_t i = 0; i < n; ++i) {
-    bytes[i] = static_cast<size_t>(ops[i].descriptor.count) * DTypeSize(ops[i].descriptor.dtype);
-    originals[i] = backups_->Take(bytes[i]);
-  }
-  struct ReturnToPool {
-    BackupPool& pool;
-    std::vector<BackupPool::Buffer>& buffers;
-    ~ReturnToPool() {
-      for (auto& buffer : buffers) pool.Give(std::move(buffer));
-    }
-  } return_to_pool{*backups_, originals};
-  // Backed up at each op's first launch, so the copies overlap other ops' transfers.
-  std::vector<bool> backed_up(n, false);
-  auto restore_all = [&] {
-    for (size_t i = 0; i < n; ++i) {
-      if (backed_up[i] && bytes[i] > 0) std::memcpy(ops[i].recv, originals[i].data.get(), bytes[i]);
-    }
-  };
-  std::vector<int64_t> committed(n, -1);  // Epoch each op last succeeded in.
-  std::vector<bool> fresh(n, true);       // recv still holds the original contents.
-  ReduceInfo info;
-  const absl::Time deadline = absl::Now() + options_.operation_timeout;
-  while (true) {
-    int64_t target = -1;
-    for (int64_t epoch : committed) target = std::max(target, epoch);
-    std::vector<size_t> todo;
-    for (size_t i = 0; i < n; ++i) {
-      if (committed[i] < 0 || committed[i] != target) todo.push_back(i);
-    }
-    if (todo.empty()) return info;
-    if (absl::Now() >= deadline) {
-      restore_all();
-      return absl::DeadlineExceededError(absl::StrCat(
-          "all_reduce_multiple_with_retry: ", todo.size(), " of ", n,
-          " operations did not succeed on one set of peers within the operation timeout"));
-    }
-    // Launch in todo order, at most max_in_flight at once. After a failure launch nothing more
-    // and drain: then every peer starts the next round from the same place, in the same order
-    // (peers holding different windows of tags could otherwise wait on each other forever).
-    // Every launch of a round runs in the epoch the round started in (an op of a later epoch
-    // would make this peer's view of what committed where differ from the others').
-    int64_t round_epoch;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      round_epoch = topology_.epoch;
-    }
-    // More data phases at once than cores only thrash (each reduces and copies); beyond that,
-    // further ops wait for a slot in launch order - the same order on every peer.
-    const int moving_cap = std::min(max_in_flight, MaxMovingOps());
-    // An op holds one of the max_in_flight slots while it moves data; its decision by the
-    // master is awaited without holding one (the round trip would otherwise idle the links).
-    struct Events {
-      std::mutex mu;
-      std::condition_variable cv;
-      std::vector<bool> data_done, decided;
-    };
-    auto events = std::make_shared<Events>();
-    events->data_done.assign(n, false);
-    events->decided.assign(n, false);
-    std::vector<WorkPtr> works(n);
-    size_t next = 0;
-    std::set<size_t> moving, undecided;
-    bool failed = false;
-    absl::Status fatal;
-    while ((!failed && next < todo.size()) || !undecided.empty()) {
-      while (!failed && next < todo.size() && static_cast<int>(moving.size()) < moving_cap) {
-        const size_t i = todo[next++];
-        if (!backed_up[i] && bytes[i] > 0) {
-          BackupCopy(originals[i].data.get(), static_cast<const uint8_t*>(ops[i].recv), bytes[i]);
-        }
-        backed_up[i] = true;
-        if (!fresh[i] && bytes[i] > 0) std::memcpy(ops[i].recv, originals[i].data.get(), bytes[i]);
-        const bool in_place = ops[i].send == ops[i].recv;
-        moving.insert(i);
-        undecided.insert(i);
-        works[i] = Launch(in_place ? ops[i].recv : ops[i].send, ops[i].recv, ops[i].descriptor,
-                          originals[i].data.get(), round_epoch, [events, i] {
-                            std::lock_guard<std::mutex> lock(events->mu);
-                            events->data_done[i] = true;
-                            events->cv.notify_all();
-                          });
-        fresh[i] = false;
-        works[i]->OnComplete([events, i](const absl::Status&) {
-          std::lock_guard<std::mutex> lock(events->mu);
-          events->decided[i] = true;
-          events->cv.notify_all();
-        });
-      }
-      std::vector<size_t> decided_now;
-      {
-        std::unique_lock<std::mutex> lock(events->mu);
-        auto progress = [&] {
-          for (size_t r : moving) {
-            if (events->data_done[r] || events->decided[r]) return true;
-          }
-          for (size_t r : undecided) {
-            if (events->decided[r]) return true;
-          }
-          return false;
-        };
-        events->cv.wait(lock, progress);
-        for (auto it = moving.begin(); it != moving.end();) {
-          it = events->data_done[*it] || events->decided[*it] ? moving.erase(it) : std::next(it);
-        }
-        for (size_t r : undecided) {
-          if (events->decided[r]) decided_now.push_back(r);
-        }
-      }
-      for (size_t i : decided_now) {
-        undecided.erase(i);
-        const absl::Status status = works[i]->status();
-        const Work::Stats stats = works[i]->stats();
-        info.tx_bytes += stats.bytes_sent;
-        info.rx_bytes += stats.bytes_received;
-        if (status.ok()) {
-          committed[i] = round_epoch;
-          info.local_world_size = stats.world_size;
-        } else {
-          committed[i] = -1;
-          fresh[i] = true;  // The op restored recv itself.
-          failed = true;
-          if (!IsRetryable(status) && fatal.ok()) fatal = status;
-        }
-      }
-    }
-    if (!fatal.ok()) {
-      restore_all();
-      return fatal;
-    }
-    RETURN_IF_ERROR(Usable());
-  }
 }
 
 }  // namespace plexus::elastic

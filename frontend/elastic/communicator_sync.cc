@@ -21,11 +21,6 @@ uint64_t SyncOperationId(int64_t number) {
   return (uint64_t{1} << 39) | (static_cast<uint64_t>(number) & ((uint64_t{1} << 19) - 1));
 }
 
-bool IsRetryable(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kUnavailable ||
-         status.code() == absl::StatusCode::kAborted;
-}
-
 }  // namespace
 
 absl::StatusOr<SyncInfo> Communicator::SyncSharedState(SharedState& state, SyncStrategy strategy) {
@@ -72,8 +67,8 @@ absl::StatusOr<SyncInfo> Communicator::SyncSharedState(SharedState& state, SyncS
         return info;
       }
     }
-    if (!IsRetryable(status) || absl::Now() >= deadline) {
-      const Result result = ResultOf(status) == Result::kInternalError && IsRetryable(status)
+    if (!IsRetryableFailure(status) || absl::Now() >= deadline) {
+      const Result result = ResultOf(status) == Result::kInternalError && IsRetryableFailure(status)
                                 ? Result::kRankConnectionLost
                                 : ResultOf(status);
       const bool named = absl::StartsWith(status.message(), "sync_shared_state");

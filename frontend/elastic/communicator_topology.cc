@@ -35,11 +35,6 @@ int Partner(int position, int round, int n) {
   return partner < n ? partner : -1;
 }
 
-bool IsRetryable(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kUnavailable ||
-         status.code() == absl::StatusCode::kAborted;
-}
-
 }  // namespace
 
 std::vector<int64_t> Communicator::Ring() const {
@@ -90,13 +85,13 @@ absl::StatusOr<bool> Communicator::OptimizeTopology() {
           now = topology_.epoch;
         }
         auto mesh = EnsureMesh(now);  // Everyone connects the new ring now, as after a join.
-        if (!mesh.ok() && !IsRetryable(mesh.status())) {
+        if (!mesh.ok() && !IsRetryableFailure(mesh.status())) {
           return WithResult(mesh.status(), Result::kTopologyOptimizationFailed);
         }
         return true;
       }
     }
-    if (!IsRetryable(status) || absl::Now() >= deadline) {
+    if (!IsRetryableFailure(status) || absl::Now() >= deadline) {
       return WithResult(absl::Status(status.code(),
                                      absl::StrCat("optimize_topology: ", status.message())),
                         Result::kTopologyOptimizationFailed);

@@ -67,6 +67,11 @@ absl::Status ValidateReduce(const ReduceDescriptor& d) {
   return ValidateReduceOp(ReduceOp(d.op), d.dtype);
 }
 
+bool IsRetryableFailure(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable ||
+         status.code() == absl::StatusCode::kAborted;
+}
+
 absl::Status WithResult(absl::Status status, Result result) {
   if (!status.ok()) status.SetPayload(kResultPayload, absl::Cord(absl::StrCat(static_cast<int>(result))));
   return status;

@@ -85,6 +85,8 @@ enum class Result : int {
 };
 
 absl::Status WithResult(absl::Status status, Result result);
+// Unavailable or Aborted: the peers changed (or the op was cut short); running it again may work.
+bool IsRetryableFailure(const absl::Status& status);
 Result ResultOf(const absl::Status& status);
 const char* ResultName(Result result);
 

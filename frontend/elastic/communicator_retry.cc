@@ -1,0 +1,182 @@
+// Communicator::AllReduceMultipleWithRetry: rounds of launches pinned to one epoch, drained
+// after a failure and re-run from the kept inputs until every operation committed in one epoch.
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "frontend/core/status_macros.h"
+#include "frontend/elastic/backup_pool.h"
+#include "frontend/elastic/communicator.h"
+
+namespace plexus::elastic {
+namespace {
+
+// Data phases one AllReduceMultipleWithRetry runs at once: the cores, at least 2.
+int MaxMovingOps() {
+  static const int cap = std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+  return cap;
+}
+
+}  // namespace
+
+absl::StatusOr<ReduceInfo> Communicator::AllReduceMultipleWithRetry(
+    absl::Span<const ReduceOpDescriptor> ops, int max_in_flight) {
+  if (max_in_flight < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("all_reduce_multiple_with_retry: max_in_flight ", max_in_flight, " < 1"));
+  }
+  std::set<uint64_t> tags;
+  for (const ReduceOpDescriptor& op : ops) {
+    RETURN_IF_ERROR(ValidateReduce(op.descriptor));
+    if (!tags.insert(op.descriptor.tag).second) {
+      return WithResult(absl::InvalidArgumentError(absl::StrCat(
+                            "all_reduce_multiple_with_retry: tag ", op.descriptor.tag,
+                            " appears twice")),
+                        Result::kInvalidArgument);
+    }
+  }
+  RETURN_IF_ERROR(Usable());
+  const size_t n = ops.size();
+  // The inputs of every attempt: recv as it was (in place), which also restores on failure.
+  std::vector<BackupPool::Buffer> originals(n);
+  std::vector<size_t> bytes(n);
+  for (size_t i = 0; i < n; ++i) {
+    bytes[i] = static_cast<size_t>(ops[i].descriptor.count) * DTypeSize(ops[i].descriptor.dtype);
+    originals[i] = backups_->Take(bytes[i]);
+  }
+  struct ReturnToPool {
+    BackupPool& pool;
+    std::vector<BackupPool::Buffer>& buffers;
+    ~ReturnToPool() {
+      for (auto& buffer : buffers) pool.Give(std::move(buffer));
+    }
+  } return_to_pool{*backups_, originals};
+  // Backed up at each op's first launch, so the copies overlap other ops' transfers.
+  std::vector<bool> backed_up(n, false);
+  auto restore_all = [&] {
+    for (size_t i = 0; i < n; ++i) {
+      if (backed_up[i] && bytes[i] > 0) std::memcpy(ops[i].recv, originals[i].data.get(), bytes[i]);
+    }
+  };
+  std::vector<int64_t> committed(n, -1);  // Epoch each op last succeeded in.
+  std::vector<bool> fresh(n, true);       // recv still holds the original contents.
+  ReduceInfo info;
+  const absl::Time deadline = absl::Now() + options_.operation_timeout;
+  while (true) {
+    int64_t target = -1;
+    for (int64_t epoch : committed) target = std::max(target, epoch);
+    std::vector<size_t> todo;
+    for (size_t i = 0; i < n; ++i) {
+      if (committed[i] < 0 || committed[i] != target) todo.push_back(i);
+    }
+    if (todo.empty()) return info;
+    if (absl::Now() >= deadline) {
+      restore_all();
+      return absl::DeadlineExceededError(absl::StrCat(
+          "all_reduce_multiple_with_retry: ", todo.size(), " of ", n,
+          " operations did not succeed on one set of peers within the operation timeout"));
+    }
+    // Launch in todo order, at most max_in_flight at once. After a failure launch nothing more
+    // and drain: then every peer starts the next round from the same place, in the same order
+    // (peers holding different windows of tags could otherwise wait on each other forever).
+    // Every launch of a round runs in the epoch the round started in (an op of a later epoch
+    // would make this peer's view of what committed where differ from the others').
+    int64_t round_epoch;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      round_epoch = topology_.epoch;
+    }
+    // More data phases at once than cores only thrash (each reduces and copies); beyond that,
+    // further ops wait for a slot in launch order - the same order on every peer.
+    const int moving_cap = std::min(max_in_flight, MaxMovingOps());
+    // An op holds one of the max_in_flight slots while it moves data; its decision by the
+    // master is awaited without holding one (the round trip would otherwise idle the links).
+    struct Events {
+      std::mutex mu;
+      std::condition_variable cv;
+      std::vector<bool> data_done, decided;
+    };
+    auto events = std::make_shared<Events>();
+    events->data_done.assign(n, false);
+    events->decided.assign(n, false);
+    std::vector<WorkPtr> works(n);
+    size_t next = 0;
+    std::set<size_t> moving, undecided;
+    bool failed = false;
+    absl::Status fatal;
+    while ((!failed && next < todo.size()) || !undecided.empty()) {
+      while (!failed && next < todo.size() && static_cast<int>(moving.size()) < moving_cap) {
+        const size_t i = todo[next++];
+        if (!backed_up[i] && bytes[i] > 0) {
+          BackupCopy(originals[i].data.get(), static_cast<const uint8_t*>(ops[i].recv), bytes[i]);
+        }
+        backed_up[i] = true;
+        if (!fresh[i] && bytes[i] > 0) std::memcpy(ops[i].recv, originals[i].data.get(), bytes[i]);
+        const bool in_place = ops[i].send == ops[i].recv;
+        moving.insert(i);
+        undecided.insert(i);
+        works[i] = Launch(in_place ? ops[i].recv : ops[i].send, ops[i].recv, ops[i].descriptor,
+                          originals[i].data.get(), round_epoch, [events, i] {
+                            std::lock_guard<std::mutex> lock(events->mu);
+                            events->data_done[i] = true;
+                            events->cv.notify_all();
+                          });
+        fresh[i] = false;
+        works[i]->OnComplete([events, i](const absl::Status&) {
+          std::lock_guard<std::mutex> lock(events->mu);
+          events->decided[i] = true;
+          events->cv.notify_all();
+        });
+      }
+      std::vector<size_t> decided_now;
+      {
+        std::unique_lock<std::mutex> lock(events->mu);
+        auto progress = [&] {
+          for (size_t r : moving) {
+            if (events->data_done[r] || events->decided[r]) return true;
+          }
+          for (size_t r : undecided) {
+            if (events->decided[r]) return true;
+          }
+          return false;
+        };
+        events->cv.wait(lock, progress);
+        for (auto it = moving.begin(); it != moving.end();) {
+          it = events->data_done[*it] || events->decided[*it] ? moving.erase(it) : std::next(it);
+        }
+        for (size_t r : undecided) {
+          if (events->decided[r]) decided_now.push_back(r);
+        }
+      }
+      for (size_t i : decided_now) {
+        undecided.erase(i);
+        const absl::Status status = works[i]->status();
+        const Work::Stats stats = works[i]->stats();
+        info.tx_bytes += stats.bytes_sent;
+        info.rx_bytes += stats.bytes_received;
+        if (status.ok()) {
+          committed[i] = round_epoch;
+          info.local_world_size = stats.world_size;
+        } else {
+          committed[i] = -1;
+          fresh[i] = true;  // The op restored recv itself.
+          failed = true;
+          if (!IsRetryableFailure(status) && fatal.ok()) fatal = status;
+        }
+      }
+    }
+    if (!fatal.ok()) {
+      restore_all();
+      return fatal;
+    }
+    RETURN_IF_ERROR(Usable());
+  }
+}
+
+}  // namespace plexus::elastic
