@@ -6,7 +6,6 @@
 #include <deque>
 #include <map>
 #include <functional>
-#include <set>
 #include <thread>
 #include <utility>
 
@@ -272,12 +271,7 @@ absl::Status Communicator::UpdateTopology() {
                                  absl::Now() + options_.operation_timeout);
   if (!updated.ok()) return WithResult(updated.status(), Result::kUpdateTopologyFailed);
   if (*updated == 0) return absl::OkStatus();
-  int64_t epoch;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    epoch = topology_.epoch;
-  }
-  auto mesh = EnsureMesh(epoch);
+  auto mesh = EnsureMesh(CurrentEpoch());
   if (!mesh.ok() && !IsRetryableFailure(mesh.status())) {
     return WithResult(mesh.status(), Result::kUpdateTopologyFailed);
   }

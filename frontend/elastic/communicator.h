@@ -133,6 +133,10 @@ class Communicator {
   // itself) in optimize number `number` of the epoch.
   absl::StatusOr<std::vector<int64_t>> MeasureLinks(int64_t epoch, int64_t number,
                                                     absl::Time deadline);
+  int64_t CurrentEpoch() const;
+  // Waits (at most 1 s) until the group has left `epoch` or the master is lost: a retry after the
+  // peers changed runs in the new epoch.
+  void AwaitEpochAfter(int64_t epoch);
   // Fails with kPendingAsyncOps if all-reduces are in flight (`what` names the call).
   absl::Status NoOpsInFlight(const char* what) const;
   // Moves the tensors of one planned sync (reply ints: revision, sync number, transfers);

@@ -87,11 +87,7 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduceMultipleWithRetry(
     // (peers holding different windows of tags could otherwise wait on each other forever).
     // Every launch of a round runs in the epoch the round started in (an op of a later epoch
     // would make this peer's view of what committed where differ from the others').
-    int64_t round_epoch;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      round_epoch = topology_.epoch;
-    }
+    const int64_t round_epoch = CurrentEpoch();
     // More data phases at once than cores only thrash (each reduces and copies); beyond that,
     // further ops wait for a slot in launch order - the same order on every peer.
     const int moving_cap = std::min(max_in_flight, MaxMovingOps());

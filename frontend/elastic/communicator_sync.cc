@@ -43,11 +43,7 @@ absl::StatusOr<SyncInfo> Communicator::SyncSharedState(SharedState& state, SyncS
   SyncInfo info;
   while (true) {
     RETURN_IF_ERROR(Usable());
-    int64_t epoch;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      epoch = topology_.epoch;
-    }
+    const int64_t epoch = CurrentEpoch();
     std::vector<int64_t> arguments = {epoch};
     std::string names;
     AppendBallot(ballot, arguments, names);
@@ -76,11 +72,7 @@ absl::StatusOr<SyncInfo> Communicator::SyncSharedState(SharedState& state, SyncS
                                                                  status.message())),
                         result);
     }
-    // The peers changed: the master pushes the new topology before failing the vote, so it is
-    // normally here already; wait a little for it otherwise.
-    std::unique_lock<std::mutex> lock(mu_);
-    changed_.wait_until(lock, SteadyDeadline(absl::Seconds(1)),
-                        [&] { return topology_.epoch != epoch || !lost_.ok(); });
+    AwaitEpochAfter(epoch);
   }
 }
 

@@ -37,6 +37,19 @@ int Partner(int position, int round, int n) {
 
 }  // namespace
 
+int64_t Communicator::CurrentEpoch() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return topology_.epoch;
+}
+
+void Communicator::AwaitEpochAfter(int64_t epoch) {
+  // The master pushes a new topology before it fails what the change interrupted, so it is
+  // normally here already; wait a little for it otherwise.
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait_until(lock, SteadyDeadline(absl::Seconds(1)),
+                      [&] { return topology_.epoch != epoch || !lost_.ok(); });
+}
+
 std::vector<int64_t> Communicator::Ring() const {
   std::lock_guard<std::mutex> lock(mu_);
   return has_topology_ ? topology_.ring : std::vector<int64_t>{};
@@ -79,12 +92,7 @@ absl::StatusOr<bool> Communicator::OptimizeTopology() {
       status = row.ok() ? decided.status() : row.status();
       if (status.ok()) {
         if ((*decided)[0] == 0) return false;
-        int64_t now;
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          now = topology_.epoch;
-        }
-        auto mesh = EnsureMesh(now);  // Everyone connects the new ring now, as after a join.
+        auto mesh = EnsureMesh(CurrentEpoch());  // Everyone connects the new ring now, as after a join.
         if (!mesh.ok() && !IsRetryableFailure(mesh.status())) {
           return WithResult(mesh.status(), Result::kTopologyOptimizationFailed);
         }
@@ -96,9 +104,7 @@ absl::StatusOr<bool> Communicator::OptimizeTopology() {
                                      absl::StrCat("optimize_topology: ", status.message())),
                         Result::kTopologyOptimizationFailed);
     }
-    std::unique_lock<std::mutex> lock(mu_);
-    changed_.wait_until(lock, SteadyDeadline(absl::Seconds(1)),
-                        [&] { return topology_.epoch != epoch || !lost_.ok(); });
+    AwaitEpochAfter(epoch);
   }
 }
 

@@ -156,45 +156,26 @@ void MasterState::AcceptPending() {
 void MasterState::NewEpoch(int64_t group_id, const absl::Status& reason) {
   Group& group = groups_[group_id];
   ++group.epoch;
+  const std::string over = absl::StrCat("; epoch ", group.epoch - 1, " of peer group ", group_id,
+                                        " is over");
+  deferring_ = true;  // What this says reaches peers after the new topology.
   for (auto& [key, vote] : group.ops) {
     if (vote.decided) continue;
-    const absl::Status outcome(reason.code(), absl::StrCat(reason.message(), "; epoch ", key.epoch,
-                                                           " of peer group ", group_id, " is over"));
+    const absl::Status outcome(reason.code(), absl::StrCat(reason.message(), over));
     for (int64_t peer : vote.started) {
-      if (peers_.count(peer)) deferred_outcomes_.push_back({peer, key, outcome});
+      if (peers_.count(peer)) SendOutcome(peer, key, outcome);
     }
   }
   group.ops.clear();
-  AbandonSync(group, absl::UnavailableError(absl::StrCat(reason.message(), "; epoch ",
-                                                         group.epoch - 1, " of peer group ",
-                                                         group_id, " is over")),
-              /*deferred=*/true);
-  const absl::Status over = absl::UnavailableError(absl::StrCat(
-      "optimize_topology: ", reason.message(), "; epoch ", group.epoch - 1, " is over"));
-  OptimizeRound& optimize = group.optimize;
-  for (const auto& [peer, request] : optimize.started) {
-    if (peers_.count(peer) && !optimize.measuring) {
-      deferred_replies_.push_back({peer, Message{MessageType::kReply,
-                                                 {request, static_cast<int64_t>(over.code()), 0},
-                                                 std::string(over.message())}});
-    }
-  }
-  if (optimize.failure.ok()) {
-    for (const auto& [peer, report] : optimize.reports) {
-      if (!peers_.count(peer)) continue;
-      deferred_replies_.push_back({peer, Message{MessageType::kReply,
-                                                 {report.first, static_cast<int64_t>(over.code()), 0},
-                                                 std::string(over.message())}});
-    }
-  }
-  optimize = OptimizeRound{};
+  AbandonSync(group, absl::UnavailableError(absl::StrCat(reason.message(), over)));
+  AbandonOptimize(group, absl::UnavailableError(
+                             absl::StrCat("optimize_topology: ", reason.message(), over)));
+  deferring_ = false;
 }
 
 void MasterState::FlushDeferredOutcomes() {
-  for (const DeferredOutcome& d : deferred_outcomes_) SendOutcome(d.peer, d.key, d.outcome);
-  deferred_outcomes_.clear();
-  for (Outgoing& reply : deferred_replies_) outgoing_.push_back(std::move(reply));
-  deferred_replies_.clear();
+  for (Outgoing& message : deferred_) outgoing_.push_back(std::move(message));
+  deferred_.clear();
 }
 
 void MasterState::PushTopologies() {
@@ -236,7 +217,7 @@ void MasterState::SendOutcome(int64_t peer, const OpKey& key, const absl::Status
   Message message{MessageType::kOpOutcome, {}, std::string(outcome.message())};
   AppendOpKey(key, message.ints);
   message.ints.push_back(static_cast<int64_t>(outcome.code()));
-  outgoing_.push_back({peer, std::move(message)});
+  (deferring_ ? deferred_ : outgoing_).push_back({peer, std::move(message)});
 }
 
 void MasterState::Reply(int64_t peer, int64_t request, const absl::Status& status,
@@ -244,28 +225,35 @@ void MasterState::Reply(int64_t peer, int64_t request, const absl::Status& statu
   Message reply{MessageType::kReply, {request, static_cast<int64_t>(status.code()), value},
                 std::string(status.message())};
   reply.ints.insert(reply.ints.end(), extra.begin(), extra.end());
-  outgoing_.push_back({peer, std::move(reply)});
+  (deferring_ ? deferred_ : outgoing_).push_back({peer, std::move(reply)});
 }
 
-void MasterState::AbandonSync(Group& group, const absl::Status& reason, bool deferred) {
+void MasterState::AbandonSync(Group& group, const absl::Status& reason) {
   SyncRound& sync = group.sync;
   auto fail = [&](int64_t peer, int64_t request) {
-    if (!peers_.count(peer)) return;
-    if (deferred) {
-      deferred_replies_.push_back(
-          {peer, Message{MessageType::kReply, {request, static_cast<int64_t>(reason.code()), 0},
-                         std::string(reason.message())}});
-    } else {
-      Reply(peer, request, reason, 0);
-    }
+    if (peers_.count(peer)) Reply(peer, request, reason, 0);
   };
   if (!sync.planned) {
     for (const auto& [peer, ballot] : sync.ballots) fail(peer, ballot.first);
   }
-  if (sync.failure.ok()) {
+  if (sync.failure.ok()) {  // After a failure every report was answered already.
     for (const auto& [peer, request] : sync.done) fail(peer, request);
   }
   sync = SyncRound{};
+}
+
+void MasterState::AbandonOptimize(Group& group, const absl::Status& reason) {
+  OptimizeRound& optimize = group.optimize;
+  auto fail = [&](int64_t peer, int64_t request) {
+    if (peers_.count(peer)) Reply(peer, request, reason, 0);
+  };
+  if (!optimize.measuring) {
+    for (const auto& [peer, request] : optimize.started) fail(peer, request);
+  }
+  if (optimize.failure.ok()) {
+    for (const auto& [peer, report] : optimize.reports) fail(peer, report.first);
+  }
+  optimize = OptimizeRound{};
 }
 
 bool MasterState::RequestInCurrentEpoch(int64_t id, int64_t request, int64_t epoch) {
@@ -396,7 +384,7 @@ void MasterState::PlanGroupSync(int64_t group_id) {
   for (int64_t member : group.ring) ballots.push_back(sync.ballots.at(member).second);
   auto plan = PlanSync(ballots);
   if (!plan.ok()) {
-    AbandonSync(group, plan.status(), /*deferred=*/false);
+    AbandonSync(group, plan.status());
     return;
   }
   std::map<int64_t, std::vector<int64_t>> transfers;  // Peer -> SyncTransfer ints.
@@ -475,15 +463,20 @@ absl::Status MasterState::CheckEpoch(int64_t id, const OpKey& key) {
   return absl::OkStatus();
 }
 
+MasterState::OpVote* MasterState::VoteFor(int64_t id, const OpKey& key) {
+  if (absl::Status status = CheckEpoch(id, key); !status.ok()) {
+    SendOutcome(id, key, status);
+    return nullptr;
+  }
+  return &groups_[key.group].ops[key];
+}
+
 absl::Status MasterState::HandleOpStart(int64_t id, const Message& message) {
   if (message.ints.size() < kOpKeyInts) return absl::InvalidArgumentError("malformed op start");
   const OpKey key = ReadOpKey(message.ints);
-  if (absl::Status status = CheckEpoch(id, key); !status.ok()) {
-    SendOutcome(id, key, status);
-    return absl::OkStatus();
-  }
-  Group& group = groups_[key.group];
-  OpVote& vote = group.ops[key];
+  OpVote* found = VoteFor(id, key);
+  if (found == nullptr) return absl::OkStatus();
+  OpVote& vote = *found;
   vote.started.insert(id);
   if (vote.decided) {
     SendOutcome(id, key, vote.outcome);
@@ -506,12 +499,10 @@ absl::Status MasterState::HandleOpStart(int64_t id, const Message& message) {
 absl::Status MasterState::HandleOpDone(int64_t id, const Message& message) {
   if (message.ints.size() != kOpKeyInts + 1) return absl::InvalidArgumentError("malformed op done");
   const OpKey key = ReadOpKey(message.ints);
-  if (absl::Status status = CheckEpoch(id, key); !status.ok()) {
-    SendOutcome(id, key, status);
-    return absl::OkStatus();
-  }
+  OpVote* found = VoteFor(id, key);
+  if (found == nullptr) return absl::OkStatus();
+  OpVote& vote = *found;
   Group& group = groups_[key.group];
-  OpVote& vote = group.ops[key];
   vote.done.insert(id);
   if (!vote.started.count(id)) {
     vote.started.insert(id);

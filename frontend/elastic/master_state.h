@@ -107,9 +107,9 @@ class MasterState {
   bool RoundIsUpdate(int64_t round);
   void CompleteRoundIfReady();
   void AcceptPending();
-  // Bumps the group's epoch; every undecided operation of the old one fails with `reason`, told
-  // to its participants by FlushDeferredOutcomes (after the new topology is pushed), and so does
-// the group's shared-state sync in progress.
+  // Bumps the group's epoch; every undecided operation of the old one fails with `reason`, and
+  // so do the group's shared-state sync and topology optimisation in progress. What that tells
+  // peers is held back until FlushDeferredOutcomes (after the new topology is pushed).
   void NewEpoch(int64_t group, const absl::Status& reason);
   void FlushDeferredOutcomes();
   void PushTopologies();
@@ -126,13 +126,15 @@ class MasterState {
   // The request's epoch check shared by sync and optimize: false (and the reply sent) when the
   // peer is not accepted or names an epoch that is over.
   bool RequestInCurrentEpoch(int64_t peer, int64_t request, int64_t epoch);
-  // Fails every request waiting in the group's sync with `reason` and starts afresh; with
-  // `deferred` the replies wait for FlushDeferredOutcomes.
-  void AbandonSync(Group& group, const absl::Status& reason, bool deferred);
+  // Fail every request waiting in the group's sync / optimisation with `reason`, start afresh.
+  void AbandonSync(Group& group, const absl::Status& reason);
+  void AbandonOptimize(Group& group, const absl::Status& reason);
   absl::Status HandleOpStart(int64_t peer, const Message& message);
   absl::Status HandleOpDone(int64_t peer, const Message& message);
   // The group's current epoch if `key` names it; else the status the op must fail with.
   absl::Status CheckEpoch(int64_t peer, const OpKey& key);
+  // The vote of `key`, or null after telling the peer its epoch is over.
+  OpVote* VoteFor(int64_t peer, const OpKey& key);
 
   const int64_t store_port_;
   const absl::Duration heartbeat_timeout_;
@@ -141,13 +143,9 @@ class MasterState {
   std::map<int64_t, Group> groups_;
   std::map<int64_t, bool> rounds_;  // Round -> is an update round.
   std::vector<Outgoing> outgoing_;
-  struct DeferredOutcome {
-    int64_t peer;
-    OpKey key;
-    absl::Status outcome;
-  };
-  std::vector<DeferredOutcome> deferred_outcomes_;
-  std::vector<Outgoing> deferred_replies_;
+  // While NewEpoch runs, outcomes and replies go to deferred_ instead of outgoing_.
+  bool deferring_ = false;
+  std::vector<Outgoing> deferred_;
 };
 
 }  // namespace plexus::elastic

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "frontend/elastic/master_node.h"
@@ -54,6 +56,27 @@ absl::Status GrowWorld(Communicator& comm, int world) {
   auto size = comm.GetAttribute(Attribute::kGlobalWorldSize);
   return absl::DeadlineExceededError(absl::StrCat("world never formed: ", size.ok() ? *size : -1,
                                                   " of ", world, " peers"));
+}
+
+absl::Status RunJoinedPeers(int port, int world,
+                            const std::function<int(int, std::unique_ptr<Communicator>&)>& body,
+                            absl::Duration timeout) {
+  return testing::RunInChildren(world, [&](int peer) {
+    std::unique_ptr<Communicator> comm = MakePeer(port);
+    if (absl::Status s = JoinWorld(*comm, world); !s.ok()) return Fail(peer, "join", s);
+    return body(peer, comm);
+  }, timeout);
+}
+
+void ExpectSameOnEveryPeer(const std::string& dir, int world) {
+  std::string first;
+  for (int p = 0; p < world; ++p) {
+    std::ifstream in(absl::StrCat(dir, "/", p));
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_FALSE(all.empty()) << "peer " << p << " wrote nothing";
+    if (p == 0) first = all;
+    EXPECT_EQ(all, first) << "peer " << p << " has different results than peer 0";
+  }
 }
 
 int Fail(int peer, const std::string& what, const absl::Status& status) {

@@ -3,6 +3,7 @@
 #ifndef PLEXUS_TESTS_ELASTIC_ELASTIC_PEERS_H_
 #define PLEXUS_TESTS_ELASTIC_ELASTIC_PEERS_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -24,6 +25,16 @@ std::unique_ptr<Communicator> MakePeer(int port);
 absl::Status JoinWorld(Communicator& comm, int world);
 // The same for a connected peer.
 absl::Status GrowWorld(Communicator& comm, int world);
+
+// Forks `world` peers of the master at `port`; each joins the world (a failure fails it) and then
+// runs body(peer, comm), whose return value is its exit code. As testing::RunInChildren.
+absl::Status RunJoinedPeers(int port, int world,
+                            const std::function<int(int, std::unique_ptr<Communicator>&)>& body,
+                            absl::Duration timeout);
+
+// Reads the file `dir`/<peer> each of `world` peers wrote and expects them non-empty and equal
+// (results that must be the same bytes on every peer).
+void ExpectSameOnEveryPeer(const std::string& dir, int world);
 
 // Prints what failed on `peer` and returns 1 (an exit code for a child).
 int Fail(int peer, const std::string& what, const absl::Status& status = absl::OkStatus());

@@ -15,13 +15,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "algorithms/half.h"
 #include "frontend/elastic/communicator.h"
 #include "frontend/elastic/master_node.h"
+#include "frontend/elastic/shared_state.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/elastic/elastic_peers.h"
 #include "tests/testing/subprocess.h"
+#include "tests/testing/typed_buffer.h"
 
 namespace plexus::elastic {
 namespace {
@@ -33,37 +34,6 @@ using ::testing::HasSubstr;
 double Input(int peer, int64_t i, ReduceOpKind op) {
   if (op == ReduceOpKind::kProduct) return ((peer + i) % 3 == 0) ? 2.0 : 1.0;
   return static_cast<double>((peer * 7 + i * 3) % 11) - (op == ReduceOpKind::kMin ? 5 : 0);
-}
-
-void Write(DType dtype, void* data, int64_t i, double value) {
-  switch (dtype) {
-    case DType::kUInt8: static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(value); return;
-    case DType::kInt8: static_cast<int8_t*>(data)[i] = static_cast<int8_t>(value); return;
-    case DType::kInt16: static_cast<int16_t*>(data)[i] = static_cast<int16_t>(value); return;
-    case DType::kInt32: static_cast<int32_t*>(data)[i] = static_cast<int32_t>(value); return;
-    case DType::kInt64: static_cast<int64_t*>(data)[i] = static_cast<int64_t>(value); return;
-    case DType::kFloat16: static_cast<uint16_t*>(data)[i] = FloatToHalf(static_cast<float>(value)); return;
-    case DType::kBFloat16: static_cast<uint16_t*>(data)[i] = FloatToBFloat16(static_cast<float>(value)); return;
-    case DType::kFloat32: static_cast<float*>(data)[i] = static_cast<float>(value); return;
-    case DType::kFloat64: static_cast<double*>(data)[i] = value; return;
-    case DType::kBool: return;
-  }
-}
-
-double Read(DType dtype, const void* data, int64_t i) {
-  switch (dtype) {
-    case DType::kUInt8: return static_cast<const uint8_t*>(data)[i];
-    case DType::kInt8: return static_cast<const int8_t*>(data)[i];
-    case DType::kInt16: return static_cast<const int16_t*>(data)[i];
-    case DType::kInt32: return static_cast<const int32_t*>(data)[i];
-    case DType::kInt64: return static_cast<double>(static_cast<const int64_t*>(data)[i]);
-    case DType::kFloat16: return HalfToFloat(static_cast<const uint16_t*>(data)[i]);
-    case DType::kBFloat16: return BFloat16ToFloat(static_cast<const uint16_t*>(data)[i]);
-    case DType::kFloat32: return static_cast<const float*>(data)[i];
-    case DType::kFloat64: return static_cast<const double*>(data)[i];
-    case DType::kBool: return 0;
-  }
-  return 0;
 }
 
 double Reference(int world, int64_t i, ReduceOpKind op) {
@@ -88,9 +58,7 @@ TEST(ElasticTest, EveryOpAndDtypeMatchesTheReferenceBitIdenticallyOnEveryPeer) {
   const std::string dir = testing::TempPath("digests");
   ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
   const int port = master->port();
-  absl::Status status = testing::RunInChildren(kWorld, [&](int peer) {
-    auto comm = MakePeer(port);
-    if (absl::Status s = JoinWorld(*comm, kWorld); !s.ok()) return Fail(peer, "join", s);
+  absl::Status status = RunJoinedPeers(port, kWorld, [&](int peer, std::unique_ptr<Communicator>& comm) {
     std::ofstream digest(absl::StrCat(dir, "/", peer));
     const DType dtypes[] = {DType::kUInt8, DType::kInt8, DType::kInt16, DType::kInt32,
                             DType::kInt64, DType::kFloat16, DType::kBFloat16, DType::kFloat32,
@@ -104,8 +72,8 @@ TEST(ElasticTest, EveryOpAndDtypeMatchesTheReferenceBitIdenticallyOnEveryPeer) {
         if (op == ReduceOpKind::kAvg && !floating) continue;
         if (op == ReduceOpKind::kMin && dtype == DType::kUInt8) continue;
         for (int64_t count : {int64_t{1}, int64_t{1000}, int64_t{70001}}) {
-          std::vector<uint8_t> send(count * DTypeSize(dtype)), recv(send.size());
-          for (int64_t i = 0; i < count; ++i) Write(dtype, send.data(), i, Input(peer, i, op));
+          testing::TypedBuffer send(dtype, count), recv(dtype, count);
+          for (int64_t i = 0; i < count; ++i) send.Set(i, Input(peer, i, op));
           ReduceDescriptor d;
           d.count = count;
           d.dtype = dtype;
@@ -116,29 +84,20 @@ TEST(ElasticTest, EveryOpAndDtypeMatchesTheReferenceBitIdenticallyOnEveryPeer) {
           if (info->local_world_size != kWorld) return Fail(peer, "world size");
           for (int64_t i = 0; i < count; ++i) {
             const double want = Reference(kWorld, i, op);
-            const double got = Read(dtype, recv.data(), i);
+            const double got = recv.Get(i);
             if (std::fabs(got - want) > (floating ? 1e-2 * std::fabs(want) + 1e-3 : 0)) {
               return Fail(peer, absl::StrCat(DescribeReduce(d), " element ", i, ": ", got,
                                              " != ", want));
             }
           }
-          uint64_t hash = 1469598103934665603ull;
-          for (uint8_t b : recv) hash = (hash ^ b) * 1099511628211ull;
-          digest << hash << "\n";
+          digest << ContentHash(recv.bytes(), recv.nbytes()) << "\n";
         }
       }
     }
     return 0;
   }, absl::Seconds(240));
   ASSERT_TRUE(status.ok()) << status;
-  std::string first;
-  for (int p = 0; p < kWorld; ++p) {
-    std::ifstream in(absl::StrCat(dir, "/", p));
-    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    ASSERT_FALSE(all.empty());
-    if (p == 0) first = all;
-    EXPECT_EQ(all, first) << "peer " << p << " has different result bytes than peer 0";
-  }
+  ExpectSameOnEveryPeer(dir, kWorld);
 }
 
 TEST(ElasticTest, ConcurrentTagsInAnyOrderAndMismatchIsAnErrorOnEveryPeer) {
@@ -146,9 +105,7 @@ TEST(ElasticTest, ConcurrentTagsInAnyOrderAndMismatchIsAnErrorOnEveryPeer) {
   auto master = StartMaster();
   ASSERT_NE(master, nullptr);
   const int port = master->port();
-  absl::Status status = testing::RunInChildren(kWorld, [&](int peer) {
-    auto comm = MakePeer(port);
-    if (absl::Status s = JoinWorld(*comm, kWorld); !s.ok()) return Fail(peer, "join", s);
+  absl::Status status = RunJoinedPeers(port, kWorld, [&](int peer, std::unique_ptr<Communicator>& comm) {
     // 16 tags in flight, issued in a different order on every peer.
     constexpr int kTags = 16;
     std::vector<std::vector<float>> data(kTags, std::vector<float>(50000));

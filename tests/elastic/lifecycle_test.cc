@@ -96,9 +96,7 @@ TEST(LifecycleTest, GracefulLeaveShrinksTheGroupForTheNextCall) {
   auto master = StartMaster();
   ASSERT_NE(master, nullptr);
   const int port = master->port();
-  absl::Status status = testing::RunInChildren(kWorld, [&](int peer) {
-    auto comm = MakePeer(port);
-    if (absl::Status s = JoinWorld(*comm, kWorld); !s.ok()) return Fail(peer, "join", s);
+  absl::Status status = RunJoinedPeers(port, kWorld, [&](int peer, std::unique_ptr<Communicator>& comm) {
     std::vector<float> x(1000, 1.0f);
     auto info = comm->AllReduce(x.data(), x.data(), Floats(x.size()));
     if (!info.ok() || info->local_world_size != kWorld) return Fail(peer, "together", info.status());

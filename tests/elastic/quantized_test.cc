@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -47,9 +46,7 @@ TEST(QuantizedAllReduceTest, WithinTheErrorBoundBitIdenticalAndSmallerOnTheWire)
   const std::string dir = testing::TempPath("digests");
   ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
   const int port = master->port();
-  absl::Status status = testing::RunInChildren(kWorld, [&](int peer) {
-    auto comm = MakePeer(port);
-    if (absl::Status s = JoinWorld(*comm, kWorld); !s.ok()) return Fail(peer, "join", s);
+  absl::Status status = RunJoinedPeers(port, kWorld, [&](int peer, std::unique_ptr<Communicator>& comm) {
     std::ofstream digest(absl::StrCat(dir, "/", peer));
     uint64_t tag = 0;
     for (QuantizationAlgorithm algorithm :
@@ -96,14 +93,7 @@ TEST(QuantizedAllReduceTest, WithinTheErrorBoundBitIdenticalAndSmallerOnTheWire)
     return 0;
   }, absl::Seconds(240));
   ASSERT_TRUE(status.ok()) << status;
-  std::string first;
-  for (int p = 0; p < kWorld; ++p) {
-    std::ifstream in(absl::StrCat(dir, "/", p));
-    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    ASSERT_FALSE(all.empty());
-    if (p == 0) first = all;
-    EXPECT_EQ(all, first) << "peer " << p << " decoded different bytes than peer 0";
-  }
+  ExpectSameOnEveryPeer(dir, kWorld);
 }
 
 TEST(QuantizedAllReduceTest, IntegerDataOrUnknownCodesAreRefused) {

@@ -213,9 +213,7 @@ TEST(SharedStateSyncTest, IrreconcilableBallotsFailEverywhereWithBuffersUntouche
   auto master = StartMaster();
   ASSERT_NE(master, nullptr);
   const int port = master->port();
-  absl::Status status = testing::RunInChildren(2, [&](int peer) {
-    auto comm = MakePeer(port);
-    if (absl::Status s = JoinWorld(*comm, 2); !s.ok()) return Fail(peer, "join", s);
+  absl::Status status = RunJoinedPeers(port, 2, [&](int peer, std::unique_ptr<Communicator>& comm) {
     Model model;
     model.Fill(3, static_cast<float>(peer));
     const std::vector<float> before = model.weights;
@@ -259,9 +257,7 @@ TEST(SharedStateSyncTest, SyncCompletesWhenASenderIsKilledMidTransfer) {
     const int port = master->port();
     const int victim = run % 2;
     const int delay_us = std::uniform_int_distribution<int>(0, 150000)(random);
-    absl::Status status = testing::RunInChildren(3, [&](int peer) {
-      auto comm = MakePeer(port);
-      if (absl::Status s = JoinWorld(*comm, 3); !s.ok()) return Fail(peer, "join", s);
+    absl::Status status = RunJoinedPeers(port, 3, [&](int peer, std::unique_ptr<Communicator>& comm) {
       constexpr int kTensors = 8;
       std::vector<std::vector<float>> tensors(kTensors, std::vector<float>(2 << 20));
       SharedState state;

@@ -2,7 +2,6 @@
 // their loopback links and agreeing on the ring the master picks (asymmetric links are tested
 // across network namespaces in bindings/python/tests/test_elastic_topology.py).
 #include <fstream>
-#include <iterator>
 #include <string>
 #include <sys/stat.h>
 #include <vector>
@@ -56,9 +55,7 @@ TEST(OptimizeTopologyTest, PeersMeasureAgreeOnTheRingAndKeepReducing) {
   const int port = master->port();
   const std::string dir = testing::TempPath("rings");
   ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
-  absl::Status status = testing::RunInChildren(kWorld, [&](int peer) {
-    auto comm = MakePeer(port);
-    if (absl::Status s = JoinWorld(*comm, kWorld); !s.ok()) return Fail(peer, "join", s);
+  absl::Status status = RunJoinedPeers(port, kWorld, [&](int peer, std::unique_ptr<Communicator>& comm) {
     std::string rings;
     for (int i = 0; i < 2; ++i) {
       auto changed = comm->OptimizeTopology();
@@ -76,13 +73,7 @@ TEST(OptimizeTopologyTest, PeersMeasureAgreeOnTheRingAndKeepReducing) {
     return 0;
   }, absl::Seconds(120));
   ASSERT_TRUE(status.ok()) << status;
-  std::string first;
-  for (int p = 0; p < kWorld; ++p) {
-    std::ifstream in(absl::StrCat(dir, "/", p));
-    std::string ring((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (p == 0) first = ring;
-    EXPECT_EQ(ring, first) << "peer " << p;
-  }
+  ExpectSameOnEveryPeer(dir, kWorld);
 }
 
 }  // namespace

@@ -37,6 +37,16 @@ py::tuple Outcome(const absl::Status& status) {
                         status.ok() ? std::string() : status.ToString(), py::none());
 }
 
+// Runs `call` (a blocking communicator call) without the GIL and returns its outcome.
+template <typename Call>
+py::tuple OutcomeWithoutGil(Call&& call) {
+  auto result = [&] {
+    py::gil_scoped_release release;
+    return call();
+  }();
+  return Outcome(result);
+}
+
 absl::Duration Seconds(double seconds) {
   return seconds < 0 ? absl::InfiniteDuration() : absl::Seconds(seconds);
 }
@@ -166,19 +176,14 @@ void RegisterElastic(py::module_& module) {
             options.listen_address = address;
             options.heartbeat_timeout = absl::Seconds(heartbeat_s);
             auto made = MasterNode::Create(options);
-            if (!made.ok()) return py::make_tuple(static_cast<int>(elastic::ResultOf(made.status())), made.status().ToString(), py::none());
+            if (!made.ok()) return Outcome(made.status());
             return py::make_tuple(0, std::string(), py::cast(std::move(made).value()));
           })
       .def("run", [](MasterNode& m) { return Outcome(m.Run()); })
       .def("interrupt", &MasterNode::Interrupt)
       .def("await_termination",
            [](MasterNode& m, double timeout_s) {
-             absl::Status status;
-             {
-               py::gil_scoped_release release;
-               status = m.AwaitTermination(Seconds(timeout_s));
-             }
-             return Outcome(status);
+             return OutcomeWithoutGil([&] { return m.AwaitTermination(Seconds(timeout_s)); });
            })
       .def_property_readonly("port", &MasterNode::port);
 
@@ -198,39 +203,21 @@ void RegisterElastic(py::module_& module) {
             options.operation_timeout = absl::Seconds(operation_timeout_s);
             options.accept_timeout = absl::Seconds(accept_timeout_s);
             auto made = Communicator::Create(options);
-            if (!made.ok()) return py::make_tuple(static_cast<int>(elastic::ResultOf(made.status())), made.status().ToString(), py::none());
+            if (!made.ok()) return Outcome(made.status());
             return py::make_tuple(0, std::string(), py::cast(std::move(made).value()));
           })
       .def("connect",
            [](Communicator& c, double timeout_s) {
-             py::gil_scoped_release release;
-             absl::Status status = c.Connect(Seconds(timeout_s));
-             py::gil_scoped_acquire acquire;
-             return Outcome(status);
+             return OutcomeWithoutGil([&] { return c.Connect(Seconds(timeout_s)); });
            })
       .def("update_topology",
-           [](Communicator& c) {
-             py::gil_scoped_release release;
-             absl::Status status = c.UpdateTopology();
-             py::gil_scoped_acquire acquire;
-             return Outcome(status);
-           })
+           [](Communicator& c) { return OutcomeWithoutGil([&] { return c.UpdateTopology(); }); })
       .def("optimize_topology",
-           [](Communicator& c) {
-             py::gil_scoped_release release;
-             auto changed = c.OptimizeTopology();
-             py::gil_scoped_acquire acquire;
-             return Outcome(changed);
-           })
+           [](Communicator& c) { return OutcomeWithoutGil([&] { return c.OptimizeTopology(); }); })
       .def("ring", &Communicator::Ring)
       .def("peer_id", &Communicator::peer_id)
       .def("are_peers_pending",
-           [](Communicator& c) {
-             py::gil_scoped_release release;
-             auto pending = c.ArePeersPending();
-             py::gil_scoped_acquire acquire;
-             return Outcome(pending);
-           })
+           [](Communicator& c) { return OutcomeWithoutGil([&] { return c.ArePeersPending(); }); })
       .def("get_attribute",
            [](Communicator& c, int attribute) {
              if (attribute < 0 || attribute > 3) {
