@@ -105,7 +105,7 @@ class Communicator {
   absl::StatusOr<SyncInfo> SyncSharedState(SharedState& state, SyncStrategy strategy);
 
   // Collective within the peer group: every pair of peers measures the bandwidth between them
-  // (both directions at once, bandwidth_probe_bytes each way, pairs in disjoint rounds) and the
+  // (each direction in turn, bandwidth_probe_bytes each way, pairs in disjoint rounds) and the
   // master picks the ring order that maximises the slowest directed link (ring_order.h), moving
   // the group to a new epoch if that is at least 10% faster than the current order. Retried when
   // the peers change; kPendingAsyncOps while all-reduces are in flight. Returns whether the ring

@@ -125,18 +125,24 @@ absl::StatusOr<std::vector<int64_t>> Communicator::MeasureLinks(int64_t epoch, i
   for (int round = 0; round < rounds; ++round) {
     const int partner = Partner(me, round, n);
     if (partner < 0) continue;
-    const uint32_t step = static_cast<uint32_t>(2 * round);
-    uint8_t token = 1, their_token = 0;
-    // Meet first, so both directions start together.
-    RETURN_IF_ERROR(ctx.WaitAll({ctx.Send(partner, step, &token, 1),
-                                 ctx.Recv(partner, step, &their_token, 1)}));
-    const absl::Time start = absl::Now();
-    WorkPtr recv = ctx.Recv(partner, step + 1, incoming.get(), bytes);
-    WorkPtr send = ctx.Send(partner, step + 1, outgoing.get(), bytes);
-    RETURN_IF_ERROR(ctx.Wait(recv));
-    const double seconds = std::max(absl::ToDoubleSeconds(absl::Now() - start), 1e-6);
-    RETURN_IF_ERROR(ctx.Wait(send));
-    received_at[partner] = static_cast<int64_t>(static_cast<double>(bytes) / seconds);
+    // One direction at a time: with both at once, the acknowledgements of one direction queue
+    // behind the data of the other, and a link slow one way measures slow both ways.
+    for (int turn = 0; turn < 2; ++turn) {
+      const bool receiving = (turn == 0) == (me > partner);  // The lower rank sends first.
+      const uint32_t step = static_cast<uint32_t>(4 * round + 2 * turn);
+      uint8_t token = 1, their_token = 0;
+      // Meet first, so the receiver's clock starts when the sender starts.
+      RETURN_IF_ERROR(ctx.WaitAll({ctx.Send(partner, step, &token, 1),
+                                   ctx.Recv(partner, step, &their_token, 1)}));
+      if (!receiving) {
+        RETURN_IF_ERROR(ctx.Wait(ctx.Send(partner, step + 1, outgoing.get(), bytes)));
+        continue;
+      }
+      const absl::Time start = absl::Now();
+      RETURN_IF_ERROR(ctx.Wait(ctx.Recv(partner, step + 1, incoming.get(), bytes)));
+      const double seconds = std::max(absl::ToDoubleSeconds(absl::Now() - start), 1e-6);
+      received_at[partner] = static_cast<int64_t>(static_cast<double>(bytes) / seconds);
+    }
   }
   return received_at;
 }
