@@ -48,10 +48,19 @@ def _cuda_impl(rctx):
     if has_cuda:
         rctx.symlink(root + "/include", "include")
         rctx.symlink(root + "/lib64", "lib64")
-    rctx.file("defs.bzl", "CUDA_AVAILABLE = %s\nNCCL_AVAILABLE = %s\n" % (has_cuda, has_nccl))
+    rctx.file("defs.bzl", "CUDA_AVAILABLE = %s\nNCCL_AVAILABLE = %s\nCUDA_ROOT = %r\n" %
+                          (has_cuda, has_nccl, root))
     build = ["package(default_visibility = [\"//visibility:public\"])", ""]
     if has_cuda:
         build.append("""
+# Declarations only: plexus loads libcudart and libnccl at run time (devices/cuda), so a binary
+# built here starts on machines without them and can use the copies torch has already loaded.
+cc_library(
+    name = "cuda_headers",
+    hdrs = glob(["include/**"], allow_empty = True),
+    includes = ["include", "include/cccl"],
+)
+
 cc_library(
     name = "cudart",
     hdrs = glob(["include/**"], allow_empty = True),

@@ -73,13 +73,5 @@ WorkPtr CollectivesBackend::RecvAnySource(const Tensor& tensor, const RecvOption
   return collectives_->RecvAnySource(tensor, options);
 }
 
-std::vector<int64_t> CollectivesBackend::SplitBytes(const Tensor& tensor,
-                                                    absl::Span<const int64_t> splits) {
-  const int64_t rows = tensor.shape().empty() ? tensor.numel() : tensor.shape()[0];
-  const int64_t row_bytes = rows == 0 ? 0 : static_cast<int64_t>(tensor.nbytes()) / rows;
-  std::vector<int64_t> bytes;
-  for (int64_t split : splits) bytes.push_back(split * row_bytes);
-  return bytes;
-}
 
 }  // namespace plexus

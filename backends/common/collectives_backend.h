@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "algorithms/collectives.h"
+#include "backends/common/split_bytes.h"
 #include "frontend/dispatch/backend.h"
 
 namespace plexus {
@@ -49,9 +50,6 @@ class CollectivesBackend : public Backend {
   // that runs algorithms/ over a host transport serves.
   static BackendCapabilities CpuTransportCapabilities();
 
-  // Bytes per peer of an all_to_all_single tensor, whose split sizes count first-dimension rows
-  // (what a library's all-to-all-v takes).
-  static std::vector<int64_t> SplitBytes(const Tensor& tensor, absl::Span<const int64_t> splits);
 
   explicit CollectivesBackend(std::unique_ptr<Collectives> collectives)
       : collectives_(std::move(collectives)) {}

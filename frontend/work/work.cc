@@ -44,6 +44,22 @@ absl::Status Work::Wait(absl::Duration timeout) {
   return status_;
 }
 
+void Work::SetStreamWaitHook(std::function<absl::Status(int, void*)> hook) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!completed_) stream_wait_hook_ = std::move(hook);
+}
+
+absl::Status Work::WaitOnStream(int device, void* stream) {
+  std::function<absl::Status(int, void*)> hook;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (completed_) return status_;
+    hook = stream_wait_hook_;
+  }
+  if (hook) return hook(device, stream);
+  return Wait(absl::InfiniteDuration());  // Every operation completes by its own deadline.
+}
+
 bool Work::IsCompleted() const {
   std::lock_guard<std::mutex> lock(mu_);
   return completed_;
@@ -88,6 +104,7 @@ bool Work::Complete(absl::Status status) {
     end_ = absl::Now();
     callbacks.swap(callbacks_);
     wait_hook_ = nullptr;  // May hold references the producer wants released.
+    stream_wait_hook_ = nullptr;
   }
   completed_cv_.notify_all();
   // Run outside the lock: a callback may wait on or complete other Works.

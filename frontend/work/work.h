@@ -81,6 +81,20 @@ class Work {
   // of waking another thread - but only if the operation's own timeout is no longer.
   void SetWaitHook(std::function<void(absl::Duration wait_timeout)> hook);
 
+  // Orders what is queued later on a device stream (a cudaStream_t on CUDA device `device`)
+  // after this operation. With a stream hook from the producer (SetStreamWaitHook) this only
+  // enqueues a wait on the stream and returns OK at once, like torch's Work.wait() on NCCL;
+  // the operation's own errors then show in Wait() and status(). Without one, or when the
+  // operation has already finished, it waits on the host for the operation (bounded by the
+  // operation's own timeout) and returns its status.
+  absl::Status WaitOnStream(int device, void* stream);
+
+  // --- Producer side, continued ---
+
+  // Makes WaitOnStream enqueue `hook(device, stream)` instead of waiting on the host. Dropped
+  // once the Work completes: by then the device work is done and there is nothing to order.
+  void SetStreamWaitHook(std::function<absl::Status(int device, void* stream)> hook);
+
  private:
   const std::string op_name_;
   const int world_size_;
@@ -98,6 +112,7 @@ class Work {
   absl::Time end_ ABSL_GUARDED_BY(mu_);
   std::vector<Callback> callbacks_ ABSL_GUARDED_BY(mu_);
   std::function<void(absl::Duration)> wait_hook_ ABSL_GUARDED_BY(mu_);
+  std::function<absl::Status(int, void*)> stream_wait_hook_ ABSL_GUARDED_BY(mu_);
 };
 
 using WorkPtr = std::shared_ptr<Work>;

@@ -1,6 +1,7 @@
 #include "frontend/work/work.h"
 
 #include <atomic>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -127,6 +128,34 @@ TEST(WorkTest, SourceRank) {
   EXPECT_EQ(work.source_rank(), -1);
   work.SetSourceRank(3);
   EXPECT_EQ(work.source_rank(), 3);
+}
+
+TEST(WorkTest, WaitOnStreamEnqueuesThroughTheHookWithoutBlocking) {
+  Work work("all_reduce", 2, 7);
+  int hooked_device = -1;
+  void* hooked_stream = nullptr;
+  work.SetStreamWaitHook([&](int device, void* stream) {
+    hooked_device = device;
+    hooked_stream = stream;
+    return absl::OkStatus();
+  });
+  int marker = 0;
+  EXPECT_TRUE(work.WaitOnStream(1, &marker).ok());  // Returns at once: the Work still runs.
+  EXPECT_FALSE(work.IsCompleted());
+  EXPECT_EQ(hooked_device, 1);
+  EXPECT_EQ(hooked_stream, &marker);
+  // Once complete there is nothing left to order: the status comes back, the hook is not used.
+  work.Complete(absl::UnavailableError("rank 1 lost"));
+  hooked_device = -1;
+  EXPECT_EQ(work.WaitOnStream(0, nullptr).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(hooked_device, -1);
+}
+
+TEST(WorkTest, WaitOnStreamWithoutHookWaitsOnTheHost) {
+  auto work = std::make_shared<Work>("broadcast", 2);
+  std::thread completer([work] { work->Complete(absl::InternalError("boom")); });
+  EXPECT_EQ(work->WaitOnStream(0, nullptr).code(), absl::StatusCode::kInternal);
+  completer.join();
 }
 
 }  // namespace

@@ -1,0 +1,181 @@
+#include "backends/nccl/nccl_backend.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "devices/cuda/current_stream.h"
+#include "frontend/core/status_macros.h"
+#include "frontend/dispatch/backend_registry.h"
+
+namespace plexus::nccl {
+
+absl::StatusOr<std::shared_ptr<Backend>> NcclBackend::Create(const BackendContext& context) {
+  return std::shared_ptr<Backend>(new NcclBackend(context));
+}
+
+NcclBackend::NcclBackend(const BackendContext& context) : context_(context) {
+  // Loading is deferred to here, not the first call, but a failure only shows on CUDA calls:
+  // "cpu:tcp,cuda:nccl" must build a group on hosts that have no GPU.
+  auto cuda = cuda::LoadCudaApi();
+  if (!cuda.ok()) {
+    load_error_ = cuda.status();
+    return;
+  }
+  cuda_ = *cuda;
+  auto nccl = LoadNcclApi();
+  if (!nccl.ok()) {
+    load_error_ = nccl.status();
+    return;
+  }
+  nccl_ = *nccl;
+  watcher_ = std::make_unique<cuda::EventWatcher>(*cuda_);
+}
+
+NcclBackend::~NcclBackend() {
+  // Abort first, so kernels waiting on peers exit; then the watcher fails what was pending.
+  {
+    std::lock_guard<std::mutex> lock(issue_mu_);
+    for (auto& [device, communicator] : communicators_) {
+      if (communicator.ok()) {
+        (*communicator)->Abort(absl::AbortedError(absl::StrCat(
+            "the nccl backend of group '", context_.group_name, "' was destroyed")));
+      }
+    }
+  }
+  watcher_.reset();
+}
+
+BackendCapabilities NcclBackend::capabilities() const {
+  BackendCapabilities capabilities;
+  capabilities.devices = {DeviceType::kCuda};
+  // Any dtype moves (as bytes where NCCL has no type); reductions are checked per call.
+  for (DType dtype : kAllDTypes) capabilities.dtypes.push_back(dtype);
+  capabilities.recv_any_source = false;
+  capabilities.survives_peer_loss = false;
+  return capabilities;
+}
+
+absl::Status NcclBackend::CheckTensors(const Call& call, int* device) const {
+  for (const Tensor* tensor : call.tensors) {
+    if (tensor->device().type != DeviceType::kCuda) {
+      return absl::InvalidArgumentError(absl::StrCat(call.op, " on rank ", context_.rank,
+                                                     ": nccl takes CUDA tensors, got ",
+                                                     tensor->DebugString()));
+    }
+    if (*device < 0) *device = tensor->device().index;
+    if (tensor->device().index != *device) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          call.op, " on rank ", context_.rank, ": tensors on cuda:", *device, " and cuda:",
+          tensor->device().index, "; one call uses one device"));
+    }
+  }
+  if (!load_error_.ok()) {
+    return absl::Status(load_error_.code(),
+                        absl::StrCat(call.op, " on rank ", context_.rank, ": ",
+                                     load_error_.message()));
+  }
+  if (*device < 0) {
+    if (cuda_->GetDevice(device) != cudaSuccess) *device = 0;
+  }
+  absl::Status present = cuda::RequireDevice(*device);
+  if (!present.ok()) {
+    return absl::Status(present.code(), absl::StrCat(call.op, " on rank ", context_.rank, ": ",
+                                                     present.message()));
+  }
+  // NCCL given host memory faults inside a kernel; say which tensor it was instead.
+  for (const Tensor* tensor : call.tensors) {
+    if (tensor->nbytes() == 0) continue;
+    cudaPointerAttributes attributes{};
+    cudaError_t asked = cuda_->PointerGetAttributes(&attributes, tensor->data());
+    if (asked != cudaSuccess) cuda_->GetLastError();
+    if (asked != cudaSuccess || (attributes.type != cudaMemoryTypeDevice &&
+                                 attributes.type != cudaMemoryTypeManaged) ||
+        attributes.device != *device) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          call.op, " on rank ", context_.rank, ": ", tensor->DebugString(),
+          " does not point at memory of cuda:", *device));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<NcclCommunicator>> NcclBackend::CommunicatorFor(int device) {
+  auto found = communicators_.find(device);
+  if (found != communicators_.end()) return found->second;
+  NcclCommunicator::Config config;
+  // The n-th communicator of this backend is matched across ranks by n, as ranks may use
+  // different device indices.
+  config.store_key = absl::StrCat("nccl_comm.", communicators_created_++);
+  config.name = absl::StrCat("group '", context_.group_name, "' on cuda:", device);
+  config.rank = context_.rank;
+  config.size = context_.size;
+  config.device = device;
+  config.timeout = context_.timeout;
+  absl::StatusOr<std::shared_ptr<NcclCommunicator>> made =
+      NcclCommunicator::Create(*nccl_, *cuda_, *context_.store, std::move(config));
+  communicators_.emplace(device, made);
+  return made;
+}
+
+WorkPtr NcclBackend::Run(const Call& call, const Enqueue& enqueue) {
+  std::unique_lock<std::mutex> lock(issue_mu_);
+  const int64_t sequence = next_sequence_++;
+  // A call without tensors (barrier) runs where the last one ran, else on the current device.
+  int device = call.device >= 0 ? call.device : (call.tensors.empty() ? last_device_ : -1);
+  absl::Status checked = CheckTensors(call, &device);
+  if (!checked.ok()) return Work::Finished(checked, call.op, context_.size);
+  auto communicator = CommunicatorFor(device);
+  if (!communicator.ok()) {
+    return Work::Finished(
+        absl::Status(communicator.status().code(),
+                     absl::StrCat(call.op, " #", sequence, " on rank ", context_.rank, ": ",
+                                  communicator.status().message())),
+        call.op, context_.size);
+  }
+  last_device_ = device;
+  std::shared_ptr<NcclCommunicator> comm = *communicator;
+  const std::string description =
+      absl::StrCat(call.op, " #", sequence, " on rank ", context_.rank, " (", comm->name(), ")");
+  const absl::Time deadline = absl::Now() + call.timeout;
+  auto done = comm->Launch(description, cuda::CurrentStream(device), enqueue, deadline);
+  lock.unlock();
+  if (!done.ok()) return Work::Finished(done.status(), call.op, context_.size);
+
+  auto work = std::make_shared<Work>(call.op, context_.size, sequence);
+  work->AddBytesSent(call.traffic.sent);
+  work->AddBytesReceived(call.traffic.received);
+  std::shared_ptr<cuda::CudaEvent> event = *done;
+  work->SetStreamWaitHook([event](int stream_device, void* stream) {
+    if (stream_device != event->device()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "wait: the operation ran on cuda:", event->device(), ", not cuda:", stream_device));
+    }
+    return event->BlockStream(static_cast<cuda::Stream>(stream));
+  });
+  cuda::EventWatcher::Entry entry;
+  entry.work = work;
+  entry.done = std::move(event);
+  entry.deadline = deadline;
+  entry.description = description;
+  entry.health = [comm] { return comm->Health(); };
+  entry.on_failure = [comm](const absl::Status& why) { comm->Abort(why); };
+  entry.keepalive = comm;
+  watcher_->Watch(std::move(entry));
+  return work;
+}
+
+absl::Status NcclBackend::CopyOnStream(void* to, const void* from, size_t bytes,
+                                       cudaStream_t stream) const {
+  if (bytes == 0 || to == from) return absl::OkStatus();
+  return cuda::CudaStatus(*cuda_,
+                          cuda_->MemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream),
+                          "cudaMemcpyAsync");
+}
+
+namespace {
+
+const BackendRegisterer kRegisterNccl({kNcclBackendName, {DeviceType::kCuda},
+                                       &NcclBackend::Create});
+
+}  // namespace
+}  // namespace plexus::nccl

@@ -1,0 +1,111 @@
+// NcclBackend: plexus over NCCL for CUDA tensors (registered as "nccl" for device cuda).
+//
+// Stream semantics are ProcessGroupNCCL's: each call is ordered after the work queued so far on
+// the caller's current stream (devices/cuda/current_stream.h) and runs on the communicator's own
+// stream; its Work completes when the event recorded after it fires; Work::WaitOnStream makes
+// a stream wait for it without blocking the host, Work::Wait(timeout) waits on the host. The
+// caller keeps the tensors' memory alive until the Work completes (the Python bindings do).
+//
+// One communicator per CUDA device the group uses, created on first use (rank 0 publishes the
+// unique id in the group's store; non-blocking init bounded by the group's timeout). A call
+// whose deadline passes, or an asynchronous NCCL error, aborts the communicator: pending work
+// fails (Unavailable when a peer or the network was lost, DeadlineExceeded on timeout) and every
+// later call on that device fails with the first error. No CUDA device, or no NCCL, is
+// FailedPrecondition on the first CUDA call, never at group creation.
+#ifndef PLEXUS_BACKENDS_NCCL_NCCL_BACKEND_H_
+#define PLEXUS_BACKENDS_NCCL_NCCL_BACKEND_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "backends/common/nominal_traffic.h"
+#include "backends/nccl/nccl_communicator.h"
+#include "frontend/dispatch/backend.h"
+
+namespace plexus::nccl {
+
+inline constexpr char kNcclBackendName[] = "nccl";
+
+class NcclBackend : public Backend {
+ public:
+  static absl::StatusOr<std::shared_ptr<Backend>> Create(const BackendContext& context);
+  ~NcclBackend() override;
+
+  std::string name() const override { return kNcclBackendName; }
+  BackendCapabilities capabilities() const override;
+
+  WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options) override;
+  WorkPtr Reduce(const Tensor& tensor, const ReduceOptions& options) override;
+  WorkPtr AllReduce(const Tensor& tensor, const AllReduceOptions& options) override;
+  WorkPtr AllReduceCoalesced(absl::Span<const Tensor> tensors,
+                             const AllReduceCoalescedOptions& options) override;
+  WorkPtr AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
+                    const AllGatherOptions& options) override;
+  WorkPtr AllGatherIntoTensor(const Tensor& output, const Tensor& input,
+                              const AllGatherOptions& options) override;
+  WorkPtr Gather(absl::Span<const Tensor> outputs, const Tensor& input,
+                 const GatherOptions& options) override;
+  WorkPtr Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
+                  const ScatterOptions& options) override;
+  WorkPtr ReduceScatter(const Tensor& output, absl::Span<const Tensor> inputs,
+                        const ReduceScatterOptions& options) override;
+  WorkPtr ReduceScatterTensor(const Tensor& output, const Tensor& input,
+                              const ReduceScatterOptions& options) override;
+  WorkPtr AllToAll(absl::Span<const Tensor> outputs, absl::Span<const Tensor> inputs,
+                   const AllToAllOptions& options) override;
+  WorkPtr AllToAllSingle(const Tensor& output, const Tensor& input,
+                         absl::Span<const int64_t> output_split_sizes,
+                         absl::Span<const int64_t> input_split_sizes,
+                         const AllToAllOptions& options) override;
+  WorkPtr Barrier(const BarrierOptions& options) override;
+  WorkPtr Send(const Tensor& tensor, int dst_rank, const SendOptions& options) override;
+  WorkPtr Recv(const Tensor& tensor, int src_rank, const RecvOptions& options) override;
+  WorkPtr RecvAnySource(const Tensor& tensor, const RecvOptions& options) override;
+
+ private:
+  // What one call launches: NCCL calls (and device copies) on the communicator's stream.
+  using Enqueue = NcclCommunicator::Enqueue;
+
+  struct Call {
+    const char* op;
+    std::vector<const Tensor*> tensors;  // Every tensor the call reads or writes.
+    absl::Duration timeout;
+    nominal_traffic::Traffic traffic;
+    int device = -1;  // For calls without tensors (barrier); else the tensors' device.
+  };
+
+  explicit NcclBackend(const BackendContext& context);
+
+  // Checks the tensors (one CUDA device, device memory), finds or creates the communicator,
+  // launches and hands the Work to the watcher. Errors become a failed Work.
+  WorkPtr Run(const Call& call, const Enqueue& enqueue);
+  absl::StatusOr<std::shared_ptr<NcclCommunicator>> CommunicatorFor(int device)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mu_);
+  // `device` comes in as the call's preferred device (-1: the tensors') and leaves resolved.
+  absl::Status CheckTensors(const Call& call, int* device) const;
+  // A device-to-device copy on `stream` (NCCL has no self send for arbitrary layouts).
+  absl::Status CopyOnStream(void* to, const void* from, size_t bytes, cudaStream_t stream) const;
+
+  const BackendContext context_;
+  const NcclApi* nccl_ = nullptr;        // Null when NCCL could not be loaded (see load_error_).
+  const cuda::CudaApi* cuda_ = nullptr;  // Null when the CUDA runtime could not be loaded.
+  absl::Status load_error_;
+
+  std::mutex issue_mu_;  // Issue order = launch order = sequence order.
+  int64_t next_sequence_ ABSL_GUARDED_BY(issue_mu_) = 0;
+  int communicators_created_ ABSL_GUARDED_BY(issue_mu_) = 0;
+  int last_device_ ABSL_GUARDED_BY(issue_mu_) = -1;
+  // Per device: the communicator, or why it could not be made (kept: peers moved on).
+  std::map<int, absl::StatusOr<std::shared_ptr<NcclCommunicator>>> communicators_
+      ABSL_GUARDED_BY(issue_mu_);
+  std::unique_ptr<cuda::EventWatcher> watcher_;  // Last: destroyed first.
+};
+
+}  // namespace plexus::nccl
+
+#endif  // PLEXUS_BACKENDS_NCCL_NCCL_BACKEND_H_

@@ -1,0 +1,116 @@
+#include "backends/nccl/nccl_types.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "algorithms/half.h"
+
+namespace plexus::nccl {
+namespace {
+
+// NCCL's type for reductions on `dtype`; false when it has none.
+bool ReductionType(DType dtype, ncclDataType_t* type) {
+  switch (dtype) {
+    case DType::kBool:
+    case DType::kUInt8:
+      *type = ncclUint8;
+      return true;
+    case DType::kInt8:
+      *type = ncclInt8;
+      return true;
+    case DType::kInt16:
+      return false;
+    case DType::kInt32:
+      *type = ncclInt32;
+      return true;
+    case DType::kInt64:
+      *type = ncclInt64;
+      return true;
+    case DType::kFloat16:
+      *type = ncclFloat16;
+      return true;
+    case DType::kBFloat16:
+      *type = ncclBfloat16;
+      return true;
+    case DType::kFloat32:
+      *type = ncclFloat32;
+      return true;
+    case DType::kFloat64:
+      *type = ncclFloat64;
+      return true;
+  }
+  return false;
+}
+
+absl::Status Unsupported(absl::string_view op_name, const ReduceOp& op, DType dtype,
+                         absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(op_name, ": nccl cannot reduce ",
+                                                 DTypeName(dtype), " with ", ReduceOpName(op),
+                                                 ": ", why));
+}
+
+}  // namespace
+
+NcclExtent MovementExtent(DType dtype, int64_t elements) {
+  ncclDataType_t type;
+  if (dtype != DType::kBool && ReductionType(dtype, &type)) {
+    return {type, static_cast<size_t>(elements)};
+  }
+  return {ncclUint8, static_cast<size_t>(elements) * DTypeSize(dtype)};
+}
+
+absl::StatusOr<NcclReduction> ReductionFor(absl::string_view op_name, const ReduceOp& op,
+                                           DType dtype) {
+  NcclReduction reduction;
+  if (!ReductionType(dtype, &reduction.type)) {
+    return Unsupported(op_name, op, dtype, "NCCL has no 16-bit integer type");
+  }
+  const bool is_bool = dtype == DType::kBool;
+  switch (op.kind) {
+    case ReduceOpKind::kSum:
+      reduction.op = is_bool ? ncclMax : ncclSum;
+      return reduction;
+    case ReduceOpKind::kProduct:
+      reduction.op = is_bool ? ncclMin : ncclProd;
+      return reduction;
+    case ReduceOpKind::kMin:
+      reduction.op = ncclMin;
+      return reduction;
+    case ReduceOpKind::kMax:
+      reduction.op = ncclMax;
+      return reduction;
+    case ReduceOpKind::kAvg:
+      if (!IsFloatingPoint(dtype)) return Unsupported(op_name, op, dtype, "AVG needs floating point");
+      reduction.op = ncclAvg;
+      return reduction;
+    case ReduceOpKind::kBand:
+    case ReduceOpKind::kBor:
+      if (!is_bool) return Unsupported(op_name, op, dtype, "NCCL has no bitwise reductions");
+      reduction.op = op.kind == ReduceOpKind::kBand ? ncclMin : ncclMax;
+      return reduction;
+    case ReduceOpKind::kBxor:
+      return Unsupported(op_name, op, dtype, "NCCL has no bitwise reductions");
+    case ReduceOpKind::kPremulSum: {
+      if (!IsFloatingPoint(dtype)) {
+        return Unsupported(op_name, op, dtype, "PREMUL_SUM needs floating point");
+      }
+      reduction.premul = true;
+      if (dtype == DType::kFloat64) {
+        const double scale = op.scale;
+        std::memcpy(reduction.premul_scalar, &scale, sizeof(scale));
+      } else if (dtype == DType::kFloat32) {
+        const float scale = static_cast<float>(op.scale);
+        std::memcpy(reduction.premul_scalar, &scale, sizeof(scale));
+      } else {
+        const uint16_t bits = dtype == DType::kFloat16
+                                  ? FloatToHalf(static_cast<float>(op.scale))
+                                  : FloatToBFloat16(static_cast<float>(op.scale));
+        std::memcpy(reduction.premul_scalar, &bits, sizeof(bits));
+      }
+      return reduction;
+    }
+  }
+  return Unsupported(op_name, op, dtype, "unknown reduction");
+}
+
+}  // namespace plexus::nccl

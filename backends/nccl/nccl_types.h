@@ -1,0 +1,48 @@
+// How plexus element types and reductions map onto NCCL's, decided before anything launches.
+//
+// NCCL reduces int8, uint8, int32, int64, float16, bfloat16, float32 and float64 with SUM,
+// PRODUCT, MIN, MAX and AVG, and PREMUL_SUM through a per-call operator. plexus's bool is
+// reduced as uint8 (SUM, MAX and BOR are logical OR = max; PRODUCT, MIN and BAND logical AND =
+// min). Everything else (int16 reductions, bitwise ops on integers, BXOR on bool) is rejected
+// with InvalidArgument naming the op and dtype. Moving data never depends on the type: any
+// dtype is carried as bytes where NCCL has no matching type.
+#ifndef PLEXUS_BACKENDS_NCCL_NCCL_TYPES_H_
+#define PLEXUS_BACKENDS_NCCL_NCCL_TYPES_H_
+
+#include <nccl.h>
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "frontend/core/dtype.h"
+#include "frontend/core/reduce_op.h"
+
+namespace plexus::nccl {
+
+// A buffer as NCCL counts it: `count` elements of `type`.
+struct NcclExtent {
+  ncclDataType_t type;
+  size_t count;
+};
+
+// For data movement: the native type when NCCL has one, else bytes.
+NcclExtent MovementExtent(DType dtype, int64_t elements);
+
+// A reduction as NCCL runs it. `premul` is set for PREMUL_SUM, whose operator must be created on
+// the communicator (ncclRedOpCreatePreMulSum) with `premul_scalar` (the scale in the dtype's
+// own encoding) and destroyed after the launch.
+struct NcclReduction {
+  ncclDataType_t type;
+  ncclRedOp_t op = ncclSum;
+  bool premul = false;
+  alignas(8) unsigned char premul_scalar[8] = {};
+};
+
+// InvalidArgument "<op_name>: nccl cannot reduce <dtype> with <OP>: ..." when NCCL cannot.
+absl::StatusOr<NcclReduction> ReductionFor(absl::string_view op_name, const ReduceOp& op,
+                                           DType dtype);
+
+}  // namespace plexus::nccl
+
+#endif  // PLEXUS_BACKENDS_NCCL_NCCL_TYPES_H_

@@ -1,0 +1,124 @@
+#include "devices/cuda/event_watcher.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace plexus::cuda {
+
+absl::StatusOr<std::shared_ptr<CudaEvent>> CudaEvent::Create(const CudaApi& api, int device,
+                                                             bool timing) {
+  DeviceGuard guard(api, device);
+  cudaEvent_t event = nullptr;
+  absl::Status status = CudaStatus(
+      api, api.EventCreateWithFlags(&event, timing ? cudaEventDefault : cudaEventDisableTiming),
+      "cudaEventCreateWithFlags");
+  if (!status.ok()) return status;
+  return std::shared_ptr<CudaEvent>(new CudaEvent(api, event, device));
+}
+
+CudaEvent::~CudaEvent() { api_.EventDestroy(event_); }
+
+absl::Status CudaEvent::Record(Stream stream) {
+  return CudaStatus(api_, api_.EventRecord(event_, stream), "cudaEventRecord");
+}
+
+absl::Status CudaEvent::BlockStream(Stream stream) {
+  DeviceGuard guard(api_, device_);
+  return CudaStatus(api_, api_.StreamWaitEvent(stream, event_, 0), "cudaStreamWaitEvent");
+}
+
+EventWatcher::EventWatcher(const CudaApi& api) : api_(api), thread_([this] { Run(); }) {}
+
+EventWatcher::~EventWatcher() {
+  std::vector<Entry> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    left.swap(entries_);
+  }
+  for (Entry& entry : left) {
+    entry.work->Complete(absl::AbortedError(
+        absl::StrCat(entry.description, ": its backend was destroyed before it completed")));
+  }
+}
+
+void EventWatcher::Watch(Entry entry) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_.push_back(std::move(entry));
+  }
+  wake_.notify_one();
+}
+
+size_t EventWatcher::pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.size();
+}
+
+bool EventWatcher::Settle(Entry& entry, absl::Time now) {
+  const cudaError_t query = api_.EventQuery(entry.done->get());
+  absl::Status failure;
+  if (query == cudaSuccess) {
+    entry.work->Complete(absl::OkStatus());
+    return true;
+  }
+  if (query != cudaErrorNotReady) {
+    failure = CudaStatus(api_, query, absl::StrCat(entry.description, ": waiting for its end"));
+  } else if (entry.health) {
+    failure = entry.health();
+  }
+  if (failure.ok() && now >= entry.deadline) {
+    failure = absl::DeadlineExceededError(absl::StrCat(
+        entry.description, " did not complete by its deadline; its communicator is aborted"));
+  }
+  if (failure.ok()) return false;
+  if (entry.on_failure) entry.on_failure(failure);
+  entry.work->Complete(failure);
+  return true;
+}
+
+void EventWatcher::Run() {
+  // Poll quickly while operations finish, backing off to 1 ms while one runs long: a GPU
+  // collective ends in microseconds or in seconds, and the event cannot wake a thread.
+  absl::Duration idle_wait = absl::Microseconds(5);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    wake_.wait(lock, [this] { return stopping_ || !entries_.empty(); });
+    if (stopping_) return;
+    std::vector<Entry> batch;
+    batch.swap(entries_);
+    lock.unlock();
+    const absl::Time now = absl::Now();
+    std::vector<Entry> running;
+    bool progressed = false;
+    for (Entry& entry : batch) {
+      if (Settle(entry, now)) {
+        progressed = true;
+      } else {
+        running.push_back(std::move(entry));
+      }
+    }
+    batch.clear();  // Releases finished entries' keepalives outside the lock.
+    lock.lock();
+    // Entries that arrived meanwhile go after the ones already waiting.
+    running.insert(running.end(), std::make_move_iterator(entries_.begin()),
+                   std::make_move_iterator(entries_.end()));
+    entries_.swap(running);
+    if (entries_.empty()) {
+      idle_wait = absl::Microseconds(5);
+      continue;
+    }
+    idle_wait = progressed ? absl::Microseconds(5) : std::min(idle_wait * 2, absl::Milliseconds(1));
+    wake_.wait_for(lock, absl::ToChronoNanoseconds(idle_wait), [this] { return stopping_; });
+    if (stopping_) return;
+  }
+}
+
+}  // namespace plexus::cuda

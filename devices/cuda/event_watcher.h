@@ -1,0 +1,95 @@
+// CudaEvent and EventWatcher: how a Work whose last step runs on a CUDA stream learns that it
+// has finished.
+//
+// A producer records a CudaEvent after an operation's last device step and hands the Work to
+// the watcher, which polls the event from its own thread and completes the Work when it fires.
+// While waiting it asks the entry's health check (e.g. NCCL's asynchronous error) and enforces
+// the deadline; on either failure it completes the Work with that error and calls the entry's
+// on_failure (e.g. abort the communicator, which makes the stuck kernels exit).
+#ifndef PLEXUS_DEVICES_CUDA_EVENT_WATCHER_H_
+#define PLEXUS_DEVICES_CUDA_EVENT_WATCHER_H_
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "devices/cuda/cuda_api.h"
+#include "devices/cuda/current_stream.h"
+#include "frontend/work/work.h"
+
+namespace plexus::cuda {
+
+// A CUDA event (timing disabled unless asked), destroyed with the object.
+class CudaEvent {
+ public:
+  static absl::StatusOr<std::shared_ptr<CudaEvent>> Create(const CudaApi& api, int device,
+                                                           bool timing = false);
+  ~CudaEvent();
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+
+  cudaEvent_t get() const { return event_; }
+  int device() const { return device_; }
+  // Records the event on `stream` (of this event's device).
+  absl::Status Record(Stream stream);
+  // Makes `stream` wait for the event's last recording, without blocking the host.
+  absl::Status BlockStream(Stream stream);
+
+ private:
+  CudaEvent(const CudaApi& api, cudaEvent_t event, int device)
+      : api_(api), event_(event), device_(device) {}
+
+  const CudaApi& api_;
+  cudaEvent_t event_;
+  int device_;
+};
+
+class EventWatcher {
+ public:
+  struct Entry {
+    WorkPtr work;
+    std::shared_ptr<CudaEvent> done;  // Recorded after the operation's last device step.
+    absl::Time deadline = absl::InfiniteFuture();
+    std::string description;  // "all_reduce #12 on cuda:0", for the timeout message.
+    // Asked while the event has not fired; an error fails the Work with it. May be empty.
+    std::function<absl::Status()> health;
+    // Called once, after the Work failed by deadline, health or a CUDA error. May be empty.
+    std::function<void(const absl::Status&)> on_failure;
+    // Holds what must live until the operation ends (buffers, op handles); released after
+    // the Work completes, on the watcher's thread.
+    std::shared_ptr<void> keepalive;
+  };
+
+  explicit EventWatcher(const CudaApi& api);
+  // Fails the entries still watched with Aborted, then joins the thread.
+  ~EventWatcher();
+  EventWatcher(const EventWatcher&) = delete;
+  EventWatcher& operator=(const EventWatcher&) = delete;
+
+  void Watch(Entry entry);
+  // Entries being watched now.
+  size_t pending() const;
+
+ private:
+  void Run();
+  // Checks one entry; returns true when it has been completed (successfully or not).
+  bool Settle(Entry& entry, absl::Time now);
+
+  const CudaApi& api_;
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::vector<Entry> entries_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace plexus::cuda
+
+#endif  // PLEXUS_DEVICES_CUDA_EVENT_WATCHER_H_
