@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "backends/nccl/nccl_types.h"
 #include "devices/cuda/current_stream.h"
 #include "frontend/core/status_macros.h"
 #include "frontend/dispatch/backend_registry.h"
@@ -50,6 +51,14 @@ BackendCapabilities NcclBackend::capabilities() const {
   capabilities.devices = {DeviceType::kCuda};
   // Any dtype moves (as bytes where NCCL has no type); reductions are checked per call.
   for (DType dtype : kAllDTypes) capabilities.dtypes.push_back(dtype);
+  for (ReduceOpKind op : kAllReduceOpKinds) {
+    for (DType dtype : kAllDTypes) {
+      const ReduceOp reduce_op = op == ReduceOpKind::kPremulSum ? ReduceOp::PremulSum(1.0) : op;
+      if (ValidateReduceOp(reduce_op, dtype).ok() && !ReductionFor("", reduce_op, dtype).ok()) {
+        capabilities.unsupported_reductions.push_back({op, dtype});
+      }
+    }
+  }
   capabilities.recv_any_source = false;
   capabilities.survives_peer_loss = false;
   return capabilities;

@@ -56,6 +56,7 @@ absl::StatusOr<CudaApi> Load() {
   load("cudaMalloc", &api.Malloc);
   load("cudaFree", &api.Free);
   load("cudaHostAlloc", &api.HostAlloc);
+  load("cudaMallocManaged", &api.MallocManaged);
   load("cudaFreeHost", &api.FreeHost);
   load("cudaMemcpy", &api.Memcpy);
   load("cudaMemcpyAsync", &api.MemcpyAsync);

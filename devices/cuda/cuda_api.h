@@ -44,10 +44,11 @@ struct CudaApi {
   decltype(&::cudaEventQuery) EventQuery;
   decltype(&::cudaEventSynchronize) EventSynchronize;
   decltype(&::cudaEventElapsedTime) EventElapsedTime;
-  // cuda_runtime.h adds C++ overloads of these two, so their types are spelled out.
+  // cuda_runtime.h adds C++ overloads of these three, so their types are spelled out.
   cudaError_t (*Malloc)(void** pointer, size_t bytes);
   decltype(&::cudaFree) Free;
   cudaError_t (*HostAlloc)(void** pointer, size_t bytes, unsigned int flags);
+  cudaError_t (*MallocManaged)(void** pointer, size_t bytes, unsigned int flags);
   decltype(&::cudaFreeHost) FreeHost;
   decltype(&::cudaMemcpy) Memcpy;
   decltype(&::cudaMemcpyAsync) MemcpyAsync;

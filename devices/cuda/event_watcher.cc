@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "frontend/core/logging.h"
 
 namespace plexus::cuda {
 
@@ -64,12 +65,23 @@ size_t EventWatcher::pending() const {
 
 bool EventWatcher::Settle(Entry& entry, absl::Time now) {
   const cudaError_t query = api_.EventQuery(entry.done->get());
-  absl::Status failure;
+  if (!entry.failure.ok()) {  // Failed already: complete once the device is past it.
+    if (query == cudaErrorNotReady && now < entry.give_up) return false;
+    if (query == cudaErrorNotReady) {
+      Log(LogLevel::kWarning,
+          absl::StrCat(entry.description, ": the device did not finish within ",
+                       absl::FormatDuration(kFailureGrace), " of the abort; completing it anyway"));
+    }
+    entry.work->Complete(entry.failure);
+    return true;
+  }
   if (query == cudaSuccess) {
     entry.work->Complete(absl::OkStatus());
     return true;
   }
+  absl::Status failure;
   if (query != cudaErrorNotReady) {
+    api_.GetLastError();
     failure = CudaStatus(api_, query, absl::StrCat(entry.description, ": waiting for its end"));
   } else if (entry.health) {
     failure = entry.health();
@@ -80,8 +92,13 @@ bool EventWatcher::Settle(Entry& entry, absl::Time now) {
   }
   if (failure.ok()) return false;
   if (entry.on_failure) entry.on_failure(failure);
-  entry.work->Complete(failure);
-  return true;
+  entry.failure = failure;
+  entry.give_up = now + kFailureGrace;
+  if (query != cudaErrorNotReady) {
+    entry.work->Complete(failure);
+    return true;
+  }
+  return false;
 }
 
 void EventWatcher::Run() {

@@ -4,8 +4,10 @@
 // A producer records a CudaEvent after an operation's last device step and hands the Work to
 // the watcher, which polls the event from its own thread and completes the Work when it fires.
 // While waiting it asks the entry's health check (e.g. NCCL's asynchronous error) and enforces
-// the deadline; on either failure it completes the Work with that error and calls the entry's
-// on_failure (e.g. abort the communicator, which makes the stuck kernels exit).
+// the deadline; on either failure it calls the entry's on_failure (e.g. abort the communicator,
+// which makes the stuck kernels exit) and completes the Work with that error once the event has
+// fired - so no kernel writes into buffers the caller frees on seeing the error - or, if the
+// device never gets there, after kFailureGrace.
 #ifndef PLEXUS_DEVICES_CUDA_EVENT_WATCHER_H_
 #define PLEXUS_DEVICES_CUDA_EVENT_WATCHER_H_
 
@@ -65,7 +67,14 @@ class EventWatcher {
     // Holds what must live until the operation ends (buffers, op handles); released after
     // the Work completes, on the watcher's thread.
     std::shared_ptr<void> keepalive;
+
+    // Set by the watcher once the entry has failed: the error, and until when to wait for the
+    // event before completing the Work anyway.
+    absl::Status failure;
+    absl::Time give_up = absl::InfiniteFuture();
   };
+
+  static constexpr absl::Duration kFailureGrace = absl::Seconds(10);
 
   explicit EventWatcher(const CudaApi& api);
   // Fails the entries still watched with Aborted, then joins the thread.

@@ -23,6 +23,7 @@
 #include "frontend/core/device.h"
 #include "frontend/core/dtype.h"
 #include "frontend/core/options.h"
+#include "frontend/core/reduce_op.h"
 #include "frontend/core/tensor.h"
 #include "frontend/store/store.h"
 #include "frontend/work/work.h"
@@ -35,6 +36,13 @@ struct BackendCapabilities {
   std::vector<DType> dtypes;        // Element types it moves and reduces.
   bool recv_any_source = false;     // RecvAnySource is supported.
   bool survives_peer_loss = false;  // Losing a peer fails pending work; the backend stays usable.
+  // (op, dtype) pairs that are valid (ValidateReduceOp) but this backend cannot reduce, e.g.
+  // bitwise ops on NCCL. The ProcessGroup rejects them up front with InvalidArgument.
+  struct Reduction {
+    ReduceOpKind op;
+    DType dtype;
+  };
+  std::vector<Reduction> unsupported_reductions;
 };
 
 // Everything a backend factory needs to join its group.

@@ -89,7 +89,8 @@ absl::StatusOr<std::shared_ptr<Backend>> ProcessGroup::BackendFor(DeviceType dev
 }
 
 absl::StatusOr<const ProcessGroup::Served*> ProcessGroup::Route(absl::string_view op,
-                                                                const Tensor& tensor) const {
+                                                                const Tensor& tensor,
+                                                                const ReduceOp* reduction) const {
   auto served = FindServed(tensor.device().type);
   if (!served.ok()) {
     return absl::Status(served.status().code(),
@@ -102,6 +103,15 @@ absl::StatusOr<const ProcessGroup::Served*> ProcessGroup::Route(absl::string_vie
                                                    (*served)->backend->name(),
                                                    "' does not support dtype ",
                                                    DTypeName(tensor.dtype())));
+  }
+  if (reduction != nullptr) {
+    for (const auto& unsupported : (*served)->capabilities.unsupported_reductions) {
+      if (unsupported.op == reduction->kind && unsupported.dtype == tensor.dtype()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            op, " on rank ", config_.rank, ": backend '", (*served)->backend->name(),
+            "' cannot reduce ", DTypeName(tensor.dtype()), " with ", ReduceOpName(*reduction)));
+      }
+    }
   }
   return served;
 }
@@ -165,14 +175,14 @@ absl::StatusOr<WorkPtr> ProcessGroup::Broadcast(const Tensor& tensor, BroadcastO
 absl::StatusOr<WorkPtr> ProcessGroup::Reduce(const Tensor& tensor, ReduceOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateReduce(position(), tensor, options));
-  ASSIGN_OR_RETURN(const Served* served, Route("reduce", tensor));
+  ASSIGN_OR_RETURN(const Served* served, Route("reduce", tensor, &options.op));
   return served->backend->Reduce(tensor, options);
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::AllReduce(const Tensor& tensor, AllReduceOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllReduce(position(), tensor, options));
-  ASSIGN_OR_RETURN(const Served* served, Route("all_reduce", tensor));
+  ASSIGN_OR_RETURN(const Served* served, Route("all_reduce", tensor, &options.op));
   return served->backend->AllReduce(tensor, options);
 }
 
@@ -180,7 +190,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllReduceCoalesced(absl::Span<const Tensor
                                                          AllReduceCoalescedOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllReduceCoalesced(position(), tensors, options));
-  ASSIGN_OR_RETURN(const Served* served, Route("all_reduce_coalesced", tensors[0]));
+  ASSIGN_OR_RETURN(const Served* served, Route("all_reduce_coalesced", tensors[0], &options.op));
   return served->backend->AllReduceCoalesced(tensors, options);
 }
 
@@ -223,7 +233,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::ReduceScatter(const Tensor& output,
                                                     ReduceScatterOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateReduceScatter(position(), output, inputs, options));
-  ASSIGN_OR_RETURN(const Served* served, Route("reduce_scatter", output));
+  ASSIGN_OR_RETURN(const Served* served, Route("reduce_scatter", output, &options.op));
   return served->backend->ReduceScatter(output, inputs, options);
 }
 
@@ -232,7 +242,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::ReduceScatterTensor(const Tensor& output,
                                                           ReduceScatterOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateReduceScatterTensor(position(), output, input, options));
-  ASSIGN_OR_RETURN(const Served* served, Route("reduce_scatter_tensor", output));
+  ASSIGN_OR_RETURN(const Served* served, Route("reduce_scatter_tensor", output, &options.op));
   return served->backend->ReduceScatterTensor(output, input, options);
 }
 

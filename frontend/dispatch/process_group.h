@@ -109,8 +109,10 @@ class ProcessGroup {
                std::vector<DeviceBackend> mapping, std::vector<Served> backends);
 
   absl::StatusOr<const Served*> FindServed(DeviceType device) const;
-  // The backend for `tensor`'s device, after checking it accepts the dtype.
-  absl::StatusOr<const Served*> Route(absl::string_view op, const Tensor& tensor) const;
+  // The backend for `tensor`'s device, after checking it accepts the dtype (and, for a
+  // reduction, can apply `reduction` to it).
+  absl::StatusOr<const Served*> Route(absl::string_view op, const Tensor& tensor,
+                                      const ReduceOp* reduction = nullptr) const;
   GroupPosition position() const { return {config_.rank, config_.size}; }
 
   const Config config_;

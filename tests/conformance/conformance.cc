@@ -6,6 +6,9 @@
 #include "gtest/gtest.h"
 #include "tests/testing/mpirun.h"
 #include "tests/testing/subprocess.h"
+#ifdef PLEXUS_TEST_CUDA
+#include "tests/testing/cuda_memory.h"
+#endif
 
 namespace plexus::conformance {
 namespace {
@@ -13,6 +16,54 @@ namespace {
 std::string& Backend() {
   static auto* backend = new std::string("cpu:tcp");
   return *backend;
+}
+
+DeviceType& DeviceTypeSlot() {
+  static DeviceType type = DeviceType::kCpu;
+  return type;
+}
+
+Device& RankDevice() {
+  static Device device;
+  return device;
+}
+
+}  // namespace
+
+DeviceType DeviceTypeUnderTest() { return DeviceTypeSlot(); }
+void SetDeviceTypeUnderTest(DeviceType type) { DeviceTypeSlot() = type; }
+Device DeviceUnderTest() { return RankDevice(); }
+
+bool ReceivesFromAnySource(const ProcessGroup& group) {
+  auto backend = group.BackendFor(DeviceTypeUnderTest());
+  return backend.ok() && (*backend)->capabilities().recv_any_source;
+}
+
+namespace {
+
+// How many CUDA devices ranks can spread over, asked once in a child process (the test process
+// must not start CUDA before it forks ranks); the error says why there are none.
+absl::StatusOr<int> CudaDevices() {
+#ifdef PLEXUS_TEST_CUDA
+  static const absl::StatusOr<int>* devices =
+      new absl::StatusOr<int>(testing::CudaDeviceCountInChild());
+  return *devices;
+#else
+  return absl::FailedPreconditionError("no CUDA device: this build has no CUDA toolkit");
+#endif
+}
+
+// Puts this rank on its device: rank % devices, buffers in managed memory.
+absl::Status EnterDevice(int rank) {
+  if (DeviceTypeUnderTest() == DeviceType::kCpu) return absl::OkStatus();
+#ifdef PLEXUS_TEST_CUDA
+  absl::StatusOr<int> devices = CudaDevices();
+  if (!devices.ok()) return devices.status();
+  RankDevice() = Device::Cuda(rank % *devices);
+  return testing::UseManagedBuffers(RankDevice().index);
+#else
+  return CudaDevices().status();
+#endif
 }
 
 }  // namespace
@@ -50,7 +101,8 @@ int RunRank(const std::string& init_method, int rank, int world,
   options.rank = rank;
   options.world_size = world;
   options.timeout = absl::Seconds(60);
-  auto group = InitProcessGroup(options);
+  absl::Status entered = EnterDevice(rank < 0 ? 0 : rank);
+  auto group = entered.ok() ? InitProcessGroup(options) : entered;
   Checker checker(group.ok() ? (*group)->rank() : rank);
   if (!group.ok()) {
     checker.Fail("init: ", group.status().ToString());
@@ -71,6 +123,14 @@ void RunWorld(int world, const std::function<void(ProcessGroup&, Checker&)>& bod
     EXPECT_EQ(RunRank("mpi://", -1, -1, body), 0)
         << "backend " << BackendUnderTest() << ", world " << world;
     return;
+  }
+  if (DeviceTypeUnderTest() == DeviceType::kCuda) {
+    absl::StatusOr<int> devices = CudaDevices();
+    if (!devices.ok()) GTEST_SKIP() << devices.status().message();
+    // NCCL refuses two ranks on one device; staging through a cpu backend does not care.
+    if (BackendUnderTest().find("nccl") != std::string::npos && world > *devices) {
+      GTEST_SKIP() << "nccl needs a CUDA device per rank; " << *devices << " visible";
+    }
   }
   const std::string url = "file://" + testing::TempPath("conformance");
   absl::Status status = testing::RunInChildren(

@@ -19,6 +19,19 @@ namespace plexus::conformance {
 const std::string& BackendUnderTest();
 void SetBackendUnderTest(std::string backend);
 
+// The device type of the suite's tensors (--device=cpu|cuda; cpu by default). On cuda each
+// rank uses device rank % (devices visible) and its buffers are CUDA managed memory.
+DeviceType DeviceTypeUnderTest();
+void SetDeviceTypeUnderTest(DeviceType type);
+// This rank's device.
+Device DeviceUnderTest();
+// A flat tensor of `count` elements at `data` on the device under test.
+inline Tensor DeviceTensor(void* data, DType dtype, int64_t count) {
+  return Tensor::Flat(data, dtype, count, DeviceUnderTest());
+}
+// Whether the backend serving the device under test receives from any source.
+bool ReceivesFromAnySource(const ProcessGroup& group);
+
 // Collects failures inside a rank.
 class Checker {
  public:

@@ -1,4 +1,5 @@
-// main() for conformance tests: --backend=STRING selects the backend under test. With
+// main() for conformance tests: --backend=STRING selects the backend under test, --device=cuda
+// puts the tensors in CUDA memory. With
 // --launch=mpirun the binary starts itself under mpirun once per world size (each rank then
 // runs the suite in-process, skipping the other sizes) - the way MPI backends get their ranks.
 #include <cstdio>
@@ -17,6 +18,9 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--backend=", 10) == 0) {
       plexus::conformance::SetBackendUnderTest(argv[i] + 10);
+    }
+    if (std::strcmp(argv[i], "--device=cuda") == 0) {
+      plexus::conformance::SetDeviceTypeUnderTest(plexus::DeviceType::kCuda);
     }
     if (std::strcmp(argv[i], "--launch=mpirun") == 0) {
       launch_mpirun = true;

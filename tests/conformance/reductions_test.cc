@@ -11,11 +11,24 @@
 namespace plexus::conformance {
 namespace {
 
-std::vector<ReduceOp> ValidOps(DType dtype) {
+// Whether the backend serving the device under test declares it cannot do (op, dtype).
+bool DeclaredUnsupported(const ProcessGroup& group, ReduceOpKind op, DType dtype) {
+  auto backend = group.BackendFor(DeviceTypeUnderTest());
+  if (!backend.ok()) return false;
+  for (const auto& pair : (*backend)->capabilities().unsupported_reductions) {
+    if (pair.op == op && pair.dtype == dtype) return true;
+  }
+  return false;
+}
+
+// The ops valid for `dtype` that the backend under test supports.
+std::vector<ReduceOp> ValidOps(const ProcessGroup& group, DType dtype) {
   std::vector<ReduceOp> ops;
   for (ReduceOpKind kind : kAllReduceOpKinds) {
     ReduceOp op = kind == ReduceOpKind::kPremulSum ? ReduceOp::PremulSum(0.5) : ReduceOp(kind);
-    if (ValidateReduceOp(op, dtype).ok()) ops.push_back(op);
+    if (ValidateReduceOp(op, dtype).ok() && !DeclaredUnsupported(group, kind, dtype)) {
+      ops.push_back(op);
+    }
   }
   return ops;
 }
@@ -31,14 +44,14 @@ std::vector<double> Expected(DType dtype, const ReduceOp& op, int world, int64_t
 void AllReduceMatrix(ProcessGroup& group, Checker& check, const std::string& label) {
   uint64_t fingerprint = 0;
   for (DType dtype : kAllDTypes) {
-    for (const ReduceOp& op : ValidOps(dtype)) {
+    for (const ReduceOp& op : ValidOps(group, dtype)) {
       for (int64_t count : Counts()) {
         Buffer data = MakeInput(dtype, op.kind, group.rank(), count);
         AllReduceOptions options;
         options.op = op;
         const std::string what = absl::StrCat(label, " all_reduce ", DTypeName(dtype), " ",
                                               ReduceOpName(op), " x", count);
-        if (!check.Ran(what, group.AllReduce(Tensor::Flat(data.data(), dtype, count), options))) {
+        if (!check.Ran(what, group.AllReduce(DeviceTensor(data.data(), dtype, count), options))) {
           continue;
         }
         std::string diff = Compare(data, Expected(dtype, op, group.size(), count), op);
@@ -61,6 +74,32 @@ void AllReduceMatrix(ProcessGroup& group, Checker& check, const std::string& lab
 }
 
 class ReductionsTest : public ::testing::TestWithParam<int> {};
+
+// What a backend declares it cannot reduce is refused by the call itself, before anything runs,
+// and leaves the tensor as it was.
+TEST_P(ReductionsTest, DeclaredUnsupportedReductionsAreRefusedUpFront) {
+  RunWorld(GetParam(), [](ProcessGroup& group, Checker& check) {
+    for (DType dtype : kAllDTypes) {
+      for (ReduceOpKind kind : kAllReduceOpKinds) {
+        if (!DeclaredUnsupported(group, kind, dtype)) continue;
+        Buffer data = MakeInput(dtype, kind, group.rank(), 5);
+        const Buffer original = data;
+        AllReduceOptions options;
+        options.op = kind;
+        auto work = group.AllReduce(DeviceTensor(data.data(), dtype, 5), options);
+        if (work.ok() || !absl::IsInvalidArgument(work.status())) {
+          check.Fail("all_reduce ", DTypeName(dtype), " ", ReduceOpName(kind),
+                     " is declared unsupported but was not refused: ",
+                     work.ok() ? "accepted" : work.status().ToString());
+        }
+        if (Fingerprint(data.bytes(), data.nbytes()) !=
+            Fingerprint(original.bytes(), original.nbytes())) {
+          check.Fail("a refused all_reduce changed its tensor");
+        }
+      }
+    }
+  });
+}
 
 TEST_P(ReductionsTest, AllReduceWithEveryAlgorithm) {
   RunWorld(GetParam(), [](ProcessGroup& group, Checker& check) {
@@ -90,7 +129,7 @@ TEST_P(ReductionsTest, AllReduceCoalesced) {
       for (size_t t = 0; t < counts.size(); ++t) {
         buffers.push_back(MakeInput(dtype, ReduceOpKind::kSum, group.rank(), counts[t], t));
       }
-      for (Buffer& b : buffers) tensors.push_back(Tensor::Flat(b.data(), dtype, b.count()));
+      for (Buffer& b : buffers) tensors.push_back(DeviceTensor(b.data(), dtype, b.count()));
       if (!check.Ran("all_reduce_coalesced", group.AllReduceCoalesced(tensors))) continue;
       for (size_t t = 0; t < counts.size(); ++t) {
         std::vector<double> expected(counts[t]);
@@ -108,7 +147,7 @@ TEST_P(ReductionsTest, ReduceToEveryRoot) {
   RunWorld(GetParam(), [](ProcessGroup& group, Checker& check) {
     for (int root : {0, group.size() - 1}) {
       for (DType dtype : kAllDTypes) {
-        for (const ReduceOp& op : ValidOps(dtype)) {
+        for (const ReduceOp& op : ValidOps(group, dtype)) {
           for (int64_t count : {int64_t{0}, int64_t{7}, int64_t{70001}}) {
             Buffer data = MakeInput(dtype, op.kind, group.rank(), count);
             const Buffer original = data;
@@ -117,7 +156,7 @@ TEST_P(ReductionsTest, ReduceToEveryRoot) {
             options.root_rank = root;
             const std::string what = absl::StrCat("reduce root ", root, " ", DTypeName(dtype),
                                                   " ", ReduceOpName(op), " x", count);
-            if (!check.Ran(what, group.Reduce(Tensor::Flat(data.data(), dtype, count), options))) {
+            if (!check.Ran(what, group.Reduce(DeviceTensor(data.data(), dtype, count), options))) {
               continue;
             }
             std::vector<double> expected;
@@ -139,7 +178,7 @@ TEST_P(ReductionsTest, ReduceScatterListAndTensor) {
   RunWorld(GetParam(), [](ProcessGroup& group, Checker& check) {
     const int n = group.size();
     for (DType dtype : kAllDTypes) {
-      for (const ReduceOp& op : ValidOps(dtype)) {
+      for (const ReduceOp& op : ValidOps(group, dtype)) {
         for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{20001}}) {
           // Element j of the flat input is InputValue(rank, j); rank r's block is [r*count, ...).
           Buffer input = MakeInput(dtype, op.kind, group.rank(), count * n);
@@ -150,8 +189,8 @@ TEST_P(ReductionsTest, ReduceScatterListAndTensor) {
           ReduceScatterOptions options;
           options.op = op;
           if (check.Ran(what + " (tensor)",
-                        group.ReduceScatterTensor(Tensor::Flat(output.data(), dtype, count),
-                                                  Tensor::Flat(input.data(), dtype, count * n),
+                        group.ReduceScatterTensor(DeviceTensor(output.data(), dtype, count),
+                                                  DeviceTensor(input.data(), dtype, count * n),
                                                   options))) {
             std::string diff = Compare(output, expected, op);
             if (!diff.empty()) check.Fail(what, " (tensor): ", diff);
@@ -163,13 +202,13 @@ TEST_P(ReductionsTest, ReduceScatterListAndTensor) {
           }
           std::vector<Tensor> inputs;
           for (int r = 0; r < n; ++r) {
-            inputs.push_back(Tensor::Flat(static_cast<uint8_t*>(input.data()) +
+            inputs.push_back(DeviceTensor(static_cast<uint8_t*>(input.data()) +
                                               r * count * DTypeSize(dtype),
                                           dtype, count));
           }
           Buffer list_output(dtype, count);
           if (check.Ran(what + " (list)",
-                        group.ReduceScatter(Tensor::Flat(list_output.data(), dtype, count), inputs,
+                        group.ReduceScatter(DeviceTensor(list_output.data(), dtype, count), inputs,
                                             options))) {
             std::string diff = Compare(list_output, expected, op);
             if (!diff.empty()) check.Fail(what, " (list): ", diff);

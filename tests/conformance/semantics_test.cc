@@ -29,9 +29,9 @@ TEST_P(SemanticsTest, ManyOperationsInFlight) {
         BroadcastOptions options;
         options.root_rank = i % group.size();
         works.push_back(
-            group.Broadcast(Tensor::Flat(b.data(), DType::kFloat32, b.count()), options));
+            group.Broadcast(DeviceTensor(b.data(), DType::kFloat32, b.count()), options));
       } else {
-        works.push_back(group.AllReduce(Tensor::Flat(b.data(), DType::kFloat32, b.count())));
+        works.push_back(group.AllReduce(DeviceTensor(b.data(), DType::kFloat32, b.count())));
       }
     }
     for (int i = kInFlight - 1; i >= 0; --i) {  // Waiting out of order is fine.
@@ -61,18 +61,20 @@ TEST_P(SemanticsTest, SubgroupsRunIndependently) {
     }
     auto mine = group.rank() % 2 == 0 ? *even_group : *odd_group;
     const std::vector<int>& members = group.rank() % 2 == 0 ? evens : odds;
-    int64_t value = group.rank() + 1;
-    if (check.Ran("subgroup all_reduce", mine->AllReduce(Tensor::Flat(&value, DType::kInt64, 1)))) {
+    Buffer value(DType::kInt64, 1);
+    value.Set(0, group.rank() + 1);
+    if (check.Ran("subgroup all_reduce", mine->AllReduce(DeviceTensor(value.data(), DType::kInt64, 1)))) {
       int64_t expected = 0;
       for (int r : members) expected += r + 1;
-      if (value != expected) check.Fail("subgroup sum ", value, " expected ", expected);
+      if (value.Get(0) != expected) check.Fail("subgroup sum ", value.Get(0), " expected ", expected);
     }
     // The world still works after the subgroups.
-    int64_t world_value = 1;
+    Buffer world_value(DType::kInt64, 1);
+    world_value.Set(0, 1);
     if (check.Ran("world all_reduce",
-                  group.AllReduce(Tensor::Flat(&world_value, DType::kInt64, 1))) &&
-        world_value != group.size()) {
-      check.Fail("world sum ", world_value);
+                  group.AllReduce(DeviceTensor(world_value.data(), DType::kInt64, 1))) &&
+        world_value.Get(0) != group.size()) {
+      check.Fail("world sum ", world_value.Get(0));
     }
     (void)mine->Shutdown(absl::Seconds(60));
   });
@@ -97,15 +99,20 @@ TEST_P(SemanticsTest, WorksCompleteWithoutWait) {
     };
     const int n = group.size();
     const int me = group.rank();
-    int32_t sent = me + 100;
-    int32_t received = -1;
-    std::vector<float> data(1000, 1.0f);
+    Buffer sent(DType::kInt32, 1), received(DType::kInt32, 1), data(DType::kFloat32, 1000);
+    sent.Set(0, me + 100);
+    received.Set(0, -1);
+    for (int64_t i = 0; i < data.count(); ++i) data.Set(i, 1.0);
     std::vector<absl::StatusOr<WorkPtr>> works;
-    if (n > 1) {
-      works.push_back(group.Recv(Tensor::Flat(&received, DType::kInt32, 1), (me + n - 1) % n));
-      works.push_back(group.Send(Tensor::Flat(&sent, DType::kInt32, 1), (me + 1) % n));
+    if (n > 1) {  // Odd ranks receive first, even ranks send first (see BarrierAndPointToPoint).
+      auto recv = [&] {
+        return group.Recv(DeviceTensor(received.data(), DType::kInt32, 1), (me + n - 1) % n);
+      };
+      auto send = [&] { return group.Send(DeviceTensor(sent.data(), DType::kInt32, 1), (me + 1) % n); };
+      works.push_back(me % 2 == 1 ? recv() : send());
+      works.push_back(me % 2 == 1 ? send() : recv());
     }
-    works.push_back(group.AllReduce(Tensor::Flat(data.data(), DType::kFloat32, data.size())));
+    works.push_back(group.AllReduce(DeviceTensor(data.data(), DType::kFloat32, data.count())));
     for (auto& work : works) {
       if (!work.ok()) {
         check.Fail("rejected: ", work.status().ToString());
@@ -122,8 +129,10 @@ TEST_P(SemanticsTest, WorksCompleteWithoutWait) {
       return;
     }
     if (!done->first.ok()) check.Fail("completion: ", done->first.ToString());
-    if (n > 1 && received != (me + n - 1) % n + 100) check.Fail("recv gave ", received);
-    if (data[0] != static_cast<float>(n)) check.Fail("all_reduce gave ", data[0]);
+    if (n > 1 && received.Get(0) != (me + n - 1) % n + 100) {
+      check.Fail("recv gave ", received.Get(0));
+    }
+    if (data.Get(0) != n) check.Fail("all_reduce gave ", data.Get(0));
   });
 }
 
@@ -131,7 +140,7 @@ TEST_P(SemanticsTest, LargeTensorAndStats) {
   RunWorld(GetParam(), [](ProcessGroup& group, Checker& check) {
     const int64_t count = 1 << 20;
     Buffer data = MakeInput(DType::kFloat32, ReduceOpKind::kSum, group.rank(), count);
-    auto work = group.AllReduce(Tensor::Flat(data.data(), DType::kFloat32, count));
+    auto work = group.AllReduce(DeviceTensor(data.data(), DType::kFloat32, count));
     if (!check.Ran("all_reduce 1M", work)) return;
     std::vector<double> expected(count);
     for (int64_t i = 0; i < count; ++i) {

@@ -1,6 +1,8 @@
 #include "tests/testing/typed_buffer.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "algorithms/half.h"
 
@@ -13,10 +15,60 @@ T Wrap(double value) {
   return static_cast<T>(static_cast<int64_t>(value));
 }
 
+void* HeapAllocate(size_t bytes) { return std::calloc(1, bytes == 0 ? 1 : bytes); }
+
+BufferMemory& CurrentMemory() {
+  static BufferMemory memory{&HeapAllocate, &std::free};
+  return memory;
+}
+
 }  // namespace
 
+BufferMemory SetBufferMemory(BufferMemory memory) {
+  BufferMemory previous = CurrentMemory();
+  CurrentMemory() = memory;
+  return previous;
+}
+
+TypedBuffer::TypedBuffer(DType dtype, int64_t count)
+    : dtype_(dtype),
+      count_(count),
+      nbytes_(count * DTypeSize(dtype)),
+      bytes_(static_cast<uint8_t*>(CurrentMemory().allocate(nbytes_))),
+      release_(CurrentMemory().release) {
+  std::memset(bytes_, 0, nbytes_);
+}
+
+TypedBuffer::TypedBuffer(const TypedBuffer& other) : TypedBuffer(other.dtype_, other.count_) {
+  if (nbytes_ > 0) std::memcpy(bytes_, other.bytes_, nbytes_);
+}
+
+TypedBuffer::TypedBuffer(TypedBuffer&& other) noexcept
+    : dtype_(other.dtype_),
+      count_(other.count_),
+      nbytes_(other.nbytes_),
+      bytes_(other.bytes_),
+      release_(other.release_) {
+  other.bytes_ = nullptr;
+  other.count_ = 0;
+  other.nbytes_ = 0;
+}
+
+TypedBuffer& TypedBuffer::operator=(TypedBuffer other) noexcept {
+  std::swap(dtype_, other.dtype_);
+  std::swap(count_, other.count_);
+  std::swap(nbytes_, other.nbytes_);
+  std::swap(bytes_, other.bytes_);
+  std::swap(release_, other.release_);
+  return *this;
+}
+
+TypedBuffer::~TypedBuffer() {
+  if (bytes_ != nullptr) release_(bytes_);
+}
+
 void TypedBuffer::Set(int64_t i, double value) {
-  uint8_t* p = bytes_.data() + i * DTypeSize(dtype_);
+  uint8_t* p = bytes_ + i * DTypeSize(dtype_);
   switch (dtype_) {
     case DType::kBool: {
       uint8_t v = value != 0;
@@ -70,7 +122,7 @@ void TypedBuffer::Set(int64_t i, double value) {
 }
 
 double TypedBuffer::Get(int64_t i) const {
-  const uint8_t* p = bytes_.data() + i * DTypeSize(dtype_);
+  const uint8_t* p = bytes_ + i * DTypeSize(dtype_);
   switch (dtype_) {
     case DType::kBool:
     case DType::kUInt8:

@@ -5,30 +5,46 @@
 #define PLEXUS_TESTS_TESTING_TYPED_BUFFER_H_
 
 #include <cstdint>
-#include <vector>
 
 #include "frontend/core/dtype.h"
 #include "frontend/core/tensor.h"
 
 namespace plexus::testing {
 
+// Where TypedBuffers get their memory: the heap by default; the conformance suite run on CUDA
+// swaps in CUDA managed memory, which the host reads and writes and NCCL accepts.
+struct BufferMemory {
+  void* (*allocate)(size_t bytes);
+  void (*release)(void* pointer);
+};
+// Applies to buffers made afterwards; returns the previous one.
+BufferMemory SetBufferMemory(BufferMemory memory);
+
 class TypedBuffer {
  public:
-  TypedBuffer(DType dtype, int64_t count)
-      : dtype_(dtype), count_(count), bytes_(count * DTypeSize(dtype)) {}
+  TypedBuffer(DType dtype, int64_t count);
+  TypedBuffer(const TypedBuffer& other);
+  TypedBuffer(TypedBuffer&& other) noexcept;
+  TypedBuffer& operator=(TypedBuffer other) noexcept;
+  ~TypedBuffer();
+
   void Set(int64_t i, double value);
   double Get(int64_t i) const;
-  void* data() { return bytes_.data(); }
-  const uint8_t* bytes() const { return bytes_.data(); }
-  size_t nbytes() const { return bytes_.size(); }
+  void* data() { return bytes_; }
+  const uint8_t* bytes() const { return bytes_; }
+  size_t nbytes() const { return nbytes_; }
   int64_t count() const { return count_; }
   DType dtype() const { return dtype_; }
-  Tensor AsTensor() { return Tensor::Flat(bytes_.data(), dtype_, count_); }
+  Tensor AsTensor(Device device = Device::Cpu()) {
+    return Tensor::Flat(bytes_, dtype_, count_, device);
+  }
 
  private:
   DType dtype_;
   int64_t count_;
-  std::vector<uint8_t> bytes_;
+  size_t nbytes_;
+  uint8_t* bytes_;
+  void (*release_)(void*);  // How bytes_ goes back: the memory it came from.
 };
 
 }  // namespace plexus::testing
