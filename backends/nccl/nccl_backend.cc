@@ -61,6 +61,7 @@ BackendCapabilities NcclBackend::capabilities() const {
   }
   capabilities.recv_any_source = false;
   capabilities.survives_peer_loss = false;
+  capabilities.detects_mismatch = false;  // NCCL reduces whatever it is given.
   return capabilities;
 }
 

@@ -75,11 +75,18 @@ bool EventWatcher::Settle(Entry& entry, absl::Time now) {
     entry.work->Complete(entry.failure);
     return true;
   }
+  absl::Status failure;
   if (query == cudaSuccess) {
-    entry.work->Complete(absl::OkStatus());
+    // A kernel that gave up on a lost peer also ends: ask before calling the result good.
+    if (entry.health) failure = entry.health();
+    if (failure.ok()) {
+      entry.work->Complete(absl::OkStatus());
+      return true;
+    }
+    if (entry.on_failure) entry.on_failure(failure);
+    entry.work->Complete(failure);
     return true;
   }
-  absl::Status failure;
   if (query != cudaErrorNotReady) {
     api_.GetLastError();
     failure = CudaStatus(api_, query, absl::StrCat(entry.description, ": waiting for its end"));

@@ -36,6 +36,9 @@ struct BackendCapabilities {
   std::vector<DType> dtypes;        // Element types it moves and reduces.
   bool recv_any_source = false;     // RecvAnySource is supported.
   bool survives_peer_loss = false;  // Losing a peer fails pending work; the backend stays usable.
+  // The backend notices ranks that disagree about a collective (op, dtype, count) and fails it
+  // with FailedPrecondition. When false the ProcessGroup checks first (collective_check.h).
+  bool detects_mismatch = true;
   // (op, dtype) pairs that are valid (ValidateReduceOp) but this backend cannot reduce, e.g.
   // bitwise ops on NCCL. The ProcessGroup rejects them up front with InvalidArgument.
   struct Reduction {

@@ -11,6 +11,15 @@
 #include "frontend/store/prefix_store.h"
 
 namespace plexus {
+namespace {
+
+int64_t TotalElements(absl::Span<const Tensor> tensors) {
+  int64_t total = 0;
+  for (const Tensor& tensor : tensors) total += tensor.numel();
+  return total;
+}
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Create(
     Config config, const BackendRegistry& registry) {
@@ -71,7 +80,27 @@ ProcessGroup::ProcessGroup(Config config, const BackendRegistry& registry,
     : config_(std::move(config)),
       registry_(registry),
       mapping_(std::move(mapping)),
-      backends_(std::move(backends)) {}
+      backends_(std::move(backends)) {
+  bool needed = false;
+  std::shared_ptr<Backend> host;
+  for (const Served& served : backends_) {
+    if (!served.capabilities.detects_mismatch) needed = true;
+    if (served.device == DeviceType::kCpu && served.capabilities.detects_mismatch) {
+      host = served.backend;
+    }
+  }
+  if (needed && CollectiveCheck::EnabledByEnvironment()) {
+    check_ = std::make_unique<CollectiveCheck>(
+        host, std::make_shared<PrefixStore>("collective_check", config_.store), config_.rank,
+        config_.size, config_.timeout);
+  }
+}
+
+absl::Status ProcessGroup::CheckAgreement(const Served& served,
+                                          const CollectiveDescription& description) {
+  if (check_ == nullptr || served.capabilities.detects_mismatch) return absl::OkStatus();
+  return check_->Verify(description);
+}
 
 absl::StatusOr<const ProcessGroup::Served*> ProcessGroup::FindServed(DeviceType device) const {
   for (const Served& served : backends_) {
@@ -169,6 +198,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::Broadcast(const Tensor& tensor, BroadcastO
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateBroadcast(position(), tensor, options));
   ASSIGN_OR_RETURN(const Served* served, Route("broadcast", tensor));
+  RETURN_IF_ERROR(CheckAgreement(*served, {"broadcast", tensor.dtype(), tensor.numel(), options.root_rank}));
   return served->backend->Broadcast(tensor, options);
 }
 
@@ -176,6 +206,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::Reduce(const Tensor& tensor, ReduceOptions
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateReduce(position(), tensor, options));
   ASSIGN_OR_RETURN(const Served* served, Route("reduce", tensor, &options.op));
+  RETURN_IF_ERROR(CheckAgreement(*served, {"reduce", tensor.dtype(), tensor.numel(), options.root_rank, static_cast<int>(options.op.kind)}));
   return served->backend->Reduce(tensor, options);
 }
 
@@ -183,6 +214,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllReduce(const Tensor& tensor, AllReduceO
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllReduce(position(), tensor, options));
   ASSIGN_OR_RETURN(const Served* served, Route("all_reduce", tensor, &options.op));
+  RETURN_IF_ERROR(CheckAgreement(*served, {"all_reduce", tensor.dtype(), tensor.numel(), -1, static_cast<int>(options.op.kind)}));
   return served->backend->AllReduce(tensor, options);
 }
 
@@ -191,6 +223,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllReduceCoalesced(absl::Span<const Tensor
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllReduceCoalesced(position(), tensors, options));
   ASSIGN_OR_RETURN(const Served* served, Route("all_reduce_coalesced", tensors[0], &options.op));
+  RETURN_IF_ERROR(CheckAgreement(*served, {"all_reduce_coalesced", tensors[0].dtype(), TotalElements(tensors), -1, static_cast<int>(options.op.kind)}));
   return served->backend->AllReduceCoalesced(tensors, options);
 }
 
@@ -199,6 +232,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllGather(absl::Span<const Tensor> outputs
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllGather(position(), outputs, input));
   ASSIGN_OR_RETURN(const Served* served, Route("all_gather", input));
+  RETURN_IF_ERROR(CheckAgreement(*served, {"all_gather", input.dtype(), input.numel()}));
   return served->backend->AllGather(outputs, input, options);
 }
 
@@ -208,6 +242,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllGatherIntoTensor(const Tensor& output,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllGatherIntoTensor(position(), output, input));
   ASSIGN_OR_RETURN(const Served* served, Route("all_gather_into_tensor", input));
+  RETURN_IF_ERROR(CheckAgreement(*served, {"all_gather_into_tensor", input.dtype(), input.numel()}));
   return served->backend->AllGatherIntoTensor(output, input, options);
 }
 
@@ -216,6 +251,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::Gather(absl::Span<const Tensor> outputs,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateGather(position(), outputs, input, options));
   ASSIGN_OR_RETURN(const Served* served, Route("gather", input));
+  RETURN_IF_ERROR(CheckAgreement(*served, {"gather", input.dtype(), input.numel(), options.root_rank}));
   return served->backend->Gather(outputs, input, options);
 }
 
@@ -225,6 +261,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::Scatter(const Tensor& output,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateScatter(position(), output, inputs, options));
   ASSIGN_OR_RETURN(const Served* served, Route("scatter", output));
+  RETURN_IF_ERROR(CheckAgreement(*served, {"scatter", output.dtype(), output.numel(), options.root_rank}));
   return served->backend->Scatter(output, inputs, options);
 }
 
@@ -234,6 +271,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::ReduceScatter(const Tensor& output,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateReduceScatter(position(), output, inputs, options));
   ASSIGN_OR_RETURN(const Served* served, Route("reduce_scatter", output, &options.op));
+  RETURN_IF_ERROR(CheckAgreement(*served, {"reduce_scatter", output.dtype(), output.numel(), -1, static_cast<int>(options.op.kind)}));
   return served->backend->ReduceScatter(output, inputs, options);
 }
 
@@ -243,6 +281,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::ReduceScatterTensor(const Tensor& output,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateReduceScatterTensor(position(), output, input, options));
   ASSIGN_OR_RETURN(const Served* served, Route("reduce_scatter_tensor", output, &options.op));
+  RETURN_IF_ERROR(CheckAgreement(*served, {"reduce_scatter_tensor", output.dtype(), output.numel(), -1, static_cast<int>(options.op.kind)}));
   return served->backend->ReduceScatterTensor(output, input, options);
 }
 
@@ -252,6 +291,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllToAll(absl::Span<const Tensor> outputs,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllToAll(position(), outputs, inputs));
   ASSIGN_OR_RETURN(const Served* served, Route("all_to_all", inputs[0]));
+  RETURN_IF_ERROR(CheckAgreement(*served, {"all_to_all", inputs[0].dtype()}));
   return served->backend->AllToAll(outputs, inputs, options);
 }
 
@@ -263,6 +303,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllToAllSingle(const Tensor& output, const
   RETURN_IF_ERROR(ValidateAllToAllSingle(position(), output, input, output_split_sizes,
                                          input_split_sizes));
   ASSIGN_OR_RETURN(const Served* served, Route("all_to_all_single", input));
+  RETURN_IF_ERROR(CheckAgreement(*served, {"all_to_all_single", input.dtype()}));
   return served->backend->AllToAllSingle(output, input, output_split_sizes, input_split_sizes, options);
 }
 
@@ -272,6 +313,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::Barrier(BarrierOptions options) {
   for (const Served& served : backends_) {
     if (served.device == DeviceType::kCpu) chosen = &served;
   }
+  RETURN_IF_ERROR(CheckAgreement(*chosen, {"barrier", DType::kUInt8}));
   return chosen->backend->Barrier(options);
 }
 

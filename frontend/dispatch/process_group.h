@@ -19,6 +19,7 @@
 #include "frontend/dispatch/backend.h"
 #include "frontend/dispatch/backend_registry.h"
 #include "frontend/dispatch/backend_string.h"
+#include "frontend/dispatch/collective_check.h"
 #include "frontend/dispatch/validate.h"
 
 namespace plexus {
@@ -114,11 +115,14 @@ class ProcessGroup {
   absl::StatusOr<const Served*> Route(absl::string_view op, const Tensor& tensor,
                                       const ReduceOp* reduction = nullptr) const;
   GroupPosition position() const { return {config_.rank, config_.size}; }
+  // Runs the pre-launch agreement check when `served` needs one (collective_check.h).
+  absl::Status CheckAgreement(const Served& served, const CollectiveDescription& description);
 
   const Config config_;
   const BackendRegistry& registry_;  // Subgroups resolve their backends here too.
   const std::vector<DeviceBackend> mapping_;
   const std::vector<Served> backends_;
+  std::unique_ptr<CollectiveCheck> check_;  // Null when no backend needs one.
   std::atomic<int64_t> next_subgroup_id_{1};
 };
 

@@ -329,3 +329,32 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const vo
   attributes->hostPointer = const_cast<void*>(pointer);
   return cudaSuccess;
 }
+
+// --- Test hooks (not CUDA functions): hold a stream at its current end until released ---
+
+namespace {
+struct Gate {
+  std::mutex mu;
+  std::condition_variable opened;
+  bool open = false;
+};
+}  // namespace
+
+extern "C" void* fakeCudaHoldStream(cudaStream_t stream) {
+  auto gate = std::make_shared<Gate>();
+  fake_cuda::StreamFor(stream)->Enqueue([gate] {
+    std::unique_lock<std::mutex> lock(gate->mu);
+    gate->opened.wait(lock, [&] { return gate->open; });
+  });
+  return new std::shared_ptr<Gate>(gate);
+}
+
+extern "C" void fakeCudaReleaseStream(void* handle) {
+  auto* gate = static_cast<std::shared_ptr<Gate>*>(handle);
+  {
+    std::lock_guard<std::mutex> lock((*gate)->mu);
+    (*gate)->open = true;
+  }
+  (*gate)->opened.notify_all();
+  delete gate;
+}

@@ -8,7 +8,8 @@
 // stream reaches them. NCCL communicators of different processes meet in a directory under
 // FAKE_NCCL_DIR (default $TEST_TMPDIR) named by the unique id, and exchange data as files; a
 // rank waiting on a dead peer (its pid gone) reports ncclRemoteError, and ncclCommAbort ends
-// every wait. Semantics are NCCL's; speed is not the point.
+// every wait. Semantics are NCCL's; speed is not the point. Two extra functions,
+// fakeCudaHoldStream and fakeCudaReleaseStream, let tests hold a stream to observe ordering.
 #ifndef PLEXUS_TESTS_FAKE_CUDA_FAKE_DEVICE_H_
 #define PLEXUS_TESTS_FAKE_CUDA_FAKE_DEVICE_H_
 
