@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/nccl/nccl_types.h"
 #include "devices/cuda/current_stream.h"
+#include "devices/cuda/device_tensors.h"
 #include "frontend/core/status_macros.h"
 #include "frontend/dispatch/backend_registry.h"
 
@@ -65,50 +66,6 @@ BackendCapabilities NcclBackend::capabilities() const {
   return capabilities;
 }
 
-absl::Status NcclBackend::CheckTensors(const Call& call, int* device) const {
-  for (const Tensor* tensor : call.tensors) {
-    if (tensor->device().type != DeviceType::kCuda) {
-      return absl::InvalidArgumentError(absl::StrCat(call.op, " on rank ", context_.rank,
-                                                     ": nccl takes CUDA tensors, got ",
-                                                     tensor->DebugString()));
-    }
-    if (*device < 0) *device = tensor->device().index;
-    if (tensor->device().index != *device) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          call.op, " on rank ", context_.rank, ": tensors on cuda:", *device, " and cuda:",
-          tensor->device().index, "; one call uses one device"));
-    }
-  }
-  if (!load_error_.ok()) {
-    return absl::Status(load_error_.code(),
-                        absl::StrCat(call.op, " on rank ", context_.rank, ": ",
-                                     load_error_.message()));
-  }
-  if (*device < 0) {
-    if (cuda_->GetDevice(device) != cudaSuccess) *device = 0;
-  }
-  absl::Status present = cuda::RequireDevice(*device);
-  if (!present.ok()) {
-    return absl::Status(present.code(), absl::StrCat(call.op, " on rank ", context_.rank, ": ",
-                                                     present.message()));
-  }
-  // NCCL given host memory faults inside a kernel; say which tensor it was instead.
-  for (const Tensor* tensor : call.tensors) {
-    if (tensor->nbytes() == 0) continue;
-    cudaPointerAttributes attributes{};
-    cudaError_t asked = cuda_->PointerGetAttributes(&attributes, tensor->data());
-    if (asked != cudaSuccess) cuda_->GetLastError();
-    if (asked != cudaSuccess || (attributes.type != cudaMemoryTypeDevice &&
-                                 attributes.type != cudaMemoryTypeManaged) ||
-        attributes.device != *device) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          call.op, " on rank ", context_.rank, ": ", tensor->DebugString(),
-          " does not point at memory of cuda:", *device));
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::shared_ptr<NcclCommunicator>> NcclBackend::CommunicatorFor(int device) {
   auto found = communicators_.find(device);
   if (found != communicators_.end()) return found->second;
@@ -132,7 +89,11 @@ WorkPtr NcclBackend::Run(const Call& call, const Enqueue& enqueue) {
   const int64_t sequence = next_sequence_++;
   // A call without tensors (barrier) runs where the last one ran, else on the current device.
   int device = call.device >= 0 ? call.device : (call.tensors.empty() ? last_device_ : -1);
-  absl::Status checked = CheckTensors(call, &device);
+  absl::Status checked = load_error_.ok()
+                             ? cuda::CheckDeviceTensors(call.op, context_.rank, call.tensors, &device)
+                             : absl::Status(load_error_.code(),
+                                            absl::StrCat(call.op, " on rank ", context_.rank, ": ",
+                                                         load_error_.message()));
   if (!checked.ok()) return Work::Finished(checked, call.op, context_.size);
   auto communicator = CommunicatorFor(device);
   if (!communicator.ok()) {

@@ -81,13 +81,11 @@ class NcclBackend : public Backend {
 
   explicit NcclBackend(const BackendContext& context);
 
-  // Checks the tensors (one CUDA device, device memory), finds or creates the communicator,
+  // Checks the tensors (device_tensors.h), finds or creates the communicator,
   // launches and hands the Work to the watcher. Errors become a failed Work.
   WorkPtr Run(const Call& call, const Enqueue& enqueue);
   absl::StatusOr<std::shared_ptr<NcclCommunicator>> CommunicatorFor(int device)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mu_);
-  // `device` comes in as the call's preferred device (-1: the tensors') and leaves resolved.
-  absl::Status CheckTensors(const Call& call, int* device) const;
   // A device-to-device copy on `stream` (NCCL has no self send for arbitrary layouts).
   absl::Status CopyOnStream(void* to, const void* from, size_t bytes, cudaStream_t stream) const;
 

@@ -56,6 +56,26 @@ std::vector<std::string> BackendRegistry::Names() const {
   return names;
 }
 
+absl::Status BackendRegistry::RegisterStaging(DeviceType device, StagingFactory factory) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!stagers_.emplace(device, std::move(factory)).second) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("a stager for ", DeviceTypeName(device), " is already registered"));
+  }
+  return absl::OkStatus();
+}
+
+StagingFactory BackendRegistry::FindStaging(DeviceType device) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = stagers_.find(device);
+  return it == stagers_.end() ? nullptr : it->second;
+}
+
+StagingRegisterer::StagingRegisterer(DeviceType device, StagingFactory factory) {
+  absl::Status status = BackendRegistry::Global().RegisterStaging(device, std::move(factory));
+  if (!status.ok()) Log(LogLevel::kWarning, status.message());
+}
+
 BackendRegisterer::BackendRegisterer(BackendRegistration registration) {
   absl::Status status = BackendRegistry::Global().Register(std::move(registration));
   if (!status.ok()) Log(LogLevel::kError, status.message());

@@ -30,6 +30,12 @@ struct BackendRegistration {
   std::string launcher_init_method;
 };
 
+// Wraps a backend serving cpu so it serves `device` too, by staging that device's tensors
+// through host memory (backends/cuda_staging for CUDA). `host` is the group's instance of the
+// wrapped backend.
+using StagingFactory = std::function<absl::StatusOr<std::shared_ptr<Backend>>(
+    std::shared_ptr<Backend> host, const BackendContext& context)>;
+
 class BackendRegistry {
  public:
   // The process-wide registry.
@@ -42,9 +48,15 @@ class BackendRegistry {
   absl::StatusOr<BackendRegistration> Find(const std::string& name) const;
   std::vector<std::string> Names() const;  // Sorted.
 
+  // At most one stager per device; AlreadyExists otherwise.
+  absl::Status RegisterStaging(DeviceType device, StagingFactory factory);
+  // The stager for `device`, or null.
+  StagingFactory FindStaging(DeviceType device) const;
+
  private:
   mutable std::mutex mu_;
   absl::btree_map<std::string, BackendRegistration> registrations_ ABSL_GUARDED_BY(mu_);
+  absl::btree_map<DeviceType, StagingFactory> stagers_ ABSL_GUARDED_BY(mu_);
 };
 
 // Registers a backend when constructed; declare one at namespace scope in a backend's .cc.
@@ -52,6 +64,12 @@ class BackendRegistry {
 class BackendRegisterer {
  public:
   explicit BackendRegisterer(BackendRegistration registration);
+};
+
+// Registers a stager when constructed (namespace scope, like BackendRegisterer).
+class StagingRegisterer {
+ public:
+  StagingRegisterer(DeviceType device, StagingFactory factory);
 };
 
 }  // namespace plexus

@@ -58,12 +58,21 @@ absl::StatusOr<std::vector<DeviceBackend>> ParseBackendString(absl::string_view 
           absl::StrCat("backend string '", text, "': ", device.status().message()));
     }
     const auto& devices = registration->devices;
-    if (std::find(devices.begin(), devices.end(), *device) == devices.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "backend string '", text, "': backend '", backend, "' does not serve device ",
-          DeviceTypeName(*device), " (it serves: ", DeviceList(devices), ")"));
+    auto serves = [&](DeviceType type) {
+      return std::find(devices.begin(), devices.end(), type) != devices.end();
+    };
+    if (serves(*device)) {
+      RETURN_IF_ERROR(add(*device, backend));
+      continue;
     }
-    RETURN_IF_ERROR(add(*device, backend));
+    if (serves(DeviceType::kCpu) && registry.FindStaging(*device) != nullptr) {
+      RETURN_IF_ERROR(add(*device, backend));
+      mapping.back().staged = true;
+      continue;
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "backend string '", text, "': backend '", backend, "' does not serve device ",
+        DeviceTypeName(*device), " (it serves: ", DeviceList(devices), ")"));
   }
   return mapping;
 }

@@ -15,11 +15,15 @@ namespace plexus {
 struct DeviceBackend {
   DeviceType device;
   std::string backend;
+  // The backend serves cpu only and this device's tensors go through host memory (a stager is
+  // registered for the device, e.g. "cuda:tcp").
+  bool staged = false;
 };
 
 // Resolves `text` against `registry`: each comma-separated item is "backend" (expanding to the
 // devices it registered) or "device:backend". InvalidArgument for an unknown device, a device
-// named twice, a backend that does not serve the device, or an empty string; NotFound for an
+// named twice, a backend that serves neither the device nor (with a stager registered for the
+// device) cpu, or an empty string; NotFound for an
 // unknown backend, listing the registered ones.
 absl::StatusOr<std::vector<DeviceBackend>> ParseBackendString(absl::string_view text,
                                                               const BackendRegistry& registry);

@@ -40,35 +40,73 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Create(
     address_options.timeout = config.timeout;
     ASSIGN_OR_RETURN(config.address, ResolveAdvertiseAddress(*config.store, address_options));
   }
-  // One instance per backend name, serving every device the string gives it.
+  // One instance per backend name, serving every device the string gives it natively.
   std::vector<Served> backends;
-  std::vector<std::string> created;
-  for (const DeviceBackend& entry : mapping) {
-    if (std::find(created.begin(), created.end(), entry.backend) != created.end()) continue;
-    created.push_back(entry.backend);
+  std::vector<std::pair<std::string, std::shared_ptr<Backend>>> created;
+  auto context_for = [&](const std::string& name) {
     BackendContext context;
-    context.store = std::make_shared<PrefixStore>(absl::StrCat("backend.", entry.backend),
-                                                  config.store);
+    context.store = std::make_shared<PrefixStore>(absl::StrCat("backend.", name), config.store);
     context.rank = config.rank;
     context.size = config.size;
     context.global_ranks = config.global_ranks;
     context.group_name = config.name;
     context.timeout = config.timeout;
     context.address = config.address;
-    for (const DeviceBackend& other : mapping) {
-      if (other.backend == entry.backend) context.devices.push_back(other.device);
+    return context;
+  };
+  auto instance = [&](const std::string& name) -> absl::StatusOr<std::shared_ptr<Backend>> {
+    for (const auto& [existing, backend] : created) {
+      if (existing == name) return backend;
     }
-    ASSIGN_OR_RETURN(BackendRegistration registration, registry.Find(entry.backend));
+    BackendContext context = context_for(name);
+    for (const DeviceBackend& other : mapping) {
+      if (other.backend != name) continue;
+      const DeviceType served = other.staged ? DeviceType::kCpu : other.device;
+      if (std::find(context.devices.begin(), context.devices.end(), served) ==
+          context.devices.end()) {
+        context.devices.push_back(served);
+      }
+    }
+    ASSIGN_OR_RETURN(BackendRegistration registration, registry.Find(name));
     auto backend = registration.factory(context);
     if (!backend.ok()) {
       return absl::Status(backend.status().code(),
-                          absl::StrCat("creating backend '", entry.backend, "' for group '",
-                                       config.name, "' on rank ", config.rank, ": ",
+                          absl::StrCat("creating backend '", name, "' for group '", config.name,
+                                       "' on rank ", config.rank, ": ",
                                        backend.status().message()));
     }
+    created.emplace_back(name, *backend);
+    return *backend;
+  };
+  auto staged = [&](DeviceType device,
+                    const std::shared_ptr<Backend>& host) -> absl::StatusOr<std::shared_ptr<Backend>> {
+    BackendContext context = context_for(absl::StrCat(host->name(), ".staged"));
+    context.devices = {device};
+    return registry.FindStaging(device)(host, context);
+  };
+  for (const DeviceBackend& entry : mapping) {
+    ASSIGN_OR_RETURN(std::shared_ptr<Backend> backend, instance(entry.backend));
+    if (entry.staged) {
+      ASSIGN_OR_RETURN(backend, staged(entry.device, backend));
+    }
     // Capabilities are asked once here, not on every call.
-    const BackendCapabilities capabilities = (*backend)->capabilities();
-    for (DeviceType device : context.devices) backends.push_back({device, *backend, capabilities});
+    backends.push_back({entry.device, backend, backend->capabilities()});
+  }
+  // A device nobody named goes through the cpu backend when a stager exists for it: CUDA
+  // tensors on "tcp" or "gloo" are copied through pinned host memory instead of refused.
+  const Served* cpu = nullptr;
+  for (const Served& served : backends) {
+    if (served.device == DeviceType::kCpu) cpu = &served;
+  }
+  if (cpu != nullptr) {
+    std::shared_ptr<Backend> host = cpu->backend;
+    for (DeviceType device : kAllDeviceTypes) {
+      bool named = false;
+      for (const DeviceBackend& entry : mapping) named = named || entry.device == device;
+      if (named || registry.FindStaging(device) == nullptr) continue;
+      ASSIGN_OR_RETURN(std::shared_ptr<Backend> backend, staged(device, host));
+      backends.push_back({device, backend, backend->capabilities()});
+    }
   }
   return std::shared_ptr<ProcessGroup>(
       new ProcessGroup(std::move(config), registry, std::move(mapping), std::move(backends)));
@@ -181,9 +219,11 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::NewGroup(std::vector
 }
 
 absl::Status ProcessGroup::Shutdown(absl::Duration timeout) {
+  // A barrier: a rank that leaves while a peer still reads what it sent may reset that
+  // connection and lose the data in flight. Once every rank is here, every rank's last
+  // operation has completed, so nothing is in flight.
   ASSIGN_OR_RETURN(int64_t departed, config_.store->Add("departed", 1));
   if (departed == config_.size) RETURN_IF_ERROR(config_.store->Set("all_departed", "1"));
-  if (config_.rank != 0) return absl::OkStatus();
   absl::Status waited = config_.store->Wait({"all_departed"}, timeout);
   if (absl::IsDeadlineExceeded(waited)) {
     auto now = config_.store->Add("departed", 0);
@@ -191,7 +231,21 @@ absl::Status ProcessGroup::Shutdown(absl::Duration timeout) {
         "shutdown of group '", config_.name, "': timed out after ", absl::FormatDuration(timeout),
         "; ", now.ok() ? *now : -1, "/", config_.size, " ranks departed"));
   }
-  return waited;
+  RETURN_IF_ERROR(waited);
+  // Rank 0 may host the store: it leaves last, once everyone has seen the barrier open.
+  if (config_.rank != 0) {
+    ASSIGN_OR_RETURN(int64_t released, config_.store->Add("released", 1));
+    if (released == config_.size - 1) RETURN_IF_ERROR(config_.store->Set("all_released", "1"));
+    return absl::OkStatus();
+  }
+  if (config_.size == 1) return absl::OkStatus();
+  absl::Status released = config_.store->Wait({"all_released"}, timeout);
+  if (absl::IsDeadlineExceeded(released)) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "shutdown of group '", config_.name, "': not every rank confirmed leaving within ",
+        absl::FormatDuration(timeout)));
+  }
+  return released;
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::Broadcast(const Tensor& tensor, BroadcastOptions options) {

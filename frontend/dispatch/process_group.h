@@ -63,9 +63,10 @@ class ProcessGroup {
   absl::StatusOr<std::shared_ptr<ProcessGroup>> NewGroup(std::vector<int> ranks,
                                                          std::string backend = "");
 
-  // Collective departure, as destroy_process_group: every rank calls it before exiting. Other
-  // ranks return as soon as they have signalled; rank 0 waits (up to `timeout`) until all have,
-  // so a store it hosts outlives every other rank's last request.
+  // Collective departure, as destroy_process_group: every rank calls it before exiting, and it
+  // returns (within `timeout`) once every rank has called it - so no rank closes connections
+  // a peer still reads from. Rank 0 returns last, so a store it hosts outlives every other
+  // rank's last request.
   absl::Status Shutdown(absl::Duration timeout);
 
   absl::StatusOr<WorkPtr> Broadcast(const Tensor& tensor, BroadcastOptions options = {});

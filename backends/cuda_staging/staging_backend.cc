@@ -1,0 +1,338 @@
+#include "backends/cuda_staging/staging_backend.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "devices/cuda/current_stream.h"
+#include "devices/cuda/device_tensors.h"
+#include "frontend/core/status_macros.h"
+#include "frontend/dispatch/backend_registry.h"
+
+namespace plexus::cuda_staging {
+
+// The pinned host twins of one call's tensors: reads are copied in on the caller's stream
+// (AwaitReads waits for them), writes are remembered and copied back after the host call.
+class StagingBackend::Twins {
+ public:
+  struct Write {
+    void* device;
+    void* host;
+    size_t bytes;
+  };
+
+  Twins(const cuda::CudaApi& api, cuda::PinnedPool& pool, cuda::Stream caller)
+      : api_(api), pool_(pool), caller_(caller) {}
+
+  // The twin of `tensor`: the same shape and dtype on the host.
+  Tensor Of(const Tensor& tensor, bool read, bool write) {
+    if (!status_.ok()) return Tensor();
+    const size_t bytes = tensor.nbytes();
+    auto buffer = pool_.Get(bytes);
+    if (!buffer.ok()) {
+      status_ = buffer.status();
+      return Tensor();
+    }
+    buffers_.push_back(*buffer);
+    void* host = buffer->get();
+    if (read && bytes > 0) {
+      status_ = cuda::CudaStatus(
+          api_, api_.MemcpyAsync(host, tensor.data(), bytes, cudaMemcpyDeviceToHost, caller_),
+          "staging a CUDA tensor to the host");
+      reads_ = true;
+    }
+    if (write && bytes > 0) writes_.push_back({tensor.data(), host, bytes});
+    return Tensor(host, tensor.dtype(), tensor.shape(), tensor.strides(), Device::Cpu());
+  }
+
+  std::vector<Tensor> Of(absl::Span<const Tensor> tensors, bool read, bool write) {
+    std::vector<Tensor> twins;
+    for (const Tensor& tensor : tensors) twins.push_back(Of(tensor, read, write));
+    return twins;
+  }
+
+  // Waits for the caller's stream to reach the end of the copies in (and so the end of the
+  // work queued before the call, which produced the tensors).
+  absl::Status AwaitReads() {
+    if (!status_.ok() || !reads_) return status_;
+    return cuda::CudaStatus(api_, api_.StreamSynchronize(caller_), "waiting for staged inputs");
+  }
+
+  const absl::Status& status() const { return status_; }
+  const std::vector<Write>& writes() const { return writes_; }
+  std::vector<std::shared_ptr<void>>& buffers() { return buffers_; }
+
+ private:
+  const cuda::CudaApi& api_;
+  cuda::PinnedPool& pool_;
+  const cuda::Stream caller_;
+  absl::Status status_;
+  bool reads_ = false;
+  std::vector<Write> writes_;
+  std::vector<std::shared_ptr<void>> buffers_;
+};
+
+absl::StatusOr<std::shared_ptr<Backend>> StagingBackend::Create(std::shared_ptr<Backend> host,
+                                                                const BackendContext& context) {
+  return std::shared_ptr<Backend>(new StagingBackend(std::move(host), context));
+}
+
+StagingBackend::StagingBackend(std::shared_ptr<Backend> host, const BackendContext& context)
+    : host_(std::move(host)), context_(context) {
+  // Without a runtime the group still forms; CUDA calls then fail with the reason.
+  auto api = cuda::LoadCudaApi();
+  if (!api.ok()) {
+    load_error_ = api.status();
+    return;
+  }
+  cuda_ = *api;
+  pool_ = cuda::PinnedPool::Create(*cuda_);
+  watcher_ = std::make_unique<cuda::EventWatcher>(*cuda_);
+}
+
+StagingBackend::~StagingBackend() {
+  watcher_.reset();
+  for (auto& [device, stream] : streams_) {
+    cuda::DeviceGuard guard(*cuda_, device);
+    cuda_->StreamDestroy(stream);
+  }
+}
+
+std::string StagingBackend::name() const { return absl::StrCat(host_->name(), "+staging"); }
+
+BackendCapabilities StagingBackend::capabilities() const {
+  BackendCapabilities capabilities = host_->capabilities();
+  capabilities.devices = {DeviceType::kCuda};
+  return capabilities;
+}
+
+absl::StatusOr<cudaStream_t> StagingBackend::StreamFor(int device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = streams_.find(device);
+  if (it != streams_.end()) return it->second;
+  cuda::DeviceGuard guard(*cuda_, device);
+  cudaStream_t stream = nullptr;
+  RETURN_IF_ERROR(cuda::CudaStatus(
+      *cuda_, cuda_->StreamCreateWithPriority(&stream, cudaStreamNonBlocking, 0),
+      "creating the staging stream"));
+  streams_[device] = stream;
+  return stream;
+}
+
+WorkPtr StagingBackend::Stage(const char* op, const std::vector<const Tensor*>& tensors,
+                              const std::function<WorkPtr(Twins&)>& issue) {
+  int device = -1;
+  absl::Status checked =
+      load_error_.ok()
+          ? cuda::CheckDeviceTensors(op, context_.rank, tensors, &device)
+          : absl::Status(load_error_.code(),
+                         absl::StrCat(op, " on rank ", context_.rank, ": ", load_error_.message()));
+  if (!checked.ok()) return Work::Finished(checked, op, context_.size);
+  auto stream = StreamFor(device);
+  if (!stream.ok()) return Work::Finished(stream.status(), op, context_.size);
+
+  auto twins = std::make_shared<Twins>(*cuda_, *pool_, cuda::CurrentStream(device));
+  WorkPtr host_work;
+  {
+    cuda::DeviceGuard guard(*cuda_, device);
+    host_work = issue(*twins);  // `issue` declares its twins, awaits the reads, then issues.
+  }
+  auto work = std::make_shared<Work>(op, context_.size, host_work->sequence());
+  std::weak_ptr<StagingBackend> self = weak_from_this();
+  host_work->OnComplete([self, work, host_work, twins, device, stream = *stream,
+                         op](const absl::Status& status) {
+    const Work::Stats stats = host_work->stats();
+    work->AddBytesSent(stats.bytes_sent);
+    work->AddBytesReceived(stats.bytes_received);
+    if (host_work->source_rank() >= 0) work->SetSourceRank(host_work->source_rank());
+    auto backend = self.lock();
+    if (!status.ok() || twins->writes().empty() || backend == nullptr) {
+      work->Complete(!status.ok() || backend != nullptr
+                         ? status
+                         : absl::AbortedError(absl::StrCat(op, ": the group was destroyed")));
+      return;
+    }
+    const cuda::CudaApi& api = *backend->cuda_;
+    cuda::DeviceGuard guard(api, device);
+    absl::Status copied;
+    for (const Twins::Write& write : twins->writes()) {
+      if (!copied.ok()) break;
+      copied = cuda::CudaStatus(api,
+                                api.MemcpyAsync(write.device, write.host, write.bytes,
+                                                cudaMemcpyHostToDevice, stream),
+                                "copying a staged result back to the device");
+    }
+    auto done = copied.ok() ? cuda::CudaEvent::Create(api, device)
+                            : absl::StatusOr<std::shared_ptr<cuda::CudaEvent>>(copied);
+    if (done.ok()) copied = (*done)->Record(stream);
+    if (!copied.ok()) {
+      work->Complete(copied);
+      return;
+    }
+    cuda::EventWatcher::Entry entry;
+    entry.work = work;
+    entry.done = *done;
+    entry.description = absl::StrCat(op, " (staged) on cuda:", device);
+    entry.keepalive = twins;
+    backend->watcher_->Watch(std::move(entry));
+  });
+  return work;
+}
+
+WorkPtr StagingBackend::Issue(Twins& twins, const char* op, int size,
+                              const std::function<WorkPtr()>& call) {
+  absl::Status ready = twins.AwaitReads();
+  if (!ready.ok()) return Work::Finished(ready, op, size);
+  return call();
+}
+
+namespace {
+
+std::vector<const Tensor*> Pointers(absl::Span<const Tensor> tensors,
+                                    std::vector<const Tensor*> more = {}) {
+  for (const Tensor& tensor : tensors) more.push_back(&tensor);
+  return more;
+}
+
+}  // namespace
+
+WorkPtr StagingBackend::Broadcast(const Tensor& tensor, const BroadcastOptions& options) {
+  const bool root = context_.rank == options.root_rank;
+  return Stage("broadcast", {&tensor}, [&](Twins& t) {
+    Tensor twin = t.Of(tensor, root, !root);
+    return Issue(t, "broadcast", context_.size, [&] { return host_->Broadcast(twin, options); });
+  });
+}
+
+WorkPtr StagingBackend::Reduce(const Tensor& tensor, const ReduceOptions& options) {
+  const bool root = context_.rank == options.root_rank;
+  return Stage("reduce", {&tensor}, [&](Twins& t) {
+    Tensor twin = t.Of(tensor, true, root);
+    return Issue(t, "reduce", context_.size, [&] { return host_->Reduce(twin, options); });
+  });
+}
+
+WorkPtr StagingBackend::AllReduce(const Tensor& tensor, const AllReduceOptions& options) {
+  return Stage("all_reduce", {&tensor}, [&](Twins& t) {
+    Tensor twin = t.Of(tensor, true, true);
+    return Issue(t, "all_reduce", context_.size, [&] { return host_->AllReduce(twin, options); });
+  });
+}
+
+WorkPtr StagingBackend::AllReduceCoalesced(absl::Span<const Tensor> tensors,
+                                           const AllReduceCoalescedOptions& options) {
+  return Stage("all_reduce_coalesced", Pointers(tensors), [&](Twins& t) {
+    std::vector<Tensor> twins = t.Of(tensors, true, true);
+    return Issue(t, "all_reduce_coalesced", context_.size,
+                 [&] { return host_->AllReduceCoalesced(twins, options); });
+  });
+}
+
+WorkPtr StagingBackend::AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
+                                  const AllGatherOptions& options) {
+  return Stage("all_gather", Pointers(outputs, {&input}), [&](Twins& t) {
+    Tensor in = t.Of(input, true, false);
+    std::vector<Tensor> out = t.Of(outputs, false, true);
+    return Issue(t, "all_gather", context_.size, [&] { return host_->AllGather(out, in, options); });
+  });
+}
+
+WorkPtr StagingBackend::AllGatherIntoTensor(const Tensor& output, const Tensor& input,
+                                            const AllGatherOptions& options) {
+  return Stage("all_gather_into_tensor", {&output, &input}, [&](Twins& t) {
+    Tensor in = t.Of(input, true, false);
+    Tensor out = t.Of(output, false, true);
+    return Issue(t, "all_gather_into_tensor", context_.size,
+                 [&] { return host_->AllGatherIntoTensor(out, in, options); });
+  });
+}
+
+WorkPtr StagingBackend::Gather(absl::Span<const Tensor> outputs, const Tensor& input,
+                               const GatherOptions& options) {
+  return Stage("gather", Pointers(outputs, {&input}), [&](Twins& t) {
+    Tensor in = t.Of(input, true, false);
+    std::vector<Tensor> out = t.Of(outputs, false, true);  // Empty off the root.
+    return Issue(t, "gather", context_.size, [&] { return host_->Gather(out, in, options); });
+  });
+}
+
+WorkPtr StagingBackend::Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
+                                const ScatterOptions& options) {
+  return Stage("scatter", Pointers(inputs, {&output}), [&](Twins& t) {
+    std::vector<Tensor> in = t.Of(inputs, true, false);  // Empty off the root.
+    Tensor out = t.Of(output, false, true);
+    return Issue(t, "scatter", context_.size, [&] { return host_->Scatter(out, in, options); });
+  });
+}
+
+WorkPtr StagingBackend::ReduceScatter(const Tensor& output, absl::Span<const Tensor> inputs,
+                                      const ReduceScatterOptions& options) {
+  return Stage("reduce_scatter", Pointers(inputs, {&output}), [&](Twins& t) {
+    std::vector<Tensor> in = t.Of(inputs, true, false);
+    Tensor out = t.Of(output, false, true);
+    return Issue(t, "reduce_scatter", context_.size,
+                 [&] { return host_->ReduceScatter(out, in, options); });
+  });
+}
+
+WorkPtr StagingBackend::ReduceScatterTensor(const Tensor& output, const Tensor& input,
+                                            const ReduceScatterOptions& options) {
+  return Stage("reduce_scatter_tensor", {&output, &input}, [&](Twins& t) {
+    Tensor in = t.Of(input, true, false);
+    Tensor out = t.Of(output, false, true);
+    return Issue(t, "reduce_scatter_tensor", context_.size,
+                 [&] { return host_->ReduceScatterTensor(out, in, options); });
+  });
+}
+
+WorkPtr StagingBackend::AllToAll(absl::Span<const Tensor> outputs,
+                                 absl::Span<const Tensor> inputs, const AllToAllOptions& options) {
+  return Stage("all_to_all", Pointers(outputs, Pointers(inputs)), [&](Twins& t) {
+    std::vector<Tensor> in = t.Of(inputs, true, false);
+    std::vector<Tensor> out = t.Of(outputs, false, true);
+    return Issue(t, "all_to_all", context_.size, [&] { return host_->AllToAll(out, in, options); });
+  });
+}
+
+WorkPtr StagingBackend::AllToAllSingle(const Tensor& output, const Tensor& input,
+                                       absl::Span<const int64_t> output_split_sizes,
+                                       absl::Span<const int64_t> input_split_sizes,
+                                       const AllToAllOptions& options) {
+  return Stage("all_to_all_single", {&output, &input}, [&](Twins& t) {
+    Tensor in = t.Of(input, true, false);
+    Tensor out = t.Of(output, false, true);
+    return Issue(t, "all_to_all_single", context_.size, [&] {
+      return host_->AllToAllSingle(out, in, output_split_sizes, input_split_sizes, options);
+    });
+  });
+}
+
+WorkPtr StagingBackend::Barrier(const BarrierOptions& options) { return host_->Barrier(options); }
+
+WorkPtr StagingBackend::Send(const Tensor& tensor, int dst_rank, const SendOptions& options) {
+  return Stage("send", {&tensor}, [&](Twins& t) {
+    Tensor twin = t.Of(tensor, true, false);
+    return Issue(t, "send", context_.size, [&] { return host_->Send(twin, dst_rank, options); });
+  });
+}
+
+WorkPtr StagingBackend::Recv(const Tensor& tensor, int src_rank, const RecvOptions& options) {
+  return Stage("recv", {&tensor}, [&](Twins& t) {
+    Tensor twin = t.Of(tensor, false, true);
+    return Issue(t, "recv", context_.size, [&] { return host_->Recv(twin, src_rank, options); });
+  });
+}
+
+WorkPtr StagingBackend::RecvAnySource(const Tensor& tensor, const RecvOptions& options) {
+  return Stage("recv_any_source", {&tensor}, [&](Twins& t) {
+    Tensor twin = t.Of(tensor, false, true);
+    return Issue(t, "recv_any_source", context_.size,
+                 [&] { return host_->RecvAnySource(twin, options); });
+  });
+}
+
+namespace {
+
+const StagingRegisterer kRegisterCudaStaging(DeviceType::kCuda, &StagingBackend::Create);
+
+}  // namespace
+}  // namespace plexus::cuda_staging

@@ -1,0 +1,94 @@
+// StagingBackend: CUDA tensors on a backend that serves cpu only ("tcp", "gloo", "mpi", or
+// "cuda:tcp" explicitly), by copying them through pinned host memory.
+//
+// Per call: every tensor the collective reads is copied to a pinned host twin on the caller's
+// current stream, and the calling thread waits until those copies are done (so the call returns
+// once its inputs are read: the cost of staging, besides the copies themselves). The host
+// backend then runs the collective on the twins, in issue order with the group's other calls.
+// When it succeeds, the twins of the tensors it writes are copied back on a staging stream and
+// the Work completes once those copies are done; when it fails, the device tensors are left
+// untouched and the Work carries the host backend's error.
+#ifndef PLEXUS_BACKENDS_CUDA_STAGING_STAGING_BACKEND_H_
+#define PLEXUS_BACKENDS_CUDA_STAGING_STAGING_BACKEND_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "devices/cuda/cuda_api.h"
+#include "devices/cuda/event_watcher.h"
+#include "devices/cuda/pinned_pool.h"
+#include "frontend/dispatch/backend.h"
+
+namespace plexus::cuda_staging {
+
+class StagingBackend : public Backend, public std::enable_shared_from_this<StagingBackend> {
+ public:
+  static absl::StatusOr<std::shared_ptr<Backend>> Create(std::shared_ptr<Backend> host,
+                                                         const BackendContext& context);
+  ~StagingBackend() override;
+
+  std::string name() const override;
+  BackendCapabilities capabilities() const override;
+
+  WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options) override;
+  WorkPtr Reduce(const Tensor& tensor, const ReduceOptions& options) override;
+  WorkPtr AllReduce(const Tensor& tensor, const AllReduceOptions& options) override;
+  WorkPtr AllReduceCoalesced(absl::Span<const Tensor> tensors,
+                             const AllReduceCoalescedOptions& options) override;
+  WorkPtr AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
+                    const AllGatherOptions& options) override;
+  WorkPtr AllGatherIntoTensor(const Tensor& output, const Tensor& input,
+                              const AllGatherOptions& options) override;
+  WorkPtr Gather(absl::Span<const Tensor> outputs, const Tensor& input,
+                 const GatherOptions& options) override;
+  WorkPtr Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
+                  const ScatterOptions& options) override;
+  WorkPtr ReduceScatter(const Tensor& output, absl::Span<const Tensor> inputs,
+                        const ReduceScatterOptions& options) override;
+  WorkPtr ReduceScatterTensor(const Tensor& output, const Tensor& input,
+                              const ReduceScatterOptions& options) override;
+  WorkPtr AllToAll(absl::Span<const Tensor> outputs, absl::Span<const Tensor> inputs,
+                   const AllToAllOptions& options) override;
+  WorkPtr AllToAllSingle(const Tensor& output, const Tensor& input,
+                         absl::Span<const int64_t> output_split_sizes,
+                         absl::Span<const int64_t> input_split_sizes,
+                         const AllToAllOptions& options) override;
+  WorkPtr Barrier(const BarrierOptions& options) override;
+  WorkPtr Send(const Tensor& tensor, int dst_rank, const SendOptions& options) override;
+  WorkPtr Recv(const Tensor& tensor, int src_rank, const RecvOptions& options) override;
+  WorkPtr RecvAnySource(const Tensor& tensor, const RecvOptions& options) override;
+
+ private:
+  class Twins;  // The host twins of one call (staging_backend.cc).
+
+  StagingBackend(std::shared_ptr<Backend> host, const BackendContext& context);
+
+  // Checks the tensors, lets `issue` make their twins and run the host backend's call, and
+  // completes the returned Work once the written twins are back on the device.
+  WorkPtr Stage(const char* op, const std::vector<const Tensor*>& tensors,
+                const std::function<WorkPtr(Twins&)>& issue);
+  // Waits for the twins' reads, then runs `call` (the host backend's collective); a failed
+  // twin or copy becomes a failed Work instead.
+  static WorkPtr Issue(Twins& twins, const char* op, int size,
+                       const std::function<WorkPtr()>& call);
+  // The stream copies back to the device run on (one per device, made on first use).
+  absl::StatusOr<cudaStream_t> StreamFor(int device);
+
+  const std::shared_ptr<Backend> host_;
+  const BackendContext context_;
+  const cuda::CudaApi* cuda_ = nullptr;
+  absl::Status load_error_;
+  std::shared_ptr<cuda::PinnedPool> pool_;
+  std::mutex mu_;
+  std::map<int, cudaStream_t> streams_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<cuda::EventWatcher> watcher_;  // Last: destroyed first.
+};
+
+}  // namespace plexus::cuda_staging
+
+#endif  // PLEXUS_BACKENDS_CUDA_STAGING_STAGING_BACKEND_H_
