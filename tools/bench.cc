@@ -3,6 +3,7 @@
 // per (backend, op, size) with time, algorithm bandwidth and bus bandwidth.
 //
 //   bazel run //tools:bench -- --elastic        # the elastic communicator (bench_elastic.cc)
+//   bazel run //tools:bench -- --device=cuda    # NCCL on the GPUs here, one rank per GPU
 //   bazel run //tools:bench                     # 4 ranks, float32 all_reduce, 1K..64M, all CPU
 //   backends bazel run //tools:bench -- --backends=cpu:tcp,cpu:gloo --ops=all_reduce,all_gather
 //       --ranks=8 --sizes=1K:16M --dtype=bfloat16 --iters=20 --warmup=5 --json=/tmp/bench.json
@@ -37,6 +38,9 @@
 #include "frontend/dispatch/init.h"
 #include "frontend/net/interfaces.h"
 #include "tools/bench_elastic.h"
+#ifdef PLEXUS_BENCH_CUDA
+#include "tests/testing/cuda_memory.h"
+#endif
 #include "tools/bench_ops.h"
 
 namespace plexus::bench {
@@ -53,6 +57,9 @@ struct Flags {
   std::string json;
   std::string mpirun_args = "--mca btl tcp,self";
   std::string launched_output;  // Internal: set in ranks started by mpirun; where they write.
+  DeviceType device = DeviceType::kCpu;  // --device=cuda: tensors in CUDA memory.
+  bool ranks_given = false;
+  int cuda_devices = 0;  // With --device=cuda: how many the ranks spread over.
 };
 
 absl::StatusOr<int64_t> ParseBytes(absl::string_view text) {
@@ -112,6 +119,11 @@ absl::Status ParseFlags(int argc, char** argv, Flags& flags) {
       if (!absl::SimpleAtoi(value, &flags.ranks) || flags.ranks < 1 || flags.ranks > 64) {
         return absl::InvalidArgumentError("--ranks must be 1..64");
       }
+      flags.ranks_given = true;
+    } else if (name == "--device") {
+      auto device = ParseDeviceType(value);
+      if (!device.ok()) return device.status();
+      flags.device = *device;
     } else if (name == "--sizes") {
       auto sizes = ParseSizes(value);
       if (!sizes.ok()) return sizes.status();
@@ -139,8 +151,12 @@ absl::Status ParseFlags(int argc, char** argv, Flags& flags) {
           "unknown flag '", arg,
           "'; flags: --backends=cpu:tcp,... --ops=all_reduce,...|all "
           "--ranks=N --sizes=1K:64M|1K,16M --dtype=float32 --iters=N --warmup=N --json=FILE "
-          "--mpirun-args='--mca btl tcp,self'"));
+          "--mpirun-args='--mca btl tcp,self' --device=cpu|cuda"));
     }
+  }
+  if (flags.backends.empty() && flags.device == DeviceType::kCuda) {
+    // nccl-tests' subject; a cpu-only string (staging) can be named with --backends.
+    if (BackendRegistry::Global().Find("nccl").ok()) flags.backends.push_back("cpu:tcp,cuda:nccl");
   }
   if (flags.backends.empty()) {
     for (const std::string& name : BackendRegistry::Global().Names()) {
@@ -215,9 +231,10 @@ Sample Decode(absl::string_view line) {
   return s;
 }
 
-Sample Measure(ProcessGroup& group, const std::string& op, const Flags& flags, int64_t size) {
+Sample Measure(ProcessGroup& group, const std::string& op, const Flags& flags, int64_t size,
+               Device device) {
   Sample sample;
-  auto runner = MakeRunner(op, group, flags.dtype, size);
+  auto runner = MakeRunner(op, group, flags.dtype, size, device);
   if (!runner.ok()) {
     sample.error = std::string(runner.status().message());
     return sample;
@@ -247,7 +264,23 @@ Sample Measure(ProcessGroup& group, const std::string& op, const Flags& flags, i
   auto barrier = group.Barrier();
   if (barrier.ok()) (void)(*barrier)->Wait(absl::Minutes(5));
   const absl::Time start = absl::Now();
-  for (int i = 0; i < flags.iters; ++i) {
+  if (device.type == DeviceType::kCuda) {
+    // As nccl-tests: issue every iteration back to back on the stream, then wait for all.
+    std::vector<WorkPtr> works;
+    for (int i = 0; i < flags.iters; ++i) {
+      auto work = runner->issue();
+      if (!work.ok()) {
+        sample.error = std::string(work.status().message());
+        return sample;
+      }
+      works.push_back(*work);
+    }
+    if (absl::Status status = WaitAll(works, absl::Minutes(5)); !status.ok()) {
+      sample.error = std::string(status.message());
+      return sample;
+    }
+  }
+  for (int i = 0; device.type == DeviceType::kCpu && i < flags.iters; ++i) {
     if (absl::Status status = run_once(); !status.ok()) {
       sample.error = std::string(status.message());
       return sample;
@@ -272,6 +305,19 @@ std::string LauncherInitMethod(const std::string& backend) {
 int RunRank(int rank, const Flags& flags, const std::vector<std::string>& backends,
             const std::string& dir, FILE* out) {
   const bool launched = rank < 0;
+  Device device = Device::Cpu();
+  if (flags.device == DeviceType::kCuda) {
+    device = Device::Cuda(std::max(rank, 0) % std::max(flags.cuda_devices, 1));
+#ifdef PLEXUS_BENCH_CUDA
+    absl::Status status = testing::UseManagedBuffers(device.index);
+#else
+    absl::Status status = absl::FailedPreconditionError("no CUDA device: built without CUDA");
+#endif
+    if (!status.ok()) {
+      fprintf(stderr, "bench rank %d: %s\n", rank, std::string(status.message()).c_str());
+      return 1;
+    }
+  }
   for (size_t b = 0; b < backends.size(); ++b) {
     InitOptions options;
     options.backend = backends[b];
@@ -296,7 +342,7 @@ int RunRank(int rank, const Flags& flags, const std::vector<std::string>& backen
             fprintf(stderr, "[bench] %s %s %lld bytes (%zu/%zu)\n", backends[b].c_str(), op.c_str(),
                     static_cast<long long>(sizes[i]), i + 1, sizes.size());
           }
-          sample = Measure(**group, op, flags, sizes[i]);
+          sample = Measure(**group, op, flags, sizes[i], device);
         }
         std::replace(sample.error.begin(), sample.error.end(), '\n', ' ');
         fputs(Encode(sample).c_str(), out);
@@ -444,6 +490,21 @@ int Main(int argc, char** argv) {
     fclose(out);
     return code;
   }
+  if (flags.device == DeviceType::kCuda) {
+    // Asked in a child: CUDA must not start in a process that forks ranks afterwards.
+#ifdef PLEXUS_BENCH_CUDA
+    absl::StatusOr<int> devices = testing::CudaDeviceCountInChild();
+#else
+    absl::StatusOr<int> devices = absl::FailedPreconditionError("no CUDA device: built without CUDA");
+#endif
+    if (!devices.ok()) {
+      fprintf(stderr, "bench: --device=cuda: %s\n", std::string(devices.status().message()).c_str());
+      return 1;
+    }
+    flags.cuda_devices = *devices;
+    // NCCL takes one device per rank.
+    if (!flags.ranks_given) flags.ranks = std::min(*devices, 8);
+  }
   std::vector<std::string> forked, launched;
   for (const std::string& backend : flags.backends) {
     (LauncherInitMethod(backend).empty() ? forked : launched).push_back(backend);
@@ -452,8 +513,9 @@ int Main(int argc, char** argv) {
   const char* dir = mkdtemp(dir_template);
   if (dir == nullptr) return 1;
 
-  printf("# plexus bench: %d ranks on loopback, dtype %s, %d iterations after %d warmup\n",
-         flags.ranks, std::string(DTypeName(flags.dtype)).c_str(), flags.iters, flags.warmup);
+  printf("# plexus bench: %d ranks on loopback, dtype %s, %d iterations after %d warmup%s\n",
+         flags.ranks, std::string(DTypeName(flags.dtype)).c_str(), flags.iters, flags.warmup,
+         flags.device == DeviceType::kCuda ? ", tensors in CUDA managed memory" : "");
   printf("%-10s %-15s %5s %12s %11s %-8s %11s %9s %9s %6s %8s\n", "backend", "op", "ranks", "bytes",
          "count", "dtype", "time_us", "algbw", "busbw", "wrong", "rss_mib");
   fflush(stdout);

@@ -48,7 +48,7 @@ const std::vector<std::string>& KnownOps() {
 }
 
 absl::StatusOr<Runner> MakeRunner(const std::string& op, ProcessGroup& group, DType dtype,
-                                  int64_t bytes) {
+                                  int64_t bytes, Device device) {
   const int n = group.size();
   const int me = group.rank();
   const int64_t element = static_cast<int64_t>(DTypeSize(dtype));
@@ -68,15 +68,15 @@ absl::StatusOr<Runner> MakeRunner(const std::string& op, ProcessGroup& group, DT
     if (op == "all_reduce") {
       runner.bus_factor = 2.0 * (n - 1) / n;
       runner.reset = [=] { Fill(*data, me); };
-      runner.issue = [=] { return pg->AllReduce(data->AsTensor()); };
+      runner.issue = [=] { return pg->AllReduce(data->AsTensor(device)); };
       runner.count_wrong = [=] { return CountWrong(*data, [=](int64_t i) { return Sum(n, i); }); };
     } else if (op == "broadcast") {
       runner.reset = [=] { Fill(*data, me); };
-      runner.issue = [=] { return pg->Broadcast(data->AsTensor()); };
+      runner.issue = [=] { return pg->Broadcast(data->AsTensor(device)); };
       runner.count_wrong = [=] { return CountWrong(*data, [](int64_t i) { return Pattern(0, i); }); };
     } else if (op == "reduce") {
       runner.reset = [=] { Fill(*data, me); };
-      runner.issue = [=] { return pg->Reduce(data->AsTensor()); };
+      runner.issue = [=] { return pg->Reduce(data->AsTensor(device)); };
       runner.count_wrong = [=] {
         return me == 0 ? CountWrong(*data, [=](int64_t i) { return Sum(n, i); }) : 0;
       };
@@ -86,8 +86,11 @@ absl::StatusOr<Runner> MakeRunner(const std::string& op, ProcessGroup& group, DT
       runner.reset = [=] { Fill(*data, me); };
       runner.issue = [=]() -> absl::StatusOr<WorkPtr> {
         if (n == 1) return Work::Finished(absl::OkStatus());
-        auto recv = pg->Recv(received->AsTensor(), left);
-        auto send = pg->Send(data->AsTensor(), (me + 1) % n);
+        // Odd ranks receive first: deadlock-free where a receive holds up the stream (nccl).
+        absl::StatusOr<WorkPtr> recv, send;
+        if (me % 2 == 1) recv = pg->Recv(received->AsTensor(device), left);
+        send = pg->Send(data->AsTensor(device), (me + 1) % n);
+        if (me % 2 == 0) recv = pg->Recv(received->AsTensor(device), left);
         if (!send.ok()) return send.status();
         if (!recv.ok()) return recv.status();
         auto both = std::make_shared<Work>("sendrecv", n);
@@ -124,7 +127,7 @@ absl::StatusOr<Runner> MakeRunner(const std::string& op, ProcessGroup& group, DT
     TypedBuffer* input = &list[0];
     TypedBuffer* output = &list[1];
     runner.reset = [=] { Fill(*input, me); };
-    runner.issue = [=] { return pg->AllGatherIntoTensor(output->AsTensor(), input->AsTensor()); };
+    runner.issue = [=] { return pg->AllGatherIntoTensor(output->AsTensor(device), input->AsTensor(device)); };
     runner.count_wrong = [=] {
       const int64_t block = std::max<int64_t>(per, 1);
       return CountWrong(*output,
@@ -136,7 +139,7 @@ absl::StatusOr<Runner> MakeRunner(const std::string& op, ProcessGroup& group, DT
     TypedBuffer* input = &list[0];
     TypedBuffer* output = &list[1];
     runner.reset = [=] { Fill(*input, me); };
-    runner.issue = [=] { return pg->ReduceScatterTensor(output->AsTensor(), input->AsTensor()); };
+    runner.issue = [=] { return pg->ReduceScatterTensor(output->AsTensor(device), input->AsTensor(device)); };
     runner.count_wrong = [=] {
       return CountWrong(*output, [=](int64_t i) { return Sum(n, me * per + i); });
     };
@@ -146,7 +149,7 @@ absl::StatusOr<Runner> MakeRunner(const std::string& op, ProcessGroup& group, DT
     TypedBuffer* input = &list[0];
     TypedBuffer* output = &list[1];
     runner.reset = [=] { Fill(*input, me); };
-    runner.issue = [=] { return pg->AllToAllSingle(output->AsTensor(), input->AsTensor()); };
+    runner.issue = [=] { return pg->AllToAllSingle(output->AsTensor(device), input->AsTensor(device)); };
     runner.count_wrong = [=] {
       // Block s came from rank s's block `me`.
       return CountWrong(*output, [=](int64_t i) {
@@ -159,12 +162,12 @@ absl::StatusOr<Runner> MakeRunner(const std::string& op, ProcessGroup& group, DT
     list.emplace_back(dtype, per);
     for (int r = 0; r < n; ++r) list.emplace_back(dtype, me == 0 ? per : 0);
     if (me == 0) {
-      for (int r = 0; r < n; ++r) state->tensors.push_back(list[1 + r].AsTensor());
+      for (int r = 0; r < n; ++r) state->tensors.push_back(list[1 + r].AsTensor(device));
     }
     Buffers* b = state.get();
     if (op == "gather") {
       runner.reset = [=] { Fill(b->list[0], me); };
-      runner.issue = [=] { return pg->Gather(b->tensors, b->list[0].AsTensor()); };
+      runner.issue = [=] { return pg->Gather(b->tensors, b->list[0].AsTensor(device)); };
       runner.count_wrong = [=] {
         int64_t wrong = 0;
         for (int r = 0; me == 0 && r < n; ++r) {
@@ -176,7 +179,7 @@ absl::StatusOr<Runner> MakeRunner(const std::string& op, ProcessGroup& group, DT
       runner.reset = [=] {
         for (int r = 0; me == 0 && r < n; ++r) Fill(b->list[1 + r], r, 1000);
       };
-      runner.issue = [=] { return pg->Scatter(b->list[0].AsTensor(), b->tensors); };
+      runner.issue = [=] { return pg->Scatter(b->list[0].AsTensor(device), b->tensors); };
       runner.count_wrong = [=] {
         return CountWrong(b->list[0], [=](int64_t i) { return Pattern(me, 1000 + i); });
       };

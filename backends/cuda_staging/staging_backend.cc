@@ -330,6 +330,21 @@ WorkPtr StagingBackend::RecvAnySource(const Tensor& tensor, const RecvOptions& o
   });
 }
 
+WorkPtr StagingBackend::BatchPointToPoint(absl::Span<const PointToPointOp> ops,
+                                          const BatchOptions& options) {
+  std::vector<const Tensor*> tensors;
+  for (const PointToPointOp& op : ops) tensors.push_back(&op.tensor);
+  return Stage("batch_isend_irecv", tensors, [&](Twins& t) {
+    std::vector<PointToPointOp> twins(ops.begin(), ops.end());
+    for (PointToPointOp& op : twins) {
+      const bool send = op.kind == PointToPointOp::Kind::kSend;
+      op.tensor = t.Of(op.tensor, send, !send);
+    }
+    return Issue(t, "batch_isend_irecv", context_.size,
+                 [&] { return host_->BatchPointToPoint(twins, options); });
+  });
+}
+
 namespace {
 
 const StagingRegisterer kRegisterCudaStaging(DeviceType::kCuda, &StagingBackend::Create);

@@ -62,6 +62,8 @@ class StagingBackend : public Backend, public std::enable_shared_from_this<Stagi
   WorkPtr Send(const Tensor& tensor, int dst_rank, const SendOptions& options) override;
   WorkPtr Recv(const Tensor& tensor, int src_rank, const RecvOptions& options) override;
   WorkPtr RecvAnySource(const Tensor& tensor, const RecvOptions& options) override;
+  WorkPtr BatchPointToPoint(absl::Span<const PointToPointOp> ops,
+                            const BatchOptions& options) override;
 
  private:
   class Twins;  // The host twins of one call (staging_backend.cc).

@@ -66,6 +66,9 @@ class NcclBackend : public Backend {
   WorkPtr Send(const Tensor& tensor, int dst_rank, const SendOptions& options) override;
   WorkPtr Recv(const Tensor& tensor, int src_rank, const RecvOptions& options) override;
   WorkPtr RecvAnySource(const Tensor& tensor, const RecvOptions& options) override;
+  // One ncclGroupStart/End: exchanges between ranks cannot deadlock on stream order.
+  WorkPtr BatchPointToPoint(absl::Span<const PointToPointOp> ops,
+                            const BatchOptions& options) override;
 
  private:
   // What one call launches: NCCL calls (and device copies) on the communicator's stream.

@@ -369,4 +369,31 @@ WorkPtr NcclBackend::RecvAnySource(const Tensor&, const RecvOptions&) {
                         "recv_any_source", context_.size);
 }
 
+WorkPtr NcclBackend::BatchPointToPoint(absl::Span<const PointToPointOp> ops,
+                                       const BatchOptions& options) {
+  std::vector<const Tensor*> tensors;
+  nominal_traffic::Traffic moved;
+  for (const PointToPointOp& op : ops) {
+    tensors.push_back(&op.tensor);
+    (op.kind == PointToPointOp::Kind::kSend ? moved.sent : moved.received) += op.tensor.nbytes();
+  }
+  Call call{"batch_isend_irecv", tensors, options.timeout, moved};
+  return Run(call, [&](Scope& scope) {
+    return Grouped(*nccl_, scope, [&]() -> absl::Status {
+      for (const PointToPointOp& op : ops) {
+        const NcclExtent extent = MovementExtent(op.tensor.dtype(), op.tensor.numel());
+        const bool send = op.kind == PointToPointOp::Kind::kSend;
+        RETURN_IF_ERROR(NcclStatus(
+            *nccl_,
+            send ? nccl_->Send(op.tensor.data(), extent.count, extent.type, op.peer, scope.comm,
+                               scope.stream)
+                 : nccl_->Recv(op.tensor.data(), extent.count, extent.type, op.peer, scope.comm,
+                               scope.stream),
+            send ? "ncclSend" : "ncclRecv", scope.comm));
+      }
+      return absl::OkStatus();
+    });
+  });
+}
+
 }  // namespace plexus::nccl

@@ -82,6 +82,13 @@ struct RecvOptions {
   absl::Duration timeout = kDefaultTimeout;
 };
 
+// A batch of sends and receives started together (batch_isend_irecv). Backends whose receives
+// hold up what is issued after them (nccl) launch the batch as one group, so two ranks that
+// exchange with each other do not deadlock.
+struct BatchOptions {
+  absl::Duration timeout = kDefaultTimeout;
+};
+
 }  // namespace plexus
 
 #endif  // PLEXUS_FRONTEND_CORE_OPTIONS_H_

@@ -62,6 +62,15 @@ struct BackendContext {
   absl::Duration timeout = kDefaultGroupTimeout;
 };
 
+// One send or receive of a batch.
+struct PointToPointOp {
+  enum class Kind { kSend, kRecv };
+  Kind kind = Kind::kSend;
+  Tensor tensor;
+  int peer = 0;  // Rank within the group.
+  int tag = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -110,6 +119,11 @@ class Backend {
   virtual WorkPtr Recv(const Tensor& tensor, int src_rank, const RecvOptions& options) = 0;
   // Only called when capabilities().recv_any_source; the Work names the sender.
   virtual WorkPtr RecvAnySource(const Tensor& tensor, const RecvOptions& options) = 0;
+  // Starts every op of the batch; one Work for all of them (the first error). This default
+  // issues them one by one in order, which is right for backends whose receives do not hold up
+  // later calls; nccl launches them as one group.
+  virtual WorkPtr BatchPointToPoint(absl::Span<const PointToPointOp> ops,
+                                    const BatchOptions& options);
 };
 
 }  // namespace plexus

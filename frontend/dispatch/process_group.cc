@@ -403,4 +403,27 @@ absl::StatusOr<WorkPtr> ProcessGroup::RecvAnySource(const Tensor& tensor, RecvOp
   return served->backend->RecvAnySource(tensor, options);
 }
 
+absl::StatusOr<WorkPtr> ProcessGroup::BatchPointToPoint(std::vector<PointToPointOp> ops,
+                                                        BatchOptions options) {
+  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
+  if (ops.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch_isend_irecv on rank ", config_.rank, ": no operations given"));
+  }
+  for (const PointToPointOp& op : ops) {
+    const bool send = op.kind == PointToPointOp::Kind::kSend;
+    RETURN_IF_ERROR(ValidatePointToPoint(position(), send ? "batch_isend_irecv send"
+                                                          : "batch_isend_irecv recv",
+                                         op.tensor, op.peer, op.tag));
+    if (op.tensor.device().type != ops[0].tensor.device().type) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "batch_isend_irecv on rank ", config_.rank, ": tensors on ",
+          ops[0].tensor.device().ToString(), " and ", op.tensor.device().ToString(),
+          "; one batch uses one device type"));
+    }
+  }
+  ASSIGN_OR_RETURN(const Served* served, Route("batch_isend_irecv", ops[0].tensor));
+  return served->backend->BatchPointToPoint(ops, options);
+}
+
 }  // namespace plexus

@@ -98,6 +98,10 @@ class ProcessGroup {
   absl::StatusOr<WorkPtr> Send(const Tensor& tensor, int dst_rank, SendOptions options = {});
   absl::StatusOr<WorkPtr> Recv(const Tensor& tensor, int src_rank, RecvOptions options = {});
   absl::StatusOr<WorkPtr> RecvAnySource(const Tensor& tensor, RecvOptions options = {});
+  // batch_isend_irecv: every op started together, one Work for all (peers are group ranks).
+  // All tensors must be on one device type; the backend may launch them as one group (nccl).
+  absl::StatusOr<WorkPtr> BatchPointToPoint(std::vector<PointToPointOp> ops,
+                                            BatchOptions options = {});
 
  private:
   // A backend instance serving one device, with its capabilities.

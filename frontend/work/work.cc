@@ -123,4 +123,39 @@ absl::Status WaitAll(const std::vector<WorkPtr>& works, absl::Duration timeout) 
   return first_error;
 }
 
+WorkPtr WhenAll(std::vector<WorkPtr> works, std::string op_name, int world_size) {
+  auto all = std::make_shared<Work>(std::move(op_name), world_size);
+  struct State {
+    std::mutex mu;
+    size_t remaining;
+    std::vector<absl::Status> outcomes;
+  };
+  auto state = std::make_shared<State>();
+  state->remaining = works.size();
+  state->outcomes.resize(works.size());
+  if (works.empty()) all->Complete(absl::OkStatus());
+  for (size_t i = 0; i < works.size(); ++i) {
+    WorkPtr part = works[i];
+    part->OnComplete([all, state, part, i](const absl::Status& status) {
+      const Work::Stats stats = part->stats();
+      all->AddBytesSent(stats.bytes_sent);
+      all->AddBytesReceived(stats.bytes_received);
+      absl::Status first;
+      {
+        std::lock_guard<std::mutex> lock(state->mu);
+        state->outcomes[i] = status;
+        if (--state->remaining > 0) return;
+        for (const absl::Status& outcome : state->outcomes) {
+          if (!outcome.ok()) {
+            first = outcome;
+            break;
+          }
+        }
+      }
+      all->Complete(first);
+    });
+  }
+  return all;
+}
+
 }  // namespace plexus

@@ -121,6 +121,10 @@ using WorkPtr = std::shared_ptr<Work>;
 // (in order), or DeadlineExceeded when time runs out.
 absl::Status WaitAll(const std::vector<WorkPtr>& works, absl::Duration timeout);
 
+// A Work that completes once every one of `works` has: with the first error among them (in
+// order), else OK. Bytes moved are summed as they finish. `works` may be empty (done at once).
+WorkPtr WhenAll(std::vector<WorkPtr> works, std::string op_name, int world_size);
+
 }  // namespace plexus
 
 #endif  // PLEXUS_FRONTEND_WORK_WORK_H_

@@ -223,6 +223,29 @@ TEST_P(DataMovementTest, BarrierAndPointToPoint) {
         }
       }
     }
+    // The same ring as one batch, receives listed first: a batch never deadlocks, whatever
+    // the order inside it (nccl launches it as one group).
+    for (int64_t count : {int64_t{3}, int64_t{100000}}) {
+      Buffer out = Payload(DType::kFloat32, me, count, 3);
+      Buffer from_left(DType::kFloat32, count), from_right(DType::kFloat32, count);
+      std::vector<PointToPointOp> batch = {
+          {PointToPointOp::Kind::kRecv, DeviceTensor(from_left.data(), DType::kFloat32, count),
+           (me + n - 1) % n, 3},
+          {PointToPointOp::Kind::kRecv, DeviceTensor(from_right.data(), DType::kFloat32, count),
+           (me + 1) % n, 4},
+          {PointToPointOp::Kind::kSend, DeviceTensor(out.data(), DType::kFloat32, count),
+           (me + 1) % n, 3},
+          {PointToPointOp::Kind::kSend, DeviceTensor(out.data(), DType::kFloat32, count),
+           (me + n - 1) % n, 4},
+      };
+      const std::string what = absl::StrCat("batch_isend_irecv x", count);
+      if (check.Ran(what, group.BatchPointToPoint(batch))) {
+        Expect(check, what + " from the left", from_left,
+               PayloadValues(DType::kFloat32, (me + n - 1) % n, count, 3));
+        Expect(check, what + " from the right", from_right,
+               PayloadValues(DType::kFloat32, (me + 1) % n, count, 3));
+      }
+    }
     // Everyone sends to rank 0, which receives from any source (where the backend can).
     if (!ReceivesFromAnySource(group)) return;
     if (me != 0) {

@@ -67,19 +67,26 @@ class P2POp:
 
 
 def batch_isend_irecv(p2p_op_list):
-    """Starts every P2POp in the list, in order, and returns their Works."""
+    """Starts every P2POp in the list together and returns a list holding one Work for the
+    batch (as torch does for NCCL). On nccl the batch is one NCCL group, so ranks that send to
+    and receive from each other cannot deadlock on stream order."""
     if not isinstance(p2p_op_list, (list, tuple)) or not all(
             isinstance(p2p, P2POp) for p2p in p2p_op_list):
         raise ValueError("batch_isend_irecv: expected a list of P2POp")
     groups = {id(p2p.group) for p2p in p2p_op_list}
     if len(groups) > 1:
         raise ValueError("batch_isend_irecv: all ops must use the same group")
-    works = []
+    if not p2p_op_list:
+        raise ValueError("batch_isend_irecv: the list is empty")
+    pg = _groups.resolve(p2p_op_list[0].group)
+    if pg is None:
+        return []
+    batch = []
     for p2p in p2p_op_list:
-        work = p2p.op(p2p.tensor, p2p.peer, p2p.group, p2p.tag)
-        if work is not None:
-            works.append(work)
-    return works
+        sending = p2p.op is isend
+        peer = _peer(pg, p2p.peer, "dst" if sending else "src", "batch_isend_irecv")
+        batch.append((sending, p2p.tensor, peer, int(p2p.tag)))
+    return [pg.batch_p2p(batch)]
 
 
 _monitored_rounds = {}  # Group name -> monitored_barrier calls so far (same on every rank).

@@ -4,8 +4,10 @@
     torch.distributed.init_process_group("plexus", ...)
 
 Every collective torch.distributed and DistributedDataParallel issue on such a group runs on
-plexus (backend string from $PLEXUS_TORCH_BACKEND, default "tcp"; any CPU backend string
-works except "mpi", whose groups come from mpirun rather than torch's store). The group is a
+plexus (backend string from $PLEXUS_TORCH_BACKEND; default "cpu:tcp,cuda:nccl" where the build
+has NCCL, else "tcp", which stages CUDA tensors through host memory; any backend string works
+except "mpi", whose groups come from mpirun rather than torch's store). It is registered for
+both cpu and cuda devices, so DDP on GPUs works with backend="plexus". The group is a
 Python subclass of torch's ProcessGroup (the custom-backend route of c10d), so it needs no
 compiled torch extension; tensors are handed to plexus without copies.
 
@@ -25,6 +27,11 @@ from plexus._api import _op
 BACKEND_NAME = "plexus"
 
 
+def _default_backend():
+    """NCCL for CUDA tensors where this build has it, the in-house TCP backend for the rest."""
+    return "cpu:tcp,cuda:nccl" if "nccl" in _plexus.registered_backends() else "tcp"
+
+
 def _single(tensors, what):
     if len(tensors) != 1:
         raise ValueError("plexus: %s takes one tensor per process, got %d" % (what, len(tensors)))
@@ -36,7 +43,7 @@ class ProcessGroupPlexus(_TorchProcessGroup):
 
     def __init__(self, store, rank, size, timeout, backend=None):
         super().__init__(rank, size)
-        self._backend = backend or os.environ.get("PLEXUS_TORCH_BACKEND", "tcp")
+        self._backend = backend or os.environ.get("PLEXUS_TORCH_BACKEND", _default_backend())
         self._pg = _plexus.init_process_group(self._backend, "env://", rank, size, timeout,
                                               store, "torch")
 
@@ -178,7 +185,11 @@ def _create_process_group(store, rank, world_size, timeout):
 def register():
     """Registers "plexus" with torch.distributed (done on import; harmless to repeat)."""
     if getattr(torch_dist.Backend, BACKEND_NAME.upper(), None) != BACKEND_NAME:
-        torch_dist.Backend.register_backend(BACKEND_NAME, _create_process_group)
+        try:  # torch 2.x takes the devices a backend serves; 1.13 has no such argument.
+            torch_dist.Backend.register_backend(BACKEND_NAME, _create_process_group,
+                                                devices=["cpu", "cuda"])
+        except TypeError:
+            torch_dist.Backend.register_backend(BACKEND_NAME, _create_process_group)
 
 
 register()

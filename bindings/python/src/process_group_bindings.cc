@@ -13,6 +13,7 @@
 #include "bindings/python/src/store_bindings.h"
 #include "bindings/python/src/tensor_convert.h"
 #include "bindings/python/src/work_bindings.h"
+#include "devices/cuda/current_stream.h"
 #include "frontend/dispatch/init.h"
 #include "frontend/dispatch/process_group.h"
 
@@ -43,27 +44,45 @@ class Call {
   explicit Call(const char* op) : op_(op) {}
 
   Tensor One(py::handle object, const char* name, Access access) {
-    return ValueOrThrow(ToTensor(object, op_, name, access, keepalive_));
+    Tensor tensor = ValueOrThrow(ToTensor(object, op_, name, access, keepalive_));
+    Note(tensor);
+    return tensor;
   }
   std::vector<Tensor> Many(py::handle objects, const char* name, Access access) {
-    return ValueOrThrow(ToTensors(objects, op_, name, access, keepalive_));
+    std::vector<Tensor> tensors = ValueOrThrow(ToTensors(objects, op_, name, access, keepalive_));
+    for (const Tensor& tensor : tensors) Note(tensor);
+    return tensors;
   }
 
-  // Runs `issue` without the GIL and wraps its Work; `result` is what the Work yields.
+  // Runs `issue` without the GIL and wraps its Work; `result` is what the Work yields. A call
+  // on CUDA tensors is ordered after torch's current stream for their device.
   template <typename Issue>
   std::unique_ptr<PyWork> Run(Issue&& issue, py::object result) {
     absl::StatusOr<WorkPtr> work;
+    cuda::Stream stream = cuda_device_ >= 0 ? TorchCurrentStream(cuda_device_) : nullptr;
     {
       py::gil_scoped_release release;
-      work = issue();
+      if (cuda_device_ >= 0) {
+        cuda::StreamGuard current(cuda_device_, stream);
+        work = issue();
+      } else {
+        work = issue();
+      }
     }
     return std::make_unique<PyWork>(ValueOrThrow(std::move(work)), std::move(keepalive_),
-                                    std::move(result));
+                                    std::move(result), cuda_device_);
   }
 
  private:
+  void Note(const Tensor& tensor) {
+    if (tensor.device().type == DeviceType::kCuda && cuda_device_ < 0) {
+      cuda_device_ = tensor.device().index;
+    }
+  }
+
   const char* op_;
   Keepalive keepalive_;
+  int cuda_device_ = -1;  // The CUDA device of the call's tensors, if any.
 };
 
 py::list ListOf(py::handle object) {
@@ -303,6 +322,28 @@ void RegisterProcessGroup(py::module_& module) {
       },
       py::arg("tensor"), py::arg("src"), py::arg("tag") = 0, py::arg("timeout") = py::none(),
       "Receives from group rank `src`, or from any rank when src < 0.");
+  group.def(
+      "batch_p2p",
+      [](ProcessGroup& self, py::list ops, py::handle timeout) {
+        Call call("batch_isend_irecv");
+        std::vector<PointToPointOp> batch;
+        py::list tensors;
+        for (py::handle item : ops) {
+          auto entry = item.cast<py::tuple>();  // (is_send, tensor, group peer, tag)
+          PointToPointOp op;
+          const bool send = entry[0].cast<bool>();
+          op.kind = send ? PointToPointOp::Kind::kSend : PointToPointOp::Kind::kRecv;
+          op.tensor = call.One(entry[1], "tensor", send ? Access::kRead : Access::kWrite);
+          op.peer = entry[2].cast<int>();
+          op.tag = entry[3].cast<int>();
+          batch.push_back(op);
+          tensors.append(entry[1]);
+        }
+        BatchOptions options{Timeout(timeout)};
+        return call.Run([&] { return self.BatchPointToPoint(batch, options); }, tensors);
+      },
+      py::arg("ops"), py::arg("timeout") = py::none(),
+      "Starts (is_send, tensor, group peer, tag) operations together; one Work for all.");
 
   module.def(
       "init_process_group",

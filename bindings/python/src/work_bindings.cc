@@ -34,8 +34,20 @@ void SweepOrphans() {
 
 }  // namespace
 
-PyWork::PyWork(WorkPtr work, Keepalive keepalive, py::object result)
-    : work_(std::move(work)), keepalive_(std::move(keepalive)), result_(std::move(result)) {
+cuda::Stream TorchCurrentStream(int device) {
+  py::object modules = py::module_::import("sys").attr("modules");
+  if (!modules.contains("torch")) return nullptr;
+  py::object torch_cuda = modules["torch"].attr("cuda");
+  if (!torch_cuda.attr("is_available")().cast<bool>()) return nullptr;  // CUDA memory not torch's.
+  py::object stream = torch_cuda.attr("current_stream")(device);
+  return reinterpret_cast<cuda::Stream>(stream.attr("cuda_stream").cast<uintptr_t>());
+}
+
+PyWork::PyWork(WorkPtr work, Keepalive keepalive, py::object result, int cuda_device)
+    : work_(std::move(work)),
+      keepalive_(std::move(keepalive)),
+      result_(std::move(result)),
+      cuda_device_(cuda_device) {
   if (!Orphans().empty()) SweepOrphans();
 }
 
@@ -47,6 +59,16 @@ PyWork::~PyWork() {
 }
 
 bool PyWork::Wait(py::handle timeout) {
+  if (cuda_device_ >= 0 && timeout.is_none()) {
+    cuda::Stream stream = TorchCurrentStream(cuda_device_);
+    absl::Status status;
+    {
+      py::gil_scoped_release release;
+      status = work_->WaitOnStream(cuda_device_, stream);
+    }
+    ThrowIfError(status);
+    return true;
+  }
   absl::Duration limit = ToDuration(timeout, absl::InfiniteDuration(), "Work.wait timeout");
   absl::Status status;
   {

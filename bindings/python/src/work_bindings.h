@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 
 #include "bindings/python/src/tensor_convert.h"
+#include "devices/cuda/current_stream.h"
 #include "frontend/work/work.h"
 
 namespace plexus::python {
@@ -14,14 +15,17 @@ namespace py = pybind11;
 
 class PyWork {
  public:
-  // `result` is what result() and the future yield (the list of tensors written). GIL held.
-  PyWork(WorkPtr work, Keepalive keepalive, py::object result);
+  // `result` is what result() and the future yield (the list of tensors written);
+  // `cuda_device` the CUDA device of the operation's tensors (-1: none). GIL held.
+  PyWork(WorkPtr work, Keepalive keepalive, py::object result, int cuda_device = -1);
   ~PyWork();
   PyWork(const PyWork&) = delete;
   PyWork& operator=(const PyWork&) = delete;
 
   // Waits (GIL released) up to `timeout` (None: the operation's own deadline). Returns True;
-  // raises the operation's error, or DeadlineExceededError when the wait ran out.
+  // raises the operation's error, or DeadlineExceededError when the wait ran out. On CUDA
+  // tensors with no timeout it only makes torch's current stream wait for the operation, as
+  // torch's NCCL Work.wait() does: the host goes on, later work on the stream sees the result.
   bool Wait(py::handle timeout);
   bool IsCompleted() const { return work_->IsCompleted(); }
   // True once completed successfully; False while running or after an error.
@@ -40,7 +44,12 @@ class PyWork {
   WorkPtr work_;
   Keepalive keepalive_;
   py::object result_;
+  int cuda_device_;
 };
+
+// torch's current CUDA stream for `device`, or nullptr (the legacy default stream) when torch
+// is not loaded. GIL held.
+cuda::Stream TorchCurrentStream(int device);
 
 void RegisterWork(py::module_& module);
 

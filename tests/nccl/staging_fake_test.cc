@@ -1,0 +1,83 @@
+// CUDA tensors on a cpu-only backend string (backends/cuda_staging), over the host-only fake
+// CUDA runtime: the call waits for the caller's stream before reading, a failed collective
+// leaves the device tensors as they were, and the results land on the device. The conformance
+// suite's *_staged_fake_test targets cover every collective.
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "devices/cuda/cuda_api.h"
+#include "devices/cuda/current_stream.h"
+#include "frontend/dispatch/init.h"
+#include "gtest/gtest.h"
+#include "tests/testing/subprocess.h"
+
+namespace plexus {
+namespace {
+
+int Fail(int rank, const std::string& what) {
+  fprintf(stderr, "rank %d: %s\n", rank, what.c_str());
+  return 1;
+}
+
+std::shared_ptr<ProcessGroup> Join(const std::string& url, int rank, int world) {
+  InitOptions options;
+  options.backend = "tcp";  // Serves cpu only: CUDA tensors are staged.
+  options.init_method = url;
+  options.rank = rank;
+  options.world_size = world;
+  options.timeout = absl::Seconds(30);
+  auto group = InitProcessGroup(options);
+  return group.ok() ? *group : nullptr;
+}
+
+float* DeviceFloats(const cuda::CudaApi& api, const std::vector<float>& values) {
+  void* pointer = nullptr;
+  api.Malloc(&pointer, values.size() * sizeof(float));
+  api.Memcpy(pointer, values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice);
+  return static_cast<float*>(pointer);
+}
+
+std::vector<float> Read(const cuda::CudaApi& api, const float* pointer, size_t count) {
+  std::vector<float> values(count);
+  api.Memcpy(values.data(), pointer, count * sizeof(float), cudaMemcpyDeviceToHost);
+  return values;
+}
+
+TEST(StagingFakeTest, ReadsAfterTheCallersStreamAndLeavesTensorsAloneOnFailure) {
+  const std::string url = "file://" + testing::TempPath("staging");
+  absl::Status status = testing::RunInChildren(2, [&](int rank) {
+    auto group = Join(url, rank, 2);
+    if (group == nullptr) return Fail(rank, "init");
+    const cuda::CudaApi& api = **cuda::LoadCudaApi();
+    api.SetDevice(rank);
+    if (group->backend_string() != "cpu:tcp") return Fail(rank, group->backend_string());
+    // A write queued on the caller's stream before the call is what the call reads.
+    cudaStream_t stream = nullptr;
+    api.StreamCreateWithPriority(&stream, cudaStreamNonBlocking, 0);
+    float* data = DeviceFloats(api, {1, 1, 1});
+    float* update = DeviceFloats(api, {5.0f * (rank + 1), 1, 1});
+    api.MemcpyAsync(data, update, sizeof(float), cudaMemcpyDeviceToDevice, stream);
+    {
+      cuda::StreamGuard current(rank, stream);
+      auto work = group->AllReduce(Tensor::Flat(data, DType::kFloat32, 3, Device::Cuda(rank)));
+      if (!work.ok() || !(*work)->Wait(absl::Seconds(30)).ok()) return Fail(rank, "all_reduce");
+    }
+    if (Read(api, data, 3) != std::vector<float>{15, 2, 2}) return Fail(rank, "all_reduce result");
+    // Ranks disagree (the tcp backend notices): the error comes back, the tensor is intact.
+    const int64_t count = rank == 0 ? 2 : 3;
+    auto bad = group->AllReduce(Tensor::Flat(data, DType::kFloat32, count, Device::Cuda(rank)));
+    absl::Status outcome = bad.ok() ? (*bad)->Wait(absl::Seconds(30)) : bad.status();
+    if (!absl::IsFailedPrecondition(outcome)) return Fail(rank, outcome.ToString());
+    if (Read(api, data, 3) != std::vector<float>{15, 2, 2}) return Fail(rank, "tensor changed");
+    return group->Shutdown(absl::Seconds(30)).ok() ? 0 : Fail(rank, "shutdown");
+  }, absl::Seconds(120));
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+}  // namespace
+}  // namespace plexus

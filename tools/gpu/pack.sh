@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Packs the GPU checks into one folder that runs on a bare x86-64 Linux machine with the NVIDIA
+# driver (no Bazel, no Debian packages there): the conformance suites on CUDA tensors (nccl and
+# staged through tcp), the nccl backend's own tests, the benchmark, their non-system shared
+# libraries and the CUDA runtime. NCCL itself (218 MB) does not fit the 64 MiB budget: run.sh
+# takes it from the machine (PLEXUS_NCCL_LIBRARY, or the nvidia-nccl-cu13 / torch copy).
+#
+#   tools/gpu/pack.sh [DIR]     # default: gpu_pack/ at the repository root (git-ignored)
+#   DIR/run.sh                  # on the GPU machine
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=$(realpath -m "${1:-$root/gpu_pack}")
+cd "$root"
+
+tests=(
+  //tests/conformance:reductions_nccl_gpu_test
+  //tests/conformance:data_movement_nccl_gpu_test
+  //tests/conformance:semantics_nccl_gpu_test
+  //tests/conformance:reductions_staged_gpu_test
+  //tests/conformance:data_movement_staged_gpu_test
+  //tests/conformance:semantics_staged_gpu_test
+  //tests/nccl:nccl_gpu_test
+)
+bazel build -c opt --strip=always "${tests[@]}" //tools:bench
+
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib"
+binaries=()
+for target in "${tests[@]}" //tools:bench; do
+  path="bazel-bin/$(echo "${target#//}" | tr ':' '/')"
+  install -m 755 "$path" "$out/bin/"
+  binaries+=("$path")
+done
+
+# Every shared library the binaries load except the C library family and the C++ runtime,
+# which any Linux with the NVIDIA driver has (newer ones are backward compatible).
+system='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libresolv\.|libutil\.|libstdc\+\+\.|libgcc_s\.)'
+for binary in "${binaries[@]}"; do
+  ldd "$binary" | awk '/=> \// {print $1, $3}'
+done | sort -u | while read -r name path; do
+  [[ "$name" =~ $system ]] && continue
+  cp -L "$path" "$out/lib/$name"
+done
+cuda_root=$(readlink -f /usr/local/cuda)
+cp -L "$cuda_root/lib64/libcudart.so.13" "$out/lib/"
+install -m 755 tools/gpu/run.sh "$out/run.sh"
+git rev-parse HEAD > "$out/COMMIT"
+size=$(du -sm "$out" | cut -f1)
+echo "packed $out: ${size} MiB"
+if (( size > 64 )); then
+  echo "pack.sh: $out is ${size} MiB, over the 64 MiB a device run carries" >&2
+  exit 1
+fi
