@@ -77,16 +77,19 @@ absl::StatusOr<std::shared_ptr<Backend>> StagingBackend::Create(std::shared_ptr<
 }
 
 StagingBackend::StagingBackend(std::shared_ptr<Backend> host, const BackendContext& context)
-    : host_(std::move(host)), context_(context) {
-  // Without a runtime the group still forms; CUDA calls then fail with the reason.
+    : host_(std::move(host)), context_(context) {}
+
+absl::Status StagingBackend::Load() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (loaded_) return load_error_;
+  loaded_ = true;
+  // At the first CUDA call: every group with a cpu backend has a stager, most never use it.
   auto api = cuda::LoadCudaApi();
-  if (!api.ok()) {
-    load_error_ = api.status();
-    return;
-  }
+  if (!api.ok()) return load_error_ = api.status();
   cuda_ = *api;
   pool_ = cuda::PinnedPool::Create(*cuda_);
   watcher_ = std::make_unique<cuda::EventWatcher>(*cuda_);
+  return absl::OkStatus();
 }
 
 StagingBackend::~StagingBackend() {
@@ -121,11 +124,11 @@ absl::StatusOr<cudaStream_t> StagingBackend::StreamFor(int device) {
 WorkPtr StagingBackend::Stage(const char* op, const std::vector<const Tensor*>& tensors,
                               const std::function<WorkPtr(Twins&)>& issue) {
   int device = -1;
+  absl::Status loaded = Load();
   absl::Status checked =
-      load_error_.ok()
-          ? cuda::CheckDeviceTensors(op, context_.rank, tensors, &device)
-          : absl::Status(load_error_.code(),
-                         absl::StrCat(op, " on rank ", context_.rank, ": ", load_error_.message()));
+      loaded.ok() ? cuda::CheckDeviceTensors(op, context_.rank, tensors, &device)
+                  : absl::Status(loaded.code(), absl::StrCat(op, " on rank ", context_.rank, ": ",
+                                                             loaded.message()));
   if (!checked.ok()) return Work::Finished(checked, op, context_.size);
   auto stream = StreamFor(device);
   if (!stream.ok()) return Work::Finished(stream.status(), op, context_.size);

@@ -81,12 +81,16 @@ class StagingBackend : public Backend, public std::enable_shared_from_this<Stagi
   // The stream copies back to the device run on (one per device, made on first use).
   absl::StatusOr<cudaStream_t> StreamFor(int device);
 
+  // Loads the CUDA runtime, the pinned pool and the watcher, once; the error stays.
+  absl::Status Load();
+
   const std::shared_ptr<Backend> host_;
   const BackendContext context_;
-  const cuda::CudaApi* cuda_ = nullptr;
-  absl::Status load_error_;
-  std::shared_ptr<cuda::PinnedPool> pool_;
   std::mutex mu_;
+  bool loaded_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status load_error_ ABSL_GUARDED_BY(mu_);
+  const cuda::CudaApi* cuda_ = nullptr;  // Set by Load(); read only after it succeeded.
+  std::shared_ptr<cuda::PinnedPool> pool_;
   std::map<int, cudaStream_t> streams_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<cuda::EventWatcher> watcher_;  // Last: destroyed first.
 };

@@ -15,22 +15,21 @@ absl::StatusOr<std::shared_ptr<Backend>> NcclBackend::Create(const BackendContex
   return std::shared_ptr<Backend>(new NcclBackend(context));
 }
 
-NcclBackend::NcclBackend(const BackendContext& context) : context_(context) {
-  // Loading is deferred to here, not the first call, but a failure only shows on CUDA calls:
-  // "cpu:tcp,cuda:nccl" must build a group on hosts that have no GPU.
+NcclBackend::NcclBackend(const BackendContext& context) : context_(context) {}
+
+absl::Status NcclBackend::Load() {
+  if (loaded_) return load_error_;
+  loaded_ = true;
+  // Loaded at the first CUDA call, not with the group: "cpu:tcp,cuda:nccl" must cost nothing
+  // on hosts that never pass a CUDA tensor, and must form where there is no GPU at all.
   auto cuda = cuda::LoadCudaApi();
-  if (!cuda.ok()) {
-    load_error_ = cuda.status();
-    return;
-  }
+  if (!cuda.ok()) return load_error_ = cuda.status();
   cuda_ = *cuda;
   auto nccl = LoadNcclApi();
-  if (!nccl.ok()) {
-    load_error_ = nccl.status();
-    return;
-  }
+  if (!nccl.ok()) return load_error_ = nccl.status();
   nccl_ = *nccl;
   watcher_ = std::make_unique<cuda::EventWatcher>(*cuda_);
+  return absl::OkStatus();
 }
 
 NcclBackend::~NcclBackend() {
@@ -89,11 +88,12 @@ WorkPtr NcclBackend::Run(const Call& call, const Enqueue& enqueue) {
   const int64_t sequence = next_sequence_++;
   // A call without tensors (barrier) runs where the last one ran, else on the current device.
   int device = call.device >= 0 ? call.device : (call.tensors.empty() ? last_device_ : -1);
-  absl::Status checked = load_error_.ok()
+  absl::Status loaded = Load();
+  absl::Status checked = loaded.ok()
                              ? cuda::CheckDeviceTensors(call.op, context_.rank, call.tensors, &device)
-                             : absl::Status(load_error_.code(),
-                                            absl::StrCat(call.op, " on rank ", context_.rank, ": ",
-                                                         load_error_.message()));
+                             : absl::Status(loaded.code(), absl::StrCat(call.op, " on rank ",
+                                                                        context_.rank, ": ",
+                                                                        loaded.message()));
   if (!checked.ok()) return Work::Finished(checked, call.op, context_.size);
   auto communicator = CommunicatorFor(device);
   if (!communicator.ok()) {

@@ -11,7 +11,7 @@
 // whose deadline passes, or an asynchronous NCCL error, aborts the communicator: pending work
 // fails (Unavailable when a peer or the network was lost, DeadlineExceeded on timeout) and every
 // later call on that device fails with the first error. No CUDA device, or no NCCL, is
-// FailedPrecondition on the first CUDA call, never at group creation.
+// FailedPrecondition on the first CUDA call, never at group creation (nothing is loaded before).
 #ifndef PLEXUS_BACKENDS_NCCL_NCCL_BACKEND_H_
 #define PLEXUS_BACKENDS_NCCL_NCCL_BACKEND_H_
 
@@ -92,12 +92,15 @@ class NcclBackend : public Backend {
   // A device-to-device copy on `stream` (NCCL has no self send for arbitrary layouts).
   absl::Status CopyOnStream(void* to, const void* from, size_t bytes, cudaStream_t stream) const;
 
-  const BackendContext context_;
-  const NcclApi* nccl_ = nullptr;        // Null when NCCL could not be loaded (see load_error_).
-  const cuda::CudaApi* cuda_ = nullptr;  // Null when the CUDA runtime could not be loaded.
-  absl::Status load_error_;
+  // Loads the CUDA runtime and NCCL and starts the watcher, once; the error stays.
+  absl::Status Load() ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mu_);
 
+  const BackendContext context_;
   std::mutex issue_mu_;  // Issue order = launch order = sequence order.
+  bool loaded_ ABSL_GUARDED_BY(issue_mu_) = false;
+  absl::Status load_error_ ABSL_GUARDED_BY(issue_mu_);
+  const NcclApi* nccl_ = nullptr;        // Set by Load(); read only after it succeeded.
+  const cuda::CudaApi* cuda_ = nullptr;
   int64_t next_sequence_ ABSL_GUARDED_BY(issue_mu_) = 0;
   int communicators_created_ ABSL_GUARDED_BY(issue_mu_) = 0;
   int last_device_ ABSL_GUARDED_BY(issue_mu_) = -1;

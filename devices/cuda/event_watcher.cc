@@ -54,6 +54,7 @@ void EventWatcher::Watch(Entry entry) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     entries_.push_back(std::move(entry));
+    ++arrivals_;
   }
   wake_.notify_one();
 }
@@ -140,7 +141,9 @@ void EventWatcher::Run() {
       continue;
     }
     idle_wait = progressed ? absl::Microseconds(5) : std::min(idle_wait * 2, absl::Milliseconds(1));
-    wake_.wait_for(lock, absl::ToChronoNanoseconds(idle_wait), [this] { return stopping_; });
+    const uint64_t seen = arrivals_;
+    wake_.wait_for(lock, absl::ToChronoNanoseconds(idle_wait),
+                   [&] { return stopping_ || arrivals_ != seen; });
     if (stopping_) return;
   }
 }

@@ -96,6 +96,7 @@ class EventWatcher {
   std::condition_variable wake_;
   std::vector<Entry> entries_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t arrivals_ ABSL_GUARDED_BY(mu_) = 0;  // Entries ever added: a new one ends a backoff.
   std::thread thread_;
 };
 

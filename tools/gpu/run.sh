@@ -17,7 +17,7 @@ fi
 export PLEXUS_NCCL_LIBRARY
 echo "# plexus GPU run, $(date -u +%Y-%m-%dT%H:%MZ), commit $(cat "$here/COMMIT" 2>/dev/null)"
 nvidia-smi -L || true
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || echo 0)
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 echo "# GPUs: $gpus; CUDA runtime: $PLEXUS_CUDART_LIBRARY; NCCL: ${PLEXUS_NCCL_LIBRARY:-none found}"
 failed=0
 for test in "$here"/bin/*_test; do
@@ -28,10 +28,23 @@ for test in "$here"/bin/*_test; do
   [[ $name == *_nccl_gpu_test ]] && args+=("--backend=cpu:tcp,cuda:nccl")
   [[ $name == *_staged_gpu_test ]] && args+=(--backend=tcp)
   if "$test" "${args[@]}" > "$logs/$name.log" 2>&1; then result=passed; else result=FAILED; failed=1; fi
-  summary=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$logs/$name.log" | tr '\n' ' ')
-  echo "$name: $result ($summary)"
+  passed=$(grep -c '^\[       OK \]' "$logs/$name.log" || true)
+  skipped=$(grep -c '^\[  SKIPPED \] .*ms)$' "$logs/$name.log" || true)
+  failures=$(grep -c '^\[  FAILED  \] .*ms)$' "$logs/$name.log" || true)
+  reason=$(grep -m1 -A1 'Skipped$' "$logs/$name.log" | tail -1)
+  echo "$name: $result ($passed passed, $failures failed, $skipped skipped${reason:+: $reason})"
   rm -rf "$TEST_TMPDIR"
 done
+echo "# Python $(python3 --version 2>&1 | cut -d' ' -f2): building the extension for it"
+if "$here/build_python.sh" python3 > "$logs/build_python.log" 2>&1; then
+  if PYTHONPATH="$here/python:$here/python/tests" python3 -m pytest -q -p no:cacheprovider \
+       "$here/python/tests/test_gpu.py" "$here/python/tests/test_collectives.py" \
+       > "$logs/pytest.log" 2>&1; then result=passed; else result=FAILED; failed=1; fi
+  echo "python tests: $result ($(tail -1 "$logs/pytest.log"))"
+else
+  failed=1
+  echo "python: the extension did not build (see $logs/build_python.log)"
+fi
 sizes=8:1G
 [[ "${1:-}" == --quick ]] && sizes=8:64M
 echo "# bench --device=cuda (one rank per GPU)"
