@@ -76,85 +76,37 @@ absl::StatusOr<std::shared_ptr<Backend>> StagingBackend::Create(std::shared_ptr<
   return std::shared_ptr<Backend>(new StagingBackend(std::move(host), context));
 }
 
-StagingBackend::StagingBackend(std::shared_ptr<Backend> host, const BackendContext& context)
-    : host_(std::move(host)), context_(context) {}
-
-absl::Status StagingBackend::Load() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (loaded_) return load_error_;
-  loaded_ = true;
-  // At the first CUDA call: every group with a cpu backend has a stager, most never use it.
-  auto api = cuda::LoadCudaApi();
-  if (!api.ok()) return load_error_ = api.status();
-  cuda_ = *api;
-  pool_ = cuda::PinnedPool::Create(*cuda_);
-  watcher_ = std::make_unique<cuda::EventWatcher>(*cuda_);
-  return absl::OkStatus();
-}
-
-StagingBackend::~StagingBackend() {
-  watcher_.reset();
-  for (auto& [device, stream] : streams_) {
-    cuda::DeviceGuard guard(*cuda_, device);
-    cuda_->StreamDestroy(stream);
-  }
-}
-
-std::string StagingBackend::name() const { return absl::StrCat(host_->name(), "+staging"); }
-
-BackendCapabilities StagingBackend::capabilities() const {
-  BackendCapabilities capabilities = host_->capabilities();
-  capabilities.devices = {DeviceType::kCuda};
-  return capabilities;
-}
-
-absl::StatusOr<cudaStream_t> StagingBackend::StreamFor(int device) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = streams_.find(device);
-  if (it != streams_.end()) return it->second;
-  cuda::DeviceGuard guard(*cuda_, device);
-  cudaStream_t stream = nullptr;
-  RETURN_IF_ERROR(cuda::CudaStatus(
-      *cuda_, cuda_->StreamCreateWithPriority(&stream, cudaStreamNonBlocking, 0),
-      "creating the staging stream"));
-  streams_[device] = stream;
-  return stream;
-}
-
-WorkPtr StagingBackend::Stage(const char* op, const std::vector<const Tensor*>& tensors,
-                              const std::function<WorkPtr(Twins&)>& issue) {
-  int device = -1;
-  absl::Status loaded = Load();
-  absl::Status checked =
-      loaded.ok() ? cuda::CheckDeviceTensors(op, context_.rank, tensors, &device)
-                  : absl::Status(loaded.code(), absl::StrCat(op, " on rank ", context_.rank, ": ",
-                                                             loaded.message()));
-  if (!checked.ok()) return Work::Finished(checked, op, context_.size);
-  auto stream = StreamFor(device);
-  if (!stream.ok()) return Work::Finished(stream.status(), op, context_.size);
-
-  auto twins = std::make_shared<Twins>(*cuda_, *pool_, cuda::CurrentStream(device));
-  WorkPtr host_work;
-  {
-    cuda::DeviceGuard guard(*cuda_, device);
-    host_work = issue(*twins);  // `issue` declares its twins, awaits the reads, then issues.
-  }
-  auto work = std::make_shared<Work>(op, context_.size, host_work->sequence());
-  std::weak_ptr<StagingBackend> self = weak_from_this();
-  host_work->OnComplete([self, work, host_work, twins, device, stream = *stream,
-                         op](const absl::Status& status) {
-    const Work::Stats stats = host_work->stats();
-    work->AddBytesSent(stats.bytes_sent);
-    work->AddBytesReceived(stats.bytes_received);
-    if (host_work->source_rank() >= 0) work->SetSourceRank(host_work->source_rank());
-    auto backend = self.lock();
-    if (!status.ok() || twins->writes().empty() || backend == nullptr) {
-      work->Complete(!status.ok() || backend != nullptr
-                         ? status
-                         : absl::AbortedError(absl::StrCat(op, ": the group was destroyed")));
-      return;
+// What copies results back: the runtime, pinned pool, watcher and per-device streams. Shared
+// with calls in flight, so their completion (on the host backend's thread) never holds the
+// last reference to the backend - whose destruction would join that very thread.
+class StagingBackend::Copier {
+ public:
+  explicit Copier(const cuda::CudaApi& api)
+      : api(api), pool(cuda::PinnedPool::Create(api)), watcher(api) {}
+  ~Copier() {
+    for (auto& [device, stream] : streams_) {
+      cuda::DeviceGuard guard(api, device);
+      api.StreamDestroy(stream);
     }
-    const cuda::CudaApi& api = *backend->cuda_;
+  }
+
+  // The stream results go back to `device` on, made on first use.
+  absl::StatusOr<cudaStream_t> StreamFor(int device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = streams_.find(device);
+    if (it != streams_.end()) return it->second;
+    cuda::DeviceGuard guard(api, device);
+    cudaStream_t stream = nullptr;
+    RETURN_IF_ERROR(cuda::CudaStatus(
+        api, api.StreamCreateWithPriority(&stream, cudaStreamNonBlocking, 0),
+        "creating the staging stream"));
+    streams_[device] = stream;
+    return stream;
+  }
+
+  // Copies the written twins back on `stream`; `work` completes once they have landed.
+  void CopyBack(const WorkPtr& work, const std::shared_ptr<Twins>& twins, int device,
+                cudaStream_t stream, const char* op) {
     cuda::DeviceGuard guard(api, device);
     absl::Status copied;
     for (const Twins::Write& write : twins->writes()) {
@@ -176,7 +128,77 @@ WorkPtr StagingBackend::Stage(const char* op, const std::vector<const Tensor*>& 
     entry.done = *done;
     entry.description = absl::StrCat(op, " (staged) on cuda:", device);
     entry.keepalive = twins;
-    backend->watcher_->Watch(std::move(entry));
+    watcher.Watch(std::move(entry));
+  }
+
+  const cuda::CudaApi& api;
+  const std::shared_ptr<cuda::PinnedPool> pool;
+  cuda::EventWatcher watcher;
+
+ private:
+  std::mutex mu_;
+  std::map<int, cudaStream_t> streams_;
+};
+
+StagingBackend::StagingBackend(std::shared_ptr<Backend> host, const BackendContext& context)
+    : host_(std::move(host)), context_(context) {}
+
+StagingBackend::~StagingBackend() = default;
+
+absl::StatusOr<std::shared_ptr<StagingBackend::Copier>> StagingBackend::Load() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (loaded_) {
+    if (!load_error_.ok()) return load_error_;
+    return copier_;
+  }
+  loaded_ = true;
+  // At the first CUDA call: every group with a cpu backend has a stager, most never use it.
+  auto api = cuda::LoadCudaApi();
+  if (!api.ok()) return load_error_ = api.status();
+  copier_ = std::make_shared<Copier>(**api);
+  return copier_;
+}
+
+std::string StagingBackend::name() const { return absl::StrCat(host_->name(), "+staging"); }
+
+BackendCapabilities StagingBackend::capabilities() const {
+  BackendCapabilities capabilities = host_->capabilities();
+  capabilities.devices = {DeviceType::kCuda};
+  return capabilities;
+}
+
+WorkPtr StagingBackend::Stage(const char* op, const std::vector<const Tensor*>& tensors,
+                              const std::function<WorkPtr(Twins&)>& issue) {
+  int device = -1;
+  auto copier = Load();
+  absl::Status checked =
+      copier.ok() ? cuda::CheckDeviceTensors(op, context_.rank, tensors, &device)
+                  : absl::Status(copier.status().code(),
+                                 absl::StrCat(op, " on rank ", context_.rank, ": ",
+                                              copier.status().message()));
+  if (!checked.ok()) return Work::Finished(checked, op, context_.size);
+  auto stream = (*copier)->StreamFor(device);
+  if (!stream.ok()) return Work::Finished(stream.status(), op, context_.size);
+
+  const cuda::CudaApi& api = (*copier)->api;
+  auto twins = std::make_shared<Twins>(api, *(*copier)->pool, cuda::CurrentStream(device));
+  WorkPtr host_work;
+  {
+    cuda::DeviceGuard guard(api, device);
+    host_work = issue(*twins);  // `issue` declares its twins, awaits the reads, then issues.
+  }
+  auto work = std::make_shared<Work>(op, context_.size, host_work->sequence());
+  host_work->OnComplete([copier = *copier, work, host_work, twins, device, stream = *stream,
+                         op](const absl::Status& status) {
+    const Work::Stats stats = host_work->stats();
+    work->AddBytesSent(stats.bytes_sent);
+    work->AddBytesReceived(stats.bytes_received);
+    if (host_work->source_rank() >= 0) work->SetSourceRank(host_work->source_rank());
+    if (!status.ok() || twins->writes().empty()) {
+      work->Complete(status);
+      return;
+    }
+    copier->CopyBack(work, twins, device, stream, op);
   });
   return work;
 }

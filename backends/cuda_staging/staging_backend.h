@@ -26,7 +26,7 @@
 
 namespace plexus::cuda_staging {
 
-class StagingBackend : public Backend, public std::enable_shared_from_this<StagingBackend> {
+class StagingBackend : public Backend {
  public:
   static absl::StatusOr<std::shared_ptr<Backend>> Create(std::shared_ptr<Backend> host,
                                                          const BackendContext& context);
@@ -78,21 +78,18 @@ class StagingBackend : public Backend, public std::enable_shared_from_this<Stagi
   // twin or copy becomes a failed Work instead.
   static WorkPtr Issue(Twins& twins, const char* op, int size,
                        const std::function<WorkPtr()>& call);
-  // The stream copies back to the device run on (one per device, made on first use).
-  absl::StatusOr<cudaStream_t> StreamFor(int device);
 
-  // Loads the CUDA runtime, the pinned pool and the watcher, once; the error stays.
-  absl::Status Load();
+  class Copier;  // Copies results back (staging_backend.cc); shared with calls in flight.
+
+  // Loads the CUDA runtime and makes the Copier, once; the error stays.
+  absl::StatusOr<std::shared_ptr<Copier>> Load();
 
   const std::shared_ptr<Backend> host_;
   const BackendContext context_;
   std::mutex mu_;
   bool loaded_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status load_error_ ABSL_GUARDED_BY(mu_);
-  const cuda::CudaApi* cuda_ = nullptr;  // Set by Load(); read only after it succeeded.
-  std::shared_ptr<cuda::PinnedPool> pool_;
-  std::map<int, cudaStream_t> streams_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<cuda::EventWatcher> watcher_;  // Last: destroyed first.
+  std::shared_ptr<Copier> copier_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace plexus::cuda_staging

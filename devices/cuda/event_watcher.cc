@@ -30,19 +30,47 @@ absl::Status CudaEvent::BlockStream(Stream stream) {
   return CudaStatus(api_, api_.StreamWaitEvent(stream, event_, 0), "cudaStreamWaitEvent");
 }
 
-EventWatcher::EventWatcher(const CudaApi& api) : api_(api), thread_([this] { Run(); }) {}
+struct EventWatcher::State {
+  explicit State(const CudaApi& api) : api(api) {}
+
+  // Checks one entry; returns true when it has been completed (successfully or not).
+  bool Settle(Entry& entry, absl::Time now);
+  void Run();
+  // Completes every entry left with Aborted.
+  void AbortLeft();
+
+  const CudaApi& api;
+  std::mutex mu;
+  std::condition_variable wake;
+  std::vector<Entry> entries ABSL_GUARDED_BY(mu);
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+  uint64_t arrivals ABSL_GUARDED_BY(mu) = 0;  // Entries ever added: a new one ends a backoff.
+};
+
+EventWatcher::EventWatcher(const CudaApi& api)
+    : state_(std::make_shared<State>(api)), thread_([state = state_] {
+        state->Run();
+        state->AbortLeft();
+      }) {}
 
 EventWatcher::~EventWatcher() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->stopping = true;
+  }
+  state_->wake.notify_all();
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    thread_.detach();  // Joining itself would deadlock; the thread ends after this round.
+  } else {
+    thread_.join();
+  }
+}
+
+void EventWatcher::State::AbortLeft() {
   std::vector<Entry> left;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  thread_.join();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    left.swap(entries_);
+    std::lock_guard<std::mutex> lock(mu);
+    left.swap(entries);
   }
   for (Entry& entry : left) {
     entry.work->Complete(absl::AbortedError(
@@ -52,20 +80,20 @@ EventWatcher::~EventWatcher() {
 
 void EventWatcher::Watch(Entry entry) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    entries_.push_back(std::move(entry));
-    ++arrivals_;
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->entries.push_back(std::move(entry));
+    ++state_->arrivals;
   }
-  wake_.notify_one();
+  state_->wake.notify_one();
 }
 
 size_t EventWatcher::pending() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return entries_.size();
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->entries.size();
 }
 
-bool EventWatcher::Settle(Entry& entry, absl::Time now) {
-  const cudaError_t query = api_.EventQuery(entry.done->get());
+bool EventWatcher::State::Settle(Entry& entry, absl::Time now) {
+  const cudaError_t query = api.EventQuery(entry.done->get());
   if (!entry.failure.ok()) {  // Failed already: complete once the device is past it.
     if (query == cudaErrorNotReady && now < entry.give_up) return false;
     if (query == cudaErrorNotReady) {
@@ -89,8 +117,8 @@ bool EventWatcher::Settle(Entry& entry, absl::Time now) {
     return true;
   }
   if (query != cudaErrorNotReady) {
-    api_.GetLastError();
-    failure = CudaStatus(api_, query, absl::StrCat(entry.description, ": waiting for its end"));
+    api.GetLastError();
+    failure = CudaStatus(api, query, absl::StrCat(entry.description, ": waiting for its end"));
   } else if (entry.health) {
     failure = entry.health();
   }
@@ -109,16 +137,16 @@ bool EventWatcher::Settle(Entry& entry, absl::Time now) {
   return false;
 }
 
-void EventWatcher::Run() {
+void EventWatcher::State::Run() {
   // Poll quickly while operations finish, backing off to 1 ms while one runs long: a GPU
   // collective ends in microseconds or in seconds, and the event cannot wake a thread.
   absl::Duration idle_wait = absl::Microseconds(5);
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu);
   while (true) {
-    wake_.wait(lock, [this] { return stopping_ || !entries_.empty(); });
-    if (stopping_) return;
+    wake.wait(lock, [this] { return stopping || !entries.empty(); });
+    if (stopping) return;
     std::vector<Entry> batch;
-    batch.swap(entries_);
+    batch.swap(entries);
     lock.unlock();
     const absl::Time now = absl::Now();
     std::vector<Entry> running;
@@ -133,18 +161,18 @@ void EventWatcher::Run() {
     batch.clear();  // Releases finished entries' keepalives outside the lock.
     lock.lock();
     // Entries that arrived meanwhile go after the ones already waiting.
-    running.insert(running.end(), std::make_move_iterator(entries_.begin()),
-                   std::make_move_iterator(entries_.end()));
-    entries_.swap(running);
-    if (entries_.empty()) {
+    running.insert(running.end(), std::make_move_iterator(entries.begin()),
+                   std::make_move_iterator(entries.end()));
+    entries.swap(running);
+    if (entries.empty()) {
       idle_wait = absl::Microseconds(5);
       continue;
     }
     idle_wait = progressed ? absl::Microseconds(5) : std::min(idle_wait * 2, absl::Milliseconds(1));
-    const uint64_t seen = arrivals_;
-    wake_.wait_for(lock, absl::ToChronoNanoseconds(idle_wait),
-                   [&] { return stopping_ || arrivals_ != seen; });
-    if (stopping_) return;
+    const uint64_t seen = arrivals;
+    wake.wait_for(lock, absl::ToChronoNanoseconds(idle_wait),
+                   [&] { return stopping || arrivals != seen; });
+    if (stopping) return;
   }
 }
 

@@ -77,7 +77,8 @@ class EventWatcher {
   static constexpr absl::Duration kFailureGrace = absl::Seconds(10);
 
   explicit EventWatcher(const CudaApi& api);
-  // Fails the entries still watched with Aborted, then joins the thread.
+  // Fails the entries still watched with Aborted and stops the thread: joins it, or, when run
+  // on that very thread (a completion callback dropped the last owner), lets it end by itself.
   ~EventWatcher();
   EventWatcher(const EventWatcher&) = delete;
   EventWatcher& operator=(const EventWatcher&) = delete;
@@ -87,16 +88,9 @@ class EventWatcher {
   size_t pending() const;
 
  private:
-  void Run();
-  // Checks one entry; returns true when it has been completed (successfully or not).
-  bool Settle(Entry& entry, absl::Time now);
+  struct State;  // Shared with the thread, which may outlive this object (see ~EventWatcher).
 
-  const CudaApi& api_;
-  mutable std::mutex mu_;
-  std::condition_variable wake_;
-  std::vector<Entry> entries_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t arrivals_ ABSL_GUARDED_BY(mu_) = 0;  // Entries ever added: a new one ends a backoff.
+  std::shared_ptr<State> state_;
   std::thread thread_;
 };
 

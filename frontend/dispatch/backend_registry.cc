@@ -44,9 +44,24 @@ absl::StatusOr<BackendRegistration> BackendRegistry::Find(const std::string& nam
   if (it != registrations_.end()) return it->second;
   std::vector<std::string> names;
   for (const auto& [known, unused] : registrations_) names.push_back(known);
-  return absl::NotFoundError(absl::StrCat(
-      "unknown backend '", name, "'; registered backends: ",
-      names.empty() ? "(none)" : absl::StrJoin(names, ", ")));
+  std::string listing = names.empty() ? "(none)" : absl::StrJoin(names, ", ");
+  for (const auto& [absent, reason] : absent_) absl::StrAppend(&listing, "; not built: ", absent);
+  if (auto why = absent_.find(name); why != absent_.end()) {
+    return absl::NotFoundError(absl::StrCat("backend '", name, "' is not in this build: ",
+                                            why->second, "; registered backends: ", listing));
+  }
+  return absl::NotFoundError(
+      absl::StrCat("unknown backend '", name, "'; registered backends: ", listing));
+}
+
+void BackendRegistry::RegisterAbsent(std::string name, std::string reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  absent_[std::move(name)] = std::move(reason);
+}
+
+std::vector<std::pair<std::string, std::string>> BackendRegistry::Absent() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {absent_.begin(), absent_.end()};
 }
 
 std::vector<std::string> BackendRegistry::Names() const {
@@ -69,6 +84,10 @@ StagingFactory BackendRegistry::FindStaging(DeviceType device) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = stagers_.find(device);
   return it == stagers_.end() ? nullptr : it->second;
+}
+
+AbsentBackendNote::AbsentBackendNote(std::string name, std::string reason) {
+  BackendRegistry::Global().RegisterAbsent(std::move(name), std::move(reason));
 }
 
 StagingRegisterer::StagingRegisterer(DeviceType device, StagingFactory factory) {

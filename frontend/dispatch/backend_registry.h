@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -48,6 +49,13 @@ class BackendRegistry {
   absl::StatusOr<BackendRegistration> Find(const std::string& name) const;
   std::vector<std::string> Names() const;  // Sorted.
 
+  // Notes that backend `name` is left out of this build and why (e.g. nccl where the build
+  // found no CUDA toolkit): Names() does not list it, and Find() - so every backend string
+  // naming it - says why it is missing.
+  void RegisterAbsent(std::string name, std::string reason);
+  // The backends noted absent, with their reasons, sorted by name.
+  std::vector<std::pair<std::string, std::string>> Absent() const;
+
   // At most one stager per device; AlreadyExists otherwise.
   absl::Status RegisterStaging(DeviceType device, StagingFactory factory);
   // The stager for `device`, or null.
@@ -57,6 +65,7 @@ class BackendRegistry {
   mutable std::mutex mu_;
   absl::btree_map<std::string, BackendRegistration> registrations_ ABSL_GUARDED_BY(mu_);
   absl::btree_map<DeviceType, StagingFactory> stagers_ ABSL_GUARDED_BY(mu_);
+  absl::btree_map<std::string, std::string> absent_ ABSL_GUARDED_BY(mu_);
 };
 
 // Registers a backend when constructed; declare one at namespace scope in a backend's .cc.
@@ -64,6 +73,12 @@ class BackendRegistry {
 class BackendRegisterer {
  public:
   explicit BackendRegisterer(BackendRegistration registration);
+};
+
+// Notes an absent backend when constructed (namespace scope, like BackendRegisterer).
+class AbsentBackendNote {
+ public:
+  AbsentBackendNote(std::string name, std::string reason);
 };
 
 // Registers a stager when constructed (namespace scope, like BackendRegisterer).

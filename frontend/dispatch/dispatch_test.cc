@@ -224,5 +224,102 @@ TEST_F(DispatchTest, FactoryErrorsNameBackendGroupAndRank) {
               HasSubstr("creating backend 'broken' for group 'g' on rank 1: no network"));
 }
 
+TEST_F(DispatchTest, AbsentBackendsSayWhyTheyAreMissing) {
+  registry_.RegisterAbsent("nccl", "built without the CUDA toolkit");
+  auto parsed = ParseBackendString("cpu:alpha,cuda:nccl", registry_);
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(parsed.status().message(),
+              HasSubstr("backend 'nccl' is not in this build: built without the CUDA toolkit"));
+  EXPECT_THAT(ParseBackendString("gamma", registry_).status().message(),
+              HasSubstr("registered backends: alpha, beta; not built: nccl"));
+  EXPECT_THAT(registry_.Names(), ElementsAre("alpha", "beta"));
+  ASSERT_EQ(registry_.Absent().size(), 1u);
+}
+
+// A stager for cuda: records which host backend it wraps and what it was asked.
+class StagingDispatchTest : public DispatchTest {
+ protected:
+  void SetUp() override {
+    DispatchTest::SetUp();
+    ASSERT_TRUE(registry_
+                    .RegisterStaging(DeviceType::kCuda,
+                                     [this](std::shared_ptr<Backend> host, const BackendContext&)
+                                         -> absl::StatusOr<std::shared_ptr<Backend>> {
+                                       staged_host_ = host;
+                                       staged_ = std::make_shared<RecordingBackend>(
+                                           host->name() + "+staging", Caps({DeviceType::kCuda}));
+                                       return std::static_pointer_cast<Backend>(staged_);
+                                     })
+                    .ok());
+  }
+
+  std::shared_ptr<Backend> staged_host_;
+  std::shared_ptr<RecordingBackend> staged_;
+};
+
+TEST_F(StagingDispatchTest, UnnamedDevicesGoThroughTheCpuBackend) {
+  auto group = Group("alpha");
+  ASSERT_NE(group, nullptr);
+  EXPECT_EQ(group->backend_string(), "cpu:alpha");
+  ASSERT_TRUE(group->AllReduce(cuda_).ok());
+  ASSERT_TRUE(group->AllReduce(cpu_).ok());
+  EXPECT_EQ(staged_host_, std::static_pointer_cast<Backend>(alpha_));
+  EXPECT_THAT(staged_->calls(), ElementsAre("all_reduce"));
+  EXPECT_THAT(alpha_->calls(), ElementsAre("all_reduce"));
+}
+
+TEST_F(StagingDispatchTest, CudaMayNameACpuBackendWhenAStagerExists) {
+  auto parsed = ParseBackendString("cuda:alpha", registry_);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE((*parsed)[0].staged);
+  auto group = Group("cuda:alpha");  // One alpha instance, serving cuda through the stager.
+  ASSERT_NE(group, nullptr);
+  ASSERT_TRUE(group->Broadcast(cuda_).ok());
+  EXPECT_THAT(staged_->calls(), ElementsAre("broadcast"));
+  // A backend that serves cuda itself is used as it is.
+  auto native = Group("cpu:alpha,cuda:beta");
+  ASSERT_TRUE(native->AllReduce(cuda_).ok());
+  EXPECT_THAT(beta_->calls(), ElementsAre("all_reduce"));
+}
+
+TEST_F(DispatchTest, DeclaredUnsupportedReductionIsRefusedBeforeTheBackend) {
+  std::shared_ptr<RecordingBackend> gamma;
+  ASSERT_TRUE(registry_
+                  .Register({"gamma", {DeviceType::kCuda},
+                             [&](const BackendContext&) -> absl::StatusOr<std::shared_ptr<Backend>> {
+                               BackendCapabilities caps = Caps({DeviceType::kCuda});
+                               caps.unsupported_reductions = {{ReduceOpKind::kMax, DType::kFloat32}};
+                               gamma = std::make_shared<RecordingBackend>("gamma", caps);
+                               return std::static_pointer_cast<Backend>(gamma);
+                             }})
+                  .ok());
+  auto group = Group("cpu:alpha,cuda:gamma");
+  ASSERT_NE(group, nullptr);
+  AllReduceOptions max;
+  max.op = ReduceOpKind::kMax;
+  auto refused = group->AllReduce(cuda_, max);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("backend 'gamma' cannot reduce float32 with MAX"));
+  EXPECT_TRUE(gamma->calls().empty());
+  ASSERT_TRUE(group->AllReduce(cuda_).ok());  // SUM is fine.
+  EXPECT_THAT(gamma->calls(), ElementsAre("all_reduce"));
+}
+
+TEST_F(DispatchTest, BatchPointToPointIsValidatedAndRouted) {
+  auto group = Group("cpu:alpha,cuda:beta", /*rank=*/1, /*size=*/4);
+  ASSERT_NE(group, nullptr);
+  EXPECT_EQ(group->BatchPointToPoint({}).status().code(), absl::StatusCode::kInvalidArgument);
+  using Kind = PointToPointOp::Kind;
+  auto bad_peer = group->BatchPointToPoint({{Kind::kSend, cpu_, 7, 0}});
+  EXPECT_EQ(bad_peer.status().code(), absl::StatusCode::kInvalidArgument);
+  auto mixed = group->BatchPointToPoint({{Kind::kSend, cpu_, 0, 0}, {Kind::kRecv, cuda_, 2, 0}});
+  EXPECT_THAT(mixed.status().message(), HasSubstr("one batch uses one device type"));
+  // The default implementation issues each op on the backend, in order.
+  auto batch = group->BatchPointToPoint({{Kind::kRecv, cuda_, 0, 0}, {Kind::kSend, cuda_, 2, 0}});
+  ASSERT_TRUE(batch.ok());
+  EXPECT_TRUE((*batch)->Wait(absl::Seconds(1)).ok());
+  EXPECT_THAT(beta_->calls(), ElementsAre("recv", "send"));
+}
+
 }  // namespace
 }  // namespace plexus
