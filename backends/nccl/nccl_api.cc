@@ -88,4 +88,10 @@ absl::Status NcclStatus(const NcclApi& api, ncclResult_t result, absl::string_vi
   }
 }
 
+absl::Status NcclLaunchStatus(const NcclApi& api, ncclResult_t result, absl::string_view what,
+                              ncclComm_t comm) {
+  if (result == ncclInProgress) return absl::OkStatus();
+  return NcclStatus(api, result, what, comm);
+}
+
 }  // namespace plexus::nccl

@@ -54,6 +54,12 @@ std::string NcclVersionString(int version);
 absl::Status NcclStatus(const NcclApi& api, ncclResult_t result, absl::string_view what,
                         ncclComm_t comm = nullptr);
 
+// As NcclStatus, for a call that enqueues work on a non-blocking communicator: ncclInProgress
+// means NCCL accepted it and finishes the launch asynchronously (the caller then polls
+// ncclCommGetAsyncError, as NcclCommunicator::Launch does), so it is OK here.
+absl::Status NcclLaunchStatus(const NcclApi& api, ncclResult_t result, absl::string_view what,
+                              ncclComm_t comm);
+
 }  // namespace plexus::nccl
 
 #endif  // PLEXUS_BACKENDS_NCCL_NCCL_API_H_

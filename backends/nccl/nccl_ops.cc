@@ -43,7 +43,7 @@ absl::Status WithOperator(const NcclApi& api, NcclReduction reduction, Scope& sc
     ncclComm_t comm = scope.comm;
     scope.after_accepted.push_back([&api, op, comm] { api.RedOpDestroy(op, comm); });
   }
-  return NcclStatus(api, body(op), what, scope.comm);
+  return NcclLaunchStatus(api, body(op), what, scope.comm);
 }
 
 // Wraps `calls` in ncclGroupStart/End, so NCCL launches them as one operation.
@@ -52,8 +52,7 @@ absl::Status Grouped(const NcclApi& api, Scope& scope, const std::function<absl:
   absl::Status status = calls();
   ncclResult_t ended = api.GroupEnd();
   RETURN_IF_ERROR(status);
-  if (ended == ncclInProgress) return absl::OkStatus();  // The launch finishes asynchronously.
-  return NcclStatus(api, ended, "ncclGroupEnd", scope.comm);
+  return NcclLaunchStatus(api, ended, "ncclGroupEnd", scope.comm);
 }
 
 }  // namespace
@@ -63,7 +62,7 @@ WorkPtr NcclBackend::Broadcast(const Tensor& tensor, const BroadcastOptions& opt
   Call call{"broadcast", {&tensor}, options.timeout,
             traffic::Broadcast(tensor.nbytes(), context_.size, context_.rank, options.root_rank)};
   return Run(call, [&](Scope& scope) {
-    return NcclStatus(*nccl_,
+    return NcclLaunchStatus(*nccl_,
                       nccl_->Broadcast(tensor.data(), tensor.data(), extent.count, extent.type,
                                        options.root_rank, scope.comm, scope.stream),
                       "ncclBroadcast", scope.comm);
@@ -133,7 +132,7 @@ WorkPtr NcclBackend::AllGather(absl::Span<const Tensor> outputs, const Tensor& i
             traffic::AllGather(input.nbytes(), context_.size)};
   return Run(call, [&](Scope& scope) -> absl::Status {
     if (BackToBack(outputs)) {  // One all-gather straight into the outputs.
-      return NcclStatus(*nccl_,
+      return NcclLaunchStatus(*nccl_,
                         nccl_->AllGather(input.data(), outputs[0].data(), extent.count,
                                          extent.type, scope.comm, scope.stream),
                         "ncclAllGather", scope.comm);
@@ -141,7 +140,7 @@ WorkPtr NcclBackend::AllGather(absl::Span<const Tensor> outputs, const Tensor& i
     // Scattered outputs: one broadcast per rank, launched together.
     return Grouped(*nccl_, scope, [&]() -> absl::Status {
       for (int root = 0; root < context_.size; ++root) {
-        RETURN_IF_ERROR(NcclStatus(
+        RETURN_IF_ERROR(NcclLaunchStatus(
             *nccl_,
             nccl_->Broadcast(input.data(), outputs[root].data(), extent.count, extent.type, root,
                              scope.comm, scope.stream),
@@ -158,7 +157,7 @@ WorkPtr NcclBackend::AllGatherIntoTensor(const Tensor& output, const Tensor& inp
   Call call{"all_gather_into_tensor", {&output, &input}, options.timeout,
             traffic::AllGather(input.nbytes(), context_.size)};
   return Run(call, [&](Scope& scope) {
-    return NcclStatus(*nccl_,
+    return NcclLaunchStatus(*nccl_,
                       nccl_->AllGather(input.data(), output.data(), extent.count, extent.type,
                                        scope.comm, scope.stream),
                       "ncclAllGather", scope.comm);
@@ -176,14 +175,14 @@ WorkPtr NcclBackend::Gather(absl::Span<const Tensor> outputs, const Tensor& inpu
   return Run(call, [&](Scope& scope) {
     return Grouped(*nccl_, scope, [&]() -> absl::Status {
       if (context_.rank != root) {
-        return NcclStatus(*nccl_,
+        return NcclLaunchStatus(*nccl_,
                           nccl_->Send(input.data(), extent.count, extent.type, root, scope.comm,
                                       scope.stream),
                           "ncclSend", scope.comm);
       }
       for (int peer = 0; peer < context_.size; ++peer) {
         if (peer == root) continue;
-        RETURN_IF_ERROR(NcclStatus(*nccl_,
+        RETURN_IF_ERROR(NcclLaunchStatus(*nccl_,
                                    nccl_->Recv(outputs[peer].data(), extent.count, extent.type,
                                                peer, scope.comm, scope.stream),
                                    "ncclRecv", scope.comm));
@@ -204,14 +203,14 @@ WorkPtr NcclBackend::Scatter(const Tensor& output, absl::Span<const Tensor> inpu
   return Run(call, [&](Scope& scope) {
     return Grouped(*nccl_, scope, [&]() -> absl::Status {
       if (context_.rank != root) {
-        return NcclStatus(*nccl_,
+        return NcclLaunchStatus(*nccl_,
                           nccl_->Recv(output.data(), extent.count, extent.type, root, scope.comm,
                                       scope.stream),
                           "ncclRecv", scope.comm);
       }
       for (int peer = 0; peer < context_.size; ++peer) {
         if (peer == root) continue;
-        RETURN_IF_ERROR(NcclStatus(*nccl_,
+        RETURN_IF_ERROR(NcclLaunchStatus(*nccl_,
                                    nccl_->Send(inputs[peer].data(), extent.count, extent.type,
                                                peer, scope.comm, scope.stream),
                                    "ncclSend", scope.comm));
@@ -280,11 +279,11 @@ WorkPtr NcclBackend::AllToAll(absl::Span<const Tensor> outputs, absl::Span<const
         if (peer == context_.rank) continue;
         const NcclExtent sent = MovementExtent(inputs[peer].dtype(), inputs[peer].numel());
         const NcclExtent received = MovementExtent(outputs[peer].dtype(), outputs[peer].numel());
-        RETURN_IF_ERROR(NcclStatus(*nccl_,
+        RETURN_IF_ERROR(NcclLaunchStatus(*nccl_,
                                    nccl_->Send(inputs[peer].data(), sent.count, sent.type, peer,
                                                scope.comm, scope.stream),
                                    "ncclSend", scope.comm));
-        RETURN_IF_ERROR(NcclStatus(*nccl_,
+        RETURN_IF_ERROR(NcclLaunchStatus(*nccl_,
                                    nccl_->Recv(outputs[peer].data(), received.count,
                                                received.type, peer, scope.comm, scope.stream),
                                    "ncclRecv", scope.comm));
@@ -313,11 +312,11 @@ WorkPtr NcclBackend::AllToAllSingle(const Tensor& output, const Tensor& input,
           RETURN_IF_ERROR(CopyOnStream(recv, send, send_bytes[peer], scope.stream));
         } else {
           // Uneven splits may be zero; NCCL accepts empty sends and receives.
-          RETURN_IF_ERROR(NcclStatus(*nccl_,
+          RETURN_IF_ERROR(NcclLaunchStatus(*nccl_,
                                      nccl_->Send(send, send_bytes[peer], ncclUint8, peer,
                                                  scope.comm, scope.stream),
                                      "ncclSend", scope.comm));
-          RETURN_IF_ERROR(NcclStatus(*nccl_,
+          RETURN_IF_ERROR(NcclLaunchStatus(*nccl_,
                                      nccl_->Recv(recv, recv_bytes[peer], ncclUint8, peer,
                                                  scope.comm, scope.stream),
                                      "ncclRecv", scope.comm));
@@ -334,7 +333,7 @@ WorkPtr NcclBackend::Barrier(const BarrierOptions& options) {
   // As ProcessGroupNCCL: a one-element all-reduce on the device, complete when it has run.
   Call call{"barrier", {}, options.timeout, {}};
   return Run(call, [&](Scope& scope) {
-    return NcclStatus(*nccl_,
+    return NcclLaunchStatus(*nccl_,
                       nccl_->AllReduce(scope.scratch, scope.scratch, 1, ncclInt32, ncclSum,
                                        scope.comm, scope.stream),
                       "ncclAllReduce", scope.comm);
@@ -345,7 +344,7 @@ WorkPtr NcclBackend::Send(const Tensor& tensor, int dst_rank, const SendOptions&
   const NcclExtent extent = MovementExtent(tensor.dtype(), tensor.numel());
   Call call{"send", {&tensor}, options.timeout, {static_cast<int64_t>(tensor.nbytes()), 0}};
   return Run(call, [&](Scope& scope) {
-    return NcclStatus(*nccl_,
+    return NcclLaunchStatus(*nccl_,
                       nccl_->Send(tensor.data(), extent.count, extent.type, dst_rank, scope.comm,
                                   scope.stream),
                       "ncclSend", scope.comm);
@@ -356,7 +355,7 @@ WorkPtr NcclBackend::Recv(const Tensor& tensor, int src_rank, const RecvOptions&
   const NcclExtent extent = MovementExtent(tensor.dtype(), tensor.numel());
   Call call{"recv", {&tensor}, options.timeout, {0, static_cast<int64_t>(tensor.nbytes())}};
   return Run(call, [&](Scope& scope) {
-    return NcclStatus(*nccl_,
+    return NcclLaunchStatus(*nccl_,
                       nccl_->Recv(tensor.data(), extent.count, extent.type, src_rank, scope.comm,
                                   scope.stream),
                       "ncclRecv", scope.comm);
@@ -383,7 +382,7 @@ WorkPtr NcclBackend::BatchPointToPoint(absl::Span<const PointToPointOp> ops,
       for (const PointToPointOp& op : ops) {
         const NcclExtent extent = MovementExtent(op.tensor.dtype(), op.tensor.numel());
         const bool send = op.kind == PointToPointOp::Kind::kSend;
-        RETURN_IF_ERROR(NcclStatus(
+        RETURN_IF_ERROR(NcclLaunchStatus(
             *nccl_,
             send ? nccl_->Send(op.tensor.data(), extent.count, extent.type, op.peer, scope.comm,
                                scope.stream)

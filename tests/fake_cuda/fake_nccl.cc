@@ -63,6 +63,7 @@ struct Comm {
   int rank = 0;
   int size = 1;
   int device = 0;
+  bool blocking = true;  // Non-blocking communicators answer launches with ncclInProgress.
   std::atomic<bool> aborted{false};
   std::atomic<int> state{ncclInProgress};  // In progress until every rank joined.
   std::vector<pid_t> pids;
@@ -220,7 +221,8 @@ ncclResult_t Launch(Comm* comm, void* stream, std::function<void()> post,
     if (step.post) step.post();
     if (step.finish) step.finish();
   });
-  return ncclSuccess;
+  // As real NCCL may: accepted, finished asynchronously (ncclCommGetAsyncError says when).
+  return comm->blocking ? ncclSuccess : ncclInProgress;
 }
 
 std::vector<uint8_t> Snapshot(const void* data, size_t bytes) {
@@ -332,6 +334,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* out, int nranks, ncclUniqueId id
   *out = reinterpret_cast<ncclComm_t>(comm);
   fake_nccl::CheckJoined(comm);
   const bool blocking = config == nullptr || config->blocking != 0;
+  comm->blocking = blocking;
   while (blocking && comm->state.load() == ncclInProgress) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     fake_nccl::CheckJoined(comm);
@@ -367,6 +370,8 @@ ncclResult_t ncclGroupEnd() {
   std::vector<fake_nccl::Step> steps;
   steps.swap(fake_nccl::grouped);
   if (steps.empty()) return ncclSuccess;
+  bool blocking = true;
+  for (const fake_nccl::Step& step : steps) blocking = blocking && step.comm->blocking;
   // Every operation of the group posts its sends before any waits to receive.
   fake_cuda::StreamFor(steps[0].stream)->Enqueue([steps] {
     for (const fake_nccl::Step& step : steps) {
@@ -376,7 +381,7 @@ ncclResult_t ncclGroupEnd() {
       if (!step.comm->aborted.load() && step.finish) step.finish();
     }
   });
-  return ncclSuccess;
+  return blocking ? ncclSuccess : ncclInProgress;
 }
 
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t type,
