@@ -16,6 +16,7 @@
 #include "devices/cuda/current_stream.h"
 #include "frontend/dispatch/init.h"
 #include "gtest/gtest.h"
+#include "tests/testing/cuda_memory.h"
 #include "tests/testing/subprocess.h"
 
 namespace plexus {
@@ -47,19 +48,6 @@ std::shared_ptr<ProcessGroup> Join(const std::string& url, int rank, int world,
   return *group;
 }
 
-// Device memory holding `values`, on the current device.
-float* DeviceFloats(const cuda::CudaApi& api, const std::vector<float>& values) {
-  void* pointer = nullptr;
-  api.Malloc(&pointer, values.size() * sizeof(float));
-  api.Memcpy(pointer, values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice);
-  return static_cast<float*>(pointer);
-}
-
-std::vector<float> Read(const cuda::CudaApi& api, const float* pointer, size_t count) {
-  std::vector<float> values(count);
-  api.Memcpy(values.data(), pointer, count * sizeof(float), cudaMemcpyDeviceToHost);
-  return values;
-}
 
 Tensor OnDevice(float* pointer, int64_t count, int device) {
   return Tensor::Flat(pointer, DType::kFloat32, count, Device::Cuda(device));
@@ -91,9 +79,9 @@ TEST(NcclFakeTest, CollectiveWaitsForTheCallersStreamAndWaitOnStreamOrdersAfterI
         FakeHook("fakeCudaHoldStream"));
     auto release = reinterpret_cast<void (*)(void*)>(FakeHook("fakeCudaReleaseStream"));
     RANK_EXPECT(hold != nullptr && release != nullptr, "the fake's test hooks");
-    float* data = DeviceFloats(api, {1, 1, 1, 1});
-    float* update = DeviceFloats(api, {10.0f * (rank + 1), 0, 0, 0});
-    float* copy = DeviceFloats(api, {0, 0, 0, 0});
+    float* data = testing::DeviceFloats({1, 1, 1, 1});
+    float* update = testing::DeviceFloats({10.0f * (rank + 1), 0, 0, 0});
+    float* copy = testing::DeviceFloats({0, 0, 0, 0});
     // On the caller's stream: held, then a write into `data` the all_reduce must see.
     void* gate = hold(stream);
     api.MemcpyAsync(data, update, sizeof(float), cudaMemcpyDeviceToDevice, stream);
@@ -113,8 +101,8 @@ TEST(NcclFakeTest, CollectiveWaitsForTheCallersStreamAndWaitOnStreamOrdersAfterI
     RANK_EXPECT(work->Wait(absl::Seconds(30)).ok(), work->status().ToString());
     api.StreamSynchronize(stream);
     const std::vector<float> expected = {30, 2, 2, 2};
-    RANK_EXPECT(Read(api, data, 4) == expected, "all_reduce result");
-    RANK_EXPECT(Read(api, copy, 4) == expected, "the copy ordered after it");
+    RANK_EXPECT(testing::ReadFloats(data, 4) == expected, "all_reduce result");
+    RANK_EXPECT(testing::ReadFloats(copy, 4) == expected, "the copy ordered after it");
     return group->Shutdown(absl::Seconds(30)).ok() ? 0 : 1;
   }, absl::Seconds(120));
   EXPECT_TRUE(status.ok()) << status;
@@ -129,7 +117,7 @@ TEST(NcclFakeTest, RanksThatDisagreeAreRefusedBeforeLaunch) {
       auto group = Join(url, rank, 2, backend, absl::Seconds(30));
       if (group == nullptr) return 1;
       const cuda::CudaApi& api = Cuda(rank);
-      float* data = DeviceFloats(api, std::vector<float>(11, 1.0f + rank));
+      float* data = testing::DeviceFloats(std::vector<float>(11, 1.0f + rank));
       const int64_t count = rank == 0 ? 10 : 11;
       auto issued = group->AllReduce(OnDevice(data, count, rank));
       RANK_EXPECT(!issued.ok() && absl::IsFailedPrecondition(issued.status()),
@@ -137,11 +125,11 @@ TEST(NcclFakeTest, RanksThatDisagreeAreRefusedBeforeLaunch) {
       RANK_EXPECT(absl::StrContains(issued.status().message(), "x10") &&
                       absl::StrContains(issued.status().message(), "x11"),
                   issued.status().message());
-      RANK_EXPECT(Read(api, data, 11) == std::vector<float>(11, 1.0f + rank), "buffer touched");
+      RANK_EXPECT(testing::ReadFloats(data, 11) == std::vector<float>(11, 1.0f + rank), "buffer touched");
       // Agreement afterwards works as before.
       auto agreed = group->AllReduce(OnDevice(data, 11, rank));
       RANK_EXPECT(agreed.ok() && (*agreed)->Wait(absl::Seconds(30)).ok(), "agreed all_reduce");
-      RANK_EXPECT(Read(api, data, 11) == std::vector<float>(11, 3.0f), "agreed result");
+      RANK_EXPECT(testing::ReadFloats(data, 11) == std::vector<float>(11, 3.0f), "agreed result");
       return group->Shutdown(absl::Seconds(30)).ok() ? 0 : 1;
     }, absl::Seconds(120));
     EXPECT_TRUE(status.ok()) << backend << ": " << status;
@@ -154,7 +142,7 @@ TEST(NcclFakeTest, LostPeerIsUnavailableOnTheSurvivorsPromptly) {
     auto group = Join(url, rank, 3, "cpu:tcp,cuda:nccl", absl::Seconds(30));
     if (group == nullptr) return 1;
     const cuda::CudaApi& api = Cuda(rank);
-    float* data = DeviceFloats(api, std::vector<float>(1000, 1.0f));
+    float* data = testing::DeviceFloats(std::vector<float>(1000, 1.0f));
     auto first = group->AllReduce(OnDevice(data, 1000, rank));
     RANK_EXPECT(first.ok() && (*first)->Wait(absl::Seconds(30)).ok(), "first all_reduce");
     // Rank 2 dies after the agreement check of the second collective: its peers are inside
@@ -194,7 +182,7 @@ TEST(NcclFakeTest, DeadlineAbortsTheCommunicator) {
     auto group = Join(url, rank, 2, "cuda:nccl", absl::Seconds(30));
     if (group == nullptr) return 1;
     const cuda::CudaApi& api = Cuda(rank);
-    float* data = DeviceFloats(api, std::vector<float>(16, 1.0f));
+    float* data = testing::DeviceFloats(std::vector<float>(16, 1.0f));
     // Both create the communicator, then rank 1 stops taking part (alive, silent).
     auto warm = group->Broadcast(OnDevice(data, 16, rank));
     RANK_EXPECT(warm.ok() && (*warm)->Wait(absl::Seconds(30)).ok(), "broadcast");
@@ -231,7 +219,7 @@ TEST(NcclFakeTest, CommunicatorNamesTheRankThatNeverArrived) {
       return 0;
     }
     const cuda::CudaApi& api = Cuda(rank);
-    float* data = DeviceFloats(api, std::vector<float>(4, 1.0f));
+    float* data = testing::DeviceFloats(std::vector<float>(4, 1.0f));
     auto issued = group->AllReduce(OnDevice(data, 4, rank));
     absl::Status outcome = issued.ok() ? (*issued)->Wait(absl::Seconds(30)) : issued.status();
     (void)group->store()->Set("rank0.done", "1");
@@ -258,9 +246,9 @@ TEST(NcclFakeTest, BadInputIsRefusedWithItsReason) {
                     absl::StrContains(host_memory.message(), "does not point at memory of cuda:0"),
                 host_memory.ToString());
     api.SetDevice(1);
-    float* elsewhere = DeviceFloats(api, std::vector<float>(4, 1.0f));
+    float* elsewhere = testing::DeviceFloats(std::vector<float>(4, 1.0f));
     api.SetDevice(0);
-    float* here = DeviceFloats(api, std::vector<float>(4, 1.0f));
+    float* here = testing::DeviceFloats(std::vector<float>(4, 1.0f));
     Tensor one = OnDevice(here, 4, 0), other = OnDevice(elsewhere, 4, 1);
     absl::Status mixed = outcome(group->AllGatherIntoTensor(one, other));
     RANK_EXPECT(absl::IsInvalidArgument(mixed), mixed.ToString());

@@ -14,6 +14,7 @@
 #include "devices/cuda/current_stream.h"
 #include "frontend/dispatch/init.h"
 #include "gtest/gtest.h"
+#include "tests/testing/cuda_memory.h"
 #include "tests/testing/subprocess.h"
 
 namespace plexus {
@@ -35,18 +36,6 @@ std::shared_ptr<ProcessGroup> Join(const std::string& url, int rank, int world) 
   return group.ok() ? *group : nullptr;
 }
 
-float* DeviceFloats(const cuda::CudaApi& api, const std::vector<float>& values) {
-  void* pointer = nullptr;
-  api.Malloc(&pointer, values.size() * sizeof(float));
-  api.Memcpy(pointer, values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice);
-  return static_cast<float*>(pointer);
-}
-
-std::vector<float> Read(const cuda::CudaApi& api, const float* pointer, size_t count) {
-  std::vector<float> values(count);
-  api.Memcpy(values.data(), pointer, count * sizeof(float), cudaMemcpyDeviceToHost);
-  return values;
-}
 
 TEST(StagingFakeTest, ReadsAfterTheCallersStreamAndLeavesTensorsAloneOnFailure) {
   const std::string url = "file://" + testing::TempPath("staging");
@@ -59,21 +48,21 @@ TEST(StagingFakeTest, ReadsAfterTheCallersStreamAndLeavesTensorsAloneOnFailure) 
     // A write queued on the caller's stream before the call is what the call reads.
     cudaStream_t stream = nullptr;
     api.StreamCreateWithPriority(&stream, cudaStreamNonBlocking, 0);
-    float* data = DeviceFloats(api, {1, 1, 1});
-    float* update = DeviceFloats(api, {5.0f * (rank + 1), 1, 1});
+    float* data = testing::DeviceFloats({1, 1, 1});
+    float* update = testing::DeviceFloats({5.0f * (rank + 1), 1, 1});
     api.MemcpyAsync(data, update, sizeof(float), cudaMemcpyDeviceToDevice, stream);
     {
       cuda::StreamGuard current(rank, stream);
       auto work = group->AllReduce(Tensor::Flat(data, DType::kFloat32, 3, Device::Cuda(rank)));
       if (!work.ok() || !(*work)->Wait(absl::Seconds(30)).ok()) return Fail(rank, "all_reduce");
     }
-    if (Read(api, data, 3) != std::vector<float>{15, 2, 2}) return Fail(rank, "all_reduce result");
+    if (testing::ReadFloats(data, 3) != std::vector<float>{15, 2, 2}) return Fail(rank, "all_reduce result");
     // Ranks disagree (the tcp backend notices): the error comes back, the tensor is intact.
     const int64_t count = rank == 0 ? 2 : 3;
     auto bad = group->AllReduce(Tensor::Flat(data, DType::kFloat32, count, Device::Cuda(rank)));
     absl::Status outcome = bad.ok() ? (*bad)->Wait(absl::Seconds(30)) : bad.status();
     if (!absl::IsFailedPrecondition(outcome)) return Fail(rank, outcome.ToString());
-    if (Read(api, data, 3) != std::vector<float>{15, 2, 2}) return Fail(rank, "tensor changed");
+    if (testing::ReadFloats(data, 3) != std::vector<float>{15, 2, 2}) return Fail(rank, "tensor changed");
     return group->Shutdown(absl::Seconds(30)).ok() ? 0 : Fail(rank, "shutdown");
   }, absl::Seconds(120));
   EXPECT_TRUE(status.ok()) << status;

@@ -66,4 +66,23 @@ absl::Status UseManagedBuffers(int device) {
   return absl::OkStatus();
 }
 
+float* DeviceFloats(const std::vector<float>& values) {
+  auto api = cuda::LoadCudaApi();
+  void* pointer = nullptr;
+  if (!api.ok() || (*api)->Malloc(&pointer, values.size() * sizeof(float)) != cudaSuccess) {
+    return nullptr;
+  }
+  (*api)->Memcpy(pointer, values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice);
+  return static_cast<float*>(pointer);
+}
+
+std::vector<float> ReadFloats(const float* pointer, size_t count) {
+  std::vector<float> values(count);
+  auto api = cuda::LoadCudaApi();
+  if (api.ok()) {
+    (*api)->Memcpy(values.data(), pointer, count * sizeof(float), cudaMemcpyDeviceToHost);
+  }
+  return values;
+}
+
 }  // namespace plexus::testing
