@@ -4,6 +4,7 @@
 //
 //   bazel run //tools:bench -- --elastic        # the elastic communicator (bench_elastic.cc)
 //   bazel run //tools:bench -- --device=cuda    # NCCL on the GPUs here, one rank per GPU
+//   bazel run //tools:bench -- --plot=busbw.png # also draws busbw against size (bench_plot.py)
 //   bazel run //tools:bench                     # 4 ranks, float32 all_reduce, 1K..64M, all CPU
 //   backends bazel run //tools:bench -- --backends=cpu:tcp,cpu:gloo --ops=all_reduce,all_gather
 //       --ranks=8 --sizes=1K:16M --dtype=bfloat16 --iters=20 --warmup=5 --json=/tmp/bench.json
@@ -58,6 +59,7 @@ struct Flags {
   std::string mpirun_args = "--mca btl tcp,self";
   std::string launched_output;  // Internal: set in ranks started by mpirun; where they write.
   DeviceType device = DeviceType::kCpu;  // --device=cuda: tensors in CUDA memory.
+  std::string plot;  // --plot=FILE.png: draw busbw against size, with the memcpy line.
   bool ranks_given = false;
   int cuda_devices = 0;  // With --device=cuda: how many the ranks spread over.
 };
@@ -95,6 +97,14 @@ absl::StatusOr<std::vector<int64_t>> ParseSizes(absl::string_view text) {
   }
   if (sizes.empty()) return absl::InvalidArgumentError("no sizes given");
   return sizes;
+}
+
+// A relative path as the caller meant it: `bazel run` starts the bench in its runfiles, and
+// says where the caller was in BUILD_WORKING_DIRECTORY.
+std::string InCallersDirectory(const std::string& path) {
+  const char* caller = std::getenv("BUILD_WORKING_DIRECTORY");
+  if (path.empty() || path[0] == '/' || caller == nullptr || *caller == '\0') return path;
+  return absl::StrCat(caller, "/", path);
 }
 
 absl::Status ParseFlags(int argc, char** argv, Flags& flags) {
@@ -145,13 +155,15 @@ absl::Status ParseFlags(int argc, char** argv, Flags& flags) {
     } else if (name == "--launched-output") {
       flags.launched_output = std::string(value);
     } else if (name == "--json") {
-      flags.json = value;
+      flags.json = InCallersDirectory(std::string(value));
+    } else if (name == "--plot") {
+      flags.plot = InCallersDirectory(std::string(value));
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown flag '", arg,
           "'; flags: --backends=cpu:tcp,... --ops=all_reduce,...|all "
           "--ranks=N --sizes=1K:64M|1K,16M --dtype=float32 --iters=N --warmup=N --json=FILE "
-          "--mpirun-args='--mca btl tcp,self' --device=cpu|cuda"));
+          "--mpirun-args='--mca btl tcp,self' --device=cpu|cuda --plot=FILE.png"));
     }
   }
   if (flags.backends.empty() && flags.device == DeviceType::kCuda) {
@@ -466,6 +478,71 @@ absl::Status RunLaunched(const Flags& flags, const std::vector<std::string>& bac
       WIFEXITED(status) && WEXITSTATUS(status) == 127 ? "; is openmpi-bin installed?" : "", ")"));
 }
 
+bool WriteJson(const std::string& path, const std::vector<Row>& rows) {
+  FILE* json = fopen(path.c_str(), "w");
+  if (json == nullptr) return false;
+  fprintf(json, "[\n");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    fprintf(json,
+            "  {\"backend\": \"%s\", \"op\": \"%s\", \"ranks\": %d, \"bytes\": %lld, "
+            "\"count\": %lld, \"dtype\": \"%s\", \"time_us\": %.3f, \"algbw_gbps\": %.6f, "
+            "\"busbw_gbps\": %.6f, \"wrong\": %lld, \"rss_growth_bytes\": %lld, "
+            "\"error\": \"%s\"}%s\n",
+            r.backend.c_str(), r.op.c_str(), r.ranks, static_cast<long long>(r.bytes),
+            static_cast<long long>(r.count), r.dtype.c_str(), r.time_us, r.algbw, r.busbw,
+            static_cast<long long>(r.wrong), static_cast<long long>(r.rss_growth),
+            JsonEscape(r.error).c_str(), i + 1 < rows.size() ? "," : "");
+  }
+  fprintf(json, "]\n");
+  return fclose(json) == 0;
+}
+
+// One core's memcpy bandwidth at each size of the run (best of several timed batches, each
+// long enough to time): rows with backend and op "memcpy".
+std::vector<Row> MeasureMemcpy(const Flags& flags) {
+  std::vector<Row> rows;
+  for (int64_t bytes : flags.sizes) {
+    std::vector<char> from(bytes, 1), to(bytes, 2);
+    const int64_t repeats = std::max<int64_t>(1, (64 << 20) / std::max<int64_t>(bytes, 1));
+    double best_us = 1e300;
+    for (int batch = 0; batch < 5; ++batch) {
+      const absl::Time start = absl::Now();
+      for (int64_t i = 0; i < repeats; ++i) {
+        std::memcpy(to.data(), from.data(), bytes);
+        // Keep the copy: the compiler may not drop what the next round reads.
+        asm volatile("" : : "r"(to.data()) : "memory");
+      }
+      best_us = std::min(best_us, absl::ToDoubleMicroseconds(absl::Now() - start) / repeats);
+    }
+    const double gbps = best_us > 0 ? bytes / best_us / 1e3 : 0;
+    rows.push_back({"memcpy", "memcpy", 1, bytes, bytes, "bytes", best_us, gbps, gbps, 0, 0, ""});
+  }
+  return rows;
+}
+
+// Runs tools/bench_plot.py: found in the bench's runfiles, beside it (in a test's runfiles), or
+// in the workspace under `bazel run`.
+bool Plot(const char* argv0, const std::string& json, const std::string& out) {
+  const std::string binary = argv0;
+  const std::string beside = binary.substr(0, binary.rfind('/') + 1) + "bench_plot.py";
+  std::vector<std::string> candidates = {absl::StrCat(binary, ".runfiles/plexus/tools/bench_plot.py"),
+                                         beside};
+  if (const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY")) {
+    candidates.push_back(absl::StrCat(workspace, "/tools/bench_plot.py"));
+  }
+  for (const std::string& script : candidates) {
+    if (access(script.c_str(), R_OK) != 0) continue;
+    const std::string command =
+        absl::StrCat("/usr/bin/python3 '", script, "' --out '", out, "' '", json, "'");
+    if (system(command.c_str()) == 0) return true;
+    fprintf(stderr, "bench: drawing %s failed (is python3-matplotlib installed?)\n", out.c_str());
+    return false;
+  }
+  fprintf(stderr, "bench: tools/bench_plot.py not found beside the bench\n");
+  return false;
+}
+
 int Main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--elastic") return RunElasticBench(argc, argv);
@@ -556,28 +633,19 @@ int Main(int argc, char** argv) {
     for (FILE* in : files) fclose(in);
     failed |= !ran.ok();
   }
-  if (!flags.json.empty()) {
-    FILE* json = fopen(flags.json.c_str(), "w");
-    if (json == nullptr) {
-      fprintf(stderr, "bench: cannot write %s\n", flags.json.c_str());
-      return 1;
-    }
-    fprintf(json, "[\n");
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const Row& r = rows[i];
-      fprintf(json,
-              "  {\"backend\": \"%s\", \"op\": \"%s\", \"ranks\": %d, \"bytes\": %lld, "
-              "\"count\": %lld, \"dtype\": \"%s\", \"time_us\": %.3f, \"algbw_gbps\": %.6f, "
-              "\"busbw_gbps\": %.6f, \"wrong\": %lld, \"rss_growth_bytes\": %lld, "
-              "\"error\": \"%s\"}%s\n",
-              r.backend.c_str(), r.op.c_str(), r.ranks, static_cast<long long>(r.bytes),
-              static_cast<long long>(r.count), r.dtype.c_str(), r.time_us, r.algbw, r.busbw,
-              static_cast<long long>(r.wrong), static_cast<long long>(r.rss_growth),
-              JsonEscape(r.error).c_str(), i + 1 < rows.size() ? "," : "");
-    }
-    fprintf(json, "]\n");
-    fclose(json);
+  if (!flags.plot.empty()) {
+    // The ceiling a same-host transport is judged against, measured at each size here.
+    const std::vector<Row> memcpy_rows = MeasureMemcpy(flags);
+    rows.insert(rows.end(), memcpy_rows.begin(), memcpy_rows.end());
   }
+  const std::string json_path =
+      !flags.json.empty() ? flags.json
+                          : (flags.plot.empty() ? "" : absl::StrCat(dir, "/plot.json"));
+  if (!json_path.empty() && !WriteJson(json_path, rows)) {
+    fprintf(stderr, "bench: cannot write %s\n", json_path.c_str());
+    return 1;
+  }
+  if (!flags.plot.empty() && !Plot(argv[0], json_path, flags.plot)) failed = true;
   std::string cleanup = absl::StrCat("rm -rf ", dir);
   if (system(cleanup.c_str()) != 0) fprintf(stderr, "bench: could not remove %s\n", dir);
   if (failed) fprintf(stderr, "bench: FAILED (wrong elements or errors above)\n");

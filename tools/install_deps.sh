@@ -13,6 +13,7 @@ packages=(
   libopenmpi-dev openmpi-bin  # the mpi backend and mpirun
   pybind11-dev python3-dev    # Python bindings
   python3-numpy python3-pytest python3-torch  # Python tests; plexus.torch and DDP
+  python3-matplotlib   # bench --plot
 )
 
 missing=()
