@@ -57,7 +57,6 @@ class StagingBackend::Twins {
     return cuda::CudaStatus(api_, api_.StreamSynchronize(caller_), "waiting for staged inputs");
   }
 
-  const absl::Status& status() const { return status_; }
   const std::vector<Write>& writes() const { return writes_; }
   std::vector<std::shared_ptr<void>>& buffers() { return buffers_; }
 

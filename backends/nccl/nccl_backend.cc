@@ -87,7 +87,7 @@ WorkPtr NcclBackend::Run(const Call& call, const Enqueue& enqueue) {
   std::unique_lock<std::mutex> lock(issue_mu_);
   const int64_t sequence = next_sequence_++;
   // A call without tensors (barrier) runs where the last one ran, else on the current device.
-  int device = call.device >= 0 ? call.device : (call.tensors.empty() ? last_device_ : -1);
+  int device = call.tensors.empty() ? last_device_ : -1;
   absl::Status loaded = Load();
   absl::Status checked = loaded.ok()
                              ? cuda::CheckDeviceTensors(call.op, context_.rank, call.tensors, &device)

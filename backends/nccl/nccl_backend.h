@@ -79,7 +79,6 @@ class NcclBackend : public Backend {
     std::vector<const Tensor*> tensors;  // Every tensor the call reads or writes.
     absl::Duration timeout;
     nominal_traffic::Traffic traffic;
-    int device = -1;  // For calls without tensors (barrier); else the tensors' device.
   };
 
   explicit NcclBackend(const BackendContext& context);

@@ -15,11 +15,9 @@ namespace {
 
 // Which ranks announced themselves in the store before the communicator's deadline.
 std::string MissingRanks(Store& store, const std::string& key, int size) {
-  std::vector<std::string> keys;
-  for (int r = 0; r < size; ++r) keys.push_back(absl::StrCat(key, ".arrived.", r));
   std::vector<int> missing;
   for (int r = 0; r < size; ++r) {
-    auto present = store.Check({keys[r]});
+    auto present = store.Check({absl::StrCat(key, ".arrived.", r)});
     if (!present.ok() || !*present) missing.push_back(r);
   }
   if (missing.empty()) return "every rank arrived; NCCL did not finish connecting them";
@@ -139,7 +137,7 @@ absl::StatusOr<std::shared_ptr<cuda::CudaEvent>> NcclCommunicator::Launch(
   ASSIGN_OR_RETURN(std::shared_ptr<cuda::CudaEvent> done,
                    cuda::CudaEvent::Create(cuda_, config_.device));
   std::unique_lock<std::mutex> lock(mu_);
-  if (aborted_ || abort_requested_.load(std::memory_order_acquire)) {
+  if (abort_requested_.load(std::memory_order_acquire)) {
     absl::Status why = failure();
     return absl::Status(why.code(), absl::StrCat(what, ": ", why.message()));
   }

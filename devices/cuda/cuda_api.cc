@@ -1,13 +1,9 @@
 #include "devices/cuda/cuda_api.h"
 
-#include <dlfcn.h>
-
 #include <cstdlib>
-#include <mutex>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "devices/cuda/dynamic_library.h"
 
 #ifndef PLEXUS_CUDA_ROOT

@@ -87,11 +87,6 @@ void EventWatcher::Watch(Entry entry) {
   state_->wake.notify_one();
 }
 
-size_t EventWatcher::pending() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->entries.size();
-}
-
 bool EventWatcher::State::Settle(Entry& entry, absl::Time now) {
   const cudaError_t query = api.EventQuery(entry.done->get());
   if (!entry.failure.ok()) {  // Failed already: complete once the device is past it.

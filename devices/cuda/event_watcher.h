@@ -84,8 +84,6 @@ class EventWatcher {
   EventWatcher& operator=(const EventWatcher&) = delete;
 
   void Watch(Entry entry);
-  // Entries being watched now.
-  size_t pending() const;
 
  private:
   struct State;  // Shared with the thread, which may outlive this object (see ~EventWatcher).

@@ -27,14 +27,14 @@ std::string Describe(const int64_t* fields, absl::string_view mine_op, int64_t m
                                           : absl::StrCat("a different collective (code ",
                                                          fields[1], ")");
   std::string text = absl::StrCat("#", fields[0], " ", op, " ");
-  const int dtype = static_cast<int>(fields[2]);
-  text += dtype >= 0 && dtype < static_cast<int>(std::size(kAllDTypes))
-              ? std::string(DTypeName(kAllDTypes[dtype]))
+  const int64_t dtype = fields[2];
+  text += dtype >= 0 && dtype < static_cast<int64_t>(std::size(kAllDTypes))
+              ? std::string(DTypeName(static_cast<DType>(dtype)))
               : absl::StrCat("dtype ", dtype);
   if (fields[3] >= 0) absl::StrAppend(&text, " x", fields[3]);
   if (fields[4] >= 0) absl::StrAppend(&text, " root ", fields[4]);
   if (fields[5] >= 0 && fields[5] < static_cast<int64_t>(std::size(kAllReduceOpKinds))) {
-    absl::StrAppend(&text, " ", ReduceOpName(kAllReduceOpKinds[fields[5]]));
+    absl::StrAppend(&text, " ", ReduceOpName(static_cast<ReduceOpKind>(fields[5])));
   }
   return text;
 }
@@ -59,12 +59,8 @@ absl::Status CollectiveCheck::Verify(const CollectiveDescription& mine) {
   std::lock_guard<std::mutex> lock(mu_);
   const int64_t number = checks_++;
   const int64_t code = OpCode(mine.op);
-  int dtype_index = 0;
-  for (size_t i = 0; i < std::size(kAllDTypes); ++i) {
-    if (kAllDTypes[i] == mine.dtype) dtype_index = static_cast<int>(i);
-  }
-  const int64_t fields[kFields] = {number, code, dtype_index, mine.count, mine.root,
-                                   mine.reduce_op};
+  const int64_t fields[kFields] = {number, code, static_cast<int64_t>(mine.dtype), mine.count,
+                                   mine.root, mine.reduce_op};
   std::vector<int64_t> all(static_cast<size_t>(kFields) * size_);
   if (host_backend_ != nullptr) {
     Tensor input = Tensor::Flat(const_cast<int64_t*>(fields), DType::kInt64, kFields);

@@ -13,6 +13,9 @@
 namespace plexus {
 namespace {
 
+// The reduction as a collective description carries it.
+int Kind(const ReduceOp& op) { return static_cast<int>(op.kind); }
+
 int64_t TotalElements(absl::Span<const Tensor> tensors) {
   int64_t total = 0;
   for (const Tensor& tensor : tensors) total += tensor.numel();
@@ -252,7 +255,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::Broadcast(const Tensor& tensor, BroadcastO
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateBroadcast(position(), tensor, options));
   ASSIGN_OR_RETURN(const Served* served, Route("broadcast", tensor));
-  RETURN_IF_ERROR(CheckAgreement(*served, {"broadcast", tensor.dtype(), tensor.numel(), options.root_rank}));
+  RETURN_IF_ERROR(CheckAgreement(*served,
+      {"broadcast", tensor.dtype(), tensor.numel(), options.root_rank}));
   return served->backend->Broadcast(tensor, options);
 }
 
@@ -260,7 +264,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::Reduce(const Tensor& tensor, ReduceOptions
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateReduce(position(), tensor, options));
   ASSIGN_OR_RETURN(const Served* served, Route("reduce", tensor, &options.op));
-  RETURN_IF_ERROR(CheckAgreement(*served, {"reduce", tensor.dtype(), tensor.numel(), options.root_rank, static_cast<int>(options.op.kind)}));
+  RETURN_IF_ERROR(CheckAgreement(*served,
+      {"reduce", tensor.dtype(), tensor.numel(), options.root_rank, Kind(options.op)}));
   return served->backend->Reduce(tensor, options);
 }
 
@@ -268,7 +273,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllReduce(const Tensor& tensor, AllReduceO
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllReduce(position(), tensor, options));
   ASSIGN_OR_RETURN(const Served* served, Route("all_reduce", tensor, &options.op));
-  RETURN_IF_ERROR(CheckAgreement(*served, {"all_reduce", tensor.dtype(), tensor.numel(), -1, static_cast<int>(options.op.kind)}));
+  RETURN_IF_ERROR(CheckAgreement(*served,
+      {"all_reduce", tensor.dtype(), tensor.numel(), -1, Kind(options.op)}));
   return served->backend->AllReduce(tensor, options);
 }
 
@@ -277,7 +283,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllReduceCoalesced(absl::Span<const Tensor
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllReduceCoalesced(position(), tensors, options));
   ASSIGN_OR_RETURN(const Served* served, Route("all_reduce_coalesced", tensors[0], &options.op));
-  RETURN_IF_ERROR(CheckAgreement(*served, {"all_reduce_coalesced", tensors[0].dtype(), TotalElements(tensors), -1, static_cast<int>(options.op.kind)}));
+  RETURN_IF_ERROR(CheckAgreement(*served,
+      {"all_reduce_coalesced", tensors[0].dtype(), TotalElements(tensors), -1, Kind(options.op)}));
   return served->backend->AllReduceCoalesced(tensors, options);
 }
 
@@ -296,7 +303,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllGatherIntoTensor(const Tensor& output,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllGatherIntoTensor(position(), output, input));
   ASSIGN_OR_RETURN(const Served* served, Route("all_gather_into_tensor", input));
-  RETURN_IF_ERROR(CheckAgreement(*served, {"all_gather_into_tensor", input.dtype(), input.numel()}));
+  RETURN_IF_ERROR(CheckAgreement(*served,
+      {"all_gather_into_tensor", input.dtype(), input.numel()}));
   return served->backend->AllGatherIntoTensor(output, input, options);
 }
 
@@ -305,7 +313,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::Gather(absl::Span<const Tensor> outputs,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateGather(position(), outputs, input, options));
   ASSIGN_OR_RETURN(const Served* served, Route("gather", input));
-  RETURN_IF_ERROR(CheckAgreement(*served, {"gather", input.dtype(), input.numel(), options.root_rank}));
+  RETURN_IF_ERROR(CheckAgreement(*served,
+      {"gather", input.dtype(), input.numel(), options.root_rank}));
   return served->backend->Gather(outputs, input, options);
 }
 
@@ -315,7 +324,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::Scatter(const Tensor& output,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateScatter(position(), output, inputs, options));
   ASSIGN_OR_RETURN(const Served* served, Route("scatter", output));
-  RETURN_IF_ERROR(CheckAgreement(*served, {"scatter", output.dtype(), output.numel(), options.root_rank}));
+  RETURN_IF_ERROR(CheckAgreement(*served,
+      {"scatter", output.dtype(), output.numel(), options.root_rank}));
   return served->backend->Scatter(output, inputs, options);
 }
 
@@ -325,7 +335,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::ReduceScatter(const Tensor& output,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateReduceScatter(position(), output, inputs, options));
   ASSIGN_OR_RETURN(const Served* served, Route("reduce_scatter", output, &options.op));
-  RETURN_IF_ERROR(CheckAgreement(*served, {"reduce_scatter", output.dtype(), output.numel(), -1, static_cast<int>(options.op.kind)}));
+  RETURN_IF_ERROR(CheckAgreement(*served,
+      {"reduce_scatter", output.dtype(), output.numel(), -1, Kind(options.op)}));
   return served->backend->ReduceScatter(output, inputs, options);
 }
 
@@ -335,7 +346,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::ReduceScatterTensor(const Tensor& output,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateReduceScatterTensor(position(), output, input, options));
   ASSIGN_OR_RETURN(const Served* served, Route("reduce_scatter_tensor", output, &options.op));
-  RETURN_IF_ERROR(CheckAgreement(*served, {"reduce_scatter_tensor", output.dtype(), output.numel(), -1, static_cast<int>(options.op.kind)}));
+  RETURN_IF_ERROR(CheckAgreement(*served,
+      {"reduce_scatter_tensor", output.dtype(), output.numel(), -1, Kind(options.op)}));
   return served->backend->ReduceScatterTensor(output, input, options);
 }
 

@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,12 +63,9 @@ class Call {
     cuda::Stream stream = cuda_device_ >= 0 ? TorchCurrentStream(cuda_device_) : nullptr;
     {
       py::gil_scoped_release release;
-      if (cuda_device_ >= 0) {
-        cuda::StreamGuard current(cuda_device_, stream);
-        work = issue();
-      } else {
-        work = issue();
-      }
+      std::optional<cuda::StreamGuard> current;
+      if (cuda_device_ >= 0) current.emplace(cuda_device_, stream);
+      work = issue();
     }
     return std::make_unique<PyWork>(ValueOrThrow(std::move(work)), std::move(keepalive_),
                                     std::move(result), cuda_device_);
