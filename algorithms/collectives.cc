@@ -43,9 +43,12 @@ WorkPtr Collectives::Submit(CollectiveKind kind, DType dtype, int64_t count,
   std::weak_ptr<Queue> weak = queue_;
   work->SetWaitHook(
       [weak, sequence](absl::Duration timeout) { RunInWaiter(weak, sequence, timeout); });
-  queue_->tasks.push_back({kind, sequence, MakeSignature(kind, dtype, sequence, count), timeout,
-                           work, std::move(body), this});
-  queue_->ready.notify_one();
+  const bool idle = !queue_->running && queue_->tasks.empty();
+  queue_->tasks.push_back({absl::Now(), idle, kind, sequence,
+                           MakeSignature(kind, dtype, sequence, count), timeout, work,
+                           std::move(body), this});
+  // A worker with a timer looks by itself; waking it here would race the caller for the task.
+  if (queue_->worker_asleep) queue_->ready.notify_one();
   return work;
 }
 
@@ -62,11 +65,13 @@ void Collectives::Execute(Task& task) {
   absl::Status status = task.body(ctx);
   if (!status.ok()) status = ctx.Fail(status);
   task.work->Complete(status);
+  bool more;
   {
     std::lock_guard<std::mutex> lock(queue_->mu);
     queue_->running = false;
+    more = !queue_->tasks.empty() || queue_->stopping;
   }
-  queue_->ready.notify_all();
+  if (more) queue_->ready.notify_all();
 }
 
 void Collectives::RunInWaiter(const std::weak_ptr<Queue>& weak, uint64_t sequence,
@@ -82,6 +87,7 @@ void Collectives::RunInWaiter(const std::weak_ptr<Queue>& weak, uint64_t sequenc
       return;
     }
     task = TakeFront(*queue);
+    ++queue->waiter_runs;
   }
   // The owner cannot go away meanwhile: its destructor joins the worker, which waits for
   // `running` to clear before it looks at the queue again.
@@ -90,14 +96,12 @@ void Collectives::RunInWaiter(const std::weak_ptr<Queue>& weak, uint64_t sequenc
 
 void Collectives::Worker() {
   Queue& queue = *queue_;
+  uint64_t seen_waiter_runs = 0;
   while (true) {
     Task task;
     {
       std::unique_lock<std::mutex> lock(queue.mu);
-      queue.ready.wait(lock, [&] {
-        return (queue.stopping && !queue.running) || (!queue.tasks.empty() && !queue.running);
-      });
-      if (queue.stopping) {
+      if (queue.stopping && !queue.running) {
         for (Task& pending : queue.tasks) {
           pending.work->Complete(absl::AbortedError(
               absl::StrCat(CollectiveName(pending.kind), " #", pending.sequence,
@@ -106,7 +110,27 @@ void Collectives::Worker() {
         queue.tasks.clear();
         return;
       }
-      task = TakeFront(queue);
+      const absl::Time now = absl::Now();
+      if (!queue.running && !queue.tasks.empty()) {
+        const Task& front = queue.tasks.front();
+        if (!front.deferred || now >= front.issued + kWaiterGrace) {
+          task = TakeFront(queue);
+        } else {
+          queue.ready.wait_for(lock, absl::ToChronoNanoseconds(front.issued + kWaiterGrace - now));
+          continue;
+        }
+      } else if (queue.waiter_runs != seen_waiter_runs) {
+        // Waiting threads run the tasks: look again after a grace instead of being woken for
+        // every one.
+        seen_waiter_runs = queue.waiter_runs;
+        queue.ready.wait_for(lock, absl::ToChronoNanoseconds(kWaiterGrace));
+        continue;
+      } else {
+        queue.worker_asleep = true;
+        queue.ready.wait(lock);
+        queue.worker_asleep = false;
+        continue;
+      }
     }
     Execute(task);
   }

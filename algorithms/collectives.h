@@ -3,7 +3,11 @@
 // gloo and mpi their libraries lack) forwards its Backend methods here.
 //
 // Each call takes the next sequence number at issue time (ranks issue in the same order, so
-// the numbers agree), returns a Work at once, and runs when the calls before it finished. The
+// the numbers agree), returns a Work at once, and runs when the calls before it finished.
+// Who runs it: a thread that waits on its Work runs it itself when it is next (no hand-off
+// between threads, which costs more than a small collective). The worker thread runs what is
+// queued behind a running task at once, and a task issued to an idle queue once it has gone
+// unclaimed for kWaiterGrace: an operation nobody waits on still starts by then. The
 // sequence number tags every message and, with the op, dtype and count, forms the signature
 // peers check: ranks that disagree fail with FailedPrecondition naming both sides. Arguments
 // are assumed validated (frontend/dispatch/validate.h); timeouts already resolved.
@@ -74,6 +78,8 @@ class Collectives {
 
  private:
   struct Task {
+    absl::Time issued;
+    bool deferred;  // Issued to an idle queue: a waiting thread gets the first chance to run it.
     CollectiveKind kind;
     uint64_t sequence;
     uint64_t signature;
@@ -90,6 +96,9 @@ class Collectives {
     std::deque<Task> tasks;
     bool running = false;  // A task is executing (on the worker or in a waiting thread).
     bool stopping = false;
+    // The worker sleeps without a timer (only then does Submit need to wake it).
+    bool worker_asleep = false;
+    uint64_t waiter_runs = 0;  // Tasks run by waiting threads so far.
   };
 
   // Pops the next task and marks the queue running (caller holds queue.mu).
@@ -118,6 +127,10 @@ class Collectives {
 
 // Point-to-point messages use operations at and above this, collectives below it.
 inline constexpr uint64_t kPointToPointOperationBase = uint64_t{1} << 39;
+
+// How long a task issued to an idle queue waits for a thread to wait on it before the worker
+// runs it; also how often the worker looks while waiting threads run the tasks.
+inline constexpr absl::Duration kWaiterGrace = absl::Milliseconds(1);
 
 }  // namespace plexus
 

@@ -1,0 +1,83 @@
+// Who runs a queued collective: the thread that waits on it, or the worker when nobody does.
+#include "algorithms/collectives.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+
+namespace plexus {
+namespace {
+
+// A group of one: the bodies below never move bytes.
+class SoloTransport : public Transport {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  WorkPtr Send(int, MessageTag, absl::Span<const uint8_t>, absl::Duration) override {
+    return Work::Finished(absl::UnimplementedError("solo"), "send", 1);
+  }
+  WorkPtr Recv(int, MessageTag, absl::Span<uint8_t>, absl::Duration) override {
+    return Work::Finished(absl::UnimplementedError("solo"), "recv", 1);
+  }
+  WorkPtr RecvFromAny(MessageTag, absl::Span<uint8_t>, absl::Duration) override {
+    return Work::Finished(absl::UnimplementedError("solo"), "recv", 1);
+  }
+  void AbortOperation(uint64_t, absl::Status) override {}
+  void Abort(absl::Status) override {}
+};
+
+TEST(CollectivesTest, TheWaitingThreadRunsTheCollective) {
+  Collectives collectives(std::make_shared<SoloTransport>(), AlgorithmTable::Default());
+  for (int i = 0; i < 100; ++i) {
+    std::thread::id ran_on;
+    WorkPtr work = collectives.Submit(CollectiveKind::kBarrier, DType::kUInt8, 0,
+                                      absl::Seconds(30), [&](CollectiveContext&) {
+                                        ran_on = std::this_thread::get_id();
+                                        return absl::OkStatus();
+                                      });
+    ASSERT_TRUE(work->Wait(absl::Seconds(30)).ok());
+    EXPECT_EQ(ran_on, std::this_thread::get_id()) << "iteration " << i;
+  }
+}
+
+TEST(CollectivesTest, ACollectiveNobodyWaitsOnStillRuns) {
+  Collectives collectives(std::make_shared<SoloTransport>(), AlgorithmTable::Default());
+  absl::Notification ran;
+  std::thread::id ran_on;
+  WorkPtr work = collectives.Submit(CollectiveKind::kBarrier, DType::kUInt8, 0,
+                                    absl::Seconds(30), [&](CollectiveContext&) {
+                                      ran_on = std::this_thread::get_id();
+                                      ran.Notify();
+                                      return absl::OkStatus();
+                                    });
+  ASSERT_TRUE(ran.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_NE(ran_on, std::this_thread::get_id());
+  ASSERT_TRUE(work->Wait(absl::Seconds(30)).ok());
+}
+
+TEST(CollectivesTest, QueuedCollectivesRunInIssueOrderWhoeverRunsThem) {
+  Collectives collectives(std::make_shared<SoloTransport>(), AlgorithmTable::Default());
+  std::mutex mu;
+  std::vector<int> order;
+  std::vector<WorkPtr> works;
+  for (int i = 0; i < 50; ++i) {
+    works.push_back(collectives.Submit(CollectiveKind::kBarrier, DType::kUInt8, 0,
+                                       absl::Seconds(30), [&, i](CollectiveContext&) {
+                                         std::lock_guard<std::mutex> lock(mu);
+                                         order.push_back(i);
+                                         return absl::OkStatus();
+                                       }));
+    if (i % 7 == 3) ASSERT_TRUE(works.back()->Wait(absl::Seconds(30)).ok());
+  }
+  ASSERT_TRUE(WaitAll(works, absl::Seconds(30)).ok());
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(order.size(), 50u);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(order[i], i);
+}
+
+}  // namespace
+}  // namespace plexus
