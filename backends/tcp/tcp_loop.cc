@@ -22,8 +22,15 @@ constexpr uint64_t kDirectReadBytes = 32 * 1024;
 constexpr uint64_t kMaxAbortReasonBytes = 64 * 1024;
 constexpr size_t kMaxRememberedAborts = 4096;
 
-// Writes what remains of `op`'s frame; returns bytes written or -1 with errno set.
-ssize_t WriteFrame(int fd, Op& op) {
+void RingDoorbell(int fd) {
+  // A full socket buffer means earlier doorbells are still unread: the peer wakes anyway.
+  const char bell = 0;
+  [[maybe_unused]] ssize_t n = send(fd, &bell, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+}  // namespace
+
+ssize_t WriteFrame(int fd, ShmRing* ring, Op& op) {
   iovec iov[2];
   int count = 0;
   if (op.written < kFrameHeaderBytes) {
@@ -33,13 +40,21 @@ ssize_t WriteFrame(int fd, Op& op) {
     const uint64_t offset = op.written - kFrameHeaderBytes;
     iov[count++] = {const_cast<uint8_t*>(op.payload) + offset, op.size - offset};
   }
-  msghdr message{};
-  message.msg_iov = iov;
-  message.msg_iovlen = count;
-  return sendmsg(fd, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (ring == nullptr) {
+    msghdr message{};
+    message.msg_iov = iov;
+    message.msg_iovlen = count;
+    return sendmsg(fd, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  size_t n = ring->Write(iov, count);
+  if (n == 0 && ring->WaitForSpace()) n = ring->Write(iov, count);
+  if (n == 0) {
+    errno = EAGAIN;
+    return -1;
+  }
+  if (ring->ReaderNeedsWake()) RingDoorbell(fd);
+  return static_cast<ssize_t>(n);
 }
-
-}  // namespace
 
 void EncodeHeader(char* out, FrameType type, uint64_t tag, uint64_t signature, uint64_t size) {
   absl::little_endian::Store32(out, static_cast<uint32_t>(type));
@@ -53,7 +68,7 @@ bool TrySendDirect(SendLane& lane, const OpPtr& op) {
   std::lock_guard<std::mutex> lock(lane.mu);
   if (lane.fd >= 0 && lane.queued == 0) {
     while (op->written < kFrameHeaderBytes + op->size) {
-      ssize_t n = WriteFrame(lane.fd, *op);
+      ssize_t n = WriteFrame(lane.fd, lane.ring, *op);
       if (n > 0) {
         op->written += static_cast<uint64_t>(n);
         continue;
@@ -69,10 +84,12 @@ bool TrySendDirect(SendLane& lane, const OpPtr& op) {
   return false;
 }
 
-Loop::Loop(int rank, std::vector<ScopedFd> peers, std::vector<SendLane*> lanes, int epoll_fd,
-           uint64_t max_message_bytes, uint64_t max_unexpected_bytes, SignatureDescriber describe)
+Loop::Loop(int rank, std::vector<ScopedFd> peers, std::unique_ptr<ShmLinks> rings,
+           std::vector<SendLane*> lanes, int epoll_fd, uint64_t max_message_bytes,
+           uint64_t max_unexpected_bytes, SignatureDescriber describe)
     : rank_(rank),
       epoll_fd_(epoll_fd),
+      rings_(std::move(rings)),
       max_message_bytes_(max_message_bytes),
       max_unexpected_bytes_(max_unexpected_bytes),
       peers_(peers.size()),
@@ -85,9 +102,14 @@ Loop::Loop(int rank, std::vector<ScopedFd> peers, std::vector<SendLane*> lanes, 
       continue;
     }
     peers_[i].rx.resize(kRxBufferBytes);
+    if (rings_ != nullptr && rings_->Linked(static_cast<int>(i))) {
+      peers_[i].in = rings_->in[i].get();
+      peers_[i].out = rings_->out[i].get();
+    }
     {
       std::lock_guard<std::mutex> lock(peers_[i].lane->mu);
       peers_[i].lane->fd = peers_[i].fd.get();
+      peers_[i].lane->ring = peers_[i].out;
     }
     epoll_event event{};
     event.events = EPOLLIN;
@@ -223,7 +245,7 @@ void Loop::Flush(int peer_index) {
         peer.tx.pop_front();
         continue;
       }
-      ssize_t n = WriteFrame(peer.fd.get(), *op);
+      ssize_t n = WriteFrame(peer.fd.get(), peer.out, *op);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
       if (n < 0) {
@@ -248,6 +270,7 @@ void Loop::SetWantWrite(int peer_index, bool want) {
   Peer& peer = peers_[peer_index];
   if (peer.want_write == want || !peer.alive) return;
   peer.want_write = want;
+  if (peer.out != nullptr) return;  // Room in a ring is signalled by doorbell, not EPOLLOUT.
   epoll_event event{};
   event.events = EPOLLIN | (want ? EPOLLOUT : 0);
   event.data.u64 = static_cast<uint64_t>(peer_index);
@@ -388,8 +411,75 @@ void Loop::ReturnStagingBuffer(Staged& staged) {
 
 void Loop::OnEvent(int peer, uint32_t events) {
   if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer].alive) return;
+  if (peers_[peer].in != nullptr) {
+    DrainDoorbells(peer);
+    if (!peers_[peer].tx.empty()) Flush(peer);
+    // Everything the ring holds counts before a closed socket does (a goodbye may be in it).
+    if (peers_[peer].alive) OnReadable(peer);
+    return;
+  }
   if (events & EPOLLOUT) Flush(peer);
   if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) OnReadable(peer);
+}
+
+void Loop::DrainDoorbells(int peer_index) {
+  Peer& peer = peers_[peer_index];
+  char bells[256];
+  while (!peer.closed) {
+    const ssize_t n = recv(peer.fd.get(), bells, sizeof(bells), MSG_DONTWAIT);
+    if (n > 0) continue;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    peer.closed = true;  // End of file or a reset: the process is gone.
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, peer.fd.get(), nullptr);
+  }
+}
+
+ssize_t Loop::ReadStream(Peer& peer, void* buffer, size_t size) {
+  if (peer.in == nullptr) return recv(peer.fd.get(), buffer, size, MSG_DONTWAIT);
+  const size_t n = peer.in->Read(buffer, size);
+  if (n > 0) {
+    if (peer.in->WriterNeedsWake()) RingDoorbell(peer.fd.get());
+    return static_cast<ssize_t>(n);
+  }
+  if (peer.closed) return 0;
+  errno = EAGAIN;
+  return -1;
+}
+
+int Loop::PollRings() {
+  if (rings_ == nullptr) return 0;
+  int active = 0;
+  for (int p = 0; p < static_cast<int>(peers_.size()); ++p) {
+    Peer& peer = peers_[p];
+    if (peer.in == nullptr || !peer.alive) continue;
+    if (!peer.tx.empty()) Flush(p);
+    if (peer.alive && (peer.in->Readable() > 0 || peer.closed)) {
+      ++active;
+      OnReadable(p);
+    }
+  }
+  return active;
+}
+
+bool Loop::PrepareToSleep() {
+  if (rings_ == nullptr) return true;
+  for (int p = 0; p < static_cast<int>(peers_.size()); ++p) {
+    Peer& peer = peers_[p];
+    if (peer.in == nullptr || !peer.alive) continue;
+    if (!peer.in->PrepareToSleep() || peer.closed) {
+      Awake();
+      return false;
+    }
+  }
+  return true;
+}
+
+void Loop::Awake() {
+  if (rings_ == nullptr) return;
+  for (Peer& peer : peers_) {
+    if (peer.in != nullptr) peer.in->Awake();
+  }
 }
 
 void Loop::OnReadable(int peer_index) {
@@ -407,7 +497,7 @@ void Loop::OnReadable(int peer_index) {
     ssize_t n;
     if (peer.in_payload && peer.target != nullptr && peer.payload_left >= kDirectReadBytes) {
       const uint64_t wanted = peer.payload_left;
-      n = recv(peer.fd.get(), peer.target, wanted, MSG_DONTWAIT);
+      n = ReadStream(peer, peer.target, wanted);
       if (n > 0) {
         drained = static_cast<uint64_t>(n) < wanted;
         peer.target += n;
@@ -416,7 +506,7 @@ void Loop::OnReadable(int peer_index) {
         continue;
       }
     } else {
-      n = recv(peer.fd.get(), peer.rx.data(), peer.rx.size(), MSG_DONTWAIT);
+      n = ReadStream(peer, peer.rx.data(), peer.rx.size());
       if (n > 0) {
         drained = static_cast<size_t>(n) < peer.rx.size();
         peer.rx_end = static_cast<size_t>(n);
@@ -440,8 +530,7 @@ bool Loop::ProcessBuffered(int peer_index) {
         std::memmove(peer.rx.data(), peer.rx.data() + peer.rx_begin, available);
         peer.rx_begin = 0;
         peer.rx_end = available;
-        ssize_t n = recv(peer.fd.get(), peer.rx.data() + available, peer.rx.size() - available,
-                         MSG_DONTWAIT);
+        ssize_t n = ReadStream(peer, peer.rx.data() + available, peer.rx.size() - available);
         if (n > 0) {
           peer.rx_end += static_cast<size_t>(n);
           continue;

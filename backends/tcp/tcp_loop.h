@@ -17,6 +17,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "backends/tcp/shm_link.h"
 #include "frontend/store/socket_util.h"
 #include "frontend/transport/transport.h"
 
@@ -65,6 +66,7 @@ using OpPtr = std::shared_ptr<Op>;
 struct SendLane {
   std::mutex mu;
   int fd = -1;         // -1: no direct writes (peer gone, transport broken).
+  ShmRing* ring = nullptr;  // Frames go here when the peer shares this host; fd is its doorbell.
   int64_t queued = 0;  // Frames handed to the loop and not yet written or dropped.
   std::deque<std::shared_ptr<Op>> handed;  // Handed over, not yet in the loop's queue.
 };
@@ -75,6 +77,10 @@ struct SendLane {
 // already left.
 bool TrySendDirect(SendLane& lane, const OpPtr& op);
 
+// Writes what remains of `op`'s frame to a socket, or to `ring` (then `fd` is its doorbell);
+// returns the bytes written, or -1 with errno set (EAGAIN when there is no room).
+ssize_t WriteFrame(int fd, ShmRing* ring, Op& op);
+
 // Milliseconds until `deadline` for epoll_wait: rounded up, clamped to [0, 1000].
 int MillisecondsUntil(absl::Time deadline);
 
@@ -82,8 +88,10 @@ class Loop {
  public:
   using SignatureDescriber = std::function<std::string(uint64_t signature)>;
 
-  Loop(int rank, std::vector<ScopedFd> peers, std::vector<SendLane*> lanes, int epoll_fd,
-       uint64_t max_message_bytes, uint64_t max_unexpected_bytes, SignatureDescriber describe);
+  // `rings` (may be null) links the peers on this host; the loop owns it.
+  Loop(int rank, std::vector<ScopedFd> peers, std::unique_ptr<ShmLinks> rings,
+       std::vector<SendLane*> lanes, int epoll_fd, uint64_t max_message_bytes,
+       uint64_t max_unexpected_bytes, SignatureDescriber describe);
   ~Loop();
 
   void PostSend(const OpPtr& op);
@@ -99,6 +107,16 @@ class Loop {
 
   void ExpireDeadlines();
   int NextTimeoutMs() const;
+
+  // Shared-memory peers send no readiness events while nobody sleeps: every poll round reads
+  // their rings and refills the ones that had no room.
+  // Returns how many rings had bytes.
+  int PollRings();
+  // Before the poller sleeps: raises every ring's asleep flag so writers ring the doorbell.
+  // False (nothing raised) if bytes are already waiting. Awake() lowers the flags.
+  bool PrepareToSleep();
+  void Awake();
+  int shm_peers() const { return rings_ != nullptr ? rings_->linked : 0; }
 
  private:
   struct Staged {
@@ -116,6 +134,9 @@ class Loop {
   struct Peer {
     ScopedFd fd;
     SendLane* lane = nullptr;
+    ShmRing* in = nullptr;   // Set for a peer on this host: frames arrive here, not on fd.
+    ShmRing* out = nullptr;
+    bool closed = false;     // Its socket reached end of file; the ring may still hold frames.
     bool alive = true;
     bool departed = false;  // Said goodbye: its messages so far still count.
     bool want_write = false;
@@ -144,6 +165,10 @@ class Loop {
   // Stops direct writes to `peer` (or to every peer).
   void CloseLane(int peer);
   void OnReadable(int peer);
+  // recv() on the peer's stream (its socket, or its ring: 0 only once closed and empty).
+  ssize_t ReadStream(Peer& peer, void* buffer, size_t size);
+  // Reads and drops the doorbell bytes on a ring peer's socket; notes end of file.
+  void DrainDoorbells(int peer);
   // Consumes buffered bytes; false if the peer was dropped.
   bool ProcessBuffered(int peer);
   bool StartFrame(int peer, const char* header);
@@ -175,6 +200,7 @@ class Loop {
 
   const int rank_;
   const int epoll_fd_;
+  const std::unique_ptr<ShmLinks> rings_;
   const uint64_t max_message_bytes_;
   const uint64_t max_unexpected_bytes_;
   std::vector<Peer> peers_;

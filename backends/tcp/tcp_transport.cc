@@ -66,11 +66,20 @@ class TcpTransport::Engine {
   // Returns the number of events.
   int PollRound(int timeout_ms) {
     epoll_event events[64];
+    bool asleep = false;
+    if (timeout_ms > 0) {
+      std::lock_guard<std::recursive_mutex> lock(loop_mu);
+      if (loop != nullptr && loop->shm_peers() > 0) {
+        asleep = loop->PrepareToSleep();
+        if (!asleep) timeout_ms = 0;
+      }
+    }
     next_wake_.store(absl::ToUnixNanos(absl::Now() + absl::Milliseconds(timeout_ms)),
                      std::memory_order_release);
-    const int n = epoll_wait(epoll_.get(), events, 64, timeout_ms);
+    int n = epoll_wait(epoll_.get(), events, 64, timeout_ms);
     std::lock_guard<std::recursive_mutex> lock(loop_mu);
     if (loop == nullptr) return n;
+    if (asleep) loop->Awake();
     for (int i = 0; i < n; ++i) {
       if (events[i].data.u64 == kWakeupId) {
         uint64_t count;
@@ -84,6 +93,7 @@ class TcpTransport::Engine {
       std::lock_guard<std::mutex> inbox_lock(inbox_mu_);
       commands.swap(inbox_);
     }
+    n += loop->PollRings();
     for (auto& command : commands) command(*loop);
     loop->ExpireDeadlines();
     return n;
@@ -134,10 +144,11 @@ class TcpTransport::Engine {
   void LoopThreadRound(int timeout_ms) {
     {
       std::unique_lock<std::mutex> role(role_mu_);
-      // Park while a caller polls, waits to, or polled since the last look.
-      while (!stopping.load(std::memory_order_acquire) && !urgent_ &&
-             (poller_ != Poller::kNone || caller_waiters_ > 0 ||
-              caller_rounds_ != loop_seen_rounds_)) {
+      // Park while a caller polls (never two pollers: the rings' asleep flags assume one),
+      // and unless something is urgent, while one waits to or polled since the last look.
+      while (!stopping.load(std::memory_order_acquire) &&
+             (poller_ != Poller::kNone ||
+              (!urgent_ && (caller_waiters_ > 0 || caller_rounds_ != loop_seen_rounds_)))) {
         loop_seen_rounds_ = caller_rounds_;
         loop_cv_.wait_for(role, absl::ToChronoNanoseconds(kCallerGrace));
       }
@@ -200,12 +211,19 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TcpTransportO
   tcp::MeshOptions mesh{options.store.get(), options.rank,    options.size,
                         options.group_name,  options.address, options.connect_timeout,
                         options.cancelled};
+  const absl::Time deadline = absl::Now() + options.connect_timeout;
+  ASSIGN_OR_RETURN(tcp::ShmConfig shm, tcp::ShmConfigFromEnvironment());
+  if (!options.shared_memory) shm.mode = tcp::ShmMode::kOff;
   ASSIGN_OR_RETURN(std::vector<ScopedFd> peers, tcp::ConnectMesh(mesh));
-  return std::unique_ptr<TcpTransport>(new TcpTransport(std::move(options), std::move(peers)));
+  ASSIGN_OR_RETURN(std::unique_ptr<tcp::ShmLinks> rings,
+                   tcp::LinkSameHostPeers(peers, options.rank, shm, deadline));
+  return std::unique_ptr<TcpTransport>(
+      new TcpTransport(std::move(options), std::move(peers), std::move(rings)));
 }
 
-TcpTransport::TcpTransport(TcpTransportOptions options, std::vector<ScopedFd> peers)
-    : options_(std::move(options)) {
+TcpTransport::TcpTransport(TcpTransportOptions options, std::vector<ScopedFd> peers,
+                           std::unique_ptr<tcp::ShmLinks> rings)
+    : options_(std::move(options)), shm_peers_(rings != nullptr ? rings->linked : 0) {
   ScopedFd epoll(epoll_create1(EPOLL_CLOEXEC));
   ScopedFd wakeup(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   epoll_event event{};
@@ -224,7 +242,7 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::vector<ScopedFd> pe
   const int epoll_fd = epoll.get();
   engine_ = std::make_shared<Engine>(std::move(epoll), std::move(wakeup));
   engine_->loop = std::make_unique<tcp::Loop>(
-      options_.rank, std::move(peers), std::move(lanes), epoll_fd, options_.max_message_bytes,
+      options_.rank, std::move(peers), std::move(rings), std::move(lanes), epoll_fd, options_.max_message_bytes,
       options_.max_unexpected_bytes, std::move(describe));
   thread_ = std::thread([engine = engine_.get()] {
     absl::Time close_deadline = absl::InfiniteFuture();

@@ -26,6 +26,7 @@ namespace tcp {
 class Loop;
 struct SendLane;
 struct Op;
+struct ShmLinks;
 }  // namespace tcp
 
 struct TcpTransportOptions {
@@ -43,6 +44,9 @@ struct TcpTransportOptions {
   std::function<std::string(uint64_t)> describe_signature;
   // Polled while connecting: true gives up with Aborted. May be empty.
   std::function<bool()> cancelled;
+  // Peers on this host exchange frames through shared-memory rings (see shm_link.h for
+  // PLEXUS_TRANSPORT); false keeps every peer on TCP.
+  bool shared_memory = true;
 };
 
 class TcpTransport : public Transport {
@@ -62,11 +66,14 @@ class TcpTransport : public Transport {
   void AbortOperation(uint64_t operation, absl::Status reason) override;
   void Abort(absl::Status reason) override;
 
+  // How many peers this rank reaches through shared memory.
+  int shared_memory_peers() const { return shm_peers_; }
 
  private:
   class Engine;  // Sockets, matching state and the polling role; shared with waiting threads.
 
-  TcpTransport(TcpTransportOptions options, std::vector<ScopedFd> peers);
+  TcpTransport(TcpTransportOptions options, std::vector<ScopedFd> peers,
+               std::unique_ptr<tcp::ShmLinks> rings);
   // Lets a thread that waits on `op`'s Work poll the sockets until it completes.
   void AttachWaitHook(const std::shared_ptr<tcp::Op>& op);
   // Registers a receive from the caller's thread: a message that already arrived is copied
@@ -76,6 +83,7 @@ class TcpTransport : public Transport {
   void RunOnLoopNow(const std::function<void(tcp::Loop&)>& command);
 
   const TcpTransportOptions options_;
+  const int shm_peers_;
   std::vector<std::unique_ptr<tcp::SendLane>> lanes_;  // One per peer; see tcp_loop.h.
   std::shared_ptr<Engine> engine_;
   std::thread thread_;

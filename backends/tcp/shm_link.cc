@@ -1,0 +1,235 @@
+#include "backends/tcp/shm_link.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "absl/base/internal/endian.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "frontend/core/logging.h"
+#include "frontend/core/status_macros.h"
+
+namespace plexus::tcp {
+namespace {
+
+constexpr uint32_t kShmHelloMagic = 0x53584C50;  // "PLXS"
+constexpr size_t kHelloBytes = 24;
+constexpr size_t kOfferBytes = 40;
+constexpr size_t kSegmentHeaderBytes = 4096;  // The creator's cookie, then the ring slots.
+
+uint64_t Fnv(uint64_t hash, const std::string& text) {
+  for (char c : text) {
+    hash ^= static_cast<uint8_t>(c);
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+std::string ReadSmallFile(const char* path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string Namespace(const char* kind) {
+  char target[256] = {};
+  const ssize_t n = readlink(absl::StrCat("/proc/self/ns/", kind).c_str(), target,
+                             sizeof(target) - 1);
+  return n > 0 ? std::string(target, static_cast<size_t>(n)) : std::string();
+}
+
+// Sends `bytes` to every peer with a socket, then reads `size` bytes from each.
+absl::Status Exchange(const std::vector<ScopedFd>& sockets, const std::vector<std::string>& out,
+                      std::vector<std::string>& in, size_t size, absl::Time deadline, int rank,
+                      const char* what) {
+  in.assign(sockets.size(), std::string());
+  for (size_t p = 0; p < sockets.size(); ++p) {
+    if (!sockets[p].valid()) continue;
+    if (absl::Status sent = SendAll(sockets[p].get(), out[p], deadline); !sent.ok()) {
+      return absl::UnavailableError(absl::StrCat("rank ", rank, ": shared-memory ", what,
+                                                 " to rank ", p, ": ", sent.message()));
+    }
+  }
+  for (size_t p = 0; p < sockets.size(); ++p) {
+    if (!sockets[p].valid()) continue;
+    in[p].resize(size);
+    if (absl::Status got = RecvExact(sockets[p].get(), in[p].data(), size, deadline); !got.ok()) {
+      return absl::UnavailableError(absl::StrCat("rank ", rank, ": shared-memory ", what,
+                                                 " from rank ", p, ": ", got.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ShmConfig> ShmConfigFromEnvironment() {
+  ShmConfig config;
+  if (const char* mode = std::getenv("PLEXUS_TRANSPORT"); mode != nullptr && *mode != '\0') {
+    const std::string text = mode;
+    if (text == "auto") config.mode = ShmMode::kAuto;
+    else if (text == "tcp") config.mode = ShmMode::kOff;
+    else if (text == "shm") config.mode = ShmMode::kRequired;
+    else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "PLEXUS_TRANSPORT='", text, "': expected auto, tcp (no shared memory) or shm"));
+    }
+  }
+  if (const char* bytes = std::getenv("PLEXUS_SHM_RING_BYTES"); bytes != nullptr && *bytes) {
+    uint64_t value = 0;
+    if (!absl::SimpleAtoi(bytes, &value) || value < 4096 || value > (uint64_t{1} << 30) ||
+        (value & (value - 1)) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "PLEXUS_SHM_RING_BYTES='", bytes, "': expected a power of two from 4096 to 2^30"));
+    }
+    config.ring_bytes = value;
+  }
+  return config;
+}
+
+uint64_t SharedMemoryHostKey() {
+  uint64_t key = 1469598103934665603ull;
+  key = Fnv(key, ReadSmallFile("/proc/sys/kernel/random/boot_id"));
+  // Ranks in different network namespaces are treated as different hosts (that is how tests
+  // build multi-host groups on one machine), and /proc/<pid> must be visible across ranks.
+  for (const char* kind : {"net", "pid", "mnt"}) key = Fnv(key, Namespace(kind));
+  return Fnv(key, absl::StrCat("uid ", getuid()));
+}
+
+absl::StatusOr<std::unique_ptr<ShmLinks>> LinkSameHostPeers(const std::vector<ScopedFd>& sockets,
+                                                            int rank, const ShmConfig& config,
+                                                            absl::Time deadline) {
+  const size_t size = sockets.size();
+  auto links = std::make_unique<ShmLinks>();
+  links->in.resize(size);
+  links->out.resize(size);
+  links->segments.resize(size);
+  if (size <= 1) return links;
+  // 1. Who shares this host (and wants to)?
+  const uint64_t host = SharedMemoryHostKey();
+  std::string hello(kHelloBytes, '\0');
+  absl::little_endian::Store32(hello.data(), kShmHelloMagic);
+  absl::little_endian::Store32(hello.data() + 4, static_cast<uint32_t>(config.mode));
+  absl::little_endian::Store64(hello.data() + 8, host);
+  absl::little_endian::Store32(hello.data() + 16, static_cast<uint32_t>(getpid()));
+  std::vector<std::string> answers;
+  RETURN_IF_ERROR(Exchange(sockets, std::vector<std::string>(size, hello), answers, kHelloBytes,
+                           deadline, rank, "hello"));
+  std::vector<std::string> why_not(size);
+  std::vector<int> pids(size, 0);
+  std::vector<int> slot(size, -1);
+  int candidates = 0;
+  for (size_t p = 0; p < size; ++p) {
+    if (!sockets[p].valid()) continue;
+    const char* bytes = answers[p].data();
+    if (absl::little_endian::Load32(bytes) != kShmHelloMagic) {
+      return absl::UnauthenticatedError(
+          absl::StrCat("rank ", rank, ": rank ", p, " sent no shared-memory hello"));
+    }
+    const auto mode = static_cast<ShmMode>(absl::little_endian::Load32(bytes + 4));
+    pids[p] = static_cast<int>(absl::little_endian::Load32(bytes + 16));
+    if (config.mode == ShmMode::kOff || mode == ShmMode::kOff) {
+      why_not[p] = "PLEXUS_TRANSPORT=tcp";
+    } else if (absl::little_endian::Load64(bytes + 8) != host) {
+      why_not[p] = "it runs on another host (or another network, PID or mount namespace)";
+    } else {
+      slot[p] = candidates++;
+    }
+  }
+  // 2. Offer each candidate its slot in this rank's segment.
+  std::mt19937_64 random(std::random_device{}() ^ (uint64_t(getpid()) << 20));
+  const uint64_t cookie = random() | 1;
+  const size_t slot_bytes = RingSlotBytes(config.ring_bytes);
+  if (candidates > 0) {
+    auto own = ShmSegment::Create(kSegmentHeaderBytes + candidates * slot_bytes);
+    if (own.ok()) {
+      links->own = std::move(own).value();
+      absl::little_endian::Store64(links->own.data(), cookie);
+    } else {
+      for (int& s : slot) {
+        if (s >= 0) s = -1;
+      }
+      for (std::string& reason : why_not) {
+        if (reason.empty()) reason = std::string(own.status().message());
+      }
+    }
+  }
+  std::vector<std::string> offers(size, std::string(kOfferBytes, '\0'));
+  for (size_t p = 0; p < size; ++p) {
+    char* offer = offers[p].data();
+    absl::little_endian::Store32(offer, static_cast<uint32_t>(slot[p] >= 0 ? 1 : 0));
+    absl::little_endian::Store32(offer + 4, static_cast<uint32_t>(links->own.fd()));
+    absl::little_endian::Store64(offer + 8, links->own.size());
+    absl::little_endian::Store64(offer + 16, config.ring_bytes);
+    absl::little_endian::Store64(offer + 24, cookie);
+    absl::little_endian::Store32(offer + 32, static_cast<uint32_t>(slot[p]));
+  }
+  RETURN_IF_ERROR(Exchange(sockets, offers, answers, kOfferBytes, deadline, rank, "offer"));
+  // 3. Map each peer's segment and check its cookie; tell the peer whether that worked.
+  std::vector<std::string> results(size, std::string(1, '\0'));
+  for (size_t p = 0; p < size; ++p) {
+    if (!sockets[p].valid() || slot[p] < 0) continue;
+    const char* offer = answers[p].data();
+    if (absl::little_endian::Load32(offer) == 0) {
+      why_not[p] = absl::StrCat("rank ", p, " offered no shared memory");
+      continue;
+    }
+    const int fd = static_cast<int>(absl::little_endian::Load32(offer + 4));
+    const uint64_t bytes = absl::little_endian::Load64(offer + 8);
+    const uint64_t ring = absl::little_endian::Load64(offer + 16);
+    const uint64_t their_cookie = absl::little_endian::Load64(offer + 24);
+    const uint64_t their_slot = absl::little_endian::Load32(offer + 32);
+    if (ring == 0 || (ring & (ring - 1)) != 0 ||
+        kSegmentHeaderBytes + (their_slot + 1) * RingSlotBytes(ring) > bytes) {
+      why_not[p] = absl::StrCat("rank ", p, " offered a malformed segment");
+      continue;
+    }
+    auto segment = ShmSegment::OpenPeer(pids[p], fd, bytes);
+    if (!segment.ok()) {
+      why_not[p] = std::string(segment.status().message());
+      continue;
+    }
+    if (absl::little_endian::Load64(segment->data()) != their_cookie) {
+      why_not[p] = absl::StrCat("the segment of rank ", p, " did not carry its cookie");
+      continue;
+    }
+    links->out[p] = std::make_unique<ShmRing>(
+        segment->data() + kSegmentHeaderBytes + their_slot * RingSlotBytes(ring), ring);
+    links->segments[p] = std::move(segment).value();
+    results[p][0] = 1;
+  }
+  RETURN_IF_ERROR(Exchange(sockets, results, answers, 1, deadline, rank, "result"));
+  // Every peer has mapped this rank's segment or given up: nobody needs the descriptor now.
+  links->own.CloseFd();
+  for (size_t p = 0; p < size; ++p) {
+    if (!sockets[p].valid()) continue;
+    const bool theirs = answers[p][0] == 1;
+    if (links->out[p] != nullptr && theirs) {
+      links->in[p] = std::make_unique<ShmRing>(
+          links->own.data() + kSegmentHeaderBytes + slot[p] * slot_bytes, config.ring_bytes);
+      ++links->linked;
+      continue;
+    }
+    if (links->out[p] != nullptr && !theirs) why_not[p] = absl::StrCat("rank ", p, " could not map this rank's segment");
+    links->out[p] = nullptr;
+    links->segments[p] = ShmSegment();
+    if (config.mode == ShmMode::kRequired) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("rank ", rank, ": PLEXUS_TRANSPORT=shm, but rank ", p,
+                       " cannot be reached through shared memory: ", why_not[p]));
+    }
+    if (LogEnabled(LogLevel::kDebug) && slot[p] >= 0) {
+      Log(LogLevel::kDebug, absl::StrCat("rank ", rank, ": rank ", p, " over TCP: ", why_not[p]));
+    }
+  }
+  if (links->linked == 0) links->own = ShmSegment();
+  return links;
+}
+
+}  // namespace plexus::tcp
