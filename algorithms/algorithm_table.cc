@@ -23,7 +23,10 @@ struct Known {
 
 const std::vector<Known>& KnownTable() {
   static const auto* table = new std::vector<Known>{
-      {"all_reduce", {"ring", "rd", "hd"}},  {"broadcast", {"binomial"}},
+      {"all_reduce", {"ring", "rd", "hd"}},
+      // When every rank of the group shares this host (and its shared-memory arena).
+      {"all_reduce_same_host", {"shm_rs", "shm", "ring", "rd", "hd"}},
+      {"broadcast", {"binomial"}},
       {"reduce", {"binomial"}},        {"all_gather", {"ring"}},
       {"gather", {"linear"}},          {"scatter", {"linear"}},
       {"reduce_scatter", {"ring"}},    {"all_to_all", {"pairwise"}},
@@ -77,6 +80,13 @@ AlgorithmTable AlgorithmTable::Default() {
       table.ranges_.push_back({"all_reduce", 0, 64 << 10, "rd"});
       table.ranges_.push_back({"all_reduce", 64 << 10, 8 << 20, "hd"});
       table.ranges_.push_back({"all_reduce", 8 << 20, kOpen, "ring"});
+      continue;
+    }
+    if (std::string(known.collective) == "all_reduce_same_host") {
+      // One synchronisation per piece while latency dominates; above, each element reduced
+      // once by its block's owner.
+      table.ranges_.push_back({known.collective, 0, 64 << 10, "shm"});
+      table.ranges_.push_back({known.collective, 64 << 10, kOpen, "shm_rs"});
       continue;
     }
     table.ranges_.push_back({known.collective, 0, kOpen, known.algorithms.front()});

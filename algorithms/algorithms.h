@@ -85,6 +85,17 @@ absl::Status RecursiveDoublingAllReduce(CollectiveContext& ctx, void* data, int6
 absl::Status HalvingDoublingAllReduce(CollectiveContext& ctx, void* data, int64_t count,
                                       DType dtype, ReduceOpKind op);
 
+// shared_memory_all_reduce.cc ("shm"): for a group on one host; every rank reduces every
+// rank's input from the shared arena into its own buffer, one synchronisation per piece.
+absl::Status SharedMemoryAllReduce(CollectiveContext& ctx, SharedArena& arena, void* data,
+                                   int64_t count, DType dtype, ReduceOpKind op);
+
+// shared_memory_reduce_scatter_all_reduce.cc ("shm_rs"): for a group on one host; rank i
+// reduces block i from every rank's input in the arena, then every rank copies the blocks.
+absl::Status SharedMemoryReduceScatterAllReduce(CollectiveContext& ctx, SharedArena& arena,
+                                                void* data, int64_t count, DType dtype,
+                                                ReduceOpKind op);
+
 // binomial_broadcast.cc: the root's `bytes` reach every rank down a binomial tree, pipelined
 // in segments.
 absl::Status BinomialBroadcast(CollectiveContext& ctx, void* data, size_t bytes, int root);

@@ -40,6 +40,10 @@ const char* CollectiveName(CollectiveKind kind);
 // into a signature; never 0. DescribeSignature prints one for error messages.
 uint64_t MakeSignature(CollectiveKind kind, DType dtype, uint64_t sequence, uint64_t count);
 std::string DescribeSignature(uint64_t signature);
+// Whether two signatures carry the same sequence number (the same slot in issue order).
+inline bool SameSequence(uint64_t a, uint64_t b) {
+  return ((a >> 32) & 0xffff) == ((b >> 32) & 0xffff);
+}
 
 // Scratch memory reused across the collectives of one backend (they run one at a time), so a
 // steady stream of operations allocates - and page-faults - nothing after the first.
@@ -65,6 +69,11 @@ class CollectiveContext {
 
   int rank() const { return transport_.rank(); }
   int size() const { return transport_.size(); }
+  // Memory every rank maps, when the whole group shares this host (see shared_arena.h), for
+  // owners that run one collective at a time over the transport (Collectives does; the
+  // elastic communicator, which runs several at once, does not): null unless given.
+  SharedArena* shared_arena() const { return shared_arena_; }
+  void UseSharedArena(SharedArena* arena) { shared_arena_ = arena; }
   CollectiveKind kind() const { return kind_; }
   uint64_t sequence() const { return sequence_; }
   uint64_t signature() const { return signature_; }
@@ -99,6 +108,7 @@ class CollectiveContext {
   Work* const work_;
   ScratchArena own_arena_;
   ScratchArena* const arena_;
+  SharedArena* shared_arena_ = nullptr;
   bool failed_ = false;
 };
 

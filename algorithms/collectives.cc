@@ -62,6 +62,12 @@ Collectives::Task Collectives::TakeFront(Queue& queue) {
 void Collectives::Execute(Task& task) {
   CollectiveContext ctx(*transport_, task.kind, task.sequence, task.signature, task.timeout,
                         task.work.get(), &arena_);
+  // Tasks run one at a time, so they may use the transport's shared-memory arena. Peers
+  // waiting there can tell from the announcement that this rank runs another collective.
+  if (SharedArena* shared = transport_->shared_arena()) {
+    shared->Announce(task.signature);
+    ctx.UseSharedArena(shared);
+  }
   absl::Status status = task.body(ctx);
   if (!status.ok()) status = ctx.Fail(status);
   task.work->Complete(status);

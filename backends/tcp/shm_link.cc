@@ -19,7 +19,7 @@ namespace {
 
 constexpr uint32_t kShmHelloMagic = 0x53584C50;  // "PLXS"
 constexpr size_t kHelloBytes = 24;
-constexpr size_t kOfferBytes = 40;
+constexpr size_t kOfferBytes = 56;
 constexpr size_t kSegmentHeaderBytes = 4096;  // The creator's cookie, then the ring slots.
 
 uint64_t Fnv(uint64_t hash, const std::string& text) {
@@ -90,6 +90,15 @@ absl::StatusOr<ShmConfig> ShmConfigFromEnvironment() {
     }
     config.ring_bytes = value;
   }
+  if (const char* bytes = std::getenv("PLEXUS_SHM_ARENA_BYTES"); bytes != nullptr && *bytes) {
+    uint64_t value = 0;
+    if (!absl::SimpleAtoi(bytes, &value) || (value != 0 && value < 8192) ||
+        value > (uint64_t{1} << 32) || value % 4096 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "PLEXUS_SHM_ARENA_BYTES='", bytes, "': expected 0 or a multiple of 4096 from 8192 to 2^32"));
+    }
+    config.arena_bytes = value;
+  }
   return config;
 }
 
@@ -146,8 +155,11 @@ absl::StatusOr<std::unique_ptr<ShmLinks>> LinkSameHostPeers(const std::vector<Sc
   std::mt19937_64 random(std::random_device{}() ^ (uint64_t(getpid()) << 20));
   const uint64_t cookie = random() | 1;
   const size_t slot_bytes = RingSlotBytes(config.ring_bytes);
+  // Layout: cookie, the arena area (when asked for), then one ring slot per candidate.
+  const size_t arena_area = config.arena_bytes > 0 ? ArenaAreaBytes(config.arena_bytes) : 0;
+  const size_t rings_offset = kSegmentHeaderBytes + arena_area;
   if (candidates > 0) {
-    auto own = ShmSegment::Create(kSegmentHeaderBytes + candidates * slot_bytes);
+    auto own = ShmSegment::Create(rings_offset + candidates * slot_bytes);
     if (own.ok()) {
       links->own = std::move(own).value();
       absl::little_endian::Store64(links->own.data(), cookie);
@@ -169,10 +181,13 @@ absl::StatusOr<std::unique_ptr<ShmLinks>> LinkSameHostPeers(const std::vector<Sc
     absl::little_endian::Store64(offer + 16, config.ring_bytes);
     absl::little_endian::Store64(offer + 24, cookie);
     absl::little_endian::Store32(offer + 32, static_cast<uint32_t>(slot[p]));
+    absl::little_endian::Store64(offer + 40, rings_offset);
+    absl::little_endian::Store64(offer + 48, config.arena_bytes);
   }
   RETURN_IF_ERROR(Exchange(sockets, offers, answers, kOfferBytes, deadline, rank, "offer"));
   // 3. Map each peer's segment and check its cookie; tell the peer whether that worked.
   std::vector<std::string> results(size, std::string(1, '\0'));
+  std::vector<uint64_t> arena_bytes(size, 0);
   for (size_t p = 0; p < size; ++p) {
     if (!sockets[p].valid() || slot[p] < 0) continue;
     const char* offer = answers[p].data();
@@ -185,8 +200,11 @@ absl::StatusOr<std::unique_ptr<ShmLinks>> LinkSameHostPeers(const std::vector<Sc
     const uint64_t ring = absl::little_endian::Load64(offer + 16);
     const uint64_t their_cookie = absl::little_endian::Load64(offer + 24);
     const uint64_t their_slot = absl::little_endian::Load32(offer + 32);
-    if (ring == 0 || (ring & (ring - 1)) != 0 ||
-        kSegmentHeaderBytes + (their_slot + 1) * RingSlotBytes(ring) > bytes) {
+    const uint64_t their_rings = absl::little_endian::Load64(offer + 40);
+    arena_bytes[p] = absl::little_endian::Load64(offer + 48);
+    if (ring == 0 || (ring & (ring - 1)) != 0 || their_rings < kSegmentHeaderBytes ||
+        their_rings + (their_slot + 1) * RingSlotBytes(ring) > bytes ||
+        (arena_bytes[p] > 0 && kSegmentHeaderBytes + ArenaAreaBytes(arena_bytes[p]) > their_rings)) {
       why_not[p] = absl::StrCat("rank ", p, " offered a malformed segment");
       continue;
     }
@@ -200,7 +218,7 @@ absl::StatusOr<std::unique_ptr<ShmLinks>> LinkSameHostPeers(const std::vector<Sc
       continue;
     }
     links->out[p] = std::make_unique<ShmRing>(
-        segment->data() + kSegmentHeaderBytes + their_slot * RingSlotBytes(ring), ring);
+        segment->data() + their_rings + their_slot * RingSlotBytes(ring), ring);
     links->segments[p] = std::move(segment).value();
     results[p][0] = 1;
   }
@@ -212,7 +230,7 @@ absl::StatusOr<std::unique_ptr<ShmLinks>> LinkSameHostPeers(const std::vector<Sc
     const bool theirs = answers[p][0] == 1;
     if (links->out[p] != nullptr && theirs) {
       links->in[p] = std::make_unique<ShmRing>(
-          links->own.data() + kSegmentHeaderBytes + slot[p] * slot_bytes, config.ring_bytes);
+          links->own.data() + rings_offset + slot[p] * slot_bytes, config.ring_bytes);
       ++links->linked;
       continue;
     }
@@ -228,7 +246,30 @@ absl::StatusOr<std::unique_ptr<ShmLinks>> LinkSameHostPeers(const std::vector<Sc
       Log(LogLevel::kDebug, absl::StrCat("rank ", rank, ": rank ", p, " over TCP: ", why_not[p]));
     }
   }
-  if (links->linked == 0) links->own = ShmSegment();
+  if (links->linked == 0) {
+    links->own = ShmSegment();
+    return links;
+  }
+  // 4. An arena needs every rank linked to every other with the same arena size: each rank
+  // says whether that holds for it, and all decide alike from the same answers.
+  bool arena_here = config.arena_bytes > 0 && links->linked == static_cast<int>(size) - 1;
+  for (size_t p = 0; p < size; ++p) {
+    if (sockets[p].valid()) arena_here &= arena_bytes[p] == config.arena_bytes;
+  }
+  RETURN_IF_ERROR(Exchange(sockets, std::vector<std::string>(size, std::string(1, arena_here ? 1 : 0)),
+                           answers, 1, deadline, rank, "arena"));
+  bool arena_everywhere = arena_here;
+  for (size_t p = 0; p < size; ++p) {
+    if (sockets[p].valid()) arena_everywhere &= answers[p][0] == 1;
+  }
+  if (arena_everywhere) {
+    std::vector<uint8_t*> areas(size);
+    for (size_t p = 0; p < size; ++p) {
+      areas[p] = (static_cast<int>(p) == rank ? links->own.data() : links->segments[p].data()) +
+                 kSegmentHeaderBytes;
+    }
+    links->arena = std::make_unique<ShmArena>(rank, std::move(areas), config.arena_bytes);
+  }
   return links;
 }
 

@@ -6,6 +6,8 @@
 // boot, network, PID and mount namespaces, same user) where mapping works, TCP for the rest;
 // "tcp" never uses rings; "shm" requires rings for every peer and fails creation, naming the
 // peer and the reason, where that is impossible. PLEXUS_SHM_RING_BYTES sizes each ring.
+// When every rank of the group is linked, their segments also hold a SharedArena
+// (shm_arena.h) of PLEXUS_SHM_ARENA_BYTES per rank (0: none) for the shared-memory algorithms.
 #ifndef PLEXUS_BACKENDS_TCP_SHM_LINK_H_
 #define PLEXUS_BACKENDS_TCP_SHM_LINK_H_
 
@@ -16,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "backends/tcp/shm_arena.h"
 #include "backends/tcp/shm_ring.h"
 #include "frontend/store/socket_util.h"
 
@@ -26,6 +29,7 @@ enum class ShmMode { kOff, kAuto, kRequired };
 struct ShmConfig {
   ShmMode mode = ShmMode::kAuto;
   uint64_t ring_bytes = uint64_t{4} << 20;  // Per direction and peer; a power of two.
+  uint64_t arena_bytes = uint64_t{4} << 20;  // Per rank; 0 for no arena.
 };
 // From PLEXUS_TRANSPORT and PLEXUS_SHM_RING_BYTES; InvalidArgument names a bad value.
 absl::StatusOr<ShmConfig> ShmConfigFromEnvironment();
@@ -38,6 +42,7 @@ struct ShmLinks {
   std::vector<std::unique_ptr<ShmRing>> in;
   std::vector<std::unique_ptr<ShmRing>> out;
   int linked = 0;
+  std::unique_ptr<ShmArena> arena;  // When every rank of the group is linked.
 
   bool Linked(int peer) const { return in[peer] != nullptr; }
 };

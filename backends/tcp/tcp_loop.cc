@@ -760,6 +760,8 @@ void Loop::PeerDeparted(int peer_index) {
   peer.fd.Reset();
   const absl::Status gone =
       absl::UnavailableError(absl::StrCat("rank ", peer_index, " has shut down"));
+  // The arena is not broken here: a rank leaving marked itself failed there (Leave), and a
+  // failure that made it leave is this rank's to see for itself (naming the lost rank).
   std::vector<OpPtr> victims(peer.tx.begin(), peer.tx.end());
   peer.tx.clear();
   for (auto it = posted_.begin(); it != posted_.end();) {
@@ -783,6 +785,7 @@ void Loop::PeerDeparted(int peer_index) {
 }
 
 void Loop::SayGoodbye() {
+  if (rings_ != nullptr && rings_->arena != nullptr) rings_->arena->Leave();
   for (int p = 0; p < static_cast<int>(peers_.size()); ++p) {
     if (!peers_[p].alive) continue;
     auto frame = std::make_shared<Op>();
@@ -808,7 +811,12 @@ void Loop::AbortAll(const absl::Status& reason) {
   FailEverything(broken_);
 }
 
+void Loop::BreakArena(const absl::Status& status) {
+  if (rings_ != nullptr && rings_->arena != nullptr) rings_->arena->Break(status);
+}
+
 void Loop::FailEverything(const absl::Status& status) {
+  BreakArena(status);
   std::vector<OpPtr> victims;
   for (auto& [key, queue] : posted_) victims.insert(victims.end(), queue.begin(), queue.end());
   for (auto& [key, queue] : posted_any_) victims.insert(victims.end(), queue.begin(), queue.end());

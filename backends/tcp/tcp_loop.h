@@ -117,6 +117,7 @@ class Loop {
   bool PrepareToSleep();
   void Awake();
   int shm_peers() const { return rings_ != nullptr ? rings_->linked : 0; }
+  SharedArena* arena() const { return rings_ != nullptr ? rings_->arena.get() : nullptr; }
 
  private:
   struct Staged {
@@ -188,6 +189,8 @@ class Loop {
   void PeerLost(int peer, const std::string& reason);
   void PeerDeparted(int peer);
   void FailEverything(const absl::Status& status);
+  // Ends waits in the shared-memory arena: a peer is gone or the transport was aborted.
+  void BreakArena(const absl::Status& status);
   void Finish(const OpPtr& op, const absl::Status& status);
   // Before failing a pending op early: stop using the caller's buffer (copy a half-written
   // send, send the rest of a half-read receive to nowhere).

@@ -223,7 +223,9 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TcpTransportO
 
 TcpTransport::TcpTransport(TcpTransportOptions options, std::vector<ScopedFd> peers,
                            std::unique_ptr<tcp::ShmLinks> rings)
-    : options_(std::move(options)), shm_peers_(rings != nullptr ? rings->linked : 0) {
+    : options_(std::move(options)),
+      shm_peers_(rings != nullptr ? rings->linked : 0),
+      arena_(rings != nullptr ? rings->arena.get() : nullptr) {
   ScopedFd epoll(epoll_create1(EPOLL_CLOEXEC));
   ScopedFd wakeup(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   epoll_event event{};

@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "frontend/transport/shared_arena.h"
 #include "frontend/work/work.h"
 
 namespace plexus {
@@ -65,6 +66,10 @@ class Transport {
 
   // Fails every pending and future operation with `reason`.
   virtual void Abort(absl::Status reason) = 0;
+
+  // Memory every rank maps, when all of them share this host; null otherwise (the default).
+  // Valid as long as the transport.
+  virtual SharedArena* shared_arena() { return nullptr; }
 };
 
 }  // namespace plexus

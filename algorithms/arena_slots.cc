@@ -1,0 +1,109 @@
+#include "algorithms/arena_slots.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace plexus {
+namespace {
+
+constexpr size_t kHeaderBytes = 64;  // Header, padded so payloads stay cache-line aligned.
+
+}  // namespace
+
+ArenaSlots::ArenaSlots(CollectiveContext& ctx, SharedArena& arena)
+    : ctx_(ctx),
+      arena_(arena),
+      base_(arena.Published(arena.rank()) & ~(kArenaFailed | kArenaCodeBits)) {
+  slot_bytes_ = (arena.region_bytes() / 2) & ~size_t{63};
+  payload_bytes_ = slot_bytes_ - kHeaderBytes;
+}
+
+bool ArenaSlots::Usable(const SharedArena& arena) {
+  for (int r = 0; r < arena.size(); ++r) {
+    if ((arena.Published(r) & kArenaFailed) != 0) return false;
+  }
+  return true;
+}
+
+ArenaSlots::Header* ArenaSlots::header(int rank, uint64_t piece) const {
+  const uint64_t slot = (base_ / 2 + piece) % 2;
+  return reinterpret_cast<Header*>(arena_.region(rank) + slot * slot_bytes_);
+}
+
+uint8_t* ArenaSlots::payload(int rank, uint64_t piece) const {
+  return reinterpret_cast<uint8_t*>(header(rank, piece)) + kHeaderBytes;
+}
+
+void ArenaSlots::PublishInput(uint64_t piece, uint64_t bytes) {
+  *header(arena_.rank(), piece) = {ctx_.signature(), piece, bytes};
+  arena_.Publish(InputStep(piece));
+}
+
+void ArenaSlots::PublishResult(uint64_t piece) { arena_.Publish(InputStep(piece) + 1); }
+
+absl::Status ArenaSlots::Fail(absl::Status status) {
+  arena_.Publish(ArenaFailure(arena_.Published(arena_.rank()), status.code()));
+  return status;
+}
+
+absl::Status ArenaSlots::WaitForInputs(uint64_t piece) {
+  return WaitForAll(InputStep(piece), piece, /*check=*/true);
+}
+
+absl::Status ArenaSlots::WaitForResults(uint64_t piece) {
+  return WaitForAll(InputStep(piece) + 1, piece, /*check=*/false);
+}
+
+absl::Status ArenaSlots::WaitForAll(uint64_t step, uint64_t piece, bool check) {
+  const uint64_t ours = ctx_.signature();
+  // A peer that announced another collective under this sequence number went another way
+  // (skipped this one, or runs a different one): it will never publish this step.
+  auto elsewhere = [ours](uint64_t announced) {
+    return announced != ours && SameSequence(announced, ours);
+  };
+  for (int peer = 0; peer < arena_.size(); ++peer) {
+    if (peer == arena_.rank()) continue;
+    absl::StatusOr<uint64_t> seen = arena_.WaitFor(peer, step, ctx_.deadline(), elsewhere);
+    if (!seen.ok()) return Fail(seen.status());
+    const bool reached = (*seen & ~(kArenaFailed | kArenaCodeBits)) >= step;
+    uint64_t theirs = 0;
+    uint64_t their_piece = piece;
+    if (!reached && (*seen & kArenaFailed) == 0) {
+      theirs = arena_.Announced(peer);
+    } else if (check && reached) {
+      const Header header_seen = *header(peer, piece);
+      theirs = header_seen.signature;
+      their_piece = header_seen.piece;
+    }
+    if (theirs != 0 && (theirs != ours || their_piece != piece)) {
+      return Fail(absl::FailedPreconditionError(absl::StrCat(
+          "ranks disagree on the collective: rank ", arena_.rank(), " is running ",
+          DescribeSignature(ours), " but rank ", peer, " is running ", DescribeSignature(theirs),
+          their_piece != piece ? absl::StrCat(" (shared memory, piece ", their_piece,
+                                              " against ", piece, ")")
+                               : std::string())));
+    }
+    if ((*seen & kArenaFailed) != 0) {
+      absl::StatusCode code = ArenaFailureCode(*seen);
+      if (code == absl::StatusCode::kOk) code = absl::StatusCode::kAborted;
+      if (code == absl::StatusCode::kUnavailable) {
+        // The peer lost a rank; this rank's transport sees the same process go within moments
+        // and can say which (bounded: the plain report below otherwise).
+        absl::StatusOr<uint64_t> own = arena_.WaitFor(
+            arena_.rank(), ~uint64_t{0} >> 1, std::min(ctx_.deadline(), absl::Now() + absl::Seconds(1)),
+            [](uint64_t) { return false; });
+        if (!own.ok() && own.status().code() == absl::StatusCode::kUnavailable) {
+          return Fail(own.status());
+        }
+      }
+      return Fail(absl::Status(code, absl::StrCat(CollectiveName(ctx_.kind()), " #",
+                                                  ctx_.sequence(), " on rank ", arena_.rank(),
+                                                  ": rank ", peer, " failed it (",
+                                                  absl::StatusCodeToString(code), ")")));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace plexus

@@ -1,0 +1,62 @@
+// The layout and handshake the shared-memory algorithms share. Each rank's arena region holds
+// two slots, used by alternate pieces, so a rank can fill the next piece while its peers still
+// read the current one. Every piece is two steps of the published value (its input is ready,
+// then its result is), so after a whole collective a rank's value is even again.
+//
+// Safety of reuse: a rank writes a slot for piece k + 2 only after every peer published the
+// input of piece k + 1, which each does only after it finished reading piece k.
+#ifndef PLEXUS_ALGORITHMS_ARENA_SLOTS_H_
+#define PLEXUS_ALGORITHMS_ARENA_SLOTS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "algorithms/collective_context.h"
+#include "frontend/transport/shared_arena.h"
+
+namespace plexus {
+
+class ArenaSlots {
+ public:
+  // Written by a slot's owner before it publishes the piece's input step.
+  struct Header {
+    uint64_t signature;
+    uint64_t piece;
+    uint64_t bytes;
+  };
+
+  ArenaSlots(CollectiveContext& ctx, SharedArena& arena);
+
+  // True when no rank has failed in the arena (after a failure the group stops using it).
+  static bool Usable(const SharedArena& arena);
+
+  // Bytes each slot holds after its header.
+  size_t payload_bytes() const { return payload_bytes_; }
+  uint8_t* payload(int rank, uint64_t piece) const;
+  // This rank's header for `piece`: fills it, then publishes the piece's input step.
+  void PublishInput(uint64_t piece, uint64_t bytes);
+  void PublishResult(uint64_t piece);
+  // Waits for every peer's input step of `piece` and checks it runs the same collective and
+  // piece; then for result steps (no check). Failures publish kArenaFailed (ending the peers'
+  // waits) and return the error: FailedPrecondition naming both sides on disagreement,
+  // Aborted when a peer failed, the arena's error when a peer was lost or time ran out.
+  absl::Status WaitForInputs(uint64_t piece);
+  absl::Status WaitForResults(uint64_t piece);
+  // Publishes kArenaFailed and returns `status`.
+  absl::Status Fail(absl::Status status);
+
+ private:
+  Header* header(int rank, uint64_t piece) const;
+  uint64_t InputStep(uint64_t piece) const { return base_ + 2 * piece + 1; }
+  absl::Status WaitForAll(uint64_t step, uint64_t piece, bool check);
+
+  CollectiveContext& ctx_;
+  SharedArena& arena_;
+  const uint64_t base_;   // This rank's published value when the collective began.
+  size_t slot_bytes_;
+  size_t payload_bytes_;
+};
+
+}  // namespace plexus
+
+#endif  // PLEXUS_ALGORITHMS_ARENA_SLOTS_H_

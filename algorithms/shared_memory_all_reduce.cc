@@ -1,0 +1,38 @@
+// shared_memory_all_reduce.cc: for a group on one host (ctx.shared_arena()). Piece by piece,
+// every rank copies its input into its arena slot and publishes it, then reduces all ranks'
+// slots, in rank order, straight into its own buffer: one synchronisation per piece, and the
+// same operands in the same order on every rank, so results are bit-identical.
+#include <algorithm>
+#include <cstring>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/arena_slots.h"
+#include "algorithms/reduce_kernels.h"
+
+namespace plexus {
+
+absl::Status SharedMemoryAllReduce(CollectiveContext& ctx, SharedArena& arena, void* data,
+                                   int64_t count, DType dtype, ReduceOpKind op) {
+  ArenaSlots slots(ctx, arena);
+  const size_t element = DTypeSize(dtype);
+  const int64_t per_piece = static_cast<int64_t>(slots.payload_bytes() / element);
+  auto* bytes = static_cast<uint8_t*>(data);
+  const int n = ctx.size();
+  uint64_t piece = 0;
+  for (int64_t offset = 0; offset < count; offset += per_piece, ++piece) {
+    const int64_t elements = std::min(per_piece, count - offset);
+    const size_t piece_bytes = static_cast<size_t>(elements) * element;
+    uint8_t* out = bytes + offset * element;
+    std::memcpy(slots.payload(ctx.rank(), piece), out, piece_bytes);
+    slots.PublishInput(piece, piece_bytes);
+    if (absl::Status status = slots.WaitForInputs(piece); !status.ok()) return status;
+    ReduceCombine(out, slots.payload(0, piece), slots.payload(1, piece), elements, dtype, op);
+    for (int r = 2; r < n; ++r) ReduceInto(out, slots.payload(r, piece), elements, dtype, op);
+    slots.PublishResult(piece);
+    ctx.CountBytes(static_cast<int64_t>(piece_bytes) * (n - 1),
+                   static_cast<int64_t>(piece_bytes) * (n - 1));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace plexus

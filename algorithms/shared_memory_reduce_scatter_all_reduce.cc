@@ -1,0 +1,64 @@
+// shared_memory_reduce_scatter_all_reduce.cc: for a group on one host (ctx.shared_arena()), the
+// ring's division of labour without its p - 1 hops. Piece by piece, every rank publishes its
+// input; rank i reduces block i of the piece from all ranks' slots (in rank order) into the
+// result area of its own slot and publishes that; then every rank copies each block's result
+// into its buffer. Each element is reduced once, by its block's owner, and copied everywhere.
+#include <algorithm>
+#include <cstring>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/arena_slots.h"
+#include "algorithms/reduce_kernels.h"
+
+namespace plexus {
+
+absl::Status SharedMemoryReduceScatterAllReduce(CollectiveContext& ctx, SharedArena& arena,
+                                                void* data, int64_t count, DType dtype,
+                                                ReduceOpKind op) {
+  ArenaSlots slots(ctx, arena);
+  const size_t element = DTypeSize(dtype);
+  const int n = ctx.size();
+  const int me = ctx.rank();
+  // A piece's input, then room for the largest block of its result, cache-line aligned.
+  int64_t per_piece = static_cast<int64_t>(slots.payload_bytes() / element) * n / (n + 1);
+  auto result_offset = [&](int64_t elements) {
+    return (static_cast<size_t>(elements) * element + 63) & ~size_t{63};
+  };
+  while (per_piece > 0 &&
+         result_offset(per_piece) + static_cast<size_t>((per_piece + n - 1) / n) * element >
+             slots.payload_bytes()) {
+    --per_piece;
+  }
+  auto* bytes = static_cast<uint8_t*>(data);
+  uint64_t piece = 0;
+  for (int64_t offset = 0; offset < count; offset += per_piece, ++piece) {
+    const int64_t elements = std::min(per_piece, count - offset);
+    const size_t piece_bytes = static_cast<size_t>(elements) * element;
+    uint8_t* out = bytes + offset * element;
+    std::memcpy(slots.payload(me, piece), out, piece_bytes);
+    slots.PublishInput(piece, piece_bytes);
+    if (absl::Status status = slots.WaitForInputs(piece); !status.ok()) return status;
+    const Partition blocks = BalancedPartition(elements, n);
+    const size_t mine = static_cast<size_t>(blocks.offsets[me]) * element;
+    uint8_t* result = slots.payload(me, piece) + result_offset(per_piece);
+    if (blocks.counts[me] > 0) {
+      ReduceCombine(result, slots.payload(0, piece) + mine, slots.payload(1, piece) + mine,
+                    blocks.counts[me], dtype, op);
+      for (int r = 2; r < n; ++r) {
+        ReduceInto(result, slots.payload(r, piece) + mine, blocks.counts[me], dtype, op);
+      }
+    }
+    slots.PublishResult(piece);
+    if (absl::Status status = slots.WaitForResults(piece); !status.ok()) return status;
+    for (int r = 0; r < n; ++r) {
+      std::memcpy(out + blocks.offsets[r] * element,
+                  slots.payload(r, piece) + result_offset(per_piece),
+                  static_cast<size_t>(blocks.counts[r]) * element);
+    }
+    const int64_t moved = static_cast<int64_t>(piece_bytes) * 2 * (n - 1) / n;
+    ctx.CountBytes(moved, moved);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace plexus

@@ -1,0 +1,119 @@
+#include "backends/tcp/shm_arena.h"
+
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <ctime>
+
+#include "absl/strings/str_cat.h"
+
+namespace plexus::tcp {
+namespace {
+
+// Polling the peer's value this long before sleeping (yielding between looks).
+constexpr absl::Duration kSpinBeforeSleep = absl::Microseconds(50);
+// A sleeper looks again at least this often; a lost peer also wakes it at once (Break).
+constexpr absl::Duration kLongestSleep = absl::Milliseconds(100);
+
+// Not FUTEX_PRIVATE: the word lives in memory shared between processes.
+void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, absl::Duration timeout) {
+  const timespec ts = absl::ToTimespec(timeout);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void FutexWakeAll(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+}  // namespace
+
+ShmArena::ShmArena(int rank, std::vector<uint8_t*> areas, size_t region_bytes)
+    : rank_(rank), areas_(std::move(areas)), region_bytes_(region_bytes) {
+  static_assert(sizeof(Control) <= kArenaControlBytes);
+}
+
+uint64_t ShmArena::Published(int rank) const {
+  return control(rank).published.load(std::memory_order_acquire);
+}
+
+void ShmArena::Publish(uint64_t value) {
+  control(rank_).published.store(value, std::memory_order_release);
+  WakeSleepers();
+}
+
+uint64_t ShmArena::Announced(int rank) const {
+  return control(rank).announced.load(std::memory_order_acquire);
+}
+
+void ShmArena::Announce(uint64_t word) {
+  control(rank_).announced.store(word, std::memory_order_release);
+  WakeSleepers();
+}
+
+void ShmArena::WakeSleepers() {
+  Control& mine = control(rank_);
+  mine.wake.fetch_add(1, std::memory_order_seq_cst);
+  if (mine.sleepers.load(std::memory_order_seq_cst) > 0) FutexWakeAll(&mine.wake);
+}
+
+absl::Status ShmArena::BrokenStatus() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return broken_status_;
+}
+
+absl::StatusOr<uint64_t> ShmArena::WaitFor(int peer, uint64_t value, absl::Time deadline,
+                                           absl::FunctionRef<bool(uint64_t)> stop) {
+  Control& theirs = control(peer);
+  const absl::Time spin_until = absl::Now() + kSpinBeforeSleep;
+  while (true) {
+    uint64_t seen = theirs.published.load(std::memory_order_acquire);
+    if (seen >= value || (seen & kArenaFailed) != 0) return seen;
+    if (stop(theirs.announced.load(std::memory_order_acquire))) return seen;
+    if (broken_.load(std::memory_order_acquire)) return BrokenStatus();
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "rank ", rank_, " waited in shared memory for rank ", peer, " to reach step ", value,
+          " (it is at ", seen, ")"));
+    }
+    if (now < spin_until) {
+      sched_yield();
+      continue;
+    }
+    // Announce the sleep, then look once more: a publish after the look changes `wake`, so
+    // the futex wait returns at once instead of missing it.
+    theirs.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t wake = theirs.wake.load(std::memory_order_seq_cst);
+    seen = theirs.published.load(std::memory_order_seq_cst);
+    if (seen < value && (seen & kArenaFailed) == 0 && !broken_.load(std::memory_order_acquire) &&
+        !stop(theirs.announced.load(std::memory_order_seq_cst))) {
+      FutexWait(&theirs.wake, wake, std::min(deadline - now, kLongestSleep));
+    }
+    theirs.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
+void ShmArena::Leave() {
+  const uint64_t last = Published(rank_);
+  if ((last & kArenaFailed) == 0) Publish(ArenaFailure(last, absl::StatusCode::kUnavailable));
+}
+
+void ShmArena::Break(const absl::Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!broken_status_.ok()) return;
+    broken_status_ = status.ok() ? absl::AbortedError("shared-memory arena closed") : status;
+  }
+  broken_.store(true, std::memory_order_release);
+  for (int r = 0; r < size(); ++r) {
+    // Wakes our own sleepers on that word (and, harmlessly, anyone else's).
+    control(r).wake.fetch_add(1, std::memory_order_seq_cst);
+    FutexWakeAll(&control(r).wake);
+  }
+}
+
+}  // namespace plexus::tcp

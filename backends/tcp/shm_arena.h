@@ -1,0 +1,63 @@
+// The SharedArena of a tcp transport whose peers all share this host: one area per rank in the
+// rank's shared-memory segment (shm_link.h), a control block - the published value and a
+// futex word for sleepers - then the region the algorithms use.
+#ifndef PLEXUS_BACKENDS_TCP_SHM_ARENA_H_
+#define PLEXUS_BACKENDS_TCP_SHM_ARENA_H_
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "frontend/transport/shared_arena.h"
+
+namespace plexus::tcp {
+
+inline constexpr size_t kArenaControlBytes = 4096;
+inline size_t ArenaAreaBytes(size_t region_bytes) { return kArenaControlBytes + region_bytes; }
+
+class ShmArena : public SharedArena {
+ public:
+  // areas[r]: rank r's area (ArenaAreaBytes(region_bytes) long) as mapped in this process.
+  ShmArena(int rank, std::vector<uint8_t*> areas, size_t region_bytes);
+
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(areas_.size()); }
+  size_t region_bytes() const override { return region_bytes_; }
+  uint8_t* region(int rank) const override { return areas_[rank] + kArenaControlBytes; }
+  uint64_t Published(int rank) const override;
+  void Publish(uint64_t value) override;
+  uint64_t Announced(int rank) const override;
+  void Announce(uint64_t word) override;
+  absl::StatusOr<uint64_t> WaitFor(int peer, uint64_t value, absl::Time deadline,
+                                   absl::FunctionRef<bool(uint64_t)> stop) override;
+
+  // Ends every present and future wait with `status` (a lost peer, an aborted transport).
+  void Break(const absl::Status& status);
+  // Marks this rank as gone (failed with Unavailable) before it shuts down, so a peer still
+  // waiting on it stops at once.
+  void Leave();
+
+ private:
+  struct Control {
+    alignas(64) std::atomic<uint64_t> published;
+    std::atomic<uint64_t> announced;
+    std::atomic<uint32_t> wake;      // Futex word: changes with every publish or announcement.
+    std::atomic<uint32_t> sleepers;  // Waiters asleep on `wake`.
+  };
+  Control& control(int rank) const { return *reinterpret_cast<Control*>(areas_[rank]); }
+  absl::Status BrokenStatus();
+  void WakeSleepers();
+
+  const int rank_;
+  const std::vector<uint8_t*> areas_;
+  const size_t region_bytes_;
+  std::atomic<bool> broken_{false};
+  std::mutex mu_;
+  absl::Status broken_status_;  // Guarded by mu_.
+};
+
+}  // namespace plexus::tcp
+
+#endif  // PLEXUS_BACKENDS_TCP_SHM_ARENA_H_
