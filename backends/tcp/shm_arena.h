@@ -40,11 +40,12 @@ class ShmArena : public SharedArena {
   void Leave();
 
  private:
+  // Each on its own cache line: peers spin on `published` while the owner announces.
   struct Control {
     alignas(64) std::atomic<uint64_t> published;
-    std::atomic<uint64_t> announced;
-    std::atomic<uint32_t> wake;      // Futex word: changes with every publish or announcement.
-    std::atomic<uint32_t> sleepers;  // Waiters asleep on `wake`.
+    alignas(64) std::atomic<uint64_t> announced;
+    alignas(64) std::atomic<uint32_t> wake;  // Futex word: bumped when a sleeper must wake.
+    std::atomic<uint32_t> sleepers;          // Waiters asleep (or about to be) on `wake`.
   };
   Control& control(int rank) const { return *reinterpret_cast<Control*>(areas_[rank]); }
   absl::Status BrokenStatus();
