@@ -26,6 +26,8 @@ const std::vector<Known>& KnownTable() {
       {"all_reduce", {"ring", "rd", "hd"}},
       // When every rank of the group shares this host (and its shared-memory arena).
       {"all_reduce_same_host", {"shm_rs", "shm", "ring", "rd", "hd"}},
+      // When the group spans hosts and some host runs several of its ranks.
+      {"all_reduce_multi_host", {"hier", "ring", "rd", "hd"}},
       {"broadcast", {"binomial"}},
       {"reduce", {"binomial"}},        {"all_gather", {"ring"}},
       {"gather", {"linear"}},          {"scatter", {"linear"}},
@@ -87,6 +89,13 @@ AlgorithmTable AlgorithmTable::Default() {
       // once by its block's owner.
       table.ranges_.push_back({known.collective, 0, 64 << 10, "shm"});
       table.ranges_.push_back({known.collective, 64 << 10, kOpen, "shm_rs"});
+      continue;
+    }
+    if (std::string(known.collective) == "all_reduce_multi_host") {
+      // Small messages pay for the hierarchy's two extra hops; large ones gain from sending
+      // one flow per host across the network instead of one per rank.
+      table.ranges_.push_back({known.collective, 0, 64 << 10, "rd"});
+      table.ranges_.push_back({known.collective, 64 << 10, kOpen, "hier"});
       continue;
     }
     table.ranges_.push_back({known.collective, 0, kOpen, known.algorithms.front()});

@@ -42,9 +42,19 @@ absl::Status RingAllReduce(CollectiveContext& ctx, void* data, int64_t count, DT
                            ReduceOpKind op);
 
 // all_reduce.cc: the all-reduce `table` picks for this size, in place, with PREMUL_SUM's
-// pre-scaling and AVG's post-scaling around the kernel op. What every caller runs.
+// pre-scaling and AVG's post-scaling around the kernel op. What every caller runs. Groups on
+// one host with a usable shared arena take the all_reduce_same_host ranges, groups over
+// several hosts (with more than one rank on some host) the all_reduce_multi_host ranges.
 absl::Status AllReduceInPlace(CollectiveContext& ctx, const AlgorithmTable& table, void* data,
                               int64_t count, DType dtype, const ReduceOp& op);
+// The flat schedule (ring, rd or hd) the "all_reduce" ranges pick, with the kernel op only.
+absl::Status FlatAllReduce(CollectiveContext& ctx, const AlgorithmTable& table, void* data,
+                           int64_t count, DType dtype, ReduceOpKind op);
+
+// hierarchical_all_reduce.cc ("hier"): for groups over several hosts (ctx.host_of()): reduce
+// to each host's lowest rank, all-reduce among those leaders (FlatAllReduce), broadcast back.
+absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const AlgorithmTable& table,
+                                   void* data, int64_t count, DType dtype, ReduceOpKind op);
 
 // quantized_ring_all_reduce.cc: the ring all-reduce with quantized messages (wire bytes shrink
 // by the code/element size ratio), in place, AVG included; results bit-identical on every rank.

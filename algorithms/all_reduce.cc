@@ -1,7 +1,9 @@
 // The all-reduce entry point shared by every user of the algorithms: picks the schedule from
 // the algorithm table by message size (from the all_reduce_same_host ranges when the whole
-// group shares a host and its shared-memory arena is usable) and wraps the kernel op with AVG /
+// group shares a host and its shared-memory arena is usable, from the all_reduce_multi_host
+// ranges when it spans hosts with several ranks on some) and wraps the kernel op with AVG /
 // PREMUL_SUM scaling.
+#include <algorithm>
 #include <string>
 
 #include "algorithms/algorithm_table.h"
@@ -11,6 +13,26 @@
 
 namespace plexus {
 
+namespace {
+
+// More than one host, and more than one rank on some host: a hierarchy saves something.
+bool SpansHostsWithNeighbours(absl::Span<const int> host_of) {
+  if (host_of.empty()) return false;
+  const int hosts = *std::max_element(host_of.begin(), host_of.end()) + 1;
+  return hosts > 1 && hosts < static_cast<int>(host_of.size());
+}
+
+}  // namespace
+
+absl::Status FlatAllReduce(CollectiveContext& ctx, const AlgorithmTable& table, void* data,
+                           int64_t count, DType dtype, ReduceOpKind op) {
+  const uint64_t bytes = static_cast<uint64_t>(count) * DTypeSize(dtype);
+  const std::string algorithm = table.Choose("all_reduce", bytes);
+  if (algorithm == "rd") return RecursiveDoublingAllReduce(ctx, data, count, dtype, op);
+  if (algorithm == "hd") return HalvingDoublingAllReduce(ctx, data, count, dtype, op);
+  return RingAllReduce(ctx, data, count, dtype, op);
+}
+
 absl::Status AllReduceInPlace(CollectiveContext& ctx, const AlgorithmTable& table, void* data,
                               int64_t count, DType dtype, const ReduceOp& op) {
   PreScale(data, count, dtype, op);
@@ -18,8 +40,13 @@ absl::Status AllReduceInPlace(CollectiveContext& ctx, const AlgorithmTable& tabl
   const ReduceOpKind kernel = KernelOp(op.kind);
   SharedArena* arena = ctx.shared_arena();
   if (arena != nullptr && !ArenaSlots::Usable(*arena)) arena = nullptr;
-  const std::string algorithm =
-      table.Choose(arena != nullptr ? "all_reduce_same_host" : "all_reduce", bytes);
+  const char* ranges = "all_reduce";
+  if (arena != nullptr) {
+    ranges = "all_reduce_same_host";
+  } else if (SpansHostsWithNeighbours(ctx.host_of())) {
+    ranges = "all_reduce_multi_host";
+  }
+  const std::string algorithm = table.Choose(ranges, bytes);
   absl::Status status;
   if (count == 0) {
     status = absl::OkStatus();
@@ -27,6 +54,8 @@ absl::Status AllReduceInPlace(CollectiveContext& ctx, const AlgorithmTable& tabl
     status = SharedMemoryAllReduce(ctx, *arena, data, count, dtype, kernel);
   } else if (algorithm == "shm_rs" && arena != nullptr) {
     status = SharedMemoryReduceScatterAllReduce(ctx, *arena, data, count, dtype, kernel);
+  } else if (algorithm == "hier") {
+    status = HierarchicalAllReduce(ctx, table, data, count, dtype, kernel);
   } else if (algorithm == "rd") {
     status = RecursiveDoublingAllReduce(ctx, data, count, dtype, kernel);
   } else if (algorithm == "hd") {

@@ -5,6 +5,7 @@
 #ifndef PLEXUS_ALGORITHMS_COLLECTIVE_CONTEXT_H_
 #define PLEXUS_ALGORITHMS_COLLECTIVE_CONTEXT_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -74,6 +75,17 @@ class CollectiveContext {
   // elastic communicator, which runs several at once, does not): null unless given.
   SharedArena* shared_arena() const { return shared_arena_; }
   void UseSharedArena(SharedArena* arena) { shared_arena_ = arena; }
+  Transport* transport() const { return &transport_; }
+  // Every rank's host, when the transport knows (see Transport::host_of).
+  absl::Span<const int> host_of() const { return transport_.host_of(); }
+
+  // The same operation (sequence, signature, deadline, stats, scratch) over `other`, e.g. a
+  // SubgroupTransport for one phase of a hierarchical collective.
+  CollectiveContext Over(Transport& other) const {
+    return CollectiveContext(other, kind_, sequence_, signature_,
+                             std::max(deadline_ - absl::Now(), absl::ZeroDuration()), work_,
+                             arena_);
+  }
   CollectiveKind kind() const { return kind_; }
   uint64_t sequence() const { return sequence_; }
   uint64_t signature() const { return signature_; }

@@ -108,7 +108,12 @@ uint64_t SharedMemoryHostKey() {
   // Ranks in different network namespaces are treated as different hosts (that is how tests
   // build multi-host groups on one machine), and /proc/<pid> must be visible across ranks.
   for (const char* kind : {"net", "pid", "mnt"}) key = Fnv(key, Namespace(kind));
-  return Fnv(key, absl::StrCat("uid ", getuid()));
+  key = Fnv(key, absl::StrCat("uid ", getuid()));
+  // Splits the ranks of one machine into separate hosts (testing hierarchies on one machine).
+  if (const char* id = std::getenv("PLEXUS_HOST_ID"); id != nullptr && *id != '\0') {
+    key = Fnv(key, absl::StrCat("PLEXUS_HOST_ID=", id));
+  }
+  return key;
 }
 
 absl::StatusOr<std::unique_ptr<ShmLinks>> LinkSameHostPeers(const std::vector<ScopedFd>& sockets,
@@ -119,6 +124,7 @@ absl::StatusOr<std::unique_ptr<ShmLinks>> LinkSameHostPeers(const std::vector<Sc
   links->in.resize(size);
   links->out.resize(size);
   links->segments.resize(size);
+  links->host_of.assign(size, 0);
   if (size <= 1) return links;
   // 1. Who shares this host (and wants to)?
   const uint64_t host = SharedMemoryHostKey();
@@ -130,6 +136,15 @@ absl::StatusOr<std::unique_ptr<ShmLinks>> LinkSameHostPeers(const std::vector<Sc
   std::vector<std::string> answers;
   RETURN_IF_ERROR(Exchange(sockets, std::vector<std::string>(size, hello), answers, kHelloBytes,
                            deadline, rank, "hello"));
+  std::vector<uint64_t> host_keys(size, host);
+  for (size_t p = 0; p < size; ++p) {
+    if (sockets[p].valid()) host_keys[p] = absl::little_endian::Load64(answers[p].data() + 8);
+  }
+  for (size_t r = 0, hosts = 0; r < size; ++r) {
+    size_t first = 0;
+    while (host_keys[first] != host_keys[r]) ++first;
+    links->host_of[r] = first == r ? static_cast<int>(hosts++) : links->host_of[first];
+  }
   std::vector<std::string> why_not(size);
   std::vector<int> pids(size, 0);
   std::vector<int> slot(size, -1);
@@ -246,11 +261,7 @@ absl::StatusOr<std::unique_ptr<ShmLinks>> LinkSameHostPeers(const std::vector<Sc
       Log(LogLevel::kDebug, absl::StrCat("rank ", rank, ": rank ", p, " over TCP: ", why_not[p]));
     }
   }
-  if (links->linked == 0) {
-    links->own = ShmSegment();
-    return links;
-  }
-  // 4. An arena needs every rank linked to every other with the same arena size: each rank
+  // 4. (Every rank takes part, linked or not: the rounds must match.) An arena needs every rank linked to every other with the same arena size: each rank
   // says whether that holds for it, and all decide alike from the same answers.
   bool arena_here = config.arena_bytes > 0 && links->linked == static_cast<int>(size) - 1;
   for (size_t p = 0; p < size; ++p) {
@@ -270,6 +281,7 @@ absl::StatusOr<std::unique_ptr<ShmLinks>> LinkSameHostPeers(const std::vector<Sc
     }
     links->arena = std::make_unique<ShmArena>(rank, std::move(areas), config.arena_bytes);
   }
+  if (links->linked == 0) links->own = ShmSegment();
   return links;
 }
 

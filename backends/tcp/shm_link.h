@@ -6,6 +6,8 @@
 // boot, network, PID and mount namespaces, same user) where mapping works, TCP for the rest;
 // "tcp" never uses rings; "shm" requires rings for every peer and fails creation, naming the
 // peer and the reason, where that is impossible. PLEXUS_SHM_RING_BYTES sizes each ring.
+// PLEXUS_HOST_ID, when set, is part of the host identity: ranks of one machine with different
+// values count as different hosts (TCP between them, hierarchical algorithms across them).
 // When every rank of the group is linked, their segments also hold a SharedArena
 // (shm_arena.h) of PLEXUS_SHM_ARENA_BYTES per rank (0: none) for the shared-memory algorithms.
 #ifndef PLEXUS_BACKENDS_TCP_SHM_LINK_H_
@@ -43,6 +45,8 @@ struct ShmLinks {
   std::vector<std::unique_ptr<ShmRing>> out;
   int linked = 0;
   std::unique_ptr<ShmArena> arena;  // When every rank of the group is linked.
+  // Every rank's host (by host key), numbered in order of each host's lowest rank.
+  std::vector<int> host_of;
 
   bool Linked(int peer) const { return in[peer] != nullptr; }
 };

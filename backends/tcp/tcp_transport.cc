@@ -225,7 +225,8 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::vector<ScopedFd> pe
                            std::unique_ptr<tcp::ShmLinks> rings)
     : options_(std::move(options)),
       shm_peers_(rings != nullptr ? rings->linked : 0),
-      arena_(rings != nullptr ? rings->arena.get() : nullptr) {
+      arena_(rings != nullptr ? rings->arena.get() : nullptr),
+      host_of_(rings != nullptr ? rings->host_of : std::vector<int>()) {
   ScopedFd epoll(epoll_create1(EPOLL_CLOEXEC));
   ScopedFd wakeup(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   epoll_event event{};

@@ -69,6 +69,7 @@ class TcpTransport : public Transport {
   // How many peers this rank reaches through shared memory.
   int shared_memory_peers() const { return shm_peers_; }
   SharedArena* shared_arena() override { return arena_; }
+  absl::Span<const int> host_of() const override { return host_of_; }
 
  private:
   class Engine;  // Sockets, matching state and the polling role; shared with waiting threads.
@@ -86,6 +87,7 @@ class TcpTransport : public Transport {
   const TcpTransportOptions options_;
   const int shm_peers_;
   SharedArena* arena_ = nullptr;  // Owned by the loop, which lives as long as this.
+  const std::vector<int> host_of_;
   std::vector<std::unique_ptr<tcp::SendLane>> lanes_;  // One per peer; see tcp_loop.h.
   std::shared_ptr<Engine> engine_;
   std::thread thread_;

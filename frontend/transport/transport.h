@@ -70,6 +70,11 @@ class Transport {
   // Memory every rank maps, when all of them share this host; null otherwise (the default).
   // Valid as long as the transport.
   virtual SharedArena* shared_arena() { return nullptr; }
+
+  // The host of every rank, numbered 0, 1, ... in the order of each host's lowest rank, the
+  // same on every rank; empty when the transport cannot tell (the default). For hierarchical
+  // algorithms.
+  virtual absl::Span<const int> host_of() const { return {}; }
 };
 
 }  // namespace plexus

@@ -28,7 +28,15 @@ Device& RankDevice() {
   return device;
 }
 
+int& RanksPerHostSlot() {
+  static int ranks = 0;
+  return ranks;
+}
+
 }  // namespace
+
+int RanksPerHost() { return RanksPerHostSlot(); }
+void SetRanksPerHost(int ranks) { RanksPerHostSlot() = ranks; }
 
 DeviceType DeviceTypeUnderTest() { return DeviceTypeSlot(); }
 void SetDeviceTypeUnderTest(DeviceType type) { DeviceTypeSlot() = type; }
@@ -101,6 +109,10 @@ int RunRank(const std::string& init_method, int rank, int world,
   options.rank = rank;
   options.world_size = world;
   options.timeout = absl::Seconds(60);
+  if (RanksPerHost() > 0 && rank >= 0) {
+    // Ranks rank / N share a "host": the transport links them, TCP and hierarchies join hosts.
+    setenv("PLEXUS_HOST_ID", absl::StrCat("conformance-host-", rank / RanksPerHost()).c_str(), 1);
+  }
   absl::Status entered = EnterDevice(rank < 0 ? 0 : rank);
   auto group = entered.ok() ? InitProcessGroup(options) : entered;
   Checker checker(group.ok() ? (*group)->rank() : rank);

@@ -25,6 +25,11 @@ DeviceType DeviceTypeUnderTest();
 void SetDeviceTypeUnderTest(DeviceType type);
 // This rank's device.
 Device DeviceUnderTest();
+
+// --ranks_per_host=N: forked ranks r and s count as one host when r / N == s / N (through
+// PLEXUS_HOST_ID), so groups span "hosts" on one machine. 0 (default): one real host.
+int RanksPerHost();
+void SetRanksPerHost(int ranks);
 // A flat tensor of `count` elements at `data` on the device under test.
 inline Tensor DeviceTensor(void* data, DType dtype, int64_t count) {
   return Tensor::Flat(data, dtype, count, DeviceUnderTest());

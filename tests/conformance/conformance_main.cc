@@ -1,8 +1,9 @@
 // main() for conformance tests: --backend=STRING selects the backend under test, --device=cuda
-// puts the tensors in CUDA memory. With
+// puts the tensors in CUDA memory, --ranks_per_host=N splits the forked ranks into "hosts". With
 // --launch=mpirun the binary starts itself under mpirun once per world size (each rank then
 // runs the suite in-process, skipping the other sizes) - the way MPI backends get their ranks.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -21,6 +22,9 @@ int main(int argc, char** argv) {
     }
     if (std::strcmp(argv[i], "--device=cuda") == 0) {
       plexus::conformance::SetDeviceTypeUnderTest(plexus::DeviceType::kCuda);
+    }
+    if (std::strncmp(argv[i], "--ranks_per_host=", 17) == 0) {
+      plexus::conformance::SetRanksPerHost(std::atoi(argv[i] + 17));
     }
     if (std::strcmp(argv[i], "--launch=mpirun") == 0) {
       launch_mpirun = true;

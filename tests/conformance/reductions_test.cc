@@ -104,8 +104,19 @@ TEST_P(ReductionsTest, DeclaredUnsupportedReductionsAreRefusedUpFront) {
 TEST_P(ReductionsTest, AllReduceWithEveryAlgorithm) {
   RunWorld(GetParam(), [](ProcessGroup& group, Checker& check) {
     AllReduceMatrix(group, check, "default");
-    for (const char* algorithm : {"ring", "rd", "hd"}) {
-      setenv("PLEXUS_ALGO", absl::StrCat("all_reduce:0-:", algorithm).c_str(), 1);
+    // Each flat schedule forced everywhere (also where the group's transport would pick from
+    // the same-host or multi-host ranges), then each of those ranges' own algorithms (where
+    // the transport cannot run one, the default flat schedule runs instead).
+    for (const char* algorithm : {"ring", "rd", "hd", "shm", "shm_rs", "hier"}) {
+      const std::string name = algorithm;
+      const std::string spec =
+          name == "shm" || name == "shm_rs"
+              ? absl::StrCat("all_reduce_same_host:0-:", name)
+          : name == "hier"
+              ? absl::StrCat("all_reduce_multi_host:0-:", name)
+              : absl::StrCat("all_reduce:0-:", name, ";all_reduce_same_host:0-:", name,
+                             ";all_reduce_multi_host:0-:", name);
+      setenv("PLEXUS_ALGO", spec.c_str(), 1);
       std::vector<int> everyone;
       for (int r = 0; r < group.size(); ++r) everyone.push_back(r);
       auto forced = group.NewGroup(everyone);
