@@ -106,8 +106,9 @@ uint64_t SharedMemoryHostKey() {
   uint64_t key = 1469598103934665603ull;
   key = Fnv(key, ReadSmallFile("/proc/sys/kernel/random/boot_id"));
   // Ranks in different network namespaces are treated as different hosts (that is how tests
-  // build multi-host groups on one machine), and /proc/<pid> must be visible across ranks.
-  for (const char* kind : {"net", "pid", "mnt"}) key = Fnv(key, Namespace(kind));
+  // build multi-host groups on one machine), and /proc/<pid> must show the peers (same PID
+  // namespace). Mount namespaces do not matter (`ip netns exec` makes one per process).
+  for (const char* kind : {"net", "pid"}) key = Fnv(key, Namespace(kind));
   key = Fnv(key, absl::StrCat("uid ", getuid()));
   // Splits the ranks of one machine into separate hosts (testing hierarchies on one machine).
   if (const char* id = std::getenv("PLEXUS_HOST_ID"); id != nullptr && *id != '\0') {
@@ -161,7 +162,7 @@ absl::StatusOr<std::unique_ptr<ShmLinks>> LinkSameHostPeers(const std::vector<Sc
     if (config.mode == ShmMode::kOff || mode == ShmMode::kOff) {
       why_not[p] = "PLEXUS_TRANSPORT=tcp";
     } else if (absl::little_endian::Load64(bytes + 8) != host) {
-      why_not[p] = "it runs on another host (or another network, PID or mount namespace)";
+      why_not[p] = "it runs on another host (or in another network or PID namespace)";
     } else {
       slot[p] = candidates++;
     }

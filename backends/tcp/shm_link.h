@@ -3,7 +3,7 @@
 // rings' doorbells and tell at once when a peer's process is gone).
 //
 // PLEXUS_TRANSPORT chooses: "auto" (default) uses rings for every peer on the same host (same
-// boot, network, PID and mount namespaces, same user) where mapping works, TCP for the rest;
+// boot, network and PID namespaces, same user) where mapping works, TCP for the rest;
 // "tcp" never uses rings; "shm" requires rings for every peer and fails creation, naming the
 // peer and the reason, where that is impossible. PLEXUS_SHM_RING_BYTES sizes each ring.
 // PLEXUS_HOST_ID, when set, is part of the host identity: ranks of one machine with different

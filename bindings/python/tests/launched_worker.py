@@ -2,7 +2,8 @@
 environment the launcher (or a test standing in for one) set, every collective check of
 test_collectives, then a large all_reduce. Prints one "RESULT {json}" line; exits 1 on any
 wrong answer. Usage: launched_worker.py BACKEND [BYTES]; WORKER_INIT_METHOD and
-WORKER_TIMEOUT_S (default 60) set the init method and the group's timeout."""
+WORKER_TIMEOUT_S (default 60) set the init method and the group's timeout, WORKER_REPEAT
+(default 1) how many large all_reduces are timed (after one warm-up when more than one)."""
 import datetime
 import json
 import os
@@ -23,13 +24,18 @@ def main():
                             timeout=timeout)
     rank, world = dist.get_rank(), dist.get_world_size()
     failures = test_collectives.check_all(rank, world, "numpy")
-    big = np.full(nbytes // 4, rank + 1, np.float32)
-    dist.barrier()
-    start = time.perf_counter()
-    dist.all_reduce(big)
-    seconds = time.perf_counter() - start
-    if not np.all(big == world * (world + 1) / 2):
-        failures.append("all_reduce of %d bytes: wrong values" % nbytes)
+    repeat = int(os.environ.get("WORKER_REPEAT", "1"))
+    seconds = 0.0
+    for i in range(repeat + (1 if repeat > 1 else 0)):  # With repeats, one warm-up first.
+        big = np.full(nbytes // 4, rank + 1, np.float32)
+        dist.barrier()
+        start = time.perf_counter()
+        dist.all_reduce(big)
+        if repeat == 1 or i > 0:
+            seconds += (time.perf_counter() - start) / repeat
+        if not np.all(big == world * (world + 1) / 2):
+            failures.append("all_reduce of %d bytes: wrong values" % nbytes)
+            break
     busbw = 2 * (world - 1) / world * nbytes / seconds / 1e9 if world > 1 else 0.0
     print("RESULT " + json.dumps({"rank": rank, "world": world, "backend": backend,
                                   "failures": failures, "busbw_gbps": busbw,

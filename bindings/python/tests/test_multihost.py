@@ -1,7 +1,7 @@
 """Ranks on several "hosts": network namespaces joined by veth pairs, made by this test as root
 (skipped, with the reason, where namespaces cannot be made). Ranks rendezvous with env:// and
 no hand-set addresses, and every collective is checked on tcp and gloo (launched_worker.py).
-Covers: MASTER_ADDR as an address; Slurm variables with node names whose first node resolves to
+Covers: MASTER_ADDR as an address; the hierarchical all-reduce (two ranks per host); Slurm variables with node names whose first node resolves to
 loopback on its own host (Debian's 127.0.1.1 entry for the host name); a bandwidth-capped link
 (tbf); a third host that the others cannot reach; a host whose only interface is loopback.
 Namespaces and their /etc/netns files are removed even when a test fails."""
@@ -159,6 +159,28 @@ def test_bandwidth_capped_link():
         # Figures for the record (not asserted: this machine is shared).
         print("capped link busbw GB/s:",
               json.dumps({r: round(v["busbw_gbps"], 4) for r, v in results.items()}))
+
+
+def test_hierarchical_all_reduce_over_a_capped_link():
+    """2 hosts x 2 ranks: each host's pair shares memory, the hosts share a 400 Mbit/s link.
+    The default (hierarchical: one flow per host crosses the link) and the flat ring forced by
+    PLEXUS_ALGO both give right answers; their times are printed for the record (this machine
+    is shared, so they are not asserted)."""
+    figures = {}
+    for name, algo in (("hier", ""), ("flat ring", "all_reduce_multi_host:0-:ring")):
+        with hosts() as h:
+            h.add("a")
+            h.add("b")
+            h.link("a", "10.71.0.1", "b", "10.71.0.2", rate="400mbit")
+            port = h.free_port("a")
+            results = run_world(h, ["a", "a", "b", "b"],
+                                lambda r: clean_env(MASTER_ADDR="10.71.0.1", MASTER_PORT=port,
+                                                    RANK=str(r), WORLD_SIZE="4",
+                                                    PLEXUS_ALGO=algo, WORKER_REPEAT="3"),
+                                "tcp", nbytes=8 << 20)
+            figures[name] = round(min(v["busbw_gbps"] for v in results.values()), 4)
+    print("2 hosts x 2 ranks, 8 MiB all_reduce over a 400 Mbit/s link, busbw GB/s:",
+          json.dumps(figures))
 
 
 def test_unreachable_third_host_is_named():
