@@ -71,7 +71,9 @@ TEST(CollectivesTest, QueuedCollectivesRunInIssueOrderWhoeverRunsThem) {
                                          order.push_back(i);
                                          return absl::OkStatus();
                                        }));
-    if (i % 7 == 3) ASSERT_TRUE(works.back()->Wait(absl::Seconds(30)).ok());
+    if (i % 7 == 3) {
+      ASSERT_TRUE(works.back()->Wait(absl::Seconds(30)).ok());
+    }
   }
   ASSERT_TRUE(WaitAll(works, absl::Seconds(30)).ok());
   std::lock_guard<std::mutex> lock(mu);

@@ -77,6 +77,9 @@ struct SendLane {
 // already left.
 bool TrySendDirect(SendLane& lane, const OpPtr& op);
 
+// Sends one doorbell byte on a ring peer's socket (tcp_loop_rings.cc).
+void RingDoorbell(int fd);
+
 // Writes what remains of `op`'s frame to a socket, or to `ring` (then `fd` is its doorbell);
 // returns the bytes written, or -1 with errno set (EAGAIN when there is no room).
 ssize_t WriteFrame(int fd, ShmRing* ring, Op& op);
