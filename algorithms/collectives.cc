@@ -1,5 +1,6 @@
 #include "algorithms/collectives.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -43,8 +44,10 @@ WorkPtr Collectives::Submit(CollectiveKind kind, DType dtype, int64_t count,
   std::weak_ptr<Queue> weak = queue_;
   work->SetWaitHook(
       [weak, sequence](absl::Duration timeout) { RunInWaiter(weak, sequence, timeout); });
-  const bool idle = !queue_->running && queue_->tasks.empty();
-  queue_->tasks.push_back({absl::Now(), idle, kind, sequence,
+  // Deferred only where threads have been waiting on their collectives (blocking use): one
+  // that issues and waits later (DDP's buckets) should not lose a millisecond.
+  const bool deferred = !queue_->running && queue_->tasks.empty() && queue_->waiters_expected;
+  queue_->tasks.push_back({absl::Now(), deferred, kind, sequence,
                            MakeSignature(kind, dtype, sequence, count), timeout, work,
                            std::move(body), this});
   // A worker with a timer looks by itself; waking it here would race the caller for the task.
@@ -75,6 +78,7 @@ void Collectives::Execute(Task& task) {
   {
     std::lock_guard<std::mutex> lock(queue_->mu);
     queue_->running = false;
+    queue_->waiters_expected = queue_->last_waited >= task.sequence;
     more = !queue_->tasks.empty() || queue_->stopping;
   }
   if (more) queue_->ready.notify_all();
@@ -87,6 +91,7 @@ void Collectives::RunInWaiter(const std::weak_ptr<Queue>& weak, uint64_t sequenc
   Task task;
   {
     std::lock_guard<std::mutex> lock(queue->mu);
+    queue->last_waited = std::max(queue->last_waited, sequence);
     if (queue->stopping || queue->running || queue->tasks.empty() ||
         queue->tasks.front().sequence != sequence ||
         queue->tasks.front().timeout > wait_timeout) {

@@ -12,8 +12,13 @@ Python subclass of torch's ProcessGroup (the custom-backend route of c10d), so i
 compiled torch extension; tensors are handed to plexus without copies.
 
 Limits: recv(src=None) cannot report the sender through torch's Work, so it is refused;
-Work.wait(timeout) ignores the timeout (the group's own timeout still applies).
+Work.wait(timeout) ignores the timeout (the group's own timeout still applies). Ranks on one
+host talk through shared-memory rings, but all-reduce does not use the shared-memory arena
+unless PLEXUS_SHM_ARENA_BYTES is set: with it, torch 1.13's DistributedDataParallel crashed
+(SIGSEGV in Reducer::finalize_backward) in about 1 of 5 runs of a 3-rank test on 2 cores,
+when bucket all-reduces completed within microseconds of being issued; see docs/python.md.
 """
+import contextlib
 import os
 
 import torch
@@ -32,6 +37,19 @@ def _default_backend():
     return "cpu:tcp,cuda:nccl" if "nccl" in _plexus.registered_backends() else "tcp"
 
 
+@contextlib.contextmanager
+def _without_arena():
+    """PLEXUS_SHM_ARENA_BYTES=0 while the group is built (read then), unless the user set it."""
+    if "PLEXUS_SHM_ARENA_BYTES" in os.environ:
+        yield
+        return
+    os.environ["PLEXUS_SHM_ARENA_BYTES"] = "0"
+    try:
+        yield
+    finally:
+        del os.environ["PLEXUS_SHM_ARENA_BYTES"]
+
+
 def _single(tensors, what):
     if len(tensors) != 1:
         raise ValueError("plexus: %s takes one tensor per process, got %d" % (what, len(tensors)))
@@ -44,8 +62,9 @@ class ProcessGroupPlexus(_TorchProcessGroup):
     def __init__(self, store, rank, size, timeout, backend=None):
         super().__init__(rank, size)
         self._backend = backend or os.environ.get("PLEXUS_TORCH_BACKEND", _default_backend())
-        self._pg = _plexus.init_process_group(self._backend, "env://", rank, size, timeout,
-                                              store, "torch")
+        with _without_arena():
+            self._pg = _plexus.init_process_group(self._backend, "env://", rank, size,
+                                                  timeout, store, "torch")
 
     @property
     def plexus_group(self):
