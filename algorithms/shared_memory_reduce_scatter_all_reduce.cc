@@ -1,8 +1,9 @@
 // shared_memory_reduce_scatter_all_reduce.cc: for a group on one host (ctx.shared_arena()), the
-// ring's division of labour without its p - 1 hops. Piece by piece, every rank publishes its
-// input; rank i reduces block i of the piece from all ranks' slots (in rank order) into the
-// result area of its own slot and publishes that; then every rank copies each block's result
-// into its buffer. Each element is reduced once, by its block's owner, and copied everywhere.
+// ring's division of labour without its p - 1 hops. Piece by piece, every rank publishes the
+// blocks of its input that others own; rank i reduces block i of the piece from all ranks'
+// inputs (in rank order; its own straight from its buffer) into the result area of its slot
+// and publishes that; then every rank copies each block's result into its buffer. Each element
+// is reduced once, by its block's owner, and copied everywhere.
 #include <algorithm>
 #include <cstring>
 
@@ -35,18 +36,24 @@ absl::Status SharedMemoryReduceScatterAllReduce(CollectiveContext& ctx, SharedAr
     const int64_t elements = std::min(per_piece, count - offset);
     const size_t piece_bytes = static_cast<size_t>(elements) * element;
     uint8_t* out = bytes + offset * element;
-    std::memcpy(slots.payload(me, piece), out, piece_bytes);
+    const Partition blocks = BalancedPartition(elements, n);
+    // Only the blocks others reduce are published; this rank reads its own from its buffer.
+    for (int r = 0; r < n; ++r) {
+      if (r == me) continue;
+      const size_t at = static_cast<size_t>(blocks.offsets[r]) * element;
+      std::memcpy(slots.payload(me, piece) + at, out + at,
+                  static_cast<size_t>(blocks.counts[r]) * element);
+    }
     slots.PublishInput(piece, piece_bytes);
     if (absl::Status status = slots.WaitForInputs(piece); !status.ok()) return status;
-    const Partition blocks = BalancedPartition(elements, n);
     const size_t mine = static_cast<size_t>(blocks.offsets[me]) * element;
+    auto input = [&](int r) -> const uint8_t* {
+      return (r == me ? out : slots.payload(r, piece)) + mine;
+    };
     uint8_t* result = slots.payload(me, piece) + result_offset(per_piece);
     if (blocks.counts[me] > 0) {
-      ReduceCombine(result, slots.payload(0, piece) + mine, slots.payload(1, piece) + mine,
-                    blocks.counts[me], dtype, op);
-      for (int r = 2; r < n; ++r) {
-        ReduceInto(result, slots.payload(r, piece) + mine, blocks.counts[me], dtype, op);
-      }
+      ReduceCombine(result, input(0), input(1), blocks.counts[me], dtype, op);
+      for (int r = 2; r < n; ++r) ReduceInto(result, input(r), blocks.counts[me], dtype, op);
     }
     slots.PublishResult(piece);
     if (absl::Status status = slots.WaitForResults(piece); !status.ok()) return status;
