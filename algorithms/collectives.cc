@@ -78,7 +78,6 @@ void Collectives::Execute(Task& task) {
   {
     std::lock_guard<std::mutex> lock(queue_->mu);
     queue_->running = false;
-    queue_->waiters_expected = queue_->last_waited >= task.sequence;
     more = !queue_->tasks.empty() || queue_->stopping;
   }
   if (more) queue_->ready.notify_all();
@@ -91,7 +90,7 @@ void Collectives::RunInWaiter(const std::weak_ptr<Queue>& weak, uint64_t sequenc
   Task task;
   {
     std::lock_guard<std::mutex> lock(queue->mu);
-    queue->last_waited = std::max(queue->last_waited, sequence);
+    queue->waiters_expected = true;  // Someone waits on an unfinished collective.
     if (queue->stopping || queue->running || queue->tasks.empty() ||
         queue->tasks.front().sequence != sequence ||
         queue->tasks.front().timeout > wait_timeout) {
@@ -125,6 +124,8 @@ void Collectives::Worker() {
       if (!queue.running && !queue.tasks.empty()) {
         const Task& front = queue.tasks.front();
         if (!front.deferred || now >= front.issued + kWaiterGrace) {
+          // A deferred task nobody claimed: collectives here are issued now, waited on later.
+          if (front.deferred) queue.waiters_expected = false;
           task = TakeFront(queue);
         } else {
           queue.ready.wait_for(lock, absl::ToChronoNanoseconds(front.issued + kWaiterGrace - now));

@@ -6,10 +6,11 @@
 // the numbers agree), returns a Work at once, and runs when the calls before it finished.
 // Who runs it: a thread that waits on its Work runs it itself when it is next (no hand-off
 // between threads, which costs more than a small collective). The worker thread runs what is
-// queued behind a running task at once, and any task when threads have not been waiting on
-// them (issue now, wait later). While they have, a task issued to an idle queue is left to
-// the thread about to wait on it, and the worker takes it only once it has gone unclaimed for
-// kWaiterGrace: an operation nobody waits on still starts by then. The
+// queued behind a running task at once. A task issued to an idle queue is left to the thread
+// about to wait on it, and the worker takes it once it has gone unclaimed for kWaiterGrace (an
+// operation nobody waits on still starts by then); after that the worker takes every task at
+// once (collectives issued now and waited on later, like DDP's buckets, lose no time) until a
+// thread waits on an unfinished one again. The
 // sequence number tags every message and, with the op, dtype and count, forms the signature
 // peers check: ranks that disagree fail with FailedPrecondition naming both sides. Arguments
 // are assumed validated (frontend/dispatch/validate.h); timeouts already resolved.
@@ -101,8 +102,9 @@ class Collectives {
     // The worker sleeps without a timer (only then does Submit need to wake it).
     bool worker_asleep = false;
     uint64_t waiter_runs = 0;  // Tasks run by waiting threads so far.
-    uint64_t last_waited = 0;  // The latest sequence a thread waited on before it finished.
-    bool waiters_expected = false;  // The last task to finish was waited on while running.
+    // Threads wait on their collectives (set by any wait on an unfinished one; cleared when a
+    // deferred task went unclaimed for kWaiterGrace).
+    bool waiters_expected = true;
   };
 
   // Pops the next task and marks the queue running (caller holds queue.mu).
