@@ -95,7 +95,8 @@ absl::StatusOr<ShmConfig> ShmConfigFromEnvironment() {
     if (!absl::SimpleAtoi(bytes, &value) || (value != 0 && value < 8192) ||
         value > (uint64_t{1} << 32) || value % 4096 != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "PLEXUS_SHM_ARENA_BYTES='", bytes, "': expected 0 or a multiple of 4096 from 8192 to 2^32"));
+          "PLEXUS_SHM_ARENA_BYTES='", bytes,
+          "': expected 0 or a multiple of 4096 from 8192 to 2^32"));
     }
     config.arena_bytes = value;
   }
@@ -220,7 +221,8 @@ absl::StatusOr<std::unique_ptr<ShmLinks>> LinkSameHostPeers(const std::vector<Sc
     arena_bytes[p] = absl::little_endian::Load64(offer + 48);
     if (ring == 0 || (ring & (ring - 1)) != 0 || their_rings < kSegmentHeaderBytes ||
         their_rings + (their_slot + 1) * RingSlotBytes(ring) > bytes ||
-        (arena_bytes[p] > 0 && kSegmentHeaderBytes + ArenaAreaBytes(arena_bytes[p]) > their_rings)) {
+        (arena_bytes[p] > 0 &&
+         kSegmentHeaderBytes + ArenaAreaBytes(arena_bytes[p]) > their_rings)) {
       why_not[p] = absl::StrCat("rank ", p, " offered a malformed segment");
       continue;
     }
@@ -250,7 +252,9 @@ absl::StatusOr<std::unique_ptr<ShmLinks>> LinkSameHostPeers(const std::vector<Sc
       ++links->linked;
       continue;
     }
-    if (links->out[p] != nullptr && !theirs) why_not[p] = absl::StrCat("rank ", p, " could not map this rank's segment");
+    if (links->out[p] != nullptr && !theirs) {
+      why_not[p] = absl::StrCat("rank ", p, " could not map this rank's segment");
+    }
     links->out[p] = nullptr;
     links->segments[p] = ShmSegment();
     if (config.mode == ShmMode::kRequired) {
@@ -262,14 +266,16 @@ absl::StatusOr<std::unique_ptr<ShmLinks>> LinkSameHostPeers(const std::vector<Sc
       Log(LogLevel::kDebug, absl::StrCat("rank ", rank, ": rank ", p, " over TCP: ", why_not[p]));
     }
   }
-  // 4. (Every rank takes part, linked or not: the rounds must match.) An arena needs every rank linked to every other with the same arena size: each rank
-  // says whether that holds for it, and all decide alike from the same answers.
+  // 4. (Every rank takes part, linked or not: the rounds must match.) An arena needs every
+  // rank linked to every other with the same arena size: each rank says whether that holds
+  // for it, and all decide alike from the same answers.
   bool arena_here = config.arena_bytes > 0 && links->linked == static_cast<int>(size) - 1;
   for (size_t p = 0; p < size; ++p) {
     if (sockets[p].valid()) arena_here &= arena_bytes[p] == config.arena_bytes;
   }
-  RETURN_IF_ERROR(Exchange(sockets, std::vector<std::string>(size, std::string(1, arena_here ? 1 : 0)),
-                           answers, 1, deadline, rank, "arena"));
+  const std::string said(1, arena_here ? 1 : 0);
+  RETURN_IF_ERROR(Exchange(sockets, std::vector<std::string>(size, said), answers, 1, deadline,
+                           rank, "arena"));
   bool arena_everywhere = arena_here;
   for (size_t p = 0; p < size; ++p) {
     if (sockets[p].valid()) arena_everywhere &= answers[p][0] == 1;

@@ -62,8 +62,9 @@ class TcpTransport::Engine {
     [[maybe_unused]] ssize_t n = write(wakeup_.get(), &one, sizeof(one));
   }
 
-  // One epoll_wait of at most `timeout_ms`, then the events, queued commands and deadlines.
-  // Returns the number of events.
+  // One epoll_wait of at most `timeout_ms` (0 unless every ring is empty and flagged asleep),
+  // then the events, the rings, queued commands and deadlines. Returns how many sockets and
+  // rings had something (0: an empty round).
   int PollRound(int timeout_ms) {
     epoll_event events[64];
     bool asleep = false;
@@ -245,8 +246,8 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::vector<ScopedFd> pe
   const int epoll_fd = epoll.get();
   engine_ = std::make_shared<Engine>(std::move(epoll), std::move(wakeup));
   engine_->loop = std::make_unique<tcp::Loop>(
-      options_.rank, std::move(peers), std::move(rings), std::move(lanes), epoll_fd, options_.max_message_bytes,
-      options_.max_unexpected_bytes, std::move(describe));
+      options_.rank, std::move(peers), std::move(rings), std::move(lanes), epoll_fd,
+      options_.max_message_bytes, options_.max_unexpected_bytes, std::move(describe));
   thread_ = std::thread([engine = engine_.get()] {
     absl::Time close_deadline = absl::InfiniteFuture();
     while (true) {

@@ -5,7 +5,9 @@
 // background loop thread polls only while no caller has waited for a millisecond, to keep
 // unattended operations, aborts and peer loss moving. Large payloads are read straight into
 // the receiver's buffer when the receive is already posted; a message that arrives first is
-// staged (bounded by max_unexpected_bytes). A lost peer fails everything at once.
+// staged (bounded by max_unexpected_bytes). A lost peer fails everything at once. Peers on
+// this host exchange the same frames through shared-memory rings (shm_link.h), and when the
+// whole group shares the host the transport also offers a SharedArena.
 #ifndef PLEXUS_BACKENDS_TCP_TCP_TRANSPORT_H_
 #define PLEXUS_BACKENDS_TCP_TCP_TRANSPORT_H_
 
