@@ -30,7 +30,7 @@ constexpr uint64_t kWakeupId = ~uint64_t{0};
 // caller's round: back-to-back operations then never bounce between threads.
 constexpr absl::Duration kCallerGrace = absl::Milliseconds(1);
 // How long a waiting caller polls without sleeping (yielding the core between polls).
-constexpr absl::Duration kSpinBeforeSleep = absl::Microseconds(50);
+constexpr absl::Duration kSpinBeforeSleep = absl::Microseconds(500);
 
 }  // namespace
 
