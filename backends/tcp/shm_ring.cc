@@ -87,6 +87,18 @@ void ShmSegment::CloseFd() {
 
 size_t RingSlotBytes(uint64_t capacity) { return kRingHeaderBytes + capacity; }
 
+namespace {
+
+// After publishing what the other side looks at: true (and the flag cleared) if the other
+// side raised `flag` to be woken. The fence pairs with the one the flag's raiser runs.
+bool TakeFlag(std::atomic<uint32_t>& flag) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return flag.load(std::memory_order_relaxed) != 0 &&
+         flag.exchange(0, std::memory_order_acq_rel) != 0;
+}
+
+}  // namespace
+
 ShmRing::ShmRing(uint8_t* slot, uint64_t capacity)
     : control_(reinterpret_cast<RingControl*>(slot)),
       bytes_(slot + kRingHeaderBytes),
@@ -114,11 +126,7 @@ size_t ShmRing::Write(const iovec* iov, int count) {
   return static_cast<size_t>(at - head);
 }
 
-bool ShmRing::ReaderNeedsWake() {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  return control_->reader_asleep.load(std::memory_order_relaxed) != 0 &&
-         control_->reader_asleep.exchange(0, std::memory_order_acq_rel) != 0;
-}
+bool ShmRing::ReaderNeedsWake() { return TakeFlag(control_->reader_asleep); }
 
 bool ShmRing::WaitForSpace() {
   control_->writer_waiting.store(1, std::memory_order_relaxed);
@@ -155,11 +163,7 @@ size_t ShmRing::Read(void* out, size_t size) {
   return static_cast<size_t>(total);
 }
 
-bool ShmRing::WriterNeedsWake() {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  return control_->writer_waiting.load(std::memory_order_relaxed) != 0 &&
-         control_->writer_waiting.exchange(0, std::memory_order_acq_rel) != 0;
-}
+bool ShmRing::WriterNeedsWake() { return TakeFlag(control_->writer_waiting); }
 
 bool ShmRing::PrepareToSleep() {
   control_->reader_asleep.store(1, std::memory_order_relaxed);
