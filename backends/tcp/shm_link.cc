@@ -100,10 +100,11 @@ absl::StatusOr<ShmConfig> ShmConfigFromEnvironment() {
     }
     config.arena_bytes = value;
   }
+  if (const char* id = std::getenv("PLEXUS_HOST_ID"); id != nullptr) config.host_id = id;
   return config;
 }
 
-uint64_t SharedMemoryHostKey() {
+uint64_t SharedMemoryHostKey(const std::string& host_id) {
   uint64_t key = 1469598103934665603ull;
   key = Fnv(key, ReadSmallFile("/proc/sys/kernel/random/boot_id"));
   // Ranks in different network namespaces are treated as different hosts (that is how tests
@@ -112,9 +113,7 @@ uint64_t SharedMemoryHostKey() {
   for (const char* kind : {"net", "pid"}) key = Fnv(key, Namespace(kind));
   key = Fnv(key, absl::StrCat("uid ", getuid()));
   // Splits the ranks of one machine into separate hosts (testing hierarchies on one machine).
-  if (const char* id = std::getenv("PLEXUS_HOST_ID"); id != nullptr && *id != '\0') {
-    key = Fnv(key, absl::StrCat("PLEXUS_HOST_ID=", id));
-  }
+  if (!host_id.empty()) key = Fnv(key, absl::StrCat("PLEXUS_HOST_ID=", host_id));
   return key;
 }
 
@@ -129,7 +128,7 @@ absl::StatusOr<std::unique_ptr<ShmLinks>> LinkSameHostPeers(const std::vector<Sc
   links->host_of.assign(size, 0);
   if (size <= 1) return links;
   // 1. Who shares this host (and wants to)?
-  const uint64_t host = SharedMemoryHostKey();
+  const uint64_t host = SharedMemoryHostKey(config.host_id);
   std::string hello(kHelloBytes, '\0');
   absl::little_endian::Store32(hello.data(), kShmHelloMagic);
   absl::little_endian::Store32(hello.data() + 4, static_cast<uint32_t>(config.mode));

@@ -32,8 +32,10 @@ struct ShmConfig {
   ShmMode mode = ShmMode::kAuto;
   uint64_t ring_bytes = uint64_t{4} << 20;  // Per direction and peer; a power of two.
   uint64_t arena_bytes = uint64_t{4} << 20;  // Per rank; 0 for no arena.
+  std::string host_id;  // PLEXUS_HOST_ID: part of the host identity when not empty.
 };
-// From PLEXUS_TRANSPORT and PLEXUS_SHM_RING_BYTES; InvalidArgument names a bad value.
+// From PLEXUS_TRANSPORT, PLEXUS_SHM_RING_BYTES, PLEXUS_SHM_ARENA_BYTES and PLEXUS_HOST_ID;
+// InvalidArgument names a bad value.
 absl::StatusOr<ShmConfig> ShmConfigFromEnvironment();
 
 // The rings of one rank: in[p] carries frames from peer p, out[p] frames to it; both null for
@@ -57,8 +59,8 @@ absl::StatusOr<std::unique_ptr<ShmLinks>> LinkSameHostPeers(const std::vector<Sc
                                                             int rank, const ShmConfig& config,
                                                             absl::Time deadline);
 
-// What identifies this host for the purpose of sharing memory (a hash).
-uint64_t SharedMemoryHostKey();
+// What identifies this host for the purpose of sharing memory (a hash), split by `host_id`.
+uint64_t SharedMemoryHostKey(const std::string& host_id);
 
 }  // namespace plexus::tcp
 

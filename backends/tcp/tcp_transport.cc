@@ -213,7 +213,12 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TcpTransportO
                         options.group_name,  options.address, options.connect_timeout,
                         options.cancelled};
   const absl::Time deadline = absl::Now() + options.connect_timeout;
-  ASSIGN_OR_RETURN(tcp::ShmConfig shm, tcp::ShmConfigFromEnvironment());
+  tcp::ShmConfig shm;
+  if (options.shared_memory_config.has_value()) {
+    shm = *options.shared_memory_config;
+  } else {
+    ASSIGN_OR_RETURN(shm, tcp::ShmConfigFromEnvironment());
+  }
   if (!options.shared_memory) shm.mode = tcp::ShmMode::kOff;
   ASSIGN_OR_RETURN(std::vector<ScopedFd> peers, tcp::ConnectMesh(mesh));
   ASSIGN_OR_RETURN(std::unique_ptr<tcp::ShmLinks> rings,

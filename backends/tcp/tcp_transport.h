@@ -14,11 +14,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "backends/tcp/shm_link.h"
 #include "frontend/store/socket_util.h"
 #include "frontend/store/store.h"
 #include "frontend/transport/transport.h"
@@ -28,7 +30,6 @@ namespace tcp {
 class Loop;
 struct SendLane;
 struct Op;
-struct ShmLinks;
 }  // namespace tcp
 
 struct TcpTransportOptions {
@@ -49,6 +50,8 @@ struct TcpTransportOptions {
   // Peers on this host exchange frames through shared-memory rings (see shm_link.h for
   // PLEXUS_TRANSPORT); false keeps every peer on TCP.
   bool shared_memory = true;
+  // How, instead of the environment's PLEXUS_TRANSPORT, PLEXUS_SHM_* and PLEXUS_HOST_ID.
+  std::optional<tcp::ShmConfig> shared_memory_config;
 };
 
 class TcpTransport : public Transport {

@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <memory>
 #include <numeric>
 #include <thread>
@@ -21,9 +23,14 @@ using ::testing::HasSubstr;
 
 constexpr absl::Duration kWait = absl::Seconds(20);
 
-std::vector<std::unique_ptr<TcpTransport>> MakeWorld(int size, const std::string& group = "g") {
+// Creates every rank at once; `shm(rank)`, when given, replaces the environment's
+// shared-memory settings. Returns each rank's outcome.
+std::vector<absl::StatusOr<std::unique_ptr<TcpTransport>>> TryWorld(
+    int size, const std::string& group,
+    const std::function<std::optional<tcp::ShmConfig>(int)>& shm = nullptr) {
   auto store = std::make_shared<HashStore>(absl::Seconds(20));
-  std::vector<std::unique_ptr<TcpTransport>> world(size);
+  std::vector<absl::StatusOr<std::unique_ptr<TcpTransport>>> world;
+  for (int rank = 0; rank < size; ++rank) world.emplace_back(absl::UnknownError("not created"));
   std::vector<std::thread> threads;
   for (int rank = 0; rank < size; ++rank) {
     threads.emplace_back([&, rank] {
@@ -34,12 +41,20 @@ std::vector<std::unique_ptr<TcpTransport>> MakeWorld(int size, const std::string
       options.group_name = group;
       options.address = "127.0.0.1";
       options.connect_timeout = absl::Seconds(20);
-      auto transport = TcpTransport::Create(options);
-      EXPECT_TRUE(transport.ok()) << transport.status();
-      if (transport.ok()) world[rank] = std::move(transport).value();
+      if (shm) options.shared_memory_config = shm(rank);
+      world[rank] = TcpTransport::Create(options);
     });
   }
   for (auto& thread : threads) thread.join();
+  return world;
+}
+
+std::vector<std::unique_ptr<TcpTransport>> MakeWorld(int size, const std::string& group = "g") {
+  std::vector<std::unique_ptr<TcpTransport>> world;
+  for (auto& transport : TryWorld(size, group)) {
+    EXPECT_TRUE(transport.ok()) << transport.status();
+    world.push_back(transport.ok() ? std::move(transport).value() : nullptr);
+  }
   return world;
 }
 
@@ -261,6 +276,80 @@ TEST(TcpTransportTest, SingleRankWorldNeedsNoSockets) {
   std::vector<uint8_t> a(1);
   EXPECT_EQ(world[0]->Send(0, {MakeTag(1, 0), 0}, Bytes(a), kWait)->Wait(kWait).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace plexus
+
+namespace plexus {
+namespace {
+
+// Ranks 0 and 1 share a "host", rank 2 is on another (PLEXUS_HOST_ID as the config's host_id):
+// rings between 0 and 1, TCP to 2, the same host numbering everywhere, no arena (not every
+// rank shares the host), and messages flow on every pair.
+TEST(TcpTransportTest, SameHostPeersUseRingsAndTheRestTcp) {
+  auto world = TryWorld(3, "hosts", [](int rank) {
+    tcp::ShmConfig config;
+    config.host_id = rank < 2 ? "a" : "b";
+    return std::optional<tcp::ShmConfig>(config);
+  });
+  for (auto& transport : world) ASSERT_TRUE(transport.ok()) << transport.status();
+  const std::vector<int> expected_peers = {1, 1, 0};
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ((*world[rank])->shared_memory_peers(), expected_peers[rank]) << "rank " << rank;
+    EXPECT_THAT((*world[rank])->host_of(), ::testing::ElementsAre(0, 0, 1)) << "rank " << rank;
+    EXPECT_EQ((*world[rank])->shared_arena(), nullptr) << "rank " << rank;
+  }
+  uint32_t step = 0;
+  for (int from = 0; from < 3; ++from) {
+    for (int to = 0; to < 3; ++to) {
+      if (from == to) continue;
+      std::vector<uint8_t> sent = Pattern(300000, static_cast<uint8_t>(from * 3 + to));
+      std::vector<uint8_t> got(sent.size());
+      const MessageTag tag{MakeTag(1, step++), 0};
+      WorkPtr recv = (*world[to])->Recv(from, tag, Bytes(got), kWait);
+      WorkPtr send = (*world[from])->Send(to, tag, Bytes(sent), kWait);
+      ASSERT_TRUE(send->Wait(kWait).ok());
+      ASSERT_TRUE(recv->Wait(kWait).ok());
+      EXPECT_EQ(got, sent) << from << " -> " << to;
+    }
+  }
+}
+
+// PLEXUS_TRANSPORT=shm (mode kRequired) with a peer on another host: creation fails on both
+// sides, naming the variable, the peer and why.
+TEST(TcpTransportTest, RequiredSharedMemoryFailsNamingThePeerAndWhy) {
+  auto world = TryWorld(2, "required", [](int rank) {
+    tcp::ShmConfig config;
+    config.mode = tcp::ShmMode::kRequired;
+    config.host_id = rank == 0 ? "a" : "b";
+    return std::optional<tcp::ShmConfig>(config);
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_FALSE(world[rank].ok()) << "rank " << rank;
+    EXPECT_EQ(world[rank].status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(world[rank].status().message(),
+                ::testing::AllOf(HasSubstr("PLEXUS_TRANSPORT=shm"),
+                      HasSubstr(absl::StrCat("rank ", 1 - rank, " cannot be reached")),
+                      HasSubstr("another host")));
+  }
+}
+
+// Every rank on one host: the arena is offered, and a rank that shuts down marks itself gone
+// there (a peer waiting on it stops at once instead of at its deadline).
+TEST(TcpTransportTest, OneHostOffersAnArenaThatALeavingRankCloses) {
+  auto world = MakeWorld(2, "arena");
+  ASSERT_NE(world[1], nullptr);
+  SharedArena* arena = world[0]->shared_arena();
+  ASSERT_NE(arena, nullptr);
+  EXPECT_EQ(arena->size(), 2);
+  EXPECT_EQ(world[0]->shared_memory_peers(), 1);
+  world[1].reset();  // Clean shutdown.
+  absl::StatusOr<uint64_t> seen =
+      arena->WaitFor(1, 1000, absl::Now() + kWait, [](uint64_t) { return false; });
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  EXPECT_NE(*seen & kArenaFailed, 0u);
+  EXPECT_EQ(ArenaFailureCode(*seen), absl::StatusCode::kUnavailable);
 }
 
 }  // namespace
