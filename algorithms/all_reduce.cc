@@ -22,15 +22,20 @@ bool SpansHostsWithNeighbours(absl::Span<const int> host_of) {
   return hosts > 1 && hosts < static_cast<int>(host_of.size());
 }
 
+// The flat schedule named `algorithm` (ring for any other name).
+absl::Status RunFlat(const std::string& algorithm, CollectiveContext& ctx, void* data,
+                     int64_t count, DType dtype, ReduceOpKind op) {
+  if (algorithm == "rd") return RecursiveDoublingAllReduce(ctx, data, count, dtype, op);
+  if (algorithm == "hd") return HalvingDoublingAllReduce(ctx, data, count, dtype, op);
+  return RingAllReduce(ctx, data, count, dtype, op);
+}
+
 }  // namespace
 
 absl::Status FlatAllReduce(CollectiveContext& ctx, const AlgorithmTable& table, void* data,
                            int64_t count, DType dtype, ReduceOpKind op) {
   const uint64_t bytes = static_cast<uint64_t>(count) * DTypeSize(dtype);
-  const std::string algorithm = table.Choose("all_reduce", bytes);
-  if (algorithm == "rd") return RecursiveDoublingAllReduce(ctx, data, count, dtype, op);
-  if (algorithm == "hd") return HalvingDoublingAllReduce(ctx, data, count, dtype, op);
-  return RingAllReduce(ctx, data, count, dtype, op);
+  return RunFlat(table.Choose("all_reduce", bytes), ctx, data, count, dtype, op);
 }
 
 absl::Status AllReduceInPlace(CollectiveContext& ctx, const AlgorithmTable& table, void* data,
@@ -56,12 +61,8 @@ absl::Status AllReduceInPlace(CollectiveContext& ctx, const AlgorithmTable& tabl
     status = SharedMemoryReduceScatterAllReduce(ctx, *arena, data, count, dtype, kernel);
   } else if (algorithm == "hier") {
     status = HierarchicalAllReduce(ctx, table, data, count, dtype, kernel);
-  } else if (algorithm == "rd") {
-    status = RecursiveDoublingAllReduce(ctx, data, count, dtype, kernel);
-  } else if (algorithm == "hd") {
-    status = HalvingDoublingAllReduce(ctx, data, count, dtype, kernel);
   } else {
-    status = RingAllReduce(ctx, data, count, dtype, kernel);
+    status = RunFlat(algorithm, ctx, data, count, dtype, kernel);
   }
   if (status.ok()) PostScale(data, count, dtype, op, ctx.size());
   return status;

@@ -47,7 +47,8 @@ WorkPtr Collectives::Submit(CollectiveKind kind, DType dtype, int64_t count,
   // Deferred only where threads have been waiting on their collectives (blocking use): one
   // that issues and waits later (DDP's buckets) should not lose a millisecond.
   const bool deferred = !queue_->running && queue_->tasks.empty() && queue_->waiters_expected;
-  queue_->tasks.push_back({absl::Now(), deferred, kind, sequence,
+  const absl::Time issued = deferred ? absl::Now() : absl::InfinitePast();
+  queue_->tasks.push_back({issued, deferred, kind, sequence,
                            MakeSignature(kind, dtype, sequence, count), timeout, work,
                            std::move(body), this});
   // A worker with a timer looks by itself; waking it here would race the caller for the task.

@@ -81,7 +81,7 @@ class Collectives {
 
  private:
   struct Task {
-    absl::Time issued;
+    absl::Time issued;  // Set for deferred tasks only (the worker's grace counts from it).
     bool deferred;  // A waiting thread gets the first chance to run it (see Submit).
     CollectiveKind kind;
     uint64_t sequence;

@@ -4,15 +4,14 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <random>
-#include <sstream>
 
 #include "absl/base/internal/endian.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "frontend/core/logging.h"
 #include "frontend/core/status_macros.h"
+#include "frontend/net/host_identity.h"
 
 namespace plexus::tcp {
 namespace {
@@ -28,13 +27,6 @@ uint64_t Fnv(uint64_t hash, const std::string& text) {
     hash *= 1099511628211ull;
   }
   return hash;
-}
-
-std::string ReadSmallFile(const char* path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 std::string Namespace(const char* kind) {
@@ -105,12 +97,12 @@ absl::StatusOr<ShmConfig> ShmConfigFromEnvironment() {
 }
 
 uint64_t SharedMemoryHostKey(const std::string& host_id) {
-  uint64_t key = 1469598103934665603ull;
-  key = Fnv(key, ReadSmallFile("/proc/sys/kernel/random/boot_id"));
-  // Ranks in different network namespaces are treated as different hosts (that is how tests
-  // build multi-host groups on one machine), and /proc/<pid> must show the peers (same PID
-  // namespace). Mount namespaces do not matter (`ip netns exec` makes one per process).
-  for (const char* kind : {"net", "pid"}) key = Fnv(key, Namespace(kind));
+  // The network's notion of a host (name, boot, network namespace: how tests build multi-host
+  // groups on one machine), plus what mapping a peer's memory needs: /proc/<pid> showing the
+  // peers (same PID namespace) and the same user. Mount namespaces do not matter (`ip netns
+  // exec` makes one per process).
+  uint64_t key = Fnv(1469598103934665603ull, net::NetworkHostIdentity());
+  key = Fnv(key, Namespace("pid"));
   key = Fnv(key, absl::StrCat("uid ", getuid()));
   // Splits the ranks of one machine into separate hosts (testing hierarchies on one machine).
   if (!host_id.empty()) key = Fnv(key, absl::StrCat("PLEXUS_HOST_ID=", host_id));

@@ -219,7 +219,6 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TcpTransportO
   } else {
     ASSIGN_OR_RETURN(shm, tcp::ShmConfigFromEnvironment());
   }
-  if (!options.shared_memory) shm.mode = tcp::ShmMode::kOff;
   ASSIGN_OR_RETURN(std::vector<ScopedFd> peers, tcp::ConnectMesh(mesh));
   ASSIGN_OR_RETURN(std::unique_ptr<tcp::ShmLinks> rings,
                    tcp::LinkSameHostPeers(peers, options.rank, shm, deadline));

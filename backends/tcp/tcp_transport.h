@@ -47,10 +47,8 @@ struct TcpTransportOptions {
   std::function<std::string(uint64_t)> describe_signature;
   // Polled while connecting: true gives up with Aborted. May be empty.
   std::function<bool()> cancelled;
-  // Peers on this host exchange frames through shared-memory rings (see shm_link.h for
-  // PLEXUS_TRANSPORT); false keeps every peer on TCP.
-  bool shared_memory = true;
-  // How, instead of the environment's PLEXUS_TRANSPORT, PLEXUS_SHM_* and PLEXUS_HOST_ID.
+  // Whether and how peers on this host exchange frames through shared-memory rings (see
+  // shm_link.h); unset: from the environment (PLEXUS_TRANSPORT, PLEXUS_SHM_*, PLEXUS_HOST_ID).
   std::optional<tcp::ShmConfig> shared_memory_config;
 };
 
