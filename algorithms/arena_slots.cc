@@ -59,8 +59,9 @@ absl::Status ArenaSlots::WaitForAll(uint64_t step, uint64_t piece, bool check) {
   const uint64_t ours = ctx_.signature();
   // A peer that announced another collective under this sequence number went another way
   // (skipped this one, or runs a different one): it will never publish this step.
+  // (0 is no announcement yet: the peer has not begun.)
   auto elsewhere = [ours](uint64_t announced) {
-    return announced != ours && SameSequence(announced, ours);
+    return announced != 0 && announced != ours && SameSequence(announced, ours);
   };
   for (int peer = 0; peer < arena_.size(); ++peer) {
     if (peer == arena_.rank()) continue;
@@ -84,7 +85,9 @@ absl::Status ArenaSlots::WaitForAll(uint64_t step, uint64_t piece, bool check) {
                                               " against ", piece, ")")
                                : std::string())));
     }
-    if ((*seen & kArenaFailed) != 0) {
+    // A peer that failed or left after reaching the step (e.g. it finished this collective,
+    // which needs nothing more from this rank, and shut down) left its data in place.
+    if (!reached && (*seen & kArenaFailed) != 0) {
       absl::StatusCode code = ArenaFailureCode(*seen);
       if (code == absl::StatusCode::kOk) code = absl::StatusCode::kAborted;
       if (code == absl::StatusCode::kUnavailable) {

@@ -1,0 +1,173 @@
+// The shared-memory all-reduce over an in-process arena, driven step by step so the orders
+// that a loaded machine produces only sometimes happen here every time.
+#include <atomic>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "algorithms/algorithms.h"
+#include "algorithms/arena_slots.h"
+#include "gtest/gtest.h"
+
+namespace plexus {
+namespace {
+
+constexpr size_t kRegionBytes = 4096;
+
+// What every rank maps: regions and the published/announced words.
+struct SharedState {
+  explicit SharedState(int size)
+      : regions(size, std::vector<uint8_t>(kRegionBytes)), published(size), announced(size) {}
+  std::vector<std::vector<uint8_t>> regions;
+  std::vector<std::atomic<uint64_t>> published;
+  std::vector<std::atomic<uint64_t>> announced;
+};
+
+// One rank's view. `before_wait` runs once, the first time this rank would wait for a peer:
+// it stands for everything the other ranks do while this one is descheduled.
+class FakeArena : public SharedArena {
+ public:
+  FakeArena(std::shared_ptr<SharedState> state, int rank) : state_(std::move(state)), rank_(rank) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(state_->regions.size()); }
+  size_t region_bytes() const override { return kRegionBytes; }
+  uint8_t* region(int rank) const override { return state_->regions[rank].data(); }
+  uint64_t Published(int rank) const override { return state_->published[rank].load(); }
+  void Publish(uint64_t value) override { state_->published[rank_].store(value); }
+  uint64_t Announced(int rank) const override { return state_->announced[rank].load(); }
+  void Announce(uint64_t word) override { state_->announced[rank_].store(word); }
+
+  absl::StatusOr<uint64_t> WaitFor(int peer, uint64_t value, absl::Time deadline,
+                                   absl::FunctionRef<bool(uint64_t)> stop) override {
+    if (before_wait) std::exchange(before_wait, nullptr)();
+    while (true) {
+      const uint64_t seen = state_->published[peer].load();
+      if (seen >= value || (seen & kArenaFailed) != 0) return seen;
+      if (stop(state_->announced[peer].load())) return seen;
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(absl::StrCat("rank ", rank_, " waited for ", peer));
+      }
+      std::this_thread::yield();
+    }
+  }
+
+  // What a rank shutting down cleanly publishes (as the TCP transport's arena does).
+  void Leave() { Publish(ArenaFailure(Published(rank_), absl::StatusCode::kUnavailable)); }
+
+  std::function<void()> before_wait;
+
+ private:
+  std::shared_ptr<SharedState> state_;
+  int rank_;
+};
+
+// Only rank and size are used: the shared-memory algorithm sends nothing.
+class SilentTransport : public Transport {
+ public:
+  SilentTransport(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  WorkPtr Send(int, MessageTag, absl::Span<const uint8_t>, absl::Duration) override {
+    return Work::Finished(absl::UnimplementedError("no sends here"), "send", rank_);
+  }
+  WorkPtr Recv(int, MessageTag, absl::Span<uint8_t>, absl::Duration) override {
+    return Work::Finished(absl::UnimplementedError("no receives here"), "recv", rank_);
+  }
+  WorkPtr RecvFromAny(MessageTag, absl::Span<uint8_t>, absl::Duration) override {
+    return Work::Finished(absl::UnimplementedError("no receives here"), "recv", rank_);
+  }
+  void AbortOperation(uint64_t, absl::Status) override {}
+  void Abort(absl::Status) override {}
+
+ private:
+  int rank_;
+  int size_;
+};
+
+struct Rank {
+  Rank(std::shared_ptr<SharedState> state, int rank, int size, int64_t count)
+      : transport(rank, size), arena(std::move(state), rank), data(count) {
+    for (int64_t i = 0; i < count; ++i) data[i] = static_cast<float>((rank + 1) * 1000 + i);
+  }
+  absl::Status Run(uint64_t sequence) {
+    const uint64_t signature =
+        MakeSignature(CollectiveKind::kAllReduce, DType::kFloat32, sequence, data.size());
+    CollectiveContext ctx(transport, CollectiveKind::kAllReduce, sequence, signature,
+                          absl::Seconds(20), nullptr);
+    arena.Announce(signature);
+    return SharedMemoryAllReduce(ctx, arena, data.data(), static_cast<int64_t>(data.size()),
+                                 DType::kFloat32, ReduceOpKind::kSum);
+  }
+  SilentTransport transport;
+  FakeArena arena;
+  std::vector<float> data;
+};
+
+void ExpectSummed(const Rank& rank, int size) {
+  for (size_t i = 0; i < rank.data.size(); ++i) {
+    float expected = 0;
+    for (int r = 0; r < size; ++r) expected += static_cast<float>((r + 1) * 1000 + i);
+    ASSERT_EQ(rank.data[i], expected) << "element " << i;
+  }
+}
+
+// The peer finished (it had this rank's input), returned to its caller and shut down before
+// this rank, descheduled after publishing its input, looked at the peer's: the peer's data is
+// there, so this rank completes.
+TEST(SharedMemoryAllReduceTest, APeerThatFinishedAndLeftStillCompletesTheSlowRank) {
+  auto state = std::make_shared<SharedState>(2);
+  Rank slow(state, 0, 2, 64);
+  Rank fast(state, 1, 2, 64);
+  slow.arena.before_wait = [&] {
+    ASSERT_TRUE(fast.Run(1).ok());
+    fast.arena.Leave();
+  };
+  absl::Status status = slow.Run(1);
+  ASSERT_TRUE(status.ok()) << status;
+  ExpectSummed(slow, 2);
+  ExpectSummed(fast, 2);
+}
+
+// A peer that left before publishing this collective's input fails it, naming the peer.
+TEST(SharedMemoryAllReduceTest, APeerThatLeftBeforeItsInputFailsTheCollective) {
+  auto state = std::make_shared<SharedState>(2);
+  Rank waiting(state, 0, 2, 64);
+  Rank gone(state, 1, 2, 64);
+  waiting.arena.before_wait = [&] { gone.arena.Leave(); };
+  absl::Status status = waiting.Run(1);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_NE(status.message().find("rank 1 failed it"), absl::string_view::npos) << status;
+  EXPECT_NE(waiting.arena.Published(0) & kArenaFailed, 0u);
+}
+
+// Several pieces and three ranks in threads: the arena's two slots alternate correctly.
+TEST(SharedMemoryAllReduceTest, ManyPiecesOnThreeRanks) {
+  auto state = std::make_shared<SharedState>(3);
+  const int64_t count = 5 * kRegionBytes / sizeof(float);  // Many pieces per collective.
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (int r = 0; r < 3; ++r) ranks.push_back(std::make_unique<Rank>(state, r, 3, count));
+  for (uint64_t sequence = 1; sequence <= 20; ++sequence) {
+    for (auto& rank : ranks) {
+      for (int64_t i = 0; i < count; ++i) {
+        rank->data[i] = static_cast<float>((rank->transport.rank() + 1) * 1000 + i);
+      }
+    }
+    std::vector<absl::Status> statuses(3);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 3; ++r) {
+      threads.emplace_back([&, r] { statuses[r] = ranks[r]->Run(sequence); });
+    }
+    for (auto& thread : threads) thread.join();
+    for (int r = 0; r < 3; ++r) {
+      ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+      ExpectSummed(*ranks[r], 3);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace plexus
