@@ -53,12 +53,14 @@ bool TrySendDirect(SendLane& lane, const OpPtr& op) {
 
 Loop::Loop(int rank, std::vector<ScopedFd> peers, std::unique_ptr<ShmLinks> rings,
            std::vector<SendLane*> lanes, int epoll_fd, uint64_t max_message_bytes,
-           uint64_t max_unexpected_bytes, SignatureDescriber describe)
+           uint64_t max_unexpected_bytes, absl::Duration heartbeat,
+           SignatureDescriber describe)
     : rank_(rank),
       epoll_fd_(epoll_fd),
       rings_(std::move(rings)),
       max_message_bytes_(max_message_bytes),
       max_unexpected_bytes_(max_unexpected_bytes),
+      heartbeat_(heartbeat),
       peers_(peers.size()),
       describe_(std::move(describe)) {
   for (size_t i = 0; i < peers.size(); ++i) {
@@ -83,6 +85,7 @@ Loop::Loop(int rank, std::vector<ScopedFd> peers, std::unique_ptr<ShmLinks> ring
     event.data.u64 = i;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, peers_[i].fd.get(), &event);
   }
+  StartHeartbeats(absl::Now());
 }
 
 Loop::~Loop() { FailEverything(absl::AbortedError("transport destroyed")); }
@@ -489,6 +492,13 @@ bool Loop::StartFrame(int peer_index, const char* header) {
   } else if (type == static_cast<uint32_t>(FrameType::kGoodbye)) {
     PeerDeparted(peer_index);
     return false;
+  } else if (type == static_cast<uint32_t>(FrameType::kHeartbeat)) {
+    if (size != 0) {
+      PeerLost(peer_index, absl::StrCat("heartbeat frame with ", size, " bytes of payload"));
+      return false;
+    }
+    peer.in_payload = false;  // Arriving was all it had to do.
+    return true;
   } else if (type == static_cast<uint32_t>(FrameType::kData)) {
     if (size > max_message_bytes_) {
       PeerLost(peer_index, absl::StrCat("frame of ", size, " bytes exceeds the cap of ",
@@ -761,6 +771,7 @@ void Loop::ExpireDeadlines() {
     Finish(op, absl::DeadlineExceededError(absl::StrCat(
                    Describe(*op), " timed out after ", absl::FormatDuration(op->timeout))));
   }
+  if (now >= next_check_) CheckHeartbeats(now);
 }
 
 int MillisecondsUntil(absl::Time deadline) {
@@ -770,7 +781,9 @@ int MillisecondsUntil(absl::Time deadline) {
 }
 
 int Loop::NextTimeoutMs() const {
-  return timers_.empty() ? 1000 : MillisecondsUntil(timers_.begin()->first);
+  const absl::Time next = timers_.empty() ? next_check_
+                                          : std::min(next_check_, timers_.begin()->first);
+  return next == absl::InfiniteFuture() ? 1000 : MillisecondsUntil(next);
 }
 
 }  // namespace plexus::tcp

@@ -27,9 +27,10 @@ namespace plexus::tcp {
 // payload size (8 bytes each). Abort frames carry the operation in `tag`, the status code in
 // `signature` and the reason as payload. A goodbye frame is the last a rank sends when it shuts
 // down cleanly: its peers keep what already arrived, and only a close without one (a crash)
-// breaks the group.
+// breaks the group. A heartbeat frame (header only) goes to each peer a fifth of the heartbeat
+// interval apart; a peer from which nothing at all arrived for the interval is lost.
 inline constexpr size_t kFrameHeaderBytes = 32;
-enum class FrameType : uint32_t { kData = 1, kAbort = 2, kGoodbye = 3 };
+enum class FrameType : uint32_t { kData = 1, kAbort = 2, kGoodbye = 3, kHeartbeat = 4 };
 
 void EncodeHeader(char* out, FrameType type, uint64_t tag, uint64_t signature, uint64_t size);
 
@@ -91,10 +92,11 @@ class Loop {
  public:
   using SignatureDescriber = std::function<std::string(uint64_t signature)>;
 
-  // `rings` (may be null) links the peers on this host; the loop owns it.
+  // `rings` (may be null) links the peers on this host; the loop owns it. `heartbeat`:
+  // silence after which a peer is lost (InfiniteDuration: never).
   Loop(int rank, std::vector<ScopedFd> peers, std::unique_ptr<ShmLinks> rings,
        std::vector<SendLane*> lanes, int epoll_fd, uint64_t max_message_bytes,
-       uint64_t max_unexpected_bytes, SignatureDescriber describe);
+       uint64_t max_unexpected_bytes, absl::Duration heartbeat, SignatureDescriber describe);
   ~Loop();
 
   void PostSend(const OpPtr& op);
@@ -108,6 +110,7 @@ class Loop {
 
   void OnEvent(int peer, uint32_t events);
 
+  // Fails operations past their deadline; beats and looks for silent peers when due.
   void ExpireDeadlines();
   int NextTimeoutMs() const;
 
@@ -144,6 +147,9 @@ class Loop {
     bool alive = true;
     bool departed = false;  // Said goodbye: its messages so far still count.
     bool want_write = false;
+    bool heard = false;       // Bytes arrived since the last heartbeat check.
+    absl::Time last_heard;    // When a check last found `heard` (or the start).
+    absl::Time last_beat;     // When this rank last queued a heartbeat to the peer.
     std::deque<OpPtr> tx;
     std::vector<uint8_t> rx;  // Small reads land here; large payloads bypass it.
     size_t rx_begin = 0;
@@ -194,6 +200,10 @@ class Loop {
   void FailEverything(const absl::Status& status);
   // Ends waits in the shared-memory arena: a peer is gone or the transport was aborted.
   void BreakArena(const absl::Status& status);
+  // Sends heartbeats that are due and drops peers silent past the interval
+  // (tcp_loop_heartbeat.cc).
+  void StartHeartbeats(absl::Time now);
+  void CheckHeartbeats(absl::Time now);
   void Finish(const OpPtr& op, const absl::Status& status);
   // Before failing a pending op early: stop using the caller's buffer (copy a half-written
   // send, send the rest of a half-read receive to nowhere).
@@ -209,6 +219,9 @@ class Loop {
   const std::unique_ptr<ShmLinks> rings_;
   const uint64_t max_message_bytes_;
   const uint64_t max_unexpected_bytes_;
+  const absl::Duration heartbeat_;
+  absl::Time next_check_ = absl::InfiniteFuture();
+  absl::Time last_check_;
   std::vector<Peer> peers_;
   std::map<std::pair<int, uint64_t>, std::deque<OpPtr>> posted_;
   std::map<uint64_t, std::deque<OpPtr>> posted_any_;

@@ -47,7 +47,10 @@ void Loop::DrainDoorbells(int peer_index) {
   char bells[256];
   while (!peer.closed) {
     const ssize_t n = recv(peer.fd.get(), bells, sizeof(bells), MSG_DONTWAIT);
-    if (n > 0) continue;
+    if (n > 0) {
+      peer.heard = true;
+      continue;
+    }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     peer.closed = true;  // End of file or a reset: the process is gone.
@@ -56,9 +59,14 @@ void Loop::DrainDoorbells(int peer_index) {
 }
 
 ssize_t Loop::ReadStream(Peer& peer, void* buffer, size_t size) {
-  if (peer.in == nullptr) return recv(peer.fd.get(), buffer, size, MSG_DONTWAIT);
+  if (peer.in == nullptr) {
+    const ssize_t n = recv(peer.fd.get(), buffer, size, MSG_DONTWAIT);
+    if (n > 0) peer.heard = true;
+    return n;
+  }
   const size_t n = peer.in->Read(buffer, size);
   if (n > 0) {
+    peer.heard = true;
     if (peer.in->WriterNeedsWake()) RingDoorbell(peer.fd.get());
     return static_cast<ssize_t>(n);
   }

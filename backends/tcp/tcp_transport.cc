@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/tcp/tcp_connect.h"
 #include "backends/tcp/tcp_loop.h"
+#include "frontend/core/heartbeat.h"
 #include "frontend/core/status_macros.h"
 
 namespace plexus {
@@ -219,6 +220,9 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TcpTransportO
   } else {
     ASSIGN_OR_RETURN(shm, tcp::ShmConfigFromEnvironment());
   }
+  if (!options.heartbeat.has_value()) {
+    ASSIGN_OR_RETURN(options.heartbeat, HeartbeatFromEnvironment());
+  }
   ASSIGN_OR_RETURN(std::vector<ScopedFd> peers, tcp::ConnectMesh(mesh));
   ASSIGN_OR_RETURN(std::unique_ptr<tcp::ShmLinks> rings,
                    tcp::LinkSameHostPeers(peers, options.rank, shm, deadline));
@@ -251,7 +255,8 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::vector<ScopedFd> pe
   engine_ = std::make_shared<Engine>(std::move(epoll), std::move(wakeup));
   engine_->loop = std::make_unique<tcp::Loop>(
       options_.rank, std::move(peers), std::move(rings), std::move(lanes), epoll_fd,
-      options_.max_message_bytes, options_.max_unexpected_bytes, std::move(describe));
+      options_.max_message_bytes, options_.max_unexpected_bytes,
+      options_.heartbeat.value_or(kDefaultHeartbeat), std::move(describe));
   thread_ = std::thread([engine = engine_.get()] {
     absl::Time close_deadline = absl::InfiniteFuture();
     while (true) {

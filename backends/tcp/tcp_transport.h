@@ -50,6 +50,9 @@ struct TcpTransportOptions {
   // Whether and how peers on this host exchange frames through shared-memory rings (see
   // shm_link.h); unset: from the environment (PLEXUS_TRANSPORT, PLEXUS_SHM_*, PLEXUS_HOST_ID).
   std::optional<tcp::ShmConfig> shared_memory_config;
+  // Silence after which a peer counts as lost (frontend/core/heartbeat.h); unset: from
+  // PLEXUS_HEARTBEAT (default 5 s); InfiniteDuration: never.
+  std::optional<absl::Duration> heartbeat;
 };
 
 class TcpTransport : public Transport {

@@ -27,7 +27,8 @@ constexpr absl::Duration kWait = absl::Seconds(20);
 // shared-memory settings. Returns each rank's outcome.
 std::vector<absl::StatusOr<std::unique_ptr<TcpTransport>>> TryWorld(
     int size, const std::string& group,
-    const std::function<std::optional<tcp::ShmConfig>(int)>& shm = nullptr) {
+    const std::function<std::optional<tcp::ShmConfig>(int)>& shm = nullptr,
+    const std::function<std::optional<absl::Duration>(int)>& heartbeat = nullptr) {
   auto store = std::make_shared<HashStore>(absl::Seconds(20));
   std::vector<absl::StatusOr<std::unique_ptr<TcpTransport>>> world;
   for (int rank = 0; rank < size; ++rank) world.emplace_back(absl::UnknownError("not created"));
@@ -42,6 +43,7 @@ std::vector<absl::StatusOr<std::unique_ptr<TcpTransport>>> TryWorld(
       options.address = "127.0.0.1";
       options.connect_timeout = absl::Seconds(20);
       if (shm) options.shared_memory_config = shm(rank);
+      if (heartbeat) options.heartbeat = heartbeat(rank);
       world[rank] = TcpTransport::Create(options);
     });
   }
@@ -350,6 +352,45 @@ TEST(TcpTransportTest, OneHostOffersAnArenaThatALeavingRankCloses) {
   ASSERT_TRUE(seen.ok()) << seen.status();
   EXPECT_NE(*seen & kArenaFailed, 0u);
   EXPECT_EQ(ArenaFailureCode(*seen), absl::StatusCode::kUnavailable);
+}
+
+// Peers that are idle still beat: a quiet spell of many intervals loses nobody.
+TEST(TcpTransportTest, IdlePeersOutliveManyHeartbeatIntervals) {
+  for (tcp::ShmMode mode : {tcp::ShmMode::kOff, tcp::ShmMode::kRequired}) {
+    auto world = TryWorld(
+        2, absl::StrCat("idle", static_cast<int>(mode)),
+        [mode](int) { return tcp::ShmConfig{mode}; },
+        [](int) { return absl::Milliseconds(200); });
+    ASSERT_TRUE(world[0].ok() && world[1].ok());
+    absl::SleepFor(absl::Seconds(1));  // Five intervals with nothing to send.
+    std::vector<uint8_t> sent = Pattern(1000, 3), received(1000);
+    WorkPtr recv = (*world[1])->Recv(0, {MakeTag(1, 0), 0}, Bytes(received), kWait);
+    ASSERT_TRUE((*world[0])->Send(1, {MakeTag(1, 0), 0}, Bytes(sent), kWait)->Wait(kWait).ok());
+    absl::Status status = recv->Wait(kWait);
+    ASSERT_TRUE(status.ok()) << status;
+    EXPECT_EQ(received, sent);
+  }
+}
+
+// A peer that sends nothing (here: one that never beats, as a stopped process would not) is
+// lost after the interval: a pending receive from it fails Unavailable, naming it and why.
+TEST(TcpTransportTest, ASilentPeerIsLostAfterTheHeartbeatInterval) {
+  for (tcp::ShmMode mode : {tcp::ShmMode::kOff, tcp::ShmMode::kRequired}) {
+    auto world = TryWorld(
+        2, absl::StrCat("silent", static_cast<int>(mode)),
+        [mode](int) { return tcp::ShmConfig{mode}; },
+        [](int rank) { return rank == 0 ? absl::Milliseconds(300) : absl::InfiniteDuration(); });
+    ASSERT_TRUE(world[0].ok() && world[1].ok());
+    std::vector<uint8_t> received(10);
+    const absl::Time start = absl::Now();
+    WorkPtr recv = (*world[0])->Recv(1, {MakeTag(1, 0), 0}, Bytes(received), kWait);
+    absl::Status status = recv->Wait(kWait);
+    const absl::Duration took = absl::Now() - start;
+    EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+    EXPECT_THAT(status.message(), HasSubstr("lost rank 1"));
+    EXPECT_THAT(status.message(), HasSubstr("heartbeat"));
+    EXPECT_LT(took, absl::Seconds(3)) << "detected after " << took;
+  }
 }
 
 }  // namespace

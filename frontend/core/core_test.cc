@@ -4,6 +4,7 @@
 #include "absl/status/status.h"
 #include "frontend/core/device.h"
 #include "frontend/core/dtype.h"
+#include "frontend/core/heartbeat.h"
 #include "frontend/core/options.h"
 #include "frontend/core/reduce_op.h"
 #include "frontend/core/status_macros.h"
@@ -137,6 +138,20 @@ TEST(StatusMacrosTest, PropagateErrorsAndValues) {
   EXPECT_EQ(Quarter(6).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(CheckEven(4).ok());
   EXPECT_FALSE(CheckEven(3).ok());
+}
+
+TEST(HeartbeatTest, ParsesDurationsSecondsAndOff) {
+  EXPECT_EQ(*ParseHeartbeat("5s"), absl::Seconds(5));
+  EXPECT_EQ(*ParseHeartbeat("500ms"), absl::Milliseconds(500));
+  EXPECT_EQ(*ParseHeartbeat(" 2.5 "), absl::Milliseconds(2500));
+  EXPECT_EQ(*ParseHeartbeat("off"), absl::InfiniteDuration());
+  EXPECT_EQ(*ParseHeartbeat("0"), absl::InfiniteDuration());
+  absl::StatusOr<absl::Duration> bad = ParseHeartbeat("soon");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("'soon'"), absl::string_view::npos);
+  absl::StatusOr<absl::Duration> tiny = ParseHeartbeat("10ms");
+  EXPECT_EQ(tiny.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(tiny.status().message().find("minimum"), absl::string_view::npos);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "frontend/dispatch/init.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/fault/forked_ranks.h"
 #include "tests/testing/subprocess.h"
 
 namespace plexus {
@@ -23,74 +24,18 @@ using ::testing::HasSubstr;
 
 constexpr int kWorld = 4;
 
+using testing::CollectOutcomes;
+using testing::ForkedRanks;
+using testing::Outcome;
+
 absl::StatusOr<std::shared_ptr<ProcessGroup>> Join(const std::string& url, int rank,
                                                    absl::Duration timeout,
                                                    const std::string& backend = "cpu:tcp") {
-  InitOptions options;
-  options.backend = backend;
-  options.init_method = url;
-  options.rank = rank;
-  options.world_size = kWorld;
-  options.timeout = timeout;
-  return InitProcessGroup(options);
+  return testing::JoinGroup(url, rank, kWorld, timeout, backend);
 }
 
-// Each child writes one line "<code> <message>" to its pipe; the parent collects them.
-struct Outcome {
-  absl::StatusCode code = absl::StatusCode::kUnknown;
-  std::string message;
-};
-
-void Report(int fd, const absl::Status& status) {
-  const std::string line = absl::StrCat(static_cast<int>(status.code()), " ", status.message());
-  [[maybe_unused]] ssize_t n = write(fd, line.data(), line.size());
-  close(fd);
-}
-
-std::vector<Outcome> Collect(const std::vector<int>& fds) {
-  std::vector<Outcome> outcomes(fds.size());
-  for (size_t i = 0; i < fds.size(); ++i) {
-    std::string text;
-    char buffer[4096];
-    ssize_t n;
-    while ((n = read(fds[i], buffer, sizeof(buffer))) > 0) text.append(buffer, n);
-    close(fds[i]);
-    const size_t space = text.find(' ');
-    if (space == std::string::npos) continue;
-    outcomes[i].code = static_cast<absl::StatusCode>(std::stoi(text.substr(0, space)));
-    outcomes[i].message = text.substr(space + 1);
-  }
-  return outcomes;
-}
-
-// Forks kWorld ranks running `body(rank)`, each reporting the status it ends with.
-struct World {
-  std::vector<pid_t> pids;
-  std::vector<int> fds;
-};
-
-World Fork(const std::function<absl::Status(int)>& body) {
-  World world;
-  fflush(stdout);
-  fflush(stderr);
-  for (int rank = 0; rank < kWorld; ++rank) {
-    int pipe_fds[2];
-    EXPECT_EQ(pipe(pipe_fds), 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-      close(pipe_fds[0]);
-      Report(pipe_fds[1], body(rank));
-      _exit(0);
-    }
-    close(pipe_fds[1]);
-    world.pids.push_back(pid);
-    world.fds.push_back(pipe_fds[0]);
-  }
-  return world;
-}
-
-void Reap(World& world) {
-  for (pid_t pid : world.pids) waitpid(pid, nullptr, 0);
+ForkedRanks Fork(const std::function<absl::Status(int)>& body) {
+  return testing::ForkRanks(kWorld, body);
 }
 
 // Kills rank 2 of 4 while all ranks loop over 16 MiB all_reduces; returns what the survivors
@@ -100,7 +45,7 @@ std::vector<Outcome> KillMidAllReduce(const std::string& backend, absl::Duration
   const std::string url = "file://" + testing::TempPath("fault_kill_" + backend.substr(4));
   int ready_pipe[2];
   EXPECT_EQ(pipe(ready_pipe), 0);
-  World world = Fork([&](int rank) -> absl::Status {
+  ForkedRanks world = Fork([&](int rank) -> absl::Status {
     close(ready_pipe[0]);
     auto group = Join(url, rank, timeout, backend);
     if (!group.ok()) return group.status();
@@ -122,9 +67,10 @@ std::vector<Outcome> KillMidAllReduce(const std::string& backend, absl::Duration
   close(ready_pipe[0]);
   const absl::Time killed = absl::Now();
   kill(world.pids[2], SIGKILL);
-  std::vector<Outcome> outcomes = Collect(world.fds);  // Returns when every survivor reported.
+  // Returns when every survivor reported.
+  std::vector<Outcome> outcomes = CollectOutcomes(world.fds);
   *detection = absl::Now() - killed;
-  Reap(world);
+  testing::ReapRanks(world);
   return outcomes;
 }
 
@@ -157,7 +103,7 @@ TEST(FaultTest, KilledRankUnderGlooFailsEverySurvivorByTheTimeout) {
 
 TEST(FaultTest, RankThatSkipsACollectiveIsAMismatchEverywhere) {
   const std::string url = "file://" + testing::TempPath("fault_skip");
-  World world = Fork([&](int rank) -> absl::Status {
+  ForkedRanks world = Fork([&](int rank) -> absl::Status {
     auto group = Join(url, rank, absl::Seconds(30));
     if (!group.ok()) return group.status();
     std::vector<float> data(1000, 1.0f);
@@ -170,8 +116,8 @@ TEST(FaultTest, RankThatSkipsACollectiveIsAMismatchEverywhere) {
     return barrier.ok() ? (*barrier)->Wait(absl::Seconds(30)) : barrier.status();
   });
   const absl::Time start = absl::Now();
-  std::vector<Outcome> outcomes = Collect(world.fds);
-  Reap(world);
+  std::vector<Outcome> outcomes = CollectOutcomes(world.fds);
+  testing::ReapRanks(world);
   EXPECT_LT(absl::Now() - start, absl::Seconds(20));
   for (int rank = 0; rank < kWorld; ++rank) {
     EXPECT_EQ(outcomes[rank].code, absl::StatusCode::kFailedPrecondition)
@@ -188,15 +134,15 @@ TEST(FaultTest, RankThatSkipsACollectiveIsAMismatchEverywhere) {
 
 TEST(FaultTest, MismatchedCountsFailEverywhereNamingBothSides) {
   const std::string url = "file://" + testing::TempPath("fault_count");
-  World world = Fork([&](int rank) -> absl::Status {
+  ForkedRanks world = Fork([&](int rank) -> absl::Status {
     auto group = Join(url, rank, absl::Seconds(30));
     if (!group.ok()) return group.status();
     std::vector<float> data(rank == 1 ? 10 : 12, 1.0f);
     auto work = (*group)->AllReduce(Tensor::Flat(data.data(), DType::kFloat32, data.size()));
     return work.ok() ? (*work)->Wait(absl::Seconds(30)) : work.status();
   });
-  std::vector<Outcome> outcomes = Collect(world.fds);
-  Reap(world);
+  std::vector<Outcome> outcomes = CollectOutcomes(world.fds);
+  testing::ReapRanks(world);
   bool named = false;
   for (int rank = 0; rank < kWorld; ++rank) {
     EXPECT_EQ(outcomes[rank].code, absl::StatusCode::kFailedPrecondition)
@@ -214,7 +160,7 @@ TEST(FaultTest, MismatchedCountsUnderGlooFailEverywhere) {
   // failed collective, the buffers' contents are unspecified: ranks that agree may have
   // exchanged part of theirs.)
   const std::string url = "file://" + testing::TempPath("fault_gloo_count");
-  World world = Fork([&](int rank) -> absl::Status {
+  ForkedRanks world = Fork([&](int rank) -> absl::Status {
     auto group = Join(url, rank, absl::Seconds(30), "cpu:gloo");
     if (!group.ok()) return group.status();
     std::vector<float> data(rank == 1 ? 10 : 12, 1.0f);
@@ -224,8 +170,8 @@ TEST(FaultTest, MismatchedCountsUnderGlooFailEverywhere) {
         (*group)->AllReduce(Tensor::Flat(data.data(), DType::kFloat32, data.size()), options);
     return work.ok() ? (*work)->Wait(absl::Seconds(30)) : work.status();
   });
-  std::vector<Outcome> outcomes = Collect(world.fds);
-  Reap(world);
+  std::vector<Outcome> outcomes = CollectOutcomes(world.fds);
+  testing::ReapRanks(world);
   for (int rank = 0; rank < kWorld; ++rank) {
     EXPECT_THAT(outcomes[rank].code, ::testing::AnyOf(absl::StatusCode::kDeadlineExceeded,
                                                       absl::StatusCode::kUnavailable))
@@ -237,7 +183,7 @@ TEST(FaultTest, RankThatNeverArrivesGivesDeadlineExceededAtTheTimeout) {
   const std::string url = "file://" + testing::TempPath("fault_absent");
   int release[2];
   ASSERT_EQ(pipe(release), 0);
-  World world = Fork([&](int rank) -> absl::Status {
+  ForkedRanks world = Fork([&](int rank) -> absl::Status {
     close(release[1]);
     auto group = Join(url, rank, absl::Seconds(30));
     if (!group.ok()) return group.status();
@@ -261,10 +207,10 @@ TEST(FaultTest, RankThatNeverArrivesGivesDeadlineExceededAtTheTimeout) {
   close(release[0]);
   std::vector<Outcome> outcomes(kWorld);
   std::vector<int> survivors(world.fds.begin(), world.fds.begin() + 3);
-  std::vector<Outcome> first = Collect(survivors);
+  std::vector<Outcome> first = CollectOutcomes(survivors);
   close(release[1]);  // Let rank 3 go.
-  Collect({world.fds[3]});
-  Reap(world);
+  CollectOutcomes({world.fds[3]});
+  testing::ReapRanks(world);
   for (int rank = 0; rank < 3; ++rank) {
     EXPECT_EQ(first[rank].code, absl::StatusCode::kDeadlineExceeded)
         << "rank " << rank << ": " << first[rank].message;

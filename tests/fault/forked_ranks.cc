@@ -1,0 +1,75 @@
+#include "tests/fault/forked_ranks.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "frontend/dispatch/init.h"
+
+namespace plexus::testing {
+namespace {
+
+void Report(int fd, const absl::Status& status) {
+  const std::string line = absl::StrCat(static_cast<int>(status.code()), " ", status.message());
+  [[maybe_unused]] ssize_t n = write(fd, line.data(), line.size());
+  close(fd);
+}
+
+}  // namespace
+
+ForkedRanks ForkRanks(int world_size, const std::function<absl::Status(int)>& body) {
+  ForkedRanks ranks;
+  fflush(stdout);
+  fflush(stderr);
+  for (int rank = 0; rank < world_size; ++rank) {
+    int pipe_fds[2];
+    if (pipe(pipe_fds) != 0) abort();
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(pipe_fds[0]);
+      for (int fd : ranks.fds) close(fd);  // Earlier siblings' pipes belong to the parent.
+      Report(pipe_fds[1], body(rank));
+      _exit(0);
+    }
+    close(pipe_fds[1]);
+    ranks.pids.push_back(pid);
+    ranks.fds.push_back(pipe_fds[0]);
+  }
+  return ranks;
+}
+
+std::vector<Outcome> CollectOutcomes(const std::vector<int>& fds) {
+  std::vector<Outcome> outcomes(fds.size());
+  for (size_t i = 0; i < fds.size(); ++i) {
+    std::string text;
+    char buffer[4096];
+    ssize_t n;
+    while ((n = read(fds[i], buffer, sizeof(buffer))) > 0) text.append(buffer, n);
+    close(fds[i]);
+    const size_t space = text.find(' ');
+    if (space == std::string::npos) continue;
+    outcomes[i].code = static_cast<absl::StatusCode>(std::stoi(text.substr(0, space)));
+    outcomes[i].message = text.substr(space + 1);
+  }
+  return outcomes;
+}
+
+void ReapRanks(const ForkedRanks& ranks) {
+  for (pid_t pid : ranks.pids) waitpid(pid, nullptr, 0);
+}
+
+absl::StatusOr<std::shared_ptr<ProcessGroup>> JoinGroup(const std::string& url, int rank,
+                                                        int world_size, absl::Duration timeout,
+                                                        const std::string& backend) {
+  InitOptions options;
+  options.backend = backend;
+  options.init_method = url;
+  options.rank = rank;
+  options.world_size = world_size;
+  options.timeout = timeout;
+  return InitProcessGroup(options);
+}
+
+}  // namespace plexus::testing

@@ -1,0 +1,48 @@
+// Ranks as forked processes for fault tests: each child runs a body and reports the status it
+// ended with through a pipe, so the parent can kill or stop children and still collect what
+// every survivor saw.
+#ifndef PLEXUS_TESTS_FAULT_FORKED_RANKS_H_
+#define PLEXUS_TESTS_FAULT_FORKED_RANKS_H_
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "frontend/dispatch/process_group.h"
+
+namespace plexus::testing {
+
+// What one child reported: its final status ("<code> <message>" on the pipe).
+struct Outcome {
+  absl::StatusCode code = absl::StatusCode::kUnknown;
+  std::string message;
+};
+
+struct ForkedRanks {
+  std::vector<pid_t> pids;
+  std::vector<int> fds;  // Read ends of the children's report pipes.
+};
+
+// Forks `world_size` children running `body(rank)`; each reports what it returns and exits.
+ForkedRanks ForkRanks(int world_size, const std::function<absl::Status(int)>& body);
+
+// Reads every report (returns once each child reported or exited); closes the fds.
+std::vector<Outcome> CollectOutcomes(const std::vector<int>& fds);
+
+// Waits for every child.
+void ReapRanks(const ForkedRanks& ranks);
+
+// init_process_group for a child: `world_size` ranks through `url`, `backend`, `timeout`.
+absl::StatusOr<std::shared_ptr<ProcessGroup>> JoinGroup(const std::string& url, int rank,
+                                                        int world_size, absl::Duration timeout,
+                                                        const std::string& backend = "cpu:tcp");
+
+}  // namespace plexus::testing
+
+#endif  // PLEXUS_TESTS_FAULT_FORKED_RANKS_H_

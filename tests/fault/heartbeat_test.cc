@@ -1,0 +1,142 @@
+// Heartbeats on cpu:tcp, with ranks as forked processes: a SIGSTOPped rank (alive, sockets
+// open, silent) fails every survivor with Unavailable within the heartbeat interval + 1 s, and
+// a rank that computes for three intervals between collectives is not expelled.
+// PLEXUS_HEARTBEAT comes from the BUILD file (2 s); PLEXUS_TRANSPORT picks rings or sockets.
+#include <signal.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "frontend/core/heartbeat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/fault/forked_ranks.h"
+#include "tests/testing/subprocess.h"
+
+namespace plexus {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::CollectOutcomes;
+using testing::ForkedRanks;
+using testing::Outcome;
+
+constexpr int kWorld = 4;
+constexpr int kStopped = 2;
+constexpr int kRuns = 20;
+
+absl::Duration Interval() {
+  absl::StatusOr<absl::Duration> interval = HeartbeatFromEnvironment();
+  return interval.ok() ? *interval : kDefaultHeartbeat;
+}
+
+// One run: every rank loops over 64 MiB all_reduces; after each has finished one, rank 2 is
+// stopped. Returns the survivors' outcomes, the time from the stop to the last survivor's
+// report, and what the stopped rank reports once it is continued.
+struct StopRun {
+  std::vector<Outcome> outcomes;
+  Outcome resumed;
+  absl::Duration detection;
+};
+
+StopRun StopMidAllReduce(int run) {
+  const std::string url = "file://" + testing::TempPath(absl::StrCat("heartbeat_stop_", run));
+  int ready_pipe[2];
+  EXPECT_EQ(pipe(ready_pipe), 0);
+  ForkedRanks world = testing::ForkRanks(kWorld, [&](int rank) -> absl::Status {
+    close(ready_pipe[0]);
+    auto group = testing::JoinGroup(url, rank, kWorld, absl::Seconds(120));
+    if (!group.ok()) return group.status();
+    std::vector<float> data(16 << 20, 1.0f);  // 64 MiB.
+    for (int i = 0;; ++i) {
+      if (i == 1) {
+        char one = 1;
+        [[maybe_unused]] ssize_t n = write(ready_pipe[1], &one, 1);
+        close(ready_pipe[1]);
+      }
+      auto work = (*group)->AllReduce(Tensor::Flat(data.data(), DType::kFloat32, data.size()));
+      if (!work.ok()) return work.status();
+      absl::Status status = (*work)->Wait(absl::Seconds(150));
+      if (!status.ok()) return status;
+    }
+  });
+  close(ready_pipe[1]);
+  char byte;
+  for (int i = 0; i < kWorld; ++i) EXPECT_EQ(read(ready_pipe[0], &byte, 1), 1);
+  close(ready_pipe[0]);
+  const absl::Time stopped = absl::Now();
+  kill(world.pids[kStopped], SIGSTOP);
+  std::vector<int> survivors;
+  for (int rank = 0; rank < kWorld; ++rank) {
+    if (rank != kStopped) survivors.push_back(world.fds[rank]);
+  }
+  StopRun result;
+  result.outcomes = CollectOutcomes(survivors);  // Returns once every survivor reported.
+  result.detection = absl::Now() - stopped;
+  // Continued, the stopped rank finds its peers gone: it fails too, never hangs.
+  kill(world.pids[kStopped], SIGCONT);
+  result.resumed = CollectOutcomes({world.fds[kStopped]})[0];
+  testing::ReapRanks(world);
+  return result;
+}
+
+TEST(HeartbeatTest, AStoppedRankFailsEverySurvivorWithinTheIntervalPlusOneSecond) {
+  const absl::Duration bound = Interval() + absl::Seconds(1);
+  absl::Duration slowest;
+  for (int run = 0; run < kRuns; ++run) {
+    StopRun result = StopMidAllReduce(run);
+    for (size_t i = 0; i < result.outcomes.size(); ++i) {
+      const Outcome& outcome = result.outcomes[i];
+      EXPECT_EQ(outcome.code, absl::StatusCode::kUnavailable)
+          << "run " << run << ", survivor " << i << ": " << outcome.message;
+      EXPECT_THAT(outcome.message, HasSubstr(absl::StrCat("lost rank ", kStopped)))
+          << "run " << run;
+    }
+    EXPECT_LT(result.detection, bound) << "run " << run;
+    EXPECT_EQ(result.resumed.code, absl::StatusCode::kUnavailable)
+        << "run " << run << ", stopped rank once continued: " << result.resumed.message;
+    slowest = std::max(slowest, result.detection);
+    if (::testing::Test::HasFailure()) break;
+  }
+  std::printf("slowest detection over %d runs: %s (bound %s)\n", kRuns,
+              absl::FormatDuration(slowest).c_str(), absl::FormatDuration(bound).c_str());
+}
+
+// Rank 1 computes (holding a core) for three intervals between two all_reduces; nobody is
+// expelled and both give the right sum everywhere.
+TEST(HeartbeatTest, ARankComputingForThreeIntervalsIsNotExpelled) {
+  const std::string url = "file://" + testing::TempPath("heartbeat_compute");
+  const absl::Duration compute = 3 * Interval();
+  ForkedRanks world = testing::ForkRanks(kWorld, [&](int rank) -> absl::Status {
+    auto group = testing::JoinGroup(url, rank, kWorld, absl::Seconds(120));
+    if (!group.ok()) return group.status();
+    for (int round = 0; round < 2; ++round) {
+      if (round == 1 && rank == 1) {
+        volatile uint64_t spin = 0;
+        for (const absl::Time end = absl::Now() + compute; absl::Now() < end;) spin = spin + 1;
+      }
+      std::vector<float> data(1 << 20, static_cast<float>(rank + round));
+      auto work = (*group)->AllReduce(Tensor::Flat(data.data(), DType::kFloat32, data.size()));
+      if (!work.ok()) return work.status();
+      if (absl::Status status = (*work)->Wait(absl::Seconds(60)); !status.ok()) return status;
+      const float expected = static_cast<float>(0 + 1 + 2 + 3 + kWorld * round);
+      for (float value : data) {
+        if (value != expected) {
+          return absl::InternalError(absl::StrCat("round ", round, ": ", value, " != ", expected));
+        }
+      }
+    }
+    return absl::OkStatus();
+  });
+  std::vector<Outcome> outcomes = CollectOutcomes(world.fds);
+  testing::ReapRanks(world);
+  for (int rank = 0; rank < kWorld; ++rank) {
+    EXPECT_EQ(outcomes[rank].code, absl::StatusCode::kOk)
+        << "rank " << rank << ": " << outcomes[rank].message;
+  }
+}
+
+}  // namespace
+}  // namespace plexus
