@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "frontend/core/heartbeat.h"
 #include "frontend/core/status_macros.h"
 
 namespace plexus {
@@ -37,13 +38,19 @@ absl::StatusOr<std::unique_ptr<TCPStore>> TCPStore::Create(TCPStoreOptions optio
     server = std::move(started).value();
     port = server->port();
   }
+  if (!options.heartbeat.has_value()) {
+    ASSIGN_OR_RETURN(options.heartbeat, HeartbeatFromEnvironment());
+  }
   const absl::Time deadline = absl::Now() + options.timeout;
   auto socket = ConnectTcpWithRetry(options.host, port, deadline);
   if (!socket.ok()) {
     return absl::Status(socket.status().code(),
                         absl::StrCat("TCPStore client: ", socket.status().message()));
   }
-  absl::Status handshake = SendAll(socket->get(), tcp_store::HandshakeBytes(0), deadline);
+  absl::Status handshake = SendAll(
+      socket->get(),
+      tcp_store::HandshakeBytes(tcp_store::BeatField(HeartbeatPeriod(*options.heartbeat))),
+      deadline);
   char reply[tcp_store::kHandshakeBytes];
   if (handshake.ok()) handshake = RecvExact(socket->get(), reply, sizeof(reply), deadline);
   uint16_t server_status = 0;
@@ -93,18 +100,9 @@ absl::StatusOr<std::string> TCPStore::Call(absl::string_view op_name, const Enco
   };
   absl::Status sent = SendAll(socket_.get(), request.Frame(), deadline);
   if (!sent.ok()) return lost(sent);
-  char header[tcp_store::kFrameHeaderBytes];
-  absl::Status received = RecvExact(socket_.get(), header, sizeof(header), deadline);
-  if (!received.ok()) return lost(received);
-  const uint64_t length = tcp_store::FrameLength(header);
-  if (length == 0 || length > options_.max_frame_bytes) {
-    return lost(absl::InvalidArgumentError(
-        absl::StrCat("server sent a frame of ", length, " bytes (cap ",
-                     options_.max_frame_bytes, ")")));
-  }
-  std::string payload(length, '\0');
-  received = RecvExact(socket_.get(), payload.data(), payload.size(), deadline);
-  if (!received.ok()) return lost(received);
+  absl::StatusOr<std::string> response = ReadResponse(deadline);
+  if (!response.ok()) return lost(response.status());
+  const std::string& payload = *response;
   const auto code = static_cast<absl::StatusCode>(static_cast<uint8_t>(payload[0]));
   if (code != absl::StatusCode::kOk) {
     Decoder error(absl::string_view(payload).substr(1));
@@ -113,6 +111,34 @@ absl::StatusOr<std::string> TCPStore::Call(absl::string_view op_name, const Enco
                                            message.ok() ? *message : "(no message)"));
   }
   return payload.substr(1);
+}
+
+absl::StatusOr<std::string> TCPStore::ReadResponse(absl::Time deadline) {
+  const absl::Duration interval = options_.heartbeat.value_or(kDefaultHeartbeat);
+  while (true) {
+    // The server answers at once or beats while it holds the request: silence this long
+    // means it is stopped, frozen or unreachable.
+    const absl::Time silent_by = std::min(deadline, absl::Now() + interval);
+    char header[tcp_store::kFrameHeaderBytes];
+    absl::Status received = RecvExact(socket_.get(), header, sizeof(header), silent_by);
+    if (!received.ok() && received.code() == absl::StatusCode::kDeadlineExceeded &&
+        silent_by < deadline) {
+      return absl::UnavailableError(absl::StrCat(
+          "server silent for ", absl::FormatDuration(interval),
+          ", the heartbeat interval (stopped, frozen or unreachable; PLEXUS_HEARTBEAT sets it)"));
+    }
+    RETURN_IF_ERROR(received);
+    const uint64_t length = tcp_store::FrameLength(header);
+    if (length == 0) continue;  // A heartbeat.
+    if (length > options_.max_frame_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("server sent a frame of ", length,
+                                                     " bytes (cap ", options_.max_frame_bytes,
+                                                     ")"));
+    }
+    std::string payload(length, '\0');
+    RETURN_IF_ERROR(RecvExact(socket_.get(), payload.data(), payload.size(), deadline));
+    return payload;
+  }
 }
 
 absl::Status TCPStore::Set(absl::string_view key, absl::string_view value) {

@@ -8,6 +8,7 @@
 #define PLEXUS_FRONTEND_STORE_TCP_STORE_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,9 @@ struct TCPStoreOptions {
   bool wait_for_workers = true;
   absl::Duration timeout = kDefaultStoreTimeout;  // Connecting, and every blocking operation.
   uint64_t max_frame_bytes = tcp_store::kDefaultMaxFrameBytes;
+  // A server silent this long while a request waits for its answer is lost (Unavailable); it
+  // beats while it holds a request. Unset: PLEXUS_HEARTBEAT (default 5 s); Infinite: never.
+  std::optional<absl::Duration> heartbeat;
 };
 
 class TCPStore : public Store {
@@ -70,6 +74,10 @@ class TCPStore : public Store {
   // long the server may legitimately hold the request before answering.
   absl::StatusOr<std::string> Call(absl::string_view op_name, const tcp_store::Encoder& request,
                                    absl::Duration wait = absl::ZeroDuration());
+
+  // Reads one response frame's payload, skipping heartbeats; Unavailable (via `lost`) when the
+  // server goes silent for the heartbeat interval.
+  absl::StatusOr<std::string> ReadResponse(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const TCPStoreOptions options_;
   const std::unique_ptr<TCPStoreServer> server_;  // Declared first: destroyed last.

@@ -1,20 +1,22 @@
 #include "frontend/store/tcp_store_protocol.h"
 
+#include <algorithm>
+
 #include "absl/base/internal/endian.h"
 #include "absl/strings/str_cat.h"
 #include "frontend/core/status_macros.h"
 
 namespace plexus::tcp_store {
 
-std::string HandshakeBytes(uint16_t status) {
+std::string HandshakeBytes(uint16_t field) {
   char bytes[kHandshakeBytes];
   absl::little_endian::Store32(bytes, kMagic);
   absl::little_endian::Store16(bytes + 4, kProtocolVersion);
-  absl::little_endian::Store16(bytes + 6, status);
+  absl::little_endian::Store16(bytes + 6, field);
   return std::string(bytes, kHandshakeBytes);
 }
 
-absl::Status ParseHandshake(absl::string_view bytes, uint16_t* status) {
+absl::Status ParseHandshake(absl::string_view bytes, uint16_t* field) {
   if (bytes.size() != kHandshakeBytes) {
     return absl::InvalidArgumentError("short handshake");
   }
@@ -29,9 +31,21 @@ absl::Status ParseHandshake(absl::string_view bytes, uint16_t* status) {
                                                    " is not supported (this side speaks ",
                                                    kProtocolVersion, ")"));
   }
-  *status = absl::little_endian::Load16(bytes.data() + 6);
+  *field = absl::little_endian::Load16(bytes.data() + 6);
   return absl::OkStatus();
 }
+
+uint16_t BeatField(absl::Duration period) {
+  if (period == absl::InfiniteDuration()) return 0;
+  const int64_t units = absl::IDivDuration(period, kBeatUnit, &period);
+  return static_cast<uint16_t>(std::clamp<int64_t>(units, 1, 0xffff));
+}
+
+absl::Duration BeatPeriod(uint16_t field) {
+  return field == 0 ? absl::InfiniteDuration() : field * kBeatUnit;
+}
+
+std::string HeartbeatFrame() { return std::string(kFrameHeaderBytes, '\0'); }
 
 Encoder& Encoder::U8(uint8_t value) {
   payload_.push_back(static_cast<char>(value));

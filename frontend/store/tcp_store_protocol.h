@@ -1,8 +1,11 @@
 // The TCPStore wire protocol, shared by server and client.
 //
 // A connection opens with a handshake: the client sends kMagic (4 bytes), kProtocolVersion
-// (2 bytes) and 2 reserved bytes; the server answers the same 8 bytes with a status in place of
-// the reserved ones. A bad magic or version closes the connection.
+// (2 bytes) and how often it wants a heartbeat while a request is parked (2 bytes, in units of
+// kBeatUnit; 0 for never); the server answers the same 8 bytes with a status in place of the
+// last two. A bad magic or version closes the connection. A heartbeat is an empty frame
+// (length 0, which no response is): the client skips it, and takes a server silent for its
+// heartbeat interval (frontend/core/heartbeat.h) while it waits for an answer as lost.
 //
 // Then every request and response is a frame: an 8-byte little-endian payload length followed
 // by the payload. A request payload is an Opcode byte and its fields; a response payload is an
@@ -20,12 +23,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 
 namespace plexus::tcp_store {
 
 inline constexpr uint32_t kMagic = 0x53584C50;  // "PLXS" on the wire.
-inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr uint16_t kProtocolVersion = 2;
+inline constexpr absl::Duration kBeatUnit = absl::Milliseconds(10);
 inline constexpr size_t kHandshakeBytes = 8;
 inline constexpr size_t kFrameHeaderBytes = 8;
 // Default cap on one frame (keys, values and overhead): 64 MiB.
@@ -46,9 +51,16 @@ enum class Opcode : uint8_t {
   kWaitClients = 12,   // count, timeout_ms (waits until `count` clients have connected)
 };
 
-std::string HandshakeBytes(uint16_t status);
+// `field`: the client's heartbeat period (BeatField), or the server's status.
+std::string HandshakeBytes(uint16_t field);
 // Checks magic and version of a handshake; InvalidArgument describes what was wrong.
-absl::Status ParseHandshake(absl::string_view bytes, uint16_t* status);
+absl::Status ParseHandshake(absl::string_view bytes, uint16_t* field);
+// A heartbeat period as the handshake carries it (rounded down to kBeatUnit, at least one
+// unit; 0 for InfiniteDuration), and back.
+uint16_t BeatField(absl::Duration period);
+absl::Duration BeatPeriod(uint16_t field);
+// The frame a server sends as a heartbeat: an empty one.
+std::string HeartbeatFrame();
 
 // Appends fields to a payload.
 class Encoder {

@@ -52,6 +52,9 @@ struct TCPStoreServer::Connection {
   std::string in;
   std::string out;
   std::optional<Waiter> waiter;  // At most one parked request; input pauses behind it.
+  // How often the client wants to hear while its request is parked (from its handshake).
+  absl::Duration beat_period = absl::InfiniteDuration();
+  absl::Time last_sent;
 };
 
 absl::StatusOr<std::unique_ptr<TCPStoreServer>> TCPStoreServer::Start(
@@ -113,6 +116,7 @@ void TCPStoreServer::Loop() {
     }
     ExpireHandshakes();
     ServeWaiters();
+    BeatToWaiters();
   }
   connections_.clear();
 }
@@ -192,14 +196,15 @@ bool TCPStoreServer::ProcessInput(Connection& connection) {
   size_t pos = 0;
   if (!connection.handshaken) {
     if (connection.in.size() < tcp_store::kHandshakeBytes) return true;
-    uint16_t ignored;
+    uint16_t beat_field;
     absl::Status handshake = tcp_store::ParseHandshake(
-        absl::string_view(connection.in).substr(0, tcp_store::kHandshakeBytes), &ignored);
+        absl::string_view(connection.in).substr(0, tcp_store::kHandshakeBytes), &beat_field);
     if (!handshake.ok()) {
       CloseConnection(id, absl::StrCat("handshake: ", handshake.message()), /*rejected=*/true);
       return false;
     }
     connection.handshaken = true;
+    connection.beat_period = tcp_store::BeatPeriod(beat_field);
     connected_.fetch_add(1);
     Reply(connection, tcp_store::HandshakeBytes(0));
     pos = tcp_store::kHandshakeBytes;
@@ -381,6 +386,20 @@ void TCPStoreServer::ServeWaiters() {
   }
 }
 
+void TCPStoreServer::BeatToWaiters() {
+  const absl::Time now = absl::Now();
+  std::vector<uint64_t> broken;
+  for (auto& [id, connection] : connections_) {
+    if (!connection->waiter.has_value() || connection->broken ||
+        now - connection->last_sent < connection->beat_period) {
+      continue;
+    }
+    Reply(*connection, tcp_store::HeartbeatFrame());
+    if (connection->broken) broken.push_back(id);
+  }
+  for (uint64_t id : broken) CloseConnection(id, "write failed", /*rejected=*/false);
+}
+
 void TCPStoreServer::ExpireHandshakes() {
   const absl::Time now = absl::Now();
   std::vector<uint64_t> expired;
@@ -399,7 +418,10 @@ int TCPStoreServer::NextTimeoutMs() const {
   absl::Time next = absl::Now() + absl::Seconds(1);
   for (const auto& [id, connection] : connections_) {
     if (!connection->handshaken) next = std::min(next, connection->handshake_deadline);
-    if (connection->waiter.has_value()) next = std::min(next, connection->waiter->deadline);
+    if (connection->waiter.has_value()) {
+      next = std::min({next, connection->waiter->deadline,
+                       connection->last_sent + connection->beat_period});
+    }
   }
   return static_cast<int>(
       std::max<int64_t>(0, absl::ToInt64Milliseconds(absl::Ceil(next - absl::Now(),
@@ -415,6 +437,7 @@ std::string TCPStoreServer::JoinedDetail() const {
 
 void TCPStoreServer::Reply(Connection& connection, const std::string& frame) {
   connection.out += frame;
+  connection.last_sent = absl::Now();
   while (!connection.out.empty()) {
     ssize_t n = send(connection.fd.get(), connection.out.data(), connection.out.size(),
                      MSG_NOSIGNAL | MSG_DONTWAIT);

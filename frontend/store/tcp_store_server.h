@@ -1,7 +1,7 @@
 // TCPStoreServer: the server side of TCPStore. One event-loop thread (epoll) serves any number
 // of clients; blocking requests (get, wait, multi_get, wait-for-clients) are parked as waiters
 // and answered when their keys appear or their deadline passes, so one slow client never
-// stalls the others. Runs inside a process (TCPStore with is_server) or standalone
+// stalls the others; while parked, the client hears a heartbeat as often as it asked. Runs inside a process (TCPStore with is_server) or standalone
 // (//tools:tcp_store_server).
 #ifndef PLEXUS_FRONTEND_STORE_TCP_STORE_SERVER_H_
 #define PLEXUS_FRONTEND_STORE_TCP_STORE_SERVER_H_
@@ -65,6 +65,8 @@ class TCPStoreServer {
   void ServeWaiters();
   bool WaiterReady(const Waiter& waiter) const;
   void AnswerWaiter(Connection& connection, const Waiter& waiter);
+  // Sends a heartbeat to each client whose parked request has been quiet for its period.
+  void BeatToWaiters();
   void ExpireHandshakes();
   int NextTimeoutMs() const;
   std::string JoinedDetail() const;

@@ -1,4 +1,5 @@
 // TCPStore behaviour under load, bad input and missing servers.
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -89,6 +90,56 @@ TEST(TCPStoreTest, SixtyFourProcessesAddToOneKey) {
   auto checker = TCPStore::Create(options);
   ASSERT_TRUE(checker.ok()) << checker.status();
   EXPECT_EQ(*(*checker)->Get("counter"), std::to_string(kClients * kAdds));
+}
+
+// A stopped server (process alive, socket open) is lost after the client's heartbeat
+// interval, not at the operation's timeout: for a parked get and for a plain set.
+TEST(TCPStoreTest, AStoppedServerIsLostAfterTheHeartbeatInterval) {
+  auto server = testing::ChildServer::Start(
+      [](const std::function<void(int)>& report) {
+        TCPStoreServerOptions options;
+        options.host = "127.0.0.1";
+        auto started = TCPStoreServer::Start(options);
+        if (started.ok()) report((*started)->port());
+      },
+      absl::Seconds(10));
+  ASSERT_TRUE(server.ok()) << server.status();
+  for (bool parked : {true, false}) {
+    TCPStoreOptions options;
+    options.port = (*server)->port();
+    options.timeout = absl::Seconds(60);
+    options.heartbeat = absl::Milliseconds(500);
+    auto client = TCPStore::Create(options);
+    ASSERT_TRUE(client.ok()) << client.status();
+    ASSERT_TRUE((*client)->Set("before", "stop").ok());
+    kill((*server)->pid(), SIGSTOP);
+    const absl::Time start = absl::Now();
+    absl::Status status =
+        parked ? (*client)->Get("never_set").status() : (*client)->Set("after", "stop");
+    const absl::Duration took = absl::Now() - start;
+    kill((*server)->pid(), SIGCONT);
+    EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+    EXPECT_THAT(status.message(), HasSubstr("heartbeat"));
+    EXPECT_LT(took, absl::Seconds(3)) << (parked ? "get" : "set");
+  }
+}
+
+// The server beats while it holds a request, so a wait far longer than the interval is fine.
+TEST(TCPStoreTest, AParkedGetOutlivesManyHeartbeatIntervals) {
+  auto server = StartServer();
+  TCPStoreOptions options;
+  options.port = server->port();
+  options.timeout = absl::Seconds(30);
+  options.heartbeat = absl::Milliseconds(200);
+  auto waiter = TCPStore::Create(options);
+  ASSERT_TRUE(waiter.ok()) << waiter.status();
+  absl::StatusOr<std::string> value;
+  std::thread getter([&] { value = (*waiter)->Get("late"); });
+  absl::SleepFor(absl::Milliseconds(1500));  // Seven intervals with the get parked.
+  ASSERT_TRUE(server->Set("late", "arrived").ok());
+  getter.join();
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(*value, "arrived");
 }
 
 TEST(TCPStoreTest, GarbageBytesAreDisconnectedAndOthersKeepWorking) {

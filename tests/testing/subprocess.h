@@ -29,6 +29,7 @@ class ChildServer {
       absl::Duration timeout);
   ~ChildServer();  // Kills and reaps the child.
   int port() const { return port_; }
+  int pid() const { return pid_; }  // To stop (SIGSTOP) or signal the server.
 
  private:
   ChildServer(int pid, int port) : pid_(pid), port_(port) {}
