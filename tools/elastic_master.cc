@@ -1,7 +1,8 @@
 // The elastic master as a program (plexus.elastic's MasterNode):
 //
 //   bazel run //tools:elastic_master -- --listen-address=0.0.0.0:48148 --heartbeat-timeout=5
-// Prints the address it listens on; runs until SIGINT or SIGTERM.
+// Prints the address it listens on; runs until SIGINT or SIGTERM. Without --heartbeat-timeout,
+// PLEXUS_HEARTBEAT (default 5 s) sets how long a silent peer is kept.
 #include <unistd.h>
 
 #include <csignal>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "absl/strings/numbers.h"
+#include "frontend/core/heartbeat.h"
 #include "frontend/elastic/master_node.h"
 
 namespace {
@@ -21,6 +23,14 @@ void OnSignal(int) { g_stop = 1; }
 
 int main(int argc, char** argv) {
   plexus::elastic::MasterNodeOptions options;
+  absl::StatusOr<absl::Duration> heartbeat = plexus::HeartbeatFromEnvironment();
+  if (!heartbeat.ok() || *heartbeat == absl::InfiniteDuration()) {
+    fprintf(stderr, "elastic_master: %s\n",
+            heartbeat.ok() ? "PLEXUS_HEARTBEAT cannot be off for the master"
+                           : std::string(heartbeat.status().message()).c_str());
+    return 2;
+  }
+  options.heartbeat_timeout = *heartbeat;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const size_t eq = arg.find('=');
