@@ -121,7 +121,9 @@ ProcessGroup::ProcessGroup(Config config, const BackendRegistry& registry,
     : config_(std::move(config)),
       registry_(registry),
       mapping_(std::move(mapping)),
-      backends_(std::move(backends)) {
+      backends_(std::move(backends)),
+      recorder_(FlightRecorder::Create({config_.name, config_.rank, config_.size,
+                                        config_.global_ranks, BackendString(mapping_)})) {
   bool needed = false;
   std::shared_ptr<Backend> host;
   for (const Served& served : backends_) {
@@ -135,6 +137,35 @@ ProcessGroup::ProcessGroup(Config config, const BackendRegistry& registry,
         host, std::make_shared<PrefixStore>("collective_check", config_.store), config_.rank,
         config_.size, config_.timeout);
   }
+}
+
+absl::StatusOr<WorkPtr> ProcessGroup::Launch(
+    const Served& served, const CollectiveDescription& description, absl::Duration timeout,
+    absl::FunctionRef<absl::StatusOr<WorkPtr>()> call) {
+  RETURN_IF_ERROR(CheckAgreement(served, description));
+  return Track({std::string(description.op), description.dtype, description.count,
+                description.root, -1,
+                description.reduce_op >= 0
+                    ? std::string(ReduceOpName(static_cast<ReduceOpKind>(description.reduce_op)))
+                    : std::string(),
+                timeout},
+               /*point_to_point=*/false, call);
+}
+
+absl::StatusOr<WorkPtr> ProcessGroup::Track(const FlightRecorder::Operation& operation,
+                                            bool point_to_point,
+                                            absl::FunctionRef<absl::StatusOr<WorkPtr>()> call) {
+  if (recorder_ == nullptr) return call();
+  const uint64_t handle = recorder_->Record(operation, point_to_point);
+  absl::StatusOr<WorkPtr> work = call();
+  if (!work.ok()) {
+    recorder_->Finish(handle, work.status());
+    return work;
+  }
+  (*work)->OnComplete([recorder = recorder_, handle](const absl::Status& status) {
+    recorder->Finish(handle, status);
+  });
+  return work;
 }
 
 absl::Status ProcessGroup::CheckAgreement(const Served& served,
@@ -255,27 +286,28 @@ absl::StatusOr<WorkPtr> ProcessGroup::Broadcast(const Tensor& tensor, BroadcastO
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateBroadcast(position(), tensor, options));
   ASSIGN_OR_RETURN(const Served* served, Route("broadcast", tensor));
-  RETURN_IF_ERROR(CheckAgreement(*served,
-      {"broadcast", tensor.dtype(), tensor.numel(), options.root_rank}));
-  return served->backend->Broadcast(tensor, options);
+  return Launch(*served, {"broadcast", tensor.dtype(), tensor.numel(), options.root_rank},
+                options.timeout,
+                [&] { return served->backend->Broadcast(tensor, options); });
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::Reduce(const Tensor& tensor, ReduceOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateReduce(position(), tensor, options));
   ASSIGN_OR_RETURN(const Served* served, Route("reduce", tensor, &options.op));
-  RETURN_IF_ERROR(CheckAgreement(*served,
-      {"reduce", tensor.dtype(), tensor.numel(), options.root_rank, Kind(options.op)}));
-  return served->backend->Reduce(tensor, options);
+  return Launch(*served,
+                {"reduce", tensor.dtype(), tensor.numel(), options.root_rank, Kind(options.op)},
+                options.timeout,
+                [&] { return served->backend->Reduce(tensor, options); });
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::AllReduce(const Tensor& tensor, AllReduceOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllReduce(position(), tensor, options));
   ASSIGN_OR_RETURN(const Served* served, Route("all_reduce", tensor, &options.op));
-  RETURN_IF_ERROR(CheckAgreement(*served,
-      {"all_reduce", tensor.dtype(), tensor.numel(), -1, Kind(options.op)}));
-  return served->backend->AllReduce(tensor, options);
+  return Launch(*served, {"all_reduce", tensor.dtype(), tensor.numel(), -1, Kind(options.op)},
+                options.timeout,
+                [&] { return served->backend->AllReduce(tensor, options); });
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::AllReduceCoalesced(absl::Span<const Tensor> tensors,
@@ -283,9 +315,11 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllReduceCoalesced(absl::Span<const Tensor
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllReduceCoalesced(position(), tensors, options));
   ASSIGN_OR_RETURN(const Served* served, Route("all_reduce_coalesced", tensors[0], &options.op));
-  RETURN_IF_ERROR(CheckAgreement(*served,
-      {"all_reduce_coalesced", tensors[0].dtype(), TotalElements(tensors), -1, Kind(options.op)}));
-  return served->backend->AllReduceCoalesced(tensors, options);
+  return Launch(*served,
+                {"all_reduce_coalesced", tensors[0].dtype(), TotalElements(tensors), -1,
+                 Kind(options.op)},
+                options.timeout,
+                [&] { return served->backend->AllReduceCoalesced(tensors, options); });
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::AllGather(absl::Span<const Tensor> outputs,
@@ -293,8 +327,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllGather(absl::Span<const Tensor> outputs
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllGather(position(), outputs, input));
   ASSIGN_OR_RETURN(const Served* served, Route("all_gather", input));
-  RETURN_IF_ERROR(CheckAgreement(*served, {"all_gather", input.dtype(), input.numel()}));
-  return served->backend->AllGather(outputs, input, options);
+  return Launch(*served, {"all_gather", input.dtype(), input.numel()}, options.timeout,
+                [&] { return served->backend->AllGather(outputs, input, options); });
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::AllGatherIntoTensor(const Tensor& output,
@@ -303,9 +337,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllGatherIntoTensor(const Tensor& output,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllGatherIntoTensor(position(), output, input));
   ASSIGN_OR_RETURN(const Served* served, Route("all_gather_into_tensor", input));
-  RETURN_IF_ERROR(CheckAgreement(*served,
-      {"all_gather_into_tensor", input.dtype(), input.numel()}));
-  return served->backend->AllGatherIntoTensor(output, input, options);
+  return Launch(*served, {"all_gather_into_tensor", input.dtype(), input.numel()}, options.timeout,
+                [&] { return served->backend->AllGatherIntoTensor(output, input, options); });
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::Gather(absl::Span<const Tensor> outputs,
@@ -313,9 +346,9 @@ absl::StatusOr<WorkPtr> ProcessGroup::Gather(absl::Span<const Tensor> outputs,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateGather(position(), outputs, input, options));
   ASSIGN_OR_RETURN(const Served* served, Route("gather", input));
-  RETURN_IF_ERROR(CheckAgreement(*served,
-      {"gather", input.dtype(), input.numel(), options.root_rank}));
-  return served->backend->Gather(outputs, input, options);
+  return Launch(*served, {"gather", input.dtype(), input.numel(), options.root_rank},
+                options.timeout,
+                [&] { return served->backend->Gather(outputs, input, options); });
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::Scatter(const Tensor& output,
@@ -324,9 +357,9 @@ absl::StatusOr<WorkPtr> ProcessGroup::Scatter(const Tensor& output,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateScatter(position(), output, inputs, options));
   ASSIGN_OR_RETURN(const Served* served, Route("scatter", output));
-  RETURN_IF_ERROR(CheckAgreement(*served,
-      {"scatter", output.dtype(), output.numel(), options.root_rank}));
-  return served->backend->Scatter(output, inputs, options);
+  return Launch(*served, {"scatter", output.dtype(), output.numel(), options.root_rank},
+                options.timeout,
+                [&] { return served->backend->Scatter(output, inputs, options); });
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::ReduceScatter(const Tensor& output,
@@ -335,9 +368,9 @@ absl::StatusOr<WorkPtr> ProcessGroup::ReduceScatter(const Tensor& output,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateReduceScatter(position(), output, inputs, options));
   ASSIGN_OR_RETURN(const Served* served, Route("reduce_scatter", output, &options.op));
-  RETURN_IF_ERROR(CheckAgreement(*served,
-      {"reduce_scatter", output.dtype(), output.numel(), -1, Kind(options.op)}));
-  return served->backend->ReduceScatter(output, inputs, options);
+  return Launch(*served, {"reduce_scatter", output.dtype(), output.numel(), -1, Kind(options.op)},
+                options.timeout,
+                [&] { return served->backend->ReduceScatter(output, inputs, options); });
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::ReduceScatterTensor(const Tensor& output,
@@ -346,9 +379,10 @@ absl::StatusOr<WorkPtr> ProcessGroup::ReduceScatterTensor(const Tensor& output,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateReduceScatterTensor(position(), output, input, options));
   ASSIGN_OR_RETURN(const Served* served, Route("reduce_scatter_tensor", output, &options.op));
-  RETURN_IF_ERROR(CheckAgreement(*served,
-      {"reduce_scatter_tensor", output.dtype(), output.numel(), -1, Kind(options.op)}));
-  return served->backend->ReduceScatterTensor(output, input, options);
+  return Launch(*served,
+                {"reduce_scatter_tensor", output.dtype(), output.numel(), -1, Kind(options.op)},
+                options.timeout,
+                [&] { return served->backend->ReduceScatterTensor(output, input, options); });
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::AllToAll(absl::Span<const Tensor> outputs,
@@ -357,8 +391,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllToAll(absl::Span<const Tensor> outputs,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllToAll(position(), outputs, inputs));
   ASSIGN_OR_RETURN(const Served* served, Route("all_to_all", inputs[0]));
-  RETURN_IF_ERROR(CheckAgreement(*served, {"all_to_all", inputs[0].dtype()}));
-  return served->backend->AllToAll(outputs, inputs, options);
+  return Launch(*served, {"all_to_all", inputs[0].dtype()}, options.timeout,
+                [&] { return served->backend->AllToAll(outputs, inputs, options); });
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::AllToAllSingle(const Tensor& output, const Tensor& input,
@@ -369,8 +403,11 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllToAllSingle(const Tensor& output, const
   RETURN_IF_ERROR(ValidateAllToAllSingle(position(), output, input, output_split_sizes,
                                          input_split_sizes));
   ASSIGN_OR_RETURN(const Served* served, Route("all_to_all_single", input));
-  RETURN_IF_ERROR(CheckAgreement(*served, {"all_to_all_single", input.dtype()}));
-  return served->backend->AllToAllSingle(output, input, output_split_sizes, input_split_sizes, options);
+  return Launch(*served, {"all_to_all_single", input.dtype()}, options.timeout,
+                [&] {
+                  return served->backend->AllToAllSingle(output, input, output_split_sizes,
+                                                         input_split_sizes, options);
+                });
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::Barrier(BarrierOptions options) {
@@ -379,8 +416,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::Barrier(BarrierOptions options) {
   for (const Served& served : backends_) {
     if (served.device == DeviceType::kCpu) chosen = &served;
   }
-  RETURN_IF_ERROR(CheckAgreement(*chosen, {"barrier", DType::kUInt8}));
-  return chosen->backend->Barrier(options);
+  return Launch(*chosen, {"barrier", DType::kUInt8}, options.timeout,
+                [&] { return chosen->backend->Barrier(options); });
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::Send(const Tensor& tensor, int dst_rank,
@@ -388,7 +425,9 @@ absl::StatusOr<WorkPtr> ProcessGroup::Send(const Tensor& tensor, int dst_rank,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidatePointToPoint(position(), "send", tensor, dst_rank, options.tag));
   ASSIGN_OR_RETURN(const Served* served, Route("send", tensor));
-  return served->backend->Send(tensor, dst_rank, options);
+  return Track({"send", tensor.dtype(), tensor.numel(), -1, dst_rank, "", options.timeout},
+               /*point_to_point=*/true,
+               [&] { return served->backend->Send(tensor, dst_rank, options); });
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::Recv(const Tensor& tensor, int src_rank,
@@ -396,7 +435,9 @@ absl::StatusOr<WorkPtr> ProcessGroup::Recv(const Tensor& tensor, int src_rank,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidatePointToPoint(position(), "recv", tensor, src_rank, options.tag));
   ASSIGN_OR_RETURN(const Served* served, Route("recv", tensor));
-  return served->backend->Recv(tensor, src_rank, options);
+  return Track({"recv", tensor.dtype(), tensor.numel(), -1, src_rank, "", options.timeout},
+               /*point_to_point=*/true,
+               [&] { return served->backend->Recv(tensor, src_rank, options); });
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::RecvAnySource(const Tensor& tensor, RecvOptions options) {
@@ -412,7 +453,9 @@ absl::StatusOr<WorkPtr> ProcessGroup::RecvAnySource(const Tensor& tensor, RecvOp
                                                  served->backend->name(),
                                                  "' cannot receive from any source"));
   }
-  return served->backend->RecvAnySource(tensor, options);
+  return Track({"recv_any_source", tensor.dtype(), tensor.numel(), -1, -1, "", options.timeout},
+               /*point_to_point=*/true,
+               [&] { return served->backend->RecvAnySource(tensor, options); });
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::BatchPointToPoint(std::vector<PointToPointOp> ops,
@@ -435,7 +478,12 @@ absl::StatusOr<WorkPtr> ProcessGroup::BatchPointToPoint(std::vector<PointToPoint
     }
   }
   ASSIGN_OR_RETURN(const Served* served, Route("batch_isend_irecv", ops[0].tensor));
-  return served->backend->BatchPointToPoint(ops, options);
+  int64_t elements = 0;
+  for (const PointToPointOp& op : ops) elements += op.tensor.numel();
+  return Track({"batch_isend_irecv", ops[0].tensor.dtype(), elements, -1,
+                ops.size() == 1 ? ops[0].peer : -1, "", options.timeout},
+               /*point_to_point=*/true,
+               [&] { return served->backend->BatchPointToPoint(ops, options); });
 }
 
 }  // namespace plexus

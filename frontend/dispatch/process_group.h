@@ -14,12 +14,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "frontend/dispatch/backend.h"
 #include "frontend/dispatch/backend_registry.h"
 #include "frontend/dispatch/backend_string.h"
 #include "frontend/dispatch/collective_check.h"
+#include "frontend/dispatch/flight_recorder.h"
 #include "frontend/dispatch/validate.h"
 
 namespace plexus {
@@ -57,6 +59,8 @@ class ProcessGroup {
   std::string backend_string() const { return BackendString(mapping_); }
   // The backend serving `device`; InvalidArgument naming the backend string when none does.
   absl::StatusOr<std::shared_ptr<Backend>> BackendFor(DeviceType device) const;
+  // The last operations of this group (flight_recorder.h); null when turned off.
+  const std::shared_ptr<FlightRecorder>& flight_recorder() const { return recorder_; }
 
   // A subgroup of `ranks` (ranks of this group; sorted and de-duplicated checks apply).
   // Returns nullptr on ranks outside the subgroup. `backend` defaults to this group's.
@@ -122,11 +126,19 @@ class ProcessGroup {
   GroupPosition position() const { return {config_.rank, config_.size}; }
   // Runs the pre-launch agreement check when `served` needs one (collective_check.h).
   absl::Status CheckAgreement(const Served& served, const CollectiveDescription& description);
+  // Checks agreement, then issues the collective through Track.
+  absl::StatusOr<WorkPtr> Launch(const Served& served, const CollectiveDescription& description,
+                                 absl::Duration timeout,
+                                 absl::FunctionRef<absl::StatusOr<WorkPtr>()> call);
+  // Issues `call`, recording it in the flight recorder until its Work completes.
+  absl::StatusOr<WorkPtr> Track(const FlightRecorder::Operation& operation, bool point_to_point,
+                                absl::FunctionRef<absl::StatusOr<WorkPtr>()> call);
 
   const Config config_;
   const BackendRegistry& registry_;  // Subgroups resolve their backends here too.
   const std::vector<DeviceBackend> mapping_;
   const std::vector<Served> backends_;
+  const std::shared_ptr<FlightRecorder> recorder_;  // Null when PLEXUS_FLIGHT_RECORDER=0.
   std::unique_ptr<CollectiveCheck> check_;  // Null when no backend needs one.
   std::atomic<int64_t> next_subgroup_id_{1};
 };

@@ -78,6 +78,15 @@ from plexus._p2p import (  # noqa: F401
     send,
 )
 
+
+def debug_dump(path=None):
+    """Writes every process group's flight recorder (the last operations: sequence, op, dtype,
+    count, peers, state, times) as JSON and returns the file's path. Without `path`:
+    $PLEXUS_FLIGHT_RECORDER_DIR (else $TMPDIR, else /tmp)/plexus_flight_rank<R>_pid<P>.json.
+    Merge the dumps of all ranks with tools/hang_report (see docs/debugging.md)."""
+    return _core.debug_dump("" if path is None else str(path))
+
+
 __version__ = "0.1.0"
 
 # Before the interpreter finalizes, plexus's threads stop calling into Python (a thread that

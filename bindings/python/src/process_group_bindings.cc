@@ -15,6 +15,7 @@
 #include "bindings/python/src/tensor_convert.h"
 #include "bindings/python/src/work_bindings.h"
 #include "devices/cuda/current_stream.h"
+#include "frontend/dispatch/flight_recorder.h"
 #include "frontend/dispatch/init.h"
 #include "frontend/dispatch/process_group.h"
 
@@ -364,6 +365,23 @@ void RegisterProcessGroup(py::module_& module) {
       },
       py::arg("backend"), py::arg("init_method"), py::arg("rank"), py::arg("world_size"),
       py::arg("timeout"), py::arg("store"), py::arg("group_name") = "world");
+
+  module.def(
+      "debug_dump",
+      [](const std::string& path) {
+        absl::StatusOr<std::string> written;
+        {
+          py::gil_scoped_release release;
+          written = DumpFlightRecorders(path, "debug_dump");
+        }
+        return ValueOrThrow(std::move(written));
+      },
+      py::arg("path") = "",
+      "Writes the flight recorder of every process group of this process as JSON (to `path`, "
+      "or PLEXUS_FLIGHT_RECORDER_DIR/plexus_flight_rank<R>_pid<P>.json) and returns the path.");
+  module.def(
+      "_flight_recorder_json", [](const std::string& reason) { return FlightRecordersJson(reason); },
+      py::arg("reason") = "requested");
 }
 
 }  // namespace plexus::python

@@ -1,0 +1,100 @@
+// FlightRecorder: the last N operations of one process group (sequence, op, dtype, count,
+// root or peer, state, timestamps, error), so that a hang can be explained after the fact:
+// which rank is behind, in which collective. Every ProcessGroup keeps one (PLEXUS_FLIGHT_RECORDER
+// entries, default 2000; 0 turns it off).
+//
+// Dumps are JSON (one document per process, every live group in it), written to
+// PLEXUS_FLIGHT_RECORDER_DIR (default $TMPDIR, else /tmp) as plexus_flight_rank<R>_pid<P>.json:
+// when an operation times out (once per group), on SIGUSR1 (installed only where SIGUSR1 still
+// has its default action), and on request (DumpFlightRecorders). tools/hang_report merges the
+// dumps of all ranks. Thread-safe.
+#ifndef PLEXUS_FRONTEND_DISPATCH_FLIGHT_RECORDER_H_
+#define PLEXUS_FRONTEND_DISPATCH_FLIGHT_RECORDER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "frontend/core/dtype.h"
+
+namespace plexus {
+
+class FlightRecorder {
+ public:
+  struct Group {
+    std::string name;  // "world", "world.1", ...
+    int rank = 0;      // In the group.
+    int size = 1;
+    std::vector<int> global_ranks;
+    std::string backend;
+  };
+
+  // What is recorded when an operation is issued.
+  struct Operation {
+    std::string op;  // "all_reduce", "send", ...
+    DType dtype = DType::kFloat32;
+    int64_t count = 0;      // Elements this rank contributes (or sends/receives).
+    int root = -1;          // Root group rank, or -1.
+    int peer = -1;          // Point-to-point: the other group rank (-1: any source).
+    std::string reduce_op;  // "sum", ... or empty.
+    absl::Duration timeout;
+  };
+
+  enum class State { kIssued, kCompleted, kFailed };
+
+  // Null when PLEXUS_FLIGHT_RECORDER is 0. Registers the recorder for process-wide dumps.
+  static std::shared_ptr<FlightRecorder> Create(Group group);
+  FlightRecorder(Group group, size_t capacity);
+  ~FlightRecorder();
+
+  // Records an issued operation; returns its handle for Finish. Collectives and
+  // point-to-point operations are numbered separately, in issue order (as ranks match them).
+  uint64_t Record(const Operation& operation, bool point_to_point);
+  // Marks the operation done. A DeadlineExceeded status dumps every recorder (once per group).
+  void Finish(uint64_t handle, const absl::Status& status);
+
+  // This group's entries, oldest first, as a JSON object.
+  std::string ToJson() const;
+  const Group& group() const { return group_; }
+
+ private:
+  struct Entry {
+    uint64_t handle = 0;  // 0: empty slot.
+    uint64_t sequence = 0;
+    bool point_to_point = false;
+    Operation operation;
+    State state = State::kIssued;
+    absl::Time issued;
+    absl::Time finished;
+    std::string error;
+  };
+
+  const Group group_;
+  mutable std::mutex mu_;
+  std::vector<Entry> entries_ ABSL_GUARDED_BY(mu_);  // A ring: handle % capacity.
+  uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_collective_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_point_to_point_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<bool> dumped_on_timeout_{false};
+};
+
+// One JSON document with every live recorder of this process; `reason` is recorded in it.
+std::string FlightRecordersJson(absl::string_view reason = "requested");
+// Writes FlightRecordersJson() to `path`, or to the default file when empty (whole, through a
+// rename); returns the path.
+absl::StatusOr<std::string> DumpFlightRecorders(const std::string& path = "",
+                                                absl::string_view reason = "requested");
+// The default dump file of this process.
+std::string DefaultFlightRecorderPath();
+
+}  // namespace plexus
+
+#endif  // PLEXUS_FRONTEND_DISPATCH_FLIGHT_RECORDER_H_
