@@ -78,6 +78,28 @@ std::string HostPort(absl::string_view host, int port) {
   return absl::StrCat(host, ":", port);
 }
 
+std::string PeerAddress(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    return "unknown peer";
+  }
+  char host[INET6_ADDRSTRLEN] = {0};
+  int port = 0;
+  if (address.ss_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&address);
+    inet_ntop(AF_INET, &v4->sin_addr, host, sizeof(host));
+    port = ntohs(v4->sin_port);
+  } else if (address.ss_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&address);
+    inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof(host));
+    port = ntohs(v6->sin6_port);
+  } else {
+    return "local peer";
+  }
+  return HostPort(host, port);
+}
+
 absl::Status SetNonBlocking(int fd, bool non_blocking) {
   int flags = fcntl(fd, F_GETFL, 0);
   if (flags < 0) return absl::InternalError(absl::StrCat("fcntl: ", strerror(errno)));

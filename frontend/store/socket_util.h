@@ -55,6 +55,8 @@ absl::Status RecvExact(int fd, void* buffer, size_t size, absl::Time deadline);
 
 // "host:port", with brackets for IPv6 literals.
 std::string HostPort(absl::string_view host, int port);
+// The remote end of a connected socket as "host:port" (for logs), or "unknown peer".
+std::string PeerAddress(int fd);
 
 }  // namespace plexus
 

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "frontend/auth/mutual_auth.h"
 #include "frontend/core/heartbeat.h"
 #include "frontend/core/status_macros.h"
 
@@ -22,6 +23,10 @@ uint8_t OpByte(Opcode op) { return static_cast<uint8_t>(op); }
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TCPStore>> TCPStore::Create(TCPStoreOptions options) {
+  if (!options.secret.has_value()) {
+    ASSIGN_OR_RETURN(options.secret, auth::SecretFromEnvironment());
+  }
+  RETURN_IF_ERROR(auth::CheckSecret(*options.secret));
   std::unique_ptr<TCPStoreServer> server;
   int port = options.port;
   if (options.is_server) {
@@ -30,6 +35,7 @@ absl::StatusOr<std::unique_ptr<TCPStore>> TCPStore::Create(TCPStoreOptions optio
     server_options.port = options.port;
     server_options.expected_clients = options.world_size;
     server_options.max_frame_bytes = options.max_frame_bytes;
+    server_options.secret = *options.secret;
     auto started = TCPStoreServer::Start(server_options);
     if (!started.ok()) {
       return absl::Status(started.status().code(),
@@ -47,6 +53,15 @@ absl::StatusOr<std::unique_ptr<TCPStore>> TCPStore::Create(TCPStoreOptions optio
     return absl::Status(socket.status().code(),
                         absl::StrCat("TCPStore client: ", socket.status().message()));
   }
+  if (!options.secret->empty()) {
+    absl::Status authenticated = auth::AuthenticateToServer(
+        socket->get(), *options.secret, auth::Purpose::kStore,
+        absl::StrCat("TCPStore server ", HostPort(options.host, port)), deadline);
+    if (!authenticated.ok()) {
+      return absl::UnauthenticatedError(
+          absl::StrCat("TCPStore client: ", authenticated.message()));
+    }
+  }
   absl::Status handshake = SendAll(
       socket->get(),
       tcp_store::HandshakeBytes(tcp_store::BeatField(HeartbeatPeriod(*options.heartbeat))),
@@ -58,9 +73,12 @@ absl::StatusOr<std::unique_ptr<TCPStore>> TCPStore::Create(TCPStoreOptions optio
     handshake = tcp_store::ParseHandshake(absl::string_view(reply, sizeof(reply)), &server_status);
   }
   if (!handshake.ok()) {
-    return absl::UnauthenticatedError(absl::StrCat("TCPStore client: handshake with ",
-                                                   HostPort(options.host, port),
-                                                   " failed: ", handshake.message()));
+    return absl::UnauthenticatedError(absl::StrCat(
+        "TCPStore client: handshake with ", HostPort(options.host, port),
+        " failed: ", handshake.message(),
+        options.secret->empty() ? " (a server that requires a shared secret closes connections "
+                                  "without one: set PLEXUS_SECRET)"
+                                : ""));
   }
   auto store = std::unique_ptr<TCPStore>(
       new TCPStore(options, std::move(server), port, std::move(socket).value()));

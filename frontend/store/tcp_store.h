@@ -37,6 +37,10 @@ struct TCPStoreOptions {
   // A server silent this long while a request waits for its answer is lost (Unavailable); it
   // beats while it holds a request. Unset: PLEXUS_HEARTBEAT (default 5 s); Infinite: never.
   std::optional<absl::Duration> heartbeat;
+  // Shared secret proven both ways on connecting (frontend/auth/mutual_auth.h); the server,
+  // when is_server, requires it of every client. Unset: PLEXUS_SECRET / PLEXUS_SECRET_FILE;
+  // empty: none.
+  std::optional<std::string> secret;
 };
 
 class TCPStore : public Store {

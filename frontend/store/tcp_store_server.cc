@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "frontend/auth/mutual_auth.h"
 #include "frontend/core/logging.h"
 #include "frontend/core/status_macros.h"
 #include "frontend/store/store.h"
@@ -51,6 +52,8 @@ struct TCPStoreServer::Connection {
   bool want_write = false;
   std::string in;
   std::string out;
+  std::string peer;  // Its address, for logs.
+  std::unique_ptr<auth::ServerHandshake> auth;  // Until the client proved the secret.
   std::optional<Waiter> waiter;  // At most one parked request; input pauses behind it.
   // How often the client wants to hear while its request is parked (from its handshake).
   absl::Duration beat_period = absl::InfiniteDuration();
@@ -136,6 +139,11 @@ void TCPStoreServer::AcceptAll() {
     connection->id = next_id_++;
     connection->fd.Reset(fd);
     connection->handshake_deadline = absl::Now() + options_.handshake_timeout;
+    connection->peer = PeerAddress(fd);
+    if (!options_.secret.empty()) {
+      connection->auth =
+          std::make_unique<auth::ServerHandshake>(options_.secret, auth::Purpose::kStore);
+    }
     epoll_event event{};
     event.events = EPOLLIN;
     event.data.u64 = connection->id;
@@ -150,8 +158,11 @@ void TCPStoreServer::OnReadable(uint64_t id) {
   Connection& connection = *it->second;
   // Bounded by one maximal frame plus its header and the handshake; a peer that sends more
   // while a request is parked is misbehaving.
-  const size_t limit = options_.max_frame_bytes + tcp_store::kFrameHeaderBytes +
-                       tcp_store::kHandshakeBytes;
+  // Before authentication only the exchange's few bytes are legitimate.
+  const size_t limit = connection.auth != nullptr
+                           ? size_t{4096}
+                           : options_.max_frame_bytes + tcp_store::kFrameHeaderBytes +
+                                 tcp_store::kHandshakeBytes;
   char chunk[kReadChunk];
   while (true) {
     ssize_t n = recv(connection.fd.get(), chunk, sizeof(chunk), 0);
@@ -194,6 +205,18 @@ void TCPStoreServer::OnWritable(uint64_t id) {
 bool TCPStoreServer::ProcessInput(Connection& connection) {
   const uint64_t id = connection.id;
   size_t pos = 0;
+  if (connection.auth != nullptr) {
+    std::string reply;
+    const auth::ServerHandshake::Step step = connection.auth->Feed(connection.in, reply);
+    if (!reply.empty()) Reply(connection, reply);
+    if (step == auth::ServerHandshake::Step::kRejected) {
+      CloseConnection(id, absl::StrCat("authentication: ", connection.auth->reason()),
+                      /*rejected=*/true);
+      return false;
+    }
+    if (step == auth::ServerHandshake::Step::kNeedMore) return true;
+    connection.auth.reset();
+  }
   if (!connection.handshaken) {
     if (connection.in.size() < tcp_store::kHandshakeBytes) return true;
     uint16_t beat_field;
@@ -470,8 +493,16 @@ void TCPStoreServer::CloseConnection(uint64_t id, absl::string_view reason, bool
   if (it == connections_.end()) return;
   Connection& connection = *it->second;
   if (connection.handshaken) connected_.fetch_sub(1);
-  Log(rejected ? LogLevel::kWarning : LogLevel::kDebug,
-      absl::StrCat("TCPStore server on port ", port_, ": closing connection ", id, ": ", reason));
+  // Refusals are logged with the peer, the first ones each and then every 1000th, so a flood
+  // of bad connections cannot flood the log.
+  if (rejected) ++refused_;
+  if (!rejected || refused_ <= 10 || refused_ % 1000 == 0) {
+    Log(rejected ? LogLevel::kWarning : LogLevel::kDebug,
+        absl::StrCat("TCPStore server on port ", port_, ": closing connection ", id, " from ",
+                     connection.peer, ": ", reason,
+                     rejected && refused_ >= 10 ? absl::StrCat(" (", refused_, " refused so far)")
+                                                : std::string()));
+  }
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, connection.fd.get(), nullptr);
   connections_.erase(it);
 }

@@ -31,6 +31,9 @@ struct TCPStoreServerOptions {
   uint64_t max_frame_bytes = tcp_store::kDefaultMaxFrameBytes;
   // A connection that has not completed its handshake by then is closed.
   absl::Duration handshake_timeout = absl::Seconds(10);
+  // With a secret, every client must first prove it (frontend/auth/mutual_auth.h); one that
+  // does not is closed before any other byte is parsed. Empty: no authentication.
+  std::string secret;
 };
 
 class TCPStoreServer {
@@ -78,6 +81,7 @@ class TCPStoreServer {
   const ScopedFd wakeup_;  // eventfd that interrupts epoll_wait on shutdown.
   std::atomic<bool> stopping_{false};
   std::atomic<int> connected_{0};
+  uint64_t refused_ = 0;  // Connections closed for a failed handshake or authentication.
 
   // Loop-thread state only.
   KeyValueTable table_;

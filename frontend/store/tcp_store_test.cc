@@ -8,9 +8,12 @@
 #include <thread>
 #include <vector>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/internal/endian.h"
+#include "absl/strings/str_cat.h"
+#include "frontend/auth/mutual_auth.h"
 #include "frontend/store/socket_util.h"
 #include "frontend/store/tcp_store.h"
 #include "frontend/store/tcp_store_protocol.h"
@@ -140,6 +143,102 @@ TEST(TCPStoreTest, AParkedGetOutlivesManyHeartbeatIntervals) {
   getter.join();
   ASSERT_TRUE(value.ok()) << value.status();
   EXPECT_EQ(*value, "arrived");
+}
+
+constexpr absl::string_view kSecret = "a shared secret of some length";
+
+absl::StatusOr<std::unique_ptr<TCPStore>> Connect(int port, std::optional<std::string> secret) {
+  TCPStoreOptions options;
+  options.port = port;
+  options.timeout = absl::Seconds(5);
+  options.secret = std::move(secret);
+  return TCPStore::Create(options);
+}
+
+TEST(TCPStoreTest, WithASecretOnlyClientsThatKnowItGetIn) {
+  TCPStoreOptions options;
+  options.is_server = true;
+  options.timeout = absl::Seconds(10);
+  options.secret = std::string(kSecret);
+  auto server = TCPStore::Create(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  auto good = Connect(port, std::string(kSecret));
+  ASSERT_TRUE(good.ok()) << good.status();
+  ASSERT_TRUE((*good)->Set("k", "v").ok());
+  auto wrong = Connect(port, std::string("another secret, also long"));
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kUnauthenticated) << wrong.status();
+  EXPECT_THAT(wrong.status().message(), HasSubstr("does not know the shared secret"));
+  auto none = Connect(port, std::string());
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnauthenticated) << none.status();
+  EXPECT_THAT(none.status().message(), HasSubstr("PLEXUS_SECRET"));
+  auto short_secret = Connect(port, std::string("short"));
+  EXPECT_EQ(short_secret.status().code(), absl::StatusCode::kInvalidArgument);
+  // A client with a secret at a server without one learns that from the closed connection.
+  auto open_server = StartServer();
+  auto stray = Connect(open_server->port(), std::string(kSecret));
+  EXPECT_EQ(stray.status().code(), absl::StatusCode::kUnauthenticated) << stray.status();
+  EXPECT_EQ(*(*good)->Get("k"), "v");
+}
+
+// 10,000 connections that fail authentication (a wrong proof, no authentication, garbage)
+// while a client works: the server keeps serving it correctly and stays within a few MiB.
+TEST(TCPStoreTest, TenThousandFailedAuthenticationsLeaveTheServerServingAndSmall) {
+  TCPStoreOptions options;
+  options.is_server = true;
+  options.timeout = absl::Seconds(10);
+  options.secret = std::string(kSecret);
+  auto server = TCPStore::Create(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  auto worker = Connect(port, std::string(kSecret));
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  std::atomic<bool> attacking{true};
+  std::atomic<int64_t> worker_ops{0};
+  absl::Status worker_status;
+  std::thread work([&] {
+    for (int64_t i = 0; attacking.load(); ++i) {
+      absl::StatusOr<int64_t> value = (*worker)->Add("counter", 1);
+      if (!value.ok() || *value != i + 1) {
+        worker_status = value.ok() ? absl::InternalError(absl::StrCat(*value, " != ", i + 1))
+                                   : value.status();
+        return;
+      }
+      worker_ops.fetch_add(1);
+    }
+  });
+  const int64_t before = ResidentKiB();
+  int closed = 0;
+  for (int attempt = 0; attempt < 10000; ++attempt) {
+    auto socket = ConnectTcpWithRetry("127.0.0.1", port, absl::Now() + absl::Seconds(5));
+    ASSERT_TRUE(socket.ok()) << socket.status();
+    const absl::Time deadline = absl::Now() + absl::Seconds(5);
+    std::string first;
+    switch (attempt % 3) {
+      case 0: {  // A hello, then a proof made with the wrong secret.
+        first = std::string(auth::kHelloMagic) + std::string("\x01\x01\0\0", 4) +
+                std::string(auth::kNonceBytes, 'n');
+        ASSERT_TRUE(SendAll(socket->get(), first, deadline).ok());
+        char challenge[auth::kServerChallengeBytes];
+        ASSERT_TRUE(RecvExact(socket->get(), challenge, sizeof(challenge), deadline).ok());
+        ASSERT_TRUE(SendAll(socket->get(), std::string(auth::kMacBytes, 'x'), deadline).ok());
+        break;
+      }
+      case 1:  // The store protocol without authenticating.
+        ASSERT_TRUE(SendAll(socket->get(), tcp_store::HandshakeBytes(0), deadline).ok());
+        break;
+      default:  // Garbage.
+        ASSERT_TRUE(SendAll(socket->get(), "GET / HTTP/1.0\r\n\r\n", deadline).ok());
+    }
+    closed += ClosedWithin(socket->get(), absl::Seconds(1)) ? 1 : 0;
+  }
+  attacking = false;
+  work.join();
+  EXPECT_EQ(closed, 10000);
+  ASSERT_TRUE(worker_status.ok()) << worker_status;
+  EXPECT_GT(worker_ops.load(), 0);
+  EXPECT_LT(ResidentKiB() - before, 4 * 1024);
+  EXPECT_EQ(*(*worker)->Add("counter", 0), worker_ops.load());
 }
 
 TEST(TCPStoreTest, GarbageBytesAreDisconnectedAndOthersKeepWorking) {
