@@ -21,6 +21,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateTcpTransport(const TransportSet
   options.connect_timeout = setup.connect_timeout;
   options.describe_signature = setup.describe_signature;
   options.cancelled = setup.cancelled;
+  options.secret = setup.secret;
   ASSIGN_OR_RETURN(std::unique_ptr<TcpTransport> transport, TcpTransport::Create(options));
   return std::unique_ptr<Transport>(std::move(transport));
 }
@@ -37,6 +38,7 @@ absl::StatusOr<std::shared_ptr<Backend>> TcpBackend::Create(const BackendContext
   setup.address = context.address;
   setup.connect_timeout = context.timeout;
   setup.describe_signature = DescribeSignature;
+  setup.secret = context.secret;
   ASSIGN_OR_RETURN(std::unique_ptr<Transport> transport, CreateTcpTransport(setup));
   auto collectives = std::make_unique<Collectives>(std::shared_ptr<Transport>(std::move(transport)),
                                                    std::move(table));

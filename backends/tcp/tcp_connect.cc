@@ -10,6 +10,7 @@
 #include "absl/base/internal/endian.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "frontend/auth/mutual_auth.h"
 #include "frontend/core/logging.h"
 #include "frontend/core/status_macros.h"
 
@@ -77,6 +78,8 @@ absl::StatusOr<std::pair<std::string, int>> ParseAddress(const std::string& text
 }
 
 constexpr absl::Duration kCancelPoll = absl::Milliseconds(200);
+// How long an accepted connection may take to authenticate and introduce itself.
+constexpr absl::Duration kHandshakeTimeout = absl::Seconds(5);
 
 bool Cancelled(const MeshOptions& options) { return options.cancelled && options.cancelled(); }
 
@@ -139,15 +142,30 @@ absl::StatusOr<std::vector<ScopedFd>> ConnectMesh(const MeshOptions& options) {
                                                  ", the address it advertised: ",
                                                  fd.status().message()));
     }
+    if (!options.secret.empty()) {
+      absl::Status authenticated =
+          auth::AuthenticateToServer(fd->get(), options.secret, auth::Purpose::kData,
+                                     absl::StrCat("rank ", peer, " at ", text), deadline);
+      if (!authenticated.ok()) {
+        return absl::UnauthenticatedError(absl::StrCat(me, ": ", authenticated.message()));
+      }
+    }
     RETURN_IF_ERROR(SendAll(fd->get(), hello, deadline));
-    ASSIGN_OR_RETURN(int answered, ReadHello(fd->get(), options, deadline));
-    if (answered != peer) {
+    absl::StatusOr<int> answered = ReadHello(fd->get(), options, deadline);
+    if (absl::IsUnavailable(answered.status())) {
+      return absl::UnavailableError(absl::StrCat(
+          me, ": ", text, " closed the connection during the handshake (it refused this rank: "
+          "another group's, or a different secret; its log says which)"));
+    }
+    if (!answered.ok()) return answered.status();
+    if (*answered != peer) {
       return absl::UnauthenticatedError(absl::StrCat(me, ": ", text, " answered as rank ",
-                                                     answered, ", not ", peer));
+                                                     *answered, ", not ", peer));
     }
     peers[peer] = std::move(fd).value();
   }
   // Lower ranks: accept until each has introduced itself.
+  std::string refused;  // The last connection dropped, for the timeout's message.
   for (int accepted = 0; accepted < options.rank;) {
     if (Cancelled(options)) return CancelledError(options);
     pollfd pfd{listener.get(), POLLIN, 0};
@@ -162,18 +180,34 @@ absl::StatusOr<std::vector<ScopedFd>> ConnectMesh(const MeshOptions& options) {
       return absl::DeadlineExceededError(absl::StrCat(
           me, " of group '", options.group_name, "': only ", accepted, " of ", options.rank,
           " lower ranks connected within ", absl::FormatDuration(options.timeout),
-          "; missing: ", missing, " (can they reach ", here, "?)"));
+          "; missing: ", missing, " (can they reach ", here, "?)",
+          refused.empty() ? std::string() : absl::StrCat("; last refused: ", refused)));
     }
     if (!(pfd.revents & POLLIN)) continue;
     ScopedFd fd(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!fd.valid()) continue;
     RETURN_IF_ERROR(SetNonBlocking(fd.get(), false));
     SetNoDelay(fd.get());
-    auto peer = ReadHello(fd.get(), options, deadline);
-    if (!peer.ok()) return peer.status();
-    if (*peer > options.rank || peers[*peer].valid()) {
-      return absl::UnauthenticatedError(
-          absl::StrCat(me, ": unexpected connection from rank ", *peer));
+    // A connection that is not a peer of this group (a scanner, a stale or foreign job, a
+    // wrong secret) is dropped, not fatal: the real peers may still be on their way.
+    const std::string from = PeerAddress(fd.get());
+    const absl::Time connection_deadline = std::min(deadline, absl::Now() + kHandshakeTimeout);
+    absl::Status authenticated = absl::OkStatus();
+    if (!options.secret.empty()) {
+      authenticated = auth::AuthenticateClient(fd.get(), options.secret, auth::Purpose::kData,
+                                               from, connection_deadline);
+    }
+    absl::StatusOr<int> peer = authenticated.ok()
+                                   ? ReadHello(fd.get(), options, connection_deadline)
+                                   : absl::StatusOr<int>(authenticated);
+    if (peer.ok() && (*peer > options.rank || peers[*peer].valid())) {
+      peer = absl::UnauthenticatedError(absl::StrCat("unexpected connection as rank ", *peer));
+    }
+    if (!peer.ok()) {
+      refused = absl::StrCat(from, ": ", peer.status().message());
+      Log(LogLevel::kWarning, absl::StrCat("tcp: ", me, " of group '", options.group_name,
+                                           "' refused a connection from ", refused));
+      continue;
     }
     RETURN_IF_ERROR(SendAll(fd.get(), hello, deadline));
     peers[*peer] = std::move(fd);

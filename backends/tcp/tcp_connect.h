@@ -1,5 +1,7 @@
 // Connection setup for TcpTransport: listen, publish the address in the store, connect the full
-// mesh and run the handshake (magic, version, group, rank) on every connection.
+// mesh and run the handshake (magic, version, group, rank) on every connection, after mutual
+// authentication when a secret is configured. A connection that fails either is logged with
+// its address and dropped; the listener keeps waiting for the real peers.
 #ifndef PLEXUS_BACKENDS_TCP_TCP_CONNECT_H_
 #define PLEXUS_BACKENDS_TCP_TCP_CONNECT_H_
 
@@ -23,6 +25,8 @@ struct MeshOptions {
   // Polled while waiting for peers: true gives up with Aborted (the elastic communicator's
   // epoch moved on). May be empty.
   std::function<bool()> cancelled;
+  // Shared secret every connection proves both ways first (frontend/auth); empty: none.
+  std::string secret;
 };
 
 // Returns one connected, handshaken, non-blocking socket per peer (index = peer rank; the

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/tcp/tcp_connect.h"
 #include "backends/tcp/tcp_loop.h"
+#include "frontend/auth/mutual_auth.h"
 #include "frontend/core/heartbeat.h"
 #include "frontend/core/status_macros.h"
 
@@ -223,6 +224,11 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TcpTransportO
   if (!options.heartbeat.has_value()) {
     ASSIGN_OR_RETURN(options.heartbeat, HeartbeatFromEnvironment());
   }
+  if (!options.secret.has_value()) {
+    ASSIGN_OR_RETURN(options.secret, auth::SecretFromEnvironment());
+  }
+  RETURN_IF_ERROR(auth::CheckSecret(*options.secret));
+  mesh.secret = *options.secret;
   ASSIGN_OR_RETURN(std::vector<ScopedFd> peers, tcp::ConnectMesh(mesh));
   ASSIGN_OR_RETURN(std::unique_ptr<tcp::ShmLinks> rings,
                    tcp::LinkSameHostPeers(peers, options.rank, shm, deadline));

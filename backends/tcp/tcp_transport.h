@@ -53,6 +53,9 @@ struct TcpTransportOptions {
   // Silence after which a peer counts as lost (frontend/core/heartbeat.h); unset: from
   // PLEXUS_HEARTBEAT (default 5 s); InfiniteDuration: never.
   std::optional<absl::Duration> heartbeat;
+  // Shared secret every connection of the mesh proves both ways (frontend/auth); unset:
+  // PLEXUS_SECRET / PLEXUS_SECRET_FILE; empty: none.
+  std::optional<std::string> secret;
 };
 
 class TcpTransport : public Transport {

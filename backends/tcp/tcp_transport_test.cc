@@ -28,7 +28,9 @@ constexpr absl::Duration kWait = absl::Seconds(20);
 std::vector<absl::StatusOr<std::unique_ptr<TcpTransport>>> TryWorld(
     int size, const std::string& group,
     const std::function<std::optional<tcp::ShmConfig>(int)>& shm = nullptr,
-    const std::function<std::optional<absl::Duration>(int)>& heartbeat = nullptr) {
+    const std::function<std::optional<absl::Duration>(int)>& heartbeat = nullptr,
+    const std::function<std::string(int)>& secret = nullptr,
+    absl::Duration connect_timeout = absl::Seconds(20)) {
   auto store = std::make_shared<HashStore>(absl::Seconds(20));
   std::vector<absl::StatusOr<std::unique_ptr<TcpTransport>>> world;
   for (int rank = 0; rank < size; ++rank) world.emplace_back(absl::UnknownError("not created"));
@@ -41,7 +43,8 @@ std::vector<absl::StatusOr<std::unique_ptr<TcpTransport>>> TryWorld(
       options.size = size;
       options.group_name = group;
       options.address = "127.0.0.1";
-      options.connect_timeout = absl::Seconds(20);
+      options.connect_timeout = connect_timeout;
+      options.secret = secret ? secret(rank) : std::string();
       if (shm) options.shared_memory_config = shm(rank);
       if (heartbeat) options.heartbeat = heartbeat(rank);
       world[rank] = TcpTransport::Create(options);
@@ -265,11 +268,12 @@ TEST(TcpTransportTest, GroupsDoNotCrossConnect) {
     });
   }
   for (auto& thread : threads) thread.join();
-  EXPECT_TRUE(results[0].code() == absl::StatusCode::kUnauthenticated ||
-              results[1].code() == absl::StatusCode::kUnauthenticated)
-      << results[0] << " / " << results[1];
-  const std::string messages = absl::StrCat(results[0].message(), " / ", results[1].message());
-  EXPECT_THAT(messages, HasSubstr("belongs to another group"));
+  // The accepting rank drops the stranger (the real peer may still come) and, at its timeout,
+  // says what it refused; the connecting one is turned away.
+  EXPECT_FALSE(results[0].ok());
+  EXPECT_THAT(results[0].message(), HasSubstr("closed the connection during the handshake"));
+  EXPECT_EQ(results[1].code(), absl::StatusCode::kDeadlineExceeded) << results[1];
+  EXPECT_THAT(results[1].message(), HasSubstr("belongs to another group"));
 }
 
 TEST(TcpTransportTest, SingleRankWorldNeedsNoSockets) {
@@ -391,6 +395,35 @@ TEST(TcpTransportTest, ASilentPeerIsLostAfterTheHeartbeatInterval) {
     EXPECT_THAT(status.message(), HasSubstr("heartbeat"));
     EXPECT_LT(took, absl::Seconds(3)) << "detected after " << took;
   }
+}
+
+// With a shared secret every connection of the mesh is authenticated both ways; a rank with
+// another secret is refused: it fails naming the peer, and the peer it tried drops the
+// connection and keeps waiting for the real rank, naming the refusal when its time is up.
+TEST(TcpTransportTest, TheMeshAuthenticatesEveryConnectionWithTheSharedSecret) {
+  const std::string secret = "sixteen bytes or more of secret";
+  auto same = TryWorld(3, "auth_ok", nullptr, nullptr, [&](int) { return secret; });
+  for (auto& rank : same) ASSERT_TRUE(rank.ok()) << rank.status();
+  std::vector<uint8_t> sent = Pattern(100, 9), received(100);
+  WorkPtr recv = (*same[2])->Recv(0, {MakeTag(1, 0), 0}, Bytes(received), kWait);
+  ASSERT_TRUE((*same[0])->Send(2, {MakeTag(1, 0), 0}, Bytes(sent), kWait)->Wait(kWait).ok());
+  ASSERT_TRUE(recv->Wait(kWait).ok());
+  EXPECT_EQ(received, sent);
+
+  auto mixed = TryWorld(
+      2, "auth_wrong", nullptr, nullptr,
+      [&](int rank) { return rank == 0 ? std::string("a different secret, as long") : secret; },
+      absl::Seconds(3));
+  EXPECT_EQ(mixed[0].status().code(), absl::StatusCode::kUnauthenticated) << mixed[0].status();
+  EXPECT_THAT(mixed[0].status().message(), HasSubstr("does not know the shared secret"));
+  EXPECT_EQ(mixed[1].status().code(), absl::StatusCode::kDeadlineExceeded) << mixed[1].status();
+  EXPECT_THAT(mixed[1].status().message(), HasSubstr("last refused: 127.0.0.1:"));
+
+  auto without = TryWorld(
+      2, "auth_none", nullptr, nullptr,
+      [&](int rank) { return rank == 0 ? std::string() : secret; }, absl::Seconds(3));
+  EXPECT_FALSE(without[0].ok());
+  EXPECT_THAT(without[1].status().message(), HasSubstr("sent no authentication"));
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include <optional>
 
 #include "absl/time/time.h"
 #include "absl/types/span.h"
@@ -60,6 +61,9 @@ struct BackendContext {
   // group (advertise_address.h) and inherited by subgroups. Never empty.
   std::string address;
   absl::Duration timeout = kDefaultGroupTimeout;
+  // Shared secret for the connections the backend makes itself (unset: PLEXUS_SECRET /
+  // PLEXUS_SECRET_FILE; empty: none). Backends over a vendor's transport cannot apply it.
+  std::optional<std::string> secret;
 };
 
 // One send or receive of a batch.

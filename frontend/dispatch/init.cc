@@ -62,7 +62,7 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(InitOptions optio
       }
     }
     ASSIGN_OR_RETURN(rendezvous, Rendezvous(options.init_method, options.rank, options.world_size,
-                                            options.timeout, env));
+                                            options.timeout, env, options.secret));
   }
   auto store = std::make_shared<PrefixStore>(options.group_name, rendezvous.store);
   // A second process claiming the same rank would deadlock or corrupt results later.
@@ -86,6 +86,7 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(InitOptions optio
   config.store = std::move(store);
   config.backend = options.backend;
   config.timeout = options.timeout;
+  config.secret = options.secret;
   AdvertiseAddressOptions address_options;
   address_options.rank = rendezvous.rank;
   address_options.size = rendezvous.world_size;

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "frontend/dispatch/process_group.h"
@@ -19,6 +20,10 @@ struct InitOptions {
   absl::Duration timeout = kDefaultGroupTimeout;  // Rendezvous and the group's default.
   std::shared_ptr<Store> store;        // Use this store instead of the init method.
   std::string group_name = "world";
+  // Shared secret for the store and every backend connection plexus makes (frontend/auth);
+  // unset: PLEXUS_SECRET / PLEXUS_SECRET_FILE; empty: none. Gloo's, MPI's and NCCL's own
+  // connections are the vendors' and are not covered.
+  std::optional<std::string> secret;
 };
 
 // Rendezvous, check that each rank joined once, wait for all ranks, then build the backends.

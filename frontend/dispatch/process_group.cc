@@ -55,6 +55,7 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Create(
     context.group_name = config.name;
     context.timeout = config.timeout;
     context.address = config.address;
+    context.secret = config.secret;
     return context;
   };
   auto instance = [&](const std::string& name) -> absl::StatusOr<std::shared_ptr<Backend>> {
@@ -247,6 +248,7 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::NewGroup(std::vector
   config.backend = backend.empty() ? backend_string() : std::move(backend);
   config.timeout = config_.timeout;
   config.address = config_.address;
+  config.secret = config_.secret;
   RETURN_IF_ERROR(StoreBarrier(*config.store, "new_group", config.rank, config.size,
                                config.timeout));
   return Create(std::move(config), registry_);

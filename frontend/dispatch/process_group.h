@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include <optional>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
@@ -40,6 +41,8 @@ class ProcessGroup {
     // rendezvous host); "" resolves it in Create, collectively, with the store's host unknown.
     // See advertise_address.h.
     std::string address;
+    // Shared secret for backend connections (unset: from the environment); see init.h.
+    std::optional<std::string> secret;
   };
 
   // Parses the backend string and creates one backend instance per distinct backend name,

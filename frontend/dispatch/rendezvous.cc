@@ -114,7 +114,8 @@ absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& tex
 }
 
 absl::StatusOr<std::shared_ptr<Store>> ConnectTcpStore(const std::string& host, int port, int rank,
-                                                       int world_size, absl::Duration timeout) {
+                                                       int world_size, absl::Duration timeout,
+                                                       const std::optional<std::string>& secret) {
   TCPStoreOptions options;
   options.host = host;
   if (!net::IsIpLiteral(host) && host != "localhost") options.bind_host = "*";
@@ -123,6 +124,7 @@ absl::StatusOr<std::shared_ptr<Store>> ConnectTcpStore(const std::string& host, 
   options.world_size = world_size;
   options.wait_for_workers = false;  // The init barrier waits for everyone instead.
   options.timeout = timeout;
+  options.secret = secret;
   ASSIGN_OR_RETURN(std::unique_ptr<TCPStore> store, TCPStore::Create(options));
   return std::shared_ptr<Store>(std::move(store));
 }
@@ -185,7 +187,8 @@ std::optional<std::string> GetEnv(const std::string& name) {
 
 absl::StatusOr<RendezvousResult> Rendezvous(const std::string& init_method, int rank,
                                             int world_size, absl::Duration timeout,
-                                            const EnvLookup& env) {
+                                            const EnvLookup& env,
+                                            const std::optional<std::string>& secret) {
   ASSIGN_OR_RETURN(ParsedUrl url, ParseUrl(init_method));
   if (std::optional<RendezvousScheme> launcher = FindScheme(url.scheme)) {
     return (*launcher)(rank, world_size, timeout);
@@ -209,7 +212,8 @@ absl::StatusOr<RendezvousResult> Rendezvous(const std::string& init_method, int 
     if (std::optional<std::string> prefix = TorchrunAgentStorePrefix(env)) {
       ASSIGN_OR_RETURN(result.store, JoinTorchrunAgentStore(where, *prefix, timeout));
     } else {
-      auto store = ConnectTcpStore(where.host, where.port, result.rank, result.world_size, timeout);
+      auto store = ConnectTcpStore(where.host, where.port, result.rank, result.world_size, timeout,
+                                   secret);
       if (!store.ok()) {
         return absl::Status(store.status().code(), absl::StrCat("env:// store from ", where.source,
                                                                 ": ", store.status().message()));
@@ -220,7 +224,7 @@ absl::StatusOr<RendezvousResult> Rendezvous(const std::string& init_method, int 
     ASSIGN_OR_RETURN(auto host_port, SplitHostPort(url.body, init_method));
     result.store_host = host_port.first;
     ASSIGN_OR_RETURN(result.store, ConnectTcpStore(host_port.first, host_port.second, result.rank,
-                                                   result.world_size, timeout));
+                                                   result.world_size, timeout, secret));
   } else if (url.scheme == "file") {
     if (url.body.empty() || url.body[0] != '/') {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -38,9 +38,11 @@ struct RendezvousResult {
 // everyone else connects, retrying until `timeout`. env:// takes the address from
 // MASTER_ADDR/MASTER_PORT, else from Slurm (launcher_env.h); under torchrun with the agent's
 // store (TORCHELASTIC_USE_AGENT_STORE=True) every rank joins that store as a client.
+// `secret`, when given, is the TCPStore's shared secret (else PLEXUS_SECRET / _FILE apply).
 absl::StatusOr<RendezvousResult> Rendezvous(const std::string& init_method, int rank,
                                             int world_size, absl::Duration timeout,
-                                            const EnvLookup& env = GetEnv);
+                                            const EnvLookup& env = GetEnv,
+                                            const std::optional<std::string>& secret = {});
 
 // A rendezvous that a launcher provides, selected by its URL scheme ("mpi://", registered by
 // the mpi backend): rank, world size and the store come from the launcher. `rank` and

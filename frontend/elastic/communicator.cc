@@ -1,3 +1,4 @@
+#include "frontend/auth/mutual_auth.h"
 #include "frontend/elastic/communicator.h"
 
 #include <algorithm>
@@ -111,6 +112,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(CommunicatorO
     return absl::InvalidArgumentError(
         absl::StrCat("peer group ", options.peer_group, " is not a 32-bit unsigned number"));
   }
+  if (!options.secret.has_value()) {
+    ASSIGN_OR_RETURN(options.secret, auth::SecretFromEnvironment());
+  }
+  RETURN_IF_ERROR(auth::CheckSecret(*options.secret));
   return std::unique_ptr<Communicator>(
       new Communicator(std::move(options), host_port.first, host_port.second));
 }
@@ -217,12 +222,13 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
   ASSIGN_OR_RETURN(std::unique_ptr<MasterLink> made,
                    MasterLink::Connect(master_host_, master_port_, options_.peer_group,
                                        std::min(deadline, absl::Now() + kReachMasterTimeout),
-                                       std::move(callbacks)));
+                                       std::move(callbacks), *options_.secret));
   std::shared_ptr<MasterLink> link = std::move(made);
   TCPStoreOptions store_options;
   store_options.host = master_host_;
   store_options.port = link->store_port();
   store_options.timeout = std::max(deadline - absl::Now(), absl::Seconds(1));
+  store_options.secret = options_.secret;
   auto store = TCPStore::Create(store_options);
   if (!store.ok()) {
     return WithResult(absl::UnavailableError(absl::StrCat(
@@ -392,6 +398,7 @@ absl::StatusOr<std::shared_ptr<Transport>> Communicator::EnsureMesh(int64_t epoc
     setup.address = data_address_;
     setup.connect_timeout = options_.operation_timeout;
     setup.describe_signature = DescribeSignature;
+    setup.secret = options_.secret;
     setup.cancelled = [this, epoch] {
       std::lock_guard<std::mutex> lock(mu_);
       return !lost_.ok() || topology_.epoch != epoch;

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -56,6 +57,9 @@ struct CommunicatorOptions {
   std::string transport = "tcp";  // A registered transport (frontend/transport).
   // Bytes sent each way between every pair of peers by OptimizeTopology.
   int64_t bandwidth_probe_bytes = 4 << 20;
+  // Shared secret proven to the master, its store and every peer (frontend/auth); unset:
+  // PLEXUS_SECRET / PLEXUS_SECRET_FILE; empty: none.
+  std::optional<std::string> secret;
 };
 
 class Communicator {

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "frontend/auth/mutual_auth.h"
 #include "frontend/core/deadline.h"
 #include "frontend/core/status_macros.h"
 
@@ -33,12 +34,19 @@ absl::StatusOr<Message> ReadFrame(int fd, absl::Time deadline) {
 
 absl::StatusOr<std::unique_ptr<MasterLink>> MasterLink::Connect(const std::string& host, int port,
                                                                 int64_t group, absl::Time deadline,
-                                                                Callbacks callbacks) {
+                                                                Callbacks callbacks,
+                                                                const std::string& secret) {
   const std::string where = HostPort(host, port);
   auto fd = ConnectTcpWithRetry(host, port, deadline);
   if (!fd.ok()) {
     return MasterFailure(absl::StrCat("cannot reach the elastic master at ", where, ": ",
                                       fd.status().message()));
+  }
+  if (!secret.empty()) {
+    absl::Status authenticated = auth::AuthenticateToServer(
+        fd->get(), secret, auth::Purpose::kMaster, absl::StrCat("the elastic master at ", where),
+        deadline);
+    if (!authenticated.ok()) return authenticated;  // Unauthenticated, naming the master.
   }
   absl::Status sent =
       SendAll(fd->get(), EncodeFrame({MessageType::kHello, {kMagic, kProtocolVersion, group}, ""}),

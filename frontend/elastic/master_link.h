@@ -33,9 +33,11 @@ class MasterLink {
   // Connects, says hello for `group` and reads the welcome, all by `deadline`; then starts the
   // reader thread. Unavailable (with Result kMasterConnectionFailed) when the master cannot be
   // reached or answers wrongly.
+  // `secret`: proven to the master first (frontend/auth); empty: none.
   static absl::StatusOr<std::unique_ptr<MasterLink>> Connect(const std::string& host, int port,
                                                              int64_t group, absl::Time deadline,
-                                                             Callbacks callbacks);
+                                                             Callbacks callbacks,
+                                                             const std::string& secret = "");
   // Closes the connection (without a goodbye) and joins the reader.
   ~MasterLink();
 

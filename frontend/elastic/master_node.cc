@@ -14,6 +14,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "frontend/auth/mutual_auth.h"
 #include "frontend/core/logging.h"
 #include "frontend/core/status_macros.h"
 #include "frontend/elastic/master_protocol.h"
@@ -65,8 +66,9 @@ absl::StatusOr<std::pair<std::string, int>> ParseHostPort(const std::string& tex
 class MasterNode::Server {
  public:
   Server(ScopedFd listener, ScopedFd wakeup, std::unique_ptr<TCPStoreServer> store,
-         absl::Duration heartbeat_timeout)
-      : listener_(std::move(listener)),
+         absl::Duration heartbeat_timeout, std::string secret)
+      : secret_(std::move(secret)),
+        listener_(std::move(listener)),
         wakeup_(std::move(wakeup)),
         store_(std::move(store)),
         heartbeat_timeout_(heartbeat_timeout),
@@ -112,6 +114,7 @@ class MasterNode::Server {
     absl::Time opened;
     absl::Time last_heard;
     absl::Time last_sent;
+    std::unique_ptr<auth::ServerHandshake> auth;  // Until the peer proved the secret.
   };
 
   void AcceptAll() {
@@ -123,6 +126,9 @@ class MasterNode::Server {
       c.address = PeerAddress(fd.get());
       c.fd = std::move(fd);
       c.opened = c.last_heard = c.last_sent = absl::Now();
+      if (!secret_.empty()) {
+        c.auth = std::make_unique<auth::ServerHandshake>(secret_, auth::Purpose::kMaster);
+      }
       connections_.emplace(next_connection_++, std::move(c));
     }
   }
@@ -153,12 +159,27 @@ class MasterNode::Server {
       if (n > 0) {
         c.rx.append(buffer, n);
         c.last_heard = absl::Now();
+        if (c.auth != nullptr && c.rx.size() > 4096) {
+          return Close(id, "sent more than an authentication before authenticating");
+        }
         continue;
       }
       if (n == 0) return Close(id, "connection closed");
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       return Close(id, absl::StrCat("connection error: ", strerror(errno)));
+    }
+    if (c.auth != nullptr) {
+      const auth::ServerHandshake::Step step = c.auth->Feed(c.rx, c.tx);
+      Flush(id);
+      if (connections_.find(id) == connections_.end()) return;
+      if (step == auth::ServerHandshake::Step::kRejected) {
+        Log(LogLevel::kWarning, absl::StrCat("elastic master: refused ", c.address, ": ",
+                                             c.auth->reason()));
+        return Close(id, absl::StrCat("authentication: ", c.auth->reason()));
+      }
+      if (step == auth::ServerHandshake::Step::kNeedMore) return;
+      c.auth.reset();
     }
     size_t at = 0;
     while (c.rx.size() - at >= kHeaderBytes) {
@@ -266,6 +287,7 @@ class MasterNode::Server {
 
   const ScopedFd listener_;
   const ScopedFd wakeup_;
+  const std::string secret_;
   const std::unique_ptr<TCPStoreServer> store_;
   const absl::Duration heartbeat_timeout_;
   std::atomic<bool> stopping_{false};
@@ -282,13 +304,18 @@ absl::StatusOr<std::unique_ptr<MasterNode>> MasterNode::Create(MasterNodeOptions
   }
   ASSIGN_OR_RETURN(ScopedFd listener, ListenTcp(host_port.first, host_port.second));
   ASSIGN_OR_RETURN(int port, LocalPort(listener.get()));
+  if (!options.secret.has_value()) {
+    ASSIGN_OR_RETURN(options.secret, auth::SecretFromEnvironment());
+  }
+  RETURN_IF_ERROR(auth::CheckSecret(*options.secret));
   TCPStoreServerOptions store_options;
   store_options.host = host_port.first;
+  store_options.secret = *options.secret;
   ASSIGN_OR_RETURN(std::unique_ptr<TCPStoreServer> store, TCPStoreServer::Start(store_options));
   ScopedFd wakeup(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wakeup.valid()) return absl::InternalError(absl::StrCat("eventfd: ", strerror(errno)));
   auto server = std::make_unique<Server>(std::move(listener), std::move(wakeup), std::move(store),
-                                         options.heartbeat_timeout);
+                                         options.heartbeat_timeout, *options.secret);
   return std::unique_ptr<MasterNode>(new MasterNode(host_port.first, port, std::move(server)));
 }
 

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -28,6 +29,9 @@ struct MasterNodeOptions {
   std::string listen_address = "0.0.0.0:48148";
   // A peer silent this long is dropped; peers learn the value and beat 5 times per period.
   absl::Duration heartbeat_timeout = absl::Seconds(5);
+  // Shared secret every peer proves before its hello, and its store connections too
+  // (frontend/auth); unset: PLEXUS_SECRET / PLEXUS_SECRET_FILE; empty: none.
+  std::optional<std::string> secret;
 };
 
 // "host:port" / "[v6]:port" -> (host, port); InvalidArgument names the text.

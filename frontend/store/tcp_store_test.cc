@@ -1,4 +1,5 @@
 // TCPStore behaviour under load, bad input and missing servers.
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -95,6 +96,23 @@ TEST(TCPStoreTest, SixtyFourProcessesAddToOneKey) {
   EXPECT_EQ(*(*checker)->Get("counter"), std::to_string(kClients * kAdds));
 }
 
+// Stops `pid` and returns once the kernel reports it stopped (kill() only queues the signal).
+void StopProcess(int pid) {
+  kill(pid, SIGSTOP);
+  const std::string path = absl::StrCat("/proc/", pid, "/stat");
+  for (const absl::Time deadline = absl::Now() + absl::Seconds(10); absl::Now() < deadline;) {
+    FILE* f = fopen(path.c_str(), "r");
+    char state = '?';
+    if (f != nullptr) {
+      if (fscanf(f, "%*d (%*[^)]) %c", &state) != 1) state = '?';
+      fclose(f);
+    }
+    if (state == 'T' || state == 't') return;
+    sched_yield();
+  }
+  ADD_FAILURE() << "process " << pid << " did not stop";
+}
+
 // A stopped server (process alive, socket open) is lost after the client's heartbeat
 // interval, not at the operation's timeout: for a parked get and for a plain set.
 TEST(TCPStoreTest, AStoppedServerIsLostAfterTheHeartbeatInterval) {
@@ -115,7 +133,7 @@ TEST(TCPStoreTest, AStoppedServerIsLostAfterTheHeartbeatInterval) {
     auto client = TCPStore::Create(options);
     ASSERT_TRUE(client.ok()) << client.status();
     ASSERT_TRUE((*client)->Set("before", "stop").ok());
-    kill((*server)->pid(), SIGSTOP);
+    StopProcess((*server)->pid());
     const absl::Time start = absl::Now();
     absl::Status status =
         parked ? (*client)->Get("never_set").status() : (*client)->Set("after", "stop");

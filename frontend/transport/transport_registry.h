@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -30,6 +31,8 @@ struct TransportSetup {
   std::function<std::string(uint64_t)> describe_signature;
   // Polled while connecting: returning true gives up with Aborted. May be empty.
   std::function<bool()> cancelled;
+  // Shared secret the transport's connections prove (unset: from the environment).
+  std::optional<std::string> secret;
 };
 
 using TransportFactory =

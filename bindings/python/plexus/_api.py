@@ -37,10 +37,13 @@ def _finish(work, async_op):
 
 
 def init_process_group(backend=None, init_method=None, timeout=default_pg_timeout,
-                       world_size=-1, rank=-1, store=None, group_name="", pg_options=None):
+                       world_size=-1, rank=-1, store=None, group_name="", pg_options=None,
+                       secret=None):
     """Forms the default group. backend: a name ("tcp", "gloo", "mpi") or a backend string
     ("cpu:gloo,cuda:nccl"); default "tcp". init_method: "env://" (default; MASTER_ADDR,
-    MASTER_PORT, RANK, WORLD_SIZE), "tcp://host:port", "file:///path", or give `store`."""
+    MASTER_PORT, RANK, WORLD_SIZE), "tcp://host:port", "file:///path", or give `store`.
+    secret: a shared secret (str, at least 16 bytes) every rank proves on every store and
+    data connection plexus makes; default PLEXUS_SECRET / PLEXUS_SECRET_FILE (docs/security.md)."""
     if _groups._State.world is not None:
         raise RuntimeError("trying to initialize the default process group twice!")
     if pg_options is not None:
@@ -49,7 +52,7 @@ def init_process_group(backend=None, init_method=None, timeout=default_pg_timeou
         raise ValueError("Cannot specify both init_method and store.")
     backend = Backend(backend if backend is not None else os.environ.get("PLEXUS_BACKEND", "tcp"))
     pg = _plexus.init_process_group(str(backend), init_method or "env://", rank, world_size,
-                                    timeout, store, "world")
+                                    timeout, store, "world", secret)
     _groups.set_world(pg)
 
 

@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -171,10 +172,11 @@ void RegisterElastic(py::module_& module) {
   py::class_<MasterNode>(module, "_ElasticMaster")
       .def_static(
           "create",
-          [](const std::string& address, double heartbeat_s) {
+          [](const std::string& address, double heartbeat_s, std::optional<std::string> secret) {
             elastic::MasterNodeOptions options;
             options.listen_address = address;
             options.heartbeat_timeout = absl::Seconds(heartbeat_s);
+            options.secret = std::move(secret);
             auto made = MasterNode::Create(options);
             if (!made.ok()) return Outcome(made.status());
             return py::make_tuple(0, std::string(), py::cast(std::move(made).value()));
@@ -195,8 +197,9 @@ void RegisterElastic(py::module_& module) {
       .def_static(
           "create",
           [](const std::string& address, int64_t group, double operation_timeout_s,
-             double accept_timeout_s, int64_t probe_bytes) {
+             double accept_timeout_s, int64_t probe_bytes, std::optional<std::string> secret) {
             elastic::CommunicatorOptions options;
+            options.secret = std::move(secret);
             options.master_address = address;
             options.peer_group = group;
             options.bandwidth_probe_bytes = probe_bytes;

@@ -347,7 +347,8 @@ void RegisterProcessGroup(py::module_& module) {
   module.def(
       "init_process_group",
       [](const std::string& backend, const std::string& init_method, int rank, int world_size,
-         py::handle timeout, py::handle store, const std::string& group_name) {
+         py::handle timeout, py::handle store, const std::string& group_name,
+         std::optional<std::string> secret) {
         InitOptions options;
         options.backend = backend;
         options.init_method = init_method;
@@ -356,6 +357,7 @@ void RegisterProcessGroup(py::module_& module) {
         options.timeout = ToDuration(timeout, kDefaultGroupTimeout, "init_process_group timeout");
         if (!store.is_none()) options.store = StoreFromPython(store);
         options.group_name = group_name;
+        options.secret = std::move(secret);
         absl::StatusOr<Group> group;
         {
           py::gil_scoped_release release;
@@ -364,7 +366,8 @@ void RegisterProcessGroup(py::module_& module) {
         return ForPython(ValueOrThrow(std::move(group)));
       },
       py::arg("backend"), py::arg("init_method"), py::arg("rank"), py::arg("world_size"),
-      py::arg("timeout"), py::arg("store"), py::arg("group_name") = "world");
+      py::arg("timeout"), py::arg("store"), py::arg("group_name") = "world",
+      py::arg("secret") = py::none());
 
   module.def(
       "debug_dump",

@@ -2,6 +2,7 @@
 
 #include <pybind11/stl.h>
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -283,8 +284,10 @@ void RegisterStores(py::module_& module) {
       module, "TCPStore",
       "A store served over TCP: the process with is_master=True hosts it (port 0 picks one).")
       .def(py::init([](const std::string& host_name, int port, py::handle world_size,
-                       bool is_master, py::handle timeout, bool wait_for_workers) {
+                       bool is_master, py::handle timeout, bool wait_for_workers,
+                       std::optional<std::string> secret) {
              TCPStoreOptions options;
+             options.secret = std::move(secret);
              options.host = host_name;
              options.port = port;
              options.is_server = is_master;
@@ -297,7 +300,7 @@ void RegisterStores(py::module_& module) {
            }),
            py::arg("host_name"), py::arg("port"), py::arg("world_size") = py::none(),
            py::arg("is_master") = false, py::arg("timeout") = py::none(),
-           py::arg("wait_for_workers") = true)
+           py::arg("wait_for_workers") = true, py::arg("secret") = py::none())
       .def_property_readonly("host", &TCPStore::host)
       .def_property_readonly("port", &TCPStore::port);
 

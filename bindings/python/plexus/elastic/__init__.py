@@ -283,15 +283,22 @@ def _numel(tensor):
     return tensor.numel() if hasattr(tensor, "numel") else tensor.size
 
 
+def _secret(secret):
+    """None: PLEXUS_SECRET / PLEXUS_SECRET_FILE decide; str or bytes: this shared secret."""
+    if secret is None or isinstance(secret, str):
+        return secret
+    return bytes(secret).decode("latin-1")
+
+
 class Communicator:
     """A peer. `address` is the master's "host:port"; peers all-reduce within `peer_group`."""
 
     def __init__(self, address, peer_group=0, p2p_connection_pool_size=0, *,
                  operation_timeout=600.0, accept_timeout=600.0,
-                 bandwidth_probe_bytes=4 << 20):
+                 bandwidth_probe_bytes=4 << 20, secret=None):
         self._comm = _check(_plexus._ElasticCommunicator.create(
             address, int(peer_group), float(operation_timeout), float(accept_timeout),
-            int(bandwidth_probe_bytes)), "Communicator")
+            int(bandwidth_probe_bytes), _secret(secret)), "Communicator")
 
     def connect(self, n_attempts=5):
         """Registers with the master and waits to be accepted; tries n_attempts times, 1 s apart."""
@@ -379,9 +386,10 @@ class MasterNode:
     the object's destructor waits until it was interrupted, so `MasterNode(...).run()` serves
     for the life of the process."""
 
-    def __init__(self, listen_address="0.0.0.0:48148", *, heartbeat_timeout=5.0):
+    def __init__(self, listen_address="0.0.0.0:48148", *, heartbeat_timeout=5.0, secret=None):
         self._master = _check(_plexus._ElasticMaster.create(listen_address,
-                                                            float(heartbeat_timeout)),
+                                                            float(heartbeat_timeout),
+                                                            _secret(secret)),
                               "MasterNode")
         self._running = False
 
