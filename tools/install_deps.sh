@@ -10,6 +10,7 @@ packages=(
   libabsl-dev          # abseil 20220623
   libgtest-dev libgmock-dev
   libgloo-dev          # the gloo backend
+  libssl-dev           # libcrypto: HMAC-SHA256 connection authentication
   libopenmpi-dev openmpi-bin  # the mpi backend and mpirun
   pybind11-dev python3-dev    # Python bindings
   python3-numpy python3-pytest python3-torch  # Python tests; plexus.torch and DDP
