@@ -44,26 +44,7 @@ std::string Hello(const MeshOptions& options) {
 absl::StatusOr<int> ReadHello(int fd, const MeshOptions& options, absl::Time deadline) {
   char bytes[kHelloBytes];
   RETURN_IF_ERROR(RecvExact(fd, bytes, kHelloBytes, deadline));
-  if (absl::little_endian::Load32(bytes) != kHelloMagic) {
-    return absl::UnauthenticatedError("handshake: bad magic (not a plexus tcp peer)");
-  }
-  const uint16_t version = absl::little_endian::Load16(bytes + 4);
-  if (version != kHelloVersion) {
-    return absl::UnauthenticatedError(
-        absl::StrCat("handshake: peer speaks protocol ", version, ", this rank ", kHelloVersion));
-  }
-  const int rank = static_cast<int>(absl::little_endian::Load32(bytes + 8));
-  const int size = static_cast<int>(absl::little_endian::Load32(bytes + 12));
-  if (size != options.size || absl::little_endian::Load64(bytes + 16) !=
-                                  GroupHash(options.group_name, options.size)) {
-    return absl::UnauthenticatedError(absl::StrCat(
-        "handshake: peer rank ", rank, " belongs to another group (size ", size, ") than group '",
-        options.group_name, "' of size ", options.size));
-  }
-  if (rank < 0 || rank >= options.size || rank == options.rank) {
-    return absl::UnauthenticatedError(absl::StrCat("handshake: peer claims rank ", rank));
-  }
-  return rank;
+  return ParseHello(absl::string_view(bytes, kHelloBytes), options);
 }
 
 absl::StatusOr<std::pair<std::string, int>> ParseAddress(const std::string& text) {
@@ -115,6 +96,34 @@ absl::StatusOr<ScopedFd> ConnectUnlessCancelled(const MeshOptions& options,
 }
 
 }  // namespace
+
+absl::StatusOr<int> ParseHello(absl::string_view bytes, const MeshOptions& options) {
+  if (bytes.size() != kHelloBytes) {
+    return absl::UnauthenticatedError(absl::StrCat("handshake: ", bytes.size(), " bytes, not ",
+                                                   kHelloBytes));
+  }
+  if (absl::little_endian::Load32(bytes.data()) != kHelloMagic) {
+    return absl::UnauthenticatedError("handshake: bad magic (not a plexus tcp peer)");
+  }
+  const uint16_t version = absl::little_endian::Load16(bytes.data() + 4);
+  if (version != kHelloVersion) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("handshake: peer speaks protocol ", version, ", this rank ", kHelloVersion));
+  }
+  const int rank = static_cast<int>(absl::little_endian::Load32(bytes.data() + 8));
+  const int size = static_cast<int>(absl::little_endian::Load32(bytes.data() + 12));
+  if (size != options.size || absl::little_endian::Load64(bytes.data() + 16) !=
+                                  GroupHash(options.group_name, options.size)) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "handshake: peer rank ", rank, " belongs to another group (size ", size, ") than group '",
+        options.group_name, "' of size ", options.size));
+  }
+  if (rank < 0 || rank >= options.size || rank == options.rank) {
+    return absl::UnauthenticatedError(absl::StrCat("handshake: peer claims rank ", rank));
+  }
+  return rank;
+}
+
 
 absl::StatusOr<std::vector<ScopedFd>> ConnectMesh(const MeshOptions& options) {
   const absl::Time deadline = absl::Now() + options.timeout;

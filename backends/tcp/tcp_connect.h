@@ -33,6 +33,10 @@ struct MeshOptions {
 // entry for this rank is empty). Connects to higher ranks and accepts lower ones.
 absl::StatusOr<std::vector<ScopedFd>> ConnectMesh(const MeshOptions& options);
 
+// Checks a peer's 24-byte hello against this group; the peer's rank, or Unauthenticated
+// saying what was wrong.
+absl::StatusOr<int> ParseHello(absl::string_view bytes, const MeshOptions& options);
+
 }  // namespace plexus::tcp
 
 #endif  // PLEXUS_BACKENDS_TCP_TCP_CONNECT_H_

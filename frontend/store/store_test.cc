@@ -1,4 +1,5 @@
 // One suite run against every Store implementation.
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -86,6 +87,11 @@ TEST_P(StoreTest, AddCountsAndRejectsNonIntegers) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(bad.status().message(), HasSubstr("text"));
   EXPECT_EQ(*store_->Get("text"), "abc");  // Nothing lost.
+  // Found by fuzzing the TCPStore server: a delta that overflows is refused, not wrapped.
+  auto overflow = peer_->Add("counter", INT64_MAX);
+  EXPECT_EQ(overflow.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(overflow.status().message(), HasSubstr("overflows"));
+  EXPECT_EQ(*store_->Get("counter"), "3");
 }
 
 TEST_P(StoreTest, CompareSetFollowsC10dSemantics) {

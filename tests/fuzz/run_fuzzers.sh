@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with Debian's clang under ASan + UBSan and runs each for
+# FUZZ_SECONDS (default 60) from its seed corpus in tests/fuzz/corpus/<target>; fails on any
+# finding (crash, leak, undefined behaviour, timeout). Usage:
+#   bash tests/fuzz/run_fuzzers.sh [seconds] [target ...]
+# Under `bazel test //tests/fuzz:fuzz_test` the sources are read from the workspace the test's
+# runfiles point into; new inputs it finds go to $TEST_TMPDIR, not into the repository.
+set -euo pipefail
+
+script="$(readlink -f "${BASH_SOURCE[0]}")"
+root="$(cd "$(dirname "${script}")/../.." && pwd)"
+seconds="${1:-${FUZZ_SECONDS:-60}}"
+shift || true
+work="${TEST_TMPDIR:-$(mktemp -d)}/fuzz"
+mkdir -p "${work}"
+clang="${CLANGXX:-clang++}"
+command -v "${clang}" > /dev/null || { echo "run_fuzzers: ${clang} not found (apt install clang)"; exit 1; }
+
+absl_libs=$(sed -n 's/^ *"\(-labsl_[a-z0-9_]*\)",$/\1/p' "${root}/third_party/absl.BUILD" | tr '\n' ' ')
+common=(frontend/core/logging.cc frontend/core/heartbeat.cc frontend/core/dtype.cc
+        frontend/store/socket_util.cc)
+declare -A sources=(
+  [handshakes_fuzz]="frontend/auth/mutual_auth.cc backends/tcp/tcp_connect.cc
+                     frontend/store/tcp_store_protocol.cc frontend/store/store.cc"
+  [master_messages_fuzz]="frontend/elastic/master_protocol.cc frontend/elastic/master_state.cc
+                          frontend/elastic/ring_order.cc frontend/elastic/shared_state.cc
+                          frontend/elastic/elastic_types.cc frontend/core/reduce_op.cc
+                          algorithms/quantize_kernels.cc algorithms/reduce_kernels.cc"
+  [store_server_fuzz]="frontend/store/tcp_store_server.cc frontend/store/tcp_store_protocol.cc
+                       frontend/store/key_value_table.cc frontend/store/store.cc
+                       frontend/auth/mutual_auth.cc"
+  [tcp_frames_fuzz]="backends/tcp/tcp_loop.cc backends/tcp/tcp_loop_rings.cc
+                     backends/tcp/tcp_loop_heartbeat.cc backends/tcp/shm_ring.cc
+                     backends/tcp/shm_arena.cc backends/tcp/shm_link.cc
+                     frontend/net/host_identity.cc frontend/work/work.cc"
+)
+targets=("$@")
+[[ ${#targets[@]} -eq 0 ]] && targets=(handshakes_fuzz master_messages_fuzz store_server_fuzz tcp_frames_fuzz)
+
+export PLEXUS_LOG_LEVEL=error
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+failed=0
+for target in "${targets[@]}"; do
+  binary="${work}/${target}"
+  files=("${root}/tests/fuzz/${target}.cc")
+  for f in ${sources[${target}]} "${common[@]}"; do files+=("${root}/${f}"); done
+  echo "run_fuzzers: building ${target}"
+  "${clang}" -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+    -fno-sanitize=vptr -I"${root}" "${files[@]}" ${absl_libs} -lcrypto -lpthread -o "${binary}"
+  corpus="${work}/${target}_corpus"
+  mkdir -p "${corpus}"
+  seeds="${root}/tests/fuzz/corpus/${target}"
+  echo "run_fuzzers: running ${target} for ${seconds} s"
+  if ! (cd "${work}" && "${binary}" -max_total_time="${seconds}" -timeout=10 -rss_limit_mb=2048 \
+          -print_final_stats=1 "${corpus}" "${seeds}" > "${work}/${target}.log" 2>&1); then
+    echo "run_fuzzers: ${target} FOUND A PROBLEM:"
+    tail -60 "${work}/${target}.log"
+    failed=1
+  else
+    grep -E "stat::number_of_executed_units|stat::new_units_added" "${work}/${target}.log" |
+      sed "s/^/run_fuzzers: ${target}: /"
+  fi
+done
+exit "${failed}"
