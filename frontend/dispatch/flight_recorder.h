@@ -39,12 +39,13 @@ class FlightRecorder {
 
   // What is recorded when an operation is issued.
   struct Operation {
-    std::string op;  // "all_reduce", "send", ...
+    // Names refer to static strings (recording copies no text).
+    absl::string_view op;  // "all_reduce", "send", ...
     DType dtype = DType::kFloat32;
     int64_t count = 0;      // Elements this rank contributes (or sends/receives).
     int root = -1;          // Root group rank, or -1.
     int peer = -1;          // Point-to-point: the other group rank (-1: any source).
-    std::string reduce_op;  // "sum", ... or empty.
+    absl::string_view reduce_op;  // "SUM", ... or empty.
     absl::Duration timeout;
   };
 

@@ -144,11 +144,10 @@ absl::StatusOr<WorkPtr> ProcessGroup::Launch(
     const Served& served, const CollectiveDescription& description, absl::Duration timeout,
     absl::FunctionRef<absl::StatusOr<WorkPtr>()> call) {
   RETURN_IF_ERROR(CheckAgreement(served, description));
-  return Track({std::string(description.op), description.dtype, description.count,
-                description.root, -1,
+  return Track({description.op, description.dtype, description.count, description.root, -1,
                 description.reduce_op >= 0
-                    ? std::string(ReduceOpName(static_cast<ReduceOpKind>(description.reduce_op)))
-                    : std::string(),
+                    ? ReduceOpName(static_cast<ReduceOpKind>(description.reduce_op))
+                    : absl::string_view(),
                 timeout},
                /*point_to_point=*/false, call);
 }
