@@ -70,8 +70,11 @@ absl::Status ArenaSlots::WaitForAll(uint64_t step, uint64_t piece, bool check) {
     const bool reached = (*seen & ~(kArenaFailed | kArenaCodeBits)) >= step;
     uint64_t theirs = 0;
     uint64_t their_piece = piece;
-    if (!reached && (*seen & kArenaFailed) == 0) {
+    if (!reached) {
+      // Also for a peer that failed or left: if it ran another collective under this
+      // sequence number, that disagreement is the cause to report.
       theirs = arena_.Announced(peer);
+      if (!SameSequence(theirs, ours)) theirs = 0;
     } else if (check && reached) {
       const Header header_seen = *header(peer, piece);
       theirs = header_seen.signature;

@@ -144,6 +144,22 @@ TEST(SharedMemoryAllReduceTest, APeerThatLeftBeforeItsInputFailsTheCollective) {
   EXPECT_NE(waiting.arena.Published(0) & kArenaFailed, 0u);
 }
 
+// A peer that ran another collective under this sequence number and then left is reported as
+// the disagreement it was, not as a lost peer.
+TEST(SharedMemoryAllReduceTest, APeerThatRanAnotherCollectiveAndLeftIsAMismatch) {
+  auto state = std::make_shared<SharedState>(2);
+  Rank waiting(state, 0, 2, 64);
+  Rank other(state, 1, 2, 64);
+  waiting.arena.before_wait = [&] {
+    other.arena.Announce(MakeSignature(CollectiveKind::kBarrier, DType::kUInt8, 1, 0));
+    other.arena.Leave();
+  };
+  absl::Status status = waiting.Run(1);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_NE(status.message().find("rank 1 is running barrier #1"), absl::string_view::npos)
+      << status;
+}
+
 // Several pieces and three ranks in threads: the arena's two slots alternate correctly.
 TEST(SharedMemoryAllReduceTest, ManyPiecesOnThreeRanks) {
   auto state = std::make_shared<SharedState>(3);

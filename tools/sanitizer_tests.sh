@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The suites CI also runs under sanitizers: AddressSanitizer + UndefinedBehaviorSanitizer
+# (--config=asan) and ThreadSanitizer (--config=tsan), each over the subset that exercises the
+# code reading the network and sharing state between threads and processes, sized to keep CI
+# well inside its limit (about 10 minutes for both on 2 cores):
+#   asan: stores and their server, authentication, the tcp transport and its rings, the
+#         algorithms and collective queue, SIGKILL/SIGSTOP/mismatch fault tests, and the tcp
+#         conformance suites (shared memory) at every world size;
+#   tsan: the same units, and the fault and semantics conformance suites over sockets only:
+#         ThreadSanitizer cannot follow the ordering that the shared-memory rings get through
+#         the peer process (it reports those frames as races), slows ranks past the heartbeat
+#         test's 2 s interval, and needs over 15 minutes for the reductions suite.
+# Usage: bash tools/sanitizer_tests.sh [asan|tsan]...  (default: both)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+asan_targets=(
+  //frontend/store:all //frontend/auth:all //backends/tcp:all //algorithms:all
+  //tests/fault:fault_test //tests/fault:fault_sockets_test //tests/fault:heartbeat_test
+  //tests/conformance:reductions_tcp_test //tests/conformance:semantics_tcp_test
+  //tests/conformance:data_movement_tcp_test
+)
+tsan_targets=(
+  //frontend/store:all //frontend/auth:all //backends/tcp:all //algorithms:all
+  //tests/fault:fault_sockets_test //tests/conformance:semantics_tcp_sockets_test
+)
+
+configs=("$@")
+[[ ${#configs[@]} -eq 0 ]] && configs=(asan tsan)
+status=0
+for config in "${configs[@]}"; do
+  case "${config}" in
+    asan) targets=("${asan_targets[@]}") ;;
+    tsan) targets=("${tsan_targets[@]}") ;;
+    *) echo "sanitizer_tests: unknown config ${config}" >&2; exit 2 ;;
+  esac
+  echo "sanitizer_tests: bazel test --config=${config} ${targets[*]}"
+  bazel test --config="${config}" "${targets[@]}" || status=1
+done
+exit "${status}"
