@@ -6,10 +6,12 @@
 #   asan: stores and their server, authentication, the tcp transport and its rings, the
 #         algorithms and collective queue, SIGKILL/SIGSTOP/mismatch fault tests, and the tcp
 #         conformance suites (shared memory) at every world size;
-#   tsan: the same units, and the fault and semantics conformance suites over sockets only:
-#         ThreadSanitizer cannot follow the ordering that the shared-memory rings get through
-#         the peer process (it reports those frames as races), slows ranks past the heartbeat
-#         test's 2 s interval, and needs over 15 minutes for the reductions suite.
+#   tsan: the same units and the fault suite over sockets. ThreadSanitizer cannot follow
+#         ordering that passes through another process: frames through the shared-memory rings,
+#         and the receives halving-doubling posts early into the user's buffer (safe because
+#         the data that lands there needs this rank's own sends first) are reported as races,
+#         so the multi-process conformance suites stay under ASan only; it also slows ranks past
+#         the heartbeat test's 2 s interval.
 # Usage: bash tools/sanitizer_tests.sh [asan|tsan]...  (default: both)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +24,7 @@ asan_targets=(
 )
 tsan_targets=(
   //frontend/store:all //frontend/auth:all //backends/tcp:all //algorithms:all
-  //tests/fault:fault_sockets_test //tests/conformance:semantics_tcp_sockets_test
+  //tests/fault:fault_sockets_test
 )
 
 configs=("$@")
