@@ -37,6 +37,10 @@ for config in "${configs[@]}"; do
     *) echo "sanitizer_tests: unknown config ${config}" >&2; exit 2 ;;
   esac
   echo "sanitizer_tests: bazel test --config=${config} ${targets[*]}"
-  bazel test --config="${config}" "${targets[@]}" || status=1
+  extra=()
+  # Debian's libgloo is not built with ThreadSanitizer: its own threads race as far as TSan can
+  # tell, so the Gloo cases of the fault suite stay under ASan only.
+  [[ "${config}" == tsan ]] && extra=(--test_arg=--gtest_filter=-*Gloo*)
+  bazel test --config="${config}" "${extra[@]}" "${targets[@]}" || status=1
 done
 exit "${status}"
