@@ -224,10 +224,7 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TcpTransportO
   if (!options.heartbeat.has_value()) {
     ASSIGN_OR_RETURN(options.heartbeat, HeartbeatFromEnvironment());
   }
-  if (!options.secret.has_value()) {
-    ASSIGN_OR_RETURN(options.secret, auth::SecretFromEnvironment());
-  }
-  RETURN_IF_ERROR(auth::CheckSecret(*options.secret));
+  ASSIGN_OR_RETURN(options.secret, auth::ResolveSecret(options.secret));
   mesh.secret = *options.secret;
   ASSIGN_OR_RETURN(std::vector<ScopedFd> peers, tcp::ConnectMesh(mesh));
   ASSIGN_OR_RETURN(std::unique_ptr<tcp::ShmLinks> rings,

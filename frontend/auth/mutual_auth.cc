@@ -100,6 +100,12 @@ absl::StatusOr<std::string> SecretFromEnvironment() {
   return secret;
 }
 
+absl::StatusOr<std::string> ResolveSecret(const std::optional<std::string>& given) {
+  if (!given.has_value()) return SecretFromEnvironment();
+  RETURN_IF_ERROR(CheckSecret(*given));
+  return *given;
+}
+
 absl::Status AuthenticateToServer(int fd, absl::string_view secret, Purpose purpose,
                                   absl::string_view peer, absl::Time deadline) {
   const std::string client_nonce = Nonce();

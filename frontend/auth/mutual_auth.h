@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -45,6 +46,8 @@ inline constexpr size_t kMinSecretBytes = 16;
 absl::StatusOr<std::string> SecretFromEnvironment();
 // InvalidArgument unless `secret` is empty or at least kMinSecretBytes long.
 absl::Status CheckSecret(absl::string_view secret);
+// The secret a component uses: `given` when set (checked), else SecretFromEnvironment().
+absl::StatusOr<std::string> ResolveSecret(const std::optional<std::string>& given);
 
 // The client side on a blocking-style socket (deadline-bounded). Unauthenticated when the
 // server's proof is wrong or it refuses ours; the message names `peer` (for errors only).

@@ -112,10 +112,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(CommunicatorO
     return absl::InvalidArgumentError(
         absl::StrCat("peer group ", options.peer_group, " is not a 32-bit unsigned number"));
   }
-  if (!options.secret.has_value()) {
-    ASSIGN_OR_RETURN(options.secret, auth::SecretFromEnvironment());
-  }
-  RETURN_IF_ERROR(auth::CheckSecret(*options.secret));
+  ASSIGN_OR_RETURN(options.secret, auth::ResolveSecret(options.secret));
   return std::unique_ptr<Communicator>(
       new Communicator(std::move(options), host_port.first, host_port.second));
 }

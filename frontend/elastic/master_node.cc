@@ -304,10 +304,7 @@ absl::StatusOr<std::unique_ptr<MasterNode>> MasterNode::Create(MasterNodeOptions
   }
   ASSIGN_OR_RETURN(ScopedFd listener, ListenTcp(host_port.first, host_port.second));
   ASSIGN_OR_RETURN(int port, LocalPort(listener.get()));
-  if (!options.secret.has_value()) {
-    ASSIGN_OR_RETURN(options.secret, auth::SecretFromEnvironment());
-  }
-  RETURN_IF_ERROR(auth::CheckSecret(*options.secret));
+  ASSIGN_OR_RETURN(options.secret, auth::ResolveSecret(options.secret));
   TCPStoreServerOptions store_options;
   store_options.host = host_port.first;
   store_options.secret = *options.secret;

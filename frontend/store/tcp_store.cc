@@ -23,10 +23,7 @@ uint8_t OpByte(Opcode op) { return static_cast<uint8_t>(op); }
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TCPStore>> TCPStore::Create(TCPStoreOptions options) {
-  if (!options.secret.has_value()) {
-    ASSIGN_OR_RETURN(options.secret, auth::SecretFromEnvironment());
-  }
-  RETURN_IF_ERROR(auth::CheckSecret(*options.secret));
+  ASSIGN_OR_RETURN(options.secret, auth::ResolveSecret(options.secret));
   std::unique_ptr<TCPStoreServer> server;
   int port = options.port;
   if (options.is_server) {

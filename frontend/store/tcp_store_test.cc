@@ -181,12 +181,16 @@ absl::StatusOr<std::unique_ptr<TCPStore>> Connect(int port, std::optional<std::s
   return TCPStore::Create(options);
 }
 
-TEST(TCPStoreTest, WithASecretOnlyClientsThatKnowItGetIn) {
+absl::StatusOr<std::unique_ptr<TCPStore>> StartServerWithSecret() {
   TCPStoreOptions options;
   options.is_server = true;
   options.timeout = absl::Seconds(10);
   options.secret = std::string(kSecret);
-  auto server = TCPStore::Create(options);
+  return TCPStore::Create(options);
+}
+
+TEST(TCPStoreTest, WithASecretOnlyClientsThatKnowItGetIn) {
+  auto server = StartServerWithSecret();
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
   auto good = Connect(port, std::string(kSecret));
@@ -210,11 +214,7 @@ TEST(TCPStoreTest, WithASecretOnlyClientsThatKnowItGetIn) {
 // 10,000 connections that fail authentication (a wrong proof, no authentication, garbage)
 // while a client works: the server keeps serving it correctly and stays within a few MiB.
 TEST(TCPStoreTest, TenThousandFailedAuthenticationsLeaveTheServerServingAndSmall) {
-  TCPStoreOptions options;
-  options.is_server = true;
-  options.timeout = absl::Seconds(10);
-  options.secret = std::string(kSecret);
-  auto server = TCPStore::Create(options);
+  auto server = StartServerWithSecret();
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
   auto worker = Connect(port, std::string(kSecret));

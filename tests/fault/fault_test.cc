@@ -43,28 +43,11 @@ ForkedRanks Fork(const std::function<absl::Status(int)>& body) {
 std::vector<Outcome> KillMidAllReduce(const std::string& backend, absl::Duration timeout,
                                       absl::Duration* detection) {
   const std::string url = "file://" + testing::TempPath("fault_kill_" + backend.substr(4));
-  int ready_pipe[2];
-  EXPECT_EQ(pipe(ready_pipe), 0);
-  ForkedRanks world = Fork([&](int rank) -> absl::Status {
-    close(ready_pipe[0]);
-    auto group = Join(url, rank, timeout, backend);
-    if (!group.ok()) return group.status();
-    std::vector<float> data(4 << 20, 1.0f);  // 16 MiB: long enough to be killed mid-way.
-    for (int i = 0;; ++i) {
-      if (i == 1) {
-        char one = 1;
-        [[maybe_unused]] ssize_t n = write(ready_pipe[1], &one, 1);
-      }
-      auto work = (*group)->AllReduce(Tensor::Flat(data.data(), DType::kFloat32, data.size()));
-      if (!work.ok()) return work.status();
-      absl::Status status = (*work)->Wait(timeout + absl::Seconds(5));
-      if (!status.ok()) return status;
-    }
-  });
-  close(ready_pipe[1]);
-  char byte;
-  for (int i = 0; i < kWorld; ++i) EXPECT_EQ(read(ready_pipe[0], &byte, 1), 1);
-  close(ready_pipe[0]);
+  // 16 MiB: long enough to be killed mid-way.
+  int ready = 0;
+  ForkedRanks world =
+      testing::ForkRanksLoopingAllReduce(kWorld, url, backend, 4 << 20, timeout, &ready);
+  EXPECT_EQ(ready, kWorld);
   const absl::Time killed = absl::Now();
   kill(world.pids[2], SIGKILL);
   // Returns when every survivor reported.

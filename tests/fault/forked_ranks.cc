@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "frontend/dispatch/init.h"
@@ -58,6 +60,37 @@ std::vector<Outcome> CollectOutcomes(const std::vector<int>& fds) {
 
 void ReapRanks(const ForkedRanks& ranks) {
   for (pid_t pid : ranks.pids) waitpid(pid, nullptr, 0);
+}
+
+ForkedRanks ForkRanksLoopingAllReduce(int world_size, const std::string& url,
+                                      const std::string& backend, int64_t floats,
+                                      absl::Duration timeout, int* ready_count) {
+  int ready[2];
+  if (pipe(ready) != 0) abort();
+  ForkedRanks ranks = ForkRanks(world_size, [&](int rank) -> absl::Status {
+    close(ready[0]);
+    auto group = JoinGroup(url, rank, world_size, timeout, backend);
+    if (!group.ok()) return group.status();
+    std::vector<float> data(static_cast<size_t>(floats), 1.0f);
+    for (int i = 0;; ++i) {
+      if (i == 1) {
+        const char one = 1;
+        [[maybe_unused]] ssize_t n = write(ready[1], &one, 1);
+        close(ready[1]);
+      }
+      auto work = (*group)->AllReduce(Tensor::Flat(data.data(), DType::kFloat32, data.size()));
+      if (!work.ok()) return work.status();
+      if (absl::Status status = (*work)->Wait(timeout + absl::Seconds(5)); !status.ok()) {
+        return status;
+      }
+    }
+  });
+  close(ready[1]);
+  char byte;
+  *ready_count = 0;
+  while (*ready_count < world_size && read(ready[0], &byte, 1) == 1) ++*ready_count;
+  close(ready[0]);
+  return ranks;
 }
 
 absl::StatusOr<std::shared_ptr<ProcessGroup>> JoinGroup(const std::string& url, int rank,

@@ -43,6 +43,14 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> JoinGroup(const std::string& url, 
                                                         int world_size, absl::Duration timeout,
                                                         const std::string& backend = "cpu:tcp");
 
+// Forks `world_size` ranks (joined through `url` on `backend` with group timeout `timeout`)
+// that loop over all_reduces of `floats` float32 elements until one fails, each reporting the
+// status it failed with. Returns once every rank has completed one all_reduce, so a signal sent
+// then lands mid-collective; `*ready` says how many did (fewer when a rank failed first).
+ForkedRanks ForkRanksLoopingAllReduce(int world_size, const std::string& url,
+                                      const std::string& backend, int64_t floats,
+                                      absl::Duration timeout, int* ready);
+
 }  // namespace plexus::testing
 
 #endif  // PLEXUS_TESTS_FAULT_FORKED_RANKS_H_

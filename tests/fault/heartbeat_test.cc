@@ -3,7 +3,6 @@
 // a rank that computes for three intervals between collectives is not expelled.
 // PLEXUS_HEARTBEAT comes from the BUILD file (2 s); PLEXUS_TRANSPORT picks rings or sockets.
 #include <signal.h>
-#include <unistd.h>
 
 #include <string>
 #include <vector>
@@ -43,29 +42,10 @@ struct StopRun {
 
 StopRun StopMidAllReduce(int run) {
   const std::string url = "file://" + testing::TempPath(absl::StrCat("heartbeat_stop_", run));
-  int ready_pipe[2];
-  EXPECT_EQ(pipe(ready_pipe), 0);
-  ForkedRanks world = testing::ForkRanks(kWorld, [&](int rank) -> absl::Status {
-    close(ready_pipe[0]);
-    auto group = testing::JoinGroup(url, rank, kWorld, absl::Seconds(120));
-    if (!group.ok()) return group.status();
-    std::vector<float> data(16 << 20, 1.0f);  // 64 MiB.
-    for (int i = 0;; ++i) {
-      if (i == 1) {
-        char one = 1;
-        [[maybe_unused]] ssize_t n = write(ready_pipe[1], &one, 1);
-        close(ready_pipe[1]);
-      }
-      auto work = (*group)->AllReduce(Tensor::Flat(data.data(), DType::kFloat32, data.size()));
-      if (!work.ok()) return work.status();
-      absl::Status status = (*work)->Wait(absl::Seconds(150));
-      if (!status.ok()) return status;
-    }
-  });
-  close(ready_pipe[1]);
-  char byte;
-  for (int i = 0; i < kWorld; ++i) EXPECT_EQ(read(ready_pipe[0], &byte, 1), 1);
-  close(ready_pipe[0]);
+  int ready = 0;
+  ForkedRanks world = testing::ForkRanksLoopingAllReduce(kWorld, url, "cpu:tcp", 16 << 20,
+                                                         absl::Seconds(120), &ready);  // 64 MiB.
+  EXPECT_EQ(ready, kWorld);
   const absl::Time stopped = absl::Now();
   kill(world.pids[kStopped], SIGSTOP);
   std::vector<int> survivors;
