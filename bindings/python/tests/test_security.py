@@ -49,7 +49,14 @@ def _rank_loop(rank, port, results):
         store = dist.TCPStore("127.0.0.1", port, secret=SECRET, timeout=60)
         dist.init_process_group("tcp", store=store, rank=rank, world_size=2, secret=SECRET)
         rounds = 0
-        while not store.check(["stop"]):
+        while True:
+            # Rank 0 decides when to stop and the decision rides a collective, so both ranks
+            # leave after the same round (one alone in destroy_process_group's barrier while
+            # the other waits in an all_reduce would deadlock the test).
+            stop = np.array([rank == 0 and store.check(["stop"])], np.float64)
+            dist.all_reduce(stop)
+            if stop[0]:
+                break
             x = np.full(4096, rank + 1 + rounds, np.float64)
             dist.all_reduce(x)
             expected = 3 + 2 * rounds
