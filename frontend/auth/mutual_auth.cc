@@ -27,12 +27,12 @@ std::string Nonce() {
   return nonce;
 }
 
-// HMAC-SHA256(secret, role | purpose | first | second).
+// HMAC-SHA256(secret, role | purpose | first | second | channel binding).
 std::string Mac(absl::string_view secret, absl::string_view role, Purpose purpose,
-                absl::string_view first, absl::string_view second) {
+                absl::string_view first, absl::string_view second, absl::string_view binding) {
   const std::string message =
       absl::StrCat("plexus-auth-1 ", role, std::string(1, static_cast<char>(purpose)), first,
-                   second);
+                   second, binding);
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
@@ -107,11 +107,13 @@ absl::StatusOr<std::string> ResolveSecret(const std::optional<std::string>& give
 }
 
 absl::Status AuthenticateToServer(int fd, absl::string_view secret, Purpose purpose,
-                                  absl::string_view peer, absl::Time deadline) {
+                                  absl::string_view peer, absl::Time deadline,
+                                  StreamCipher* cipher) {
+  const std::string binding = cipher != nullptr ? cipher->ChannelBinding() : "";
   const std::string client_nonce = Nonce();
-  RETURN_IF_ERROR(SendAll(fd, ClientHello(purpose, client_nonce), deadline));
+  RETURN_IF_ERROR(SendAll(fd, cipher, ClientHello(purpose, client_nonce), deadline));
   char challenge[kServerChallengeBytes];
-  absl::Status received = RecvExact(fd, challenge, sizeof(challenge), deadline);
+  absl::Status received = RecvExact(fd, cipher, challenge, sizeof(challenge), deadline);
   if (!received.ok()) {
     return absl::UnauthenticatedError(absl::StrCat(
         "authenticating to ", peer, ": ", received.message(),
@@ -119,14 +121,15 @@ absl::Status AuthenticateToServer(int fd, absl::string_view secret, Purpose purp
   }
   const absl::string_view server_nonce(challenge, kNonceBytes);
   const absl::string_view server_mac(challenge + kNonceBytes, kMacBytes);
-  if (!SameMac(server_mac, Mac(secret, "server", purpose, client_nonce, server_nonce))) {
+  if (!SameMac(server_mac, Mac(secret, "server", purpose, client_nonce, server_nonce, binding))) {
     return absl::UnauthenticatedError(
         absl::StrCat(peer, " does not know the shared secret (its proof is wrong)"));
   }
-  RETURN_IF_ERROR(
-      SendAll(fd, Mac(secret, "client", purpose, server_nonce, client_nonce), deadline));
+  RETURN_IF_ERROR(SendAll(fd, cipher,
+                          Mac(secret, "client", purpose, server_nonce, client_nonce, binding),
+                          deadline));
   char verdict = 0;
-  received = RecvExact(fd, &verdict, 1, deadline);
+  received = RecvExact(fd, cipher, &verdict, 1, deadline);
   if (!received.ok() || verdict != kAccepted) {
     return absl::UnauthenticatedError(
         absl::StrCat(peer, " refused this side's proof of the shared secret"));
@@ -135,22 +138,24 @@ absl::Status AuthenticateToServer(int fd, absl::string_view secret, Purpose purp
 }
 
 absl::Status AuthenticateClient(int fd, absl::string_view secret, Purpose purpose,
-                                absl::string_view peer, absl::Time deadline) {
-  ServerHandshake handshake{std::string(secret), purpose};
+                                absl::string_view peer, absl::Time deadline,
+                                StreamCipher* cipher) {
+  ServerHandshake handshake{std::string(secret), purpose,
+                            cipher != nullptr ? cipher->ChannelBinding() : ""};
   std::string input;
   std::string output;
   // The magic first: a client speaking the protocol directly may send less than a hello.
   for (size_t total : {kHelloMagic.size(), kClientHelloBytes, kClientProofBytes}) {
     const size_t have = input.size();
     input.resize(total);
-    absl::Status received = RecvExact(fd, input.data() + have, total - have, deadline);
+    absl::Status received = RecvExact(fd, cipher, input.data() + have, total - have, deadline);
     if (!received.ok()) {
       return absl::UnauthenticatedError(
           absl::StrCat(peer, " did not complete authentication: ", received.message()));
     }
     const ServerHandshake::Step step = handshake.Feed(input, output);
     if (!output.empty()) {
-      RETURN_IF_ERROR(SendAll(fd, output, deadline));
+      RETURN_IF_ERROR(SendAll(fd, cipher, output, deadline));
       output.clear();
     }
     if (step == ServerHandshake::Step::kAccepted) return absl::OkStatus();
@@ -161,8 +166,8 @@ absl::Status AuthenticateClient(int fd, absl::string_view secret, Purpose purpos
   return absl::InternalError("authentication ended without a verdict");
 }
 
-ServerHandshake::ServerHandshake(std::string secret, Purpose purpose)
-    : secret_(std::move(secret)), purpose_(purpose) {}
+ServerHandshake::ServerHandshake(std::string secret, Purpose purpose, std::string binding)
+    : secret_(std::move(secret)), purpose_(purpose), binding_(std::move(binding)) {}
 
 ServerHandshake::Step ServerHandshake::Feed(std::string& input, std::string& output) {
   if (!challenged_) {
@@ -183,12 +188,13 @@ ServerHandshake::Step ServerHandshake::Feed(std::string& input, std::string& out
     client_nonce_ = *nonce;
     server_nonce_ = Nonce();
     output += server_nonce_;
-    output += Mac(secret_, "server", purpose_, client_nonce_, server_nonce_);
+    output += Mac(secret_, "server", purpose_, client_nonce_, server_nonce_, binding_);
     challenged_ = true;
   }
   if (input.size() < kClientProofBytes) return Step::kNeedMore;
   const bool proven = SameMac(absl::string_view(input).substr(0, kClientProofBytes),
-                              Mac(secret_, "client", purpose_, server_nonce_, client_nonce_));
+                              Mac(secret_, "client", purpose_, server_nonce_, client_nonce_,
+                                  binding_));
   input.erase(0, kClientProofBytes);
   if (!proven) {
     reason_ = "does not know the shared secret (its proof is wrong)";

@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "frontend/store/socket_util.h"
 
 namespace plexus::auth {
 
@@ -51,18 +52,23 @@ absl::StatusOr<std::string> ResolveSecret(const std::optional<std::string>& give
 
 // The client side on a blocking-style socket (deadline-bounded). Unauthenticated when the
 // server's proof is wrong or it refuses ours; the message names `peer` (for errors only).
+// Over TLS, pass the connection's cipher: the exchange runs inside it and both MACs cover its
+// channel binding, so a proof cannot be relayed into another TLS session.
 absl::Status AuthenticateToServer(int fd, absl::string_view secret, Purpose purpose,
-                                  absl::string_view peer, absl::Time deadline);
+                                  absl::string_view peer, absl::Time deadline,
+                                  StreamCipher* cipher = nullptr);
 
 // The server side on a blocking-style socket. Unauthenticated (naming `peer`) when the client
 // does not know the secret; nothing beyond the exchange is read.
 absl::Status AuthenticateClient(int fd, absl::string_view secret, Purpose purpose,
-                                absl::string_view peer, absl::Time deadline);
+                                absl::string_view peer, absl::Time deadline,
+                                StreamCipher* cipher = nullptr);
 
 // The server side for event loops: feed what arrived, send what it asks for.
 class ServerHandshake {
  public:
-  ServerHandshake(std::string secret, Purpose purpose);
+  // `binding`: the TLS channel binding (StreamCipher::ChannelBinding), or "" in the clear.
+  ServerHandshake(std::string secret, Purpose purpose, std::string binding = "");
 
   enum class Step { kNeedMore, kAccepted, kRejected };
   // Consumes bytes from the front of `input` (only the exchange's own) and appends what to
@@ -73,6 +79,7 @@ class ServerHandshake {
  private:
   const std::string secret_;
   const Purpose purpose_;
+  const std::string binding_;
   std::string server_nonce_;
   std::string client_nonce_;
   bool challenged_ = false;

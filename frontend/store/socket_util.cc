@@ -212,12 +212,28 @@ absl::StatusOr<ScopedFd> ConnectTcpWithRetry(const std::string& host, int port,
 }
 
 absl::Status SendAll(int fd, absl::string_view data, absl::Time deadline) {
+  return SendAll(fd, nullptr, data, deadline);
+}
+
+absl::Status SendAll(int fd, StreamCipher* cipher, absl::string_view data, absl::Time deadline) {
   size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      done += static_cast<size_t>(n);
-      continue;
+  while (true) {
+    ssize_t n;
+    if (done < data.size()) {
+      if (cipher != nullptr) {
+        iovec iov{const_cast<char*>(data.data()) + done, data.size() - done};
+        n = cipher->Write(&iov, 1);
+      } else {
+        n = send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+      }
+      if (n > 0) {
+        done += static_cast<size_t>(n);
+        continue;
+      }
+    } else {
+      if (cipher == nullptr || !cipher->HasPendingOutput()) return absl::OkStatus();
+      n = cipher->Flush();
+      if (n == 0) return absl::OkStatus();
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -226,14 +242,19 @@ absl::Status SendAll(int fd, absl::string_view data, absl::Time deadline) {
     }
     return absl::UnavailableError(absl::StrCat("send failed: ", strerror(errno)));
   }
-  return absl::OkStatus();
 }
 
 absl::Status RecvExact(int fd, void* buffer, size_t size, absl::Time deadline) {
+  return RecvExact(fd, nullptr, buffer, size, deadline);
+}
+
+absl::Status RecvExact(int fd, StreamCipher* cipher, void* buffer, size_t size,
+                       absl::Time deadline) {
   auto* out = static_cast<char*>(buffer);
   size_t done = 0;
   while (done < size) {
-    ssize_t n = recv(fd, out + done, size - done, MSG_DONTWAIT);
+    ssize_t n = cipher != nullptr ? cipher->Read(out + done, size - done)
+                                  : recv(fd, out + done, size - done, MSG_DONTWAIT);
     if (n > 0) {
       done += static_cast<size_t>(n);
       continue;

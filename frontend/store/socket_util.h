@@ -3,7 +3,11 @@
 #ifndef PLEXUS_FRONTEND_STORE_SOCKET_UTIL_H_
 #define PLEXUS_FRONTEND_STORE_SOCKET_UTIL_H_
 
+#include <sys/types.h>
+#include <sys/uio.h>
+
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -31,6 +35,33 @@ class ScopedFd {
   int fd_ = -1;
 };
 
+// Encryption over a connected socket (TLS, frontend/auth/tls.h), seen as the socket calls it
+// replaces. Not thread-safe: one thread at a time, reads and writes included.
+class StreamCipher {
+ public:
+  virtual ~StreamCipher() = default;
+  // Like recv(MSG_DONTWAIT): plaintext bytes read, 0 once the peer has gone, -1 with errno
+  // (EAGAIN: nothing now; then nothing is buffered inside either, so poll the socket).
+  virtual ssize_t Read(void* buffer, size_t size) = 0;
+  // Like sendmsg(MSG_DONTWAIT): plaintext bytes taken, or -1 with errno (EAGAIN: no room).
+  // Bytes taken may still sit, sealed, in the cipher: see HasPendingOutput.
+  virtual ssize_t Write(const iovec* iov, int count) = 0;
+  // A sealed record is only partly on the socket: its owner keeps waiting for writability
+  // and calls Flush until this is false.
+  virtual bool HasPendingOutput() const = 0;
+  // Sends pending output: 0 once none is left, -1 with errno (EAGAIN: the socket is full).
+  virtual int Flush() = 0;
+  // Secret bytes both ends derive from this channel, for binding an authentication to it.
+  virtual std::string ChannelBinding() const = 0;
+};
+
+// A connected socket and, when it is encrypted, its cipher.
+struct Connection {
+  ScopedFd fd;
+  std::unique_ptr<StreamCipher> cipher;
+  bool valid() const { return fd.valid(); }
+};
+
 // A listening TCP socket bound to `host` ("" or "0.0.0.0" for all IPv4 interfaces, "::" for
 // all IPv6 ones, "*" for every interface of both families: "::" where the host has IPv6, else
 // "0.0.0.0") and `port` (0 picks a free one). Non-blocking, close-on-exec.
@@ -48,10 +79,14 @@ absl::StatusOr<ScopedFd> ConnectTcpWithRetry(const std::string& host, int port,
 absl::Status SetNonBlocking(int fd, bool non_blocking);
 void SetNoDelay(int fd);
 
-// Writes all of `data` to a (blocking or non-blocking) socket by `deadline`.
+// Writes all of `data` to a (blocking or non-blocking) socket by `deadline`, through
+// `cipher` when it is not null (then pending output is flushed too).
 absl::Status SendAll(int fd, absl::string_view data, absl::Time deadline);
+absl::Status SendAll(int fd, StreamCipher* cipher, absl::string_view data, absl::Time deadline);
 // Reads exactly `size` bytes by `deadline`. Unavailable if the peer closes first.
 absl::Status RecvExact(int fd, void* buffer, size_t size, absl::Time deadline);
+absl::Status RecvExact(int fd, StreamCipher* cipher, void* buffer, size_t size,
+                       absl::Time deadline);
 
 // "host:port", with brackets for IPv6 literals.
 std::string HostPort(absl::string_view host, int port);
