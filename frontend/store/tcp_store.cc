@@ -24,6 +24,8 @@ uint8_t OpByte(Opcode op) { return static_cast<uint8_t>(op); }
 
 absl::StatusOr<std::unique_ptr<TCPStore>> TCPStore::Create(TCPStoreOptions options) {
   ASSIGN_OR_RETURN(options.secret, auth::ResolveSecret(options.secret));
+  ASSIGN_OR_RETURN(std::shared_ptr<const auth::TlsContext> tls,
+                   auth::TlsContext::Resolve(options.tls));
   std::unique_ptr<TCPStoreServer> server;
   int port = options.port;
   if (options.is_server) {
@@ -33,6 +35,7 @@ absl::StatusOr<std::unique_ptr<TCPStore>> TCPStore::Create(TCPStoreOptions optio
     server_options.expected_clients = options.world_size;
     server_options.max_frame_bytes = options.max_frame_bytes;
     server_options.secret = *options.secret;
+    server_options.tls = tls;
     auto started = TCPStoreServer::Start(server_options);
     if (!started.ok()) {
       return absl::Status(started.status().code(),
@@ -45,26 +48,39 @@ absl::StatusOr<std::unique_ptr<TCPStore>> TCPStore::Create(TCPStoreOptions optio
     ASSIGN_OR_RETURN(options.heartbeat, HeartbeatFromEnvironment());
   }
   const absl::Time deadline = absl::Now() + options.timeout;
-  auto socket = ConnectTcpWithRetry(options.host, port, deadline);
-  if (!socket.ok()) {
-    return absl::Status(socket.status().code(),
-                        absl::StrCat("TCPStore client: ", socket.status().message()));
+  auto connected = ConnectTcpWithRetry(options.host, port, deadline);
+  if (!connected.ok()) {
+    return absl::Status(connected.status().code(),
+                        absl::StrCat("TCPStore client: ", connected.status().message()));
+  }
+  Connection socket{std::move(connected).value(), nullptr};
+  const std::string server_name = absl::StrCat("TCPStore server ", HostPort(options.host, port));
+  if (tls != nullptr) {
+    auto session = tls->Secure(socket.fd.get(), auth::TlsContext::Role::kClient, server_name,
+                               deadline);
+    if (!session.ok()) {
+      return absl::Status(session.status().code(),
+                          absl::StrCat("TCPStore client: ", session.status().message()));
+    }
+    socket.cipher = std::move(session).value();
   }
   if (!options.secret->empty()) {
-    absl::Status authenticated = auth::AuthenticateToServer(
-        socket->get(), *options.secret, auth::Purpose::kStore,
-        absl::StrCat("TCPStore server ", HostPort(options.host, port)), deadline);
+    absl::Status authenticated =
+        auth::AuthenticateToServer(socket.fd.get(), *options.secret, auth::Purpose::kStore,
+                                   server_name, deadline, socket.cipher.get());
     if (!authenticated.ok()) {
       return absl::UnauthenticatedError(
           absl::StrCat("TCPStore client: ", authenticated.message()));
     }
   }
   absl::Status handshake = SendAll(
-      socket->get(),
+      socket.fd.get(), socket.cipher.get(),
       tcp_store::HandshakeBytes(tcp_store::BeatField(HeartbeatPeriod(*options.heartbeat))),
       deadline);
   char reply[tcp_store::kHandshakeBytes];
-  if (handshake.ok()) handshake = RecvExact(socket->get(), reply, sizeof(reply), deadline);
+  if (handshake.ok()) {
+    handshake = RecvExact(socket.fd.get(), socket.cipher.get(), reply, sizeof(reply), deadline);
+  }
   uint16_t server_status = 0;
   if (handshake.ok()) {
     handshake = tcp_store::ParseHandshake(absl::string_view(reply, sizeof(reply)), &server_status);
@@ -75,10 +91,13 @@ absl::StatusOr<std::unique_ptr<TCPStore>> TCPStore::Create(TCPStoreOptions optio
         " failed: ", handshake.message(),
         options.secret->empty() ? " (a server that requires a shared secret closes connections "
                                   "without one: set PLEXUS_SECRET)"
-                                : ""));
+                                : "",
+        tls == nullptr ? " (a server that requires TLS closes clear-text connections: set "
+                         "PLEXUS_TLS_CERT, PLEXUS_TLS_KEY and PLEXUS_TLS_CA)"
+                       : ""));
   }
   auto store = std::unique_ptr<TCPStore>(
-      new TCPStore(options, std::move(server), port, std::move(socket).value()));
+      new TCPStore(options, std::move(server), port, std::move(socket)));
   if (store->is_server() && options.wait_for_workers && options.world_size > 0) {
     RETURN_IF_ERROR(store->WaitForClients(options.world_size,
                                           std::max(deadline - absl::Now(), absl::ZeroDuration())));
@@ -87,7 +106,7 @@ absl::StatusOr<std::unique_ptr<TCPStore>> TCPStore::Create(TCPStoreOptions optio
 }
 
 TCPStore::TCPStore(TCPStoreOptions options, std::unique_ptr<TCPStoreServer> server, int port,
-                   ScopedFd socket)
+                   Connection socket)
     : Store(options.timeout),
       options_(std::move(options)),
       server_(std::move(server)),
@@ -96,7 +115,7 @@ TCPStore::TCPStore(TCPStoreOptions options, std::unique_ptr<TCPStoreServer> serv
 
 TCPStore::~TCPStore() {
   std::lock_guard<std::mutex> lock(mu_);
-  socket_.Reset();  // Close before the server (if ours) shuts down.
+  socket_ = Connection();  // Close before the server (if ours) shuts down.
 }
 
 absl::StatusOr<std::string> TCPStore::Call(absl::string_view op_name, const Encoder& request,
@@ -110,10 +129,10 @@ absl::StatusOr<std::string> TCPStore::Call(absl::string_view op_name, const Enco
     broken_ = absl::UnavailableError(
         absl::StrCat("TCPStore ", HostPort(options_.host, port_), ": connection lost during ",
                      op_name, ": ", cause.message()));
-    socket_.Reset();
+    socket_ = Connection();
     return broken_;
   };
-  absl::Status sent = SendAll(socket_.get(), request.Frame(), deadline);
+  absl::Status sent = SendAll(socket_.fd.get(), socket_.cipher.get(), request.Frame(), deadline);
   if (!sent.ok()) return lost(sent);
   absl::StatusOr<std::string> response = ReadResponse(deadline);
   if (!response.ok()) return lost(response.status());
@@ -135,7 +154,8 @@ absl::StatusOr<std::string> TCPStore::ReadResponse(absl::Time deadline) {
     // means it is stopped, frozen or unreachable.
     const absl::Time silent_by = std::min(deadline, absl::Now() + interval);
     char header[tcp_store::kFrameHeaderBytes];
-    absl::Status received = RecvExact(socket_.get(), header, sizeof(header), silent_by);
+    absl::Status received = RecvExact(socket_.fd.get(), socket_.cipher.get(), header, sizeof(header),
+                                       silent_by);
     if (!received.ok() && received.code() == absl::StatusCode::kDeadlineExceeded &&
         silent_by < deadline) {
       return absl::UnavailableError(absl::StrCat(
@@ -151,7 +171,8 @@ absl::StatusOr<std::string> TCPStore::ReadResponse(absl::Time deadline) {
                                                      ")"));
     }
     std::string payload(length, '\0');
-    RETURN_IF_ERROR(RecvExact(socket_.get(), payload.data(), payload.size(), deadline));
+    RETURN_IF_ERROR(RecvExact(socket_.fd.get(), socket_.cipher.get(), payload.data(),
+                              payload.size(), deadline));
     return payload;
   }
 }

@@ -14,6 +14,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include <mutex>
+#include "frontend/auth/tls.h"
 #include "frontend/store/socket_util.h"
 #include "frontend/store/store.h"
 #include "frontend/store/tcp_store_protocol.h"
@@ -41,6 +42,9 @@ struct TCPStoreOptions {
   // when is_server, requires it of every client. Unset: PLEXUS_SECRET / PLEXUS_SECRET_FILE;
   // empty: none.
   std::optional<std::string> secret;
+  // TLS for the connection (frontend/auth/tls.h); the server, when is_server, requires it of
+  // every client. Unset: PLEXUS_TLS_CERT / PLEXUS_TLS_KEY / PLEXUS_TLS_CA; disabled: none.
+  std::optional<auth::TlsFiles> tls;
 };
 
 class TCPStore : public Store {
@@ -72,7 +76,7 @@ class TCPStore : public Store {
 
  private:
   TCPStore(TCPStoreOptions options, std::unique_ptr<TCPStoreServer> server, int port,
-           ScopedFd socket);
+           Connection socket);
 
   // Sends one request and reads its response payload (after the status byte). `wait` is how
   // long the server may legitimately hold the request before answering.
@@ -87,7 +91,7 @@ class TCPStore : public Store {
   const std::unique_ptr<TCPStoreServer> server_;  // Declared first: destroyed last.
   const int port_;
   std::mutex mu_;
-  ScopedFd socket_ ABSL_GUARDED_BY(mu_);
+  Connection socket_ ABSL_GUARDED_BY(mu_);
   absl::Status broken_ ABSL_GUARDED_BY(mu_);  // Set once the connection is unusable.
 };
 

@@ -53,6 +53,8 @@ struct TCPStoreServer::Connection {
   std::string in;
   std::string out;
   std::string peer;  // Its address, for logs.
+  std::unique_ptr<auth::TlsSession> tls;  // Set when TLS is configured.
+  bool tls_established = false;
   std::unique_ptr<auth::ServerHandshake> auth;  // Until the client proved the secret.
   std::optional<Waiter> waiter;  // At most one parked request; input pauses behind it.
   // How often the client wants to hear while its request is parked (from its handshake).
@@ -140,7 +142,10 @@ void TCPStoreServer::AcceptAll() {
     connection->fd.Reset(fd);
     connection->handshake_deadline = absl::Now() + options_.handshake_timeout;
     connection->peer = PeerAddress(fd);
-    if (!options_.secret.empty()) {
+    if (options_.tls != nullptr) {
+      connection->tls = options_.tls->NewSession(fd, auth::TlsContext::Role::kServer);
+      if (connection->tls == nullptr) continue;  // Out of memory: the connection is dropped.
+    } else if (!options_.secret.empty()) {
       connection->auth =
           std::make_unique<auth::ServerHandshake>(options_.secret, auth::Purpose::kStore);
     }
@@ -156,6 +161,8 @@ void TCPStoreServer::OnReadable(uint64_t id) {
   auto it = connections_.find(id);
   if (it == connections_.end()) return;
   Connection& connection = *it->second;
+  if (connection.tls != nullptr && !connection.tls_established && !AdvanceTls(connection)) return;
+  if (connection.tls != nullptr && !connection.tls_established) return;
   // Bounded by one maximal frame plus its header and the handshake; a peer that sends more
   // while a request is parked is misbehaving.
   // Before authentication only the exchange's few bytes are legitimate.
@@ -165,7 +172,8 @@ void TCPStoreServer::OnReadable(uint64_t id) {
                                  tcp_store::kHandshakeBytes;
   char chunk[kReadChunk];
   while (true) {
-    ssize_t n = recv(connection.fd.get(), chunk, sizeof(chunk), 0);
+    ssize_t n = connection.tls != nullptr ? connection.tls->Read(chunk, sizeof(chunk))
+                                          : recv(connection.fd.get(), chunk, sizeof(chunk), 0);
     if (n > 0) {
       connection.in.append(chunk, static_cast<size_t>(n));
       if (connection.in.size() > limit) {
@@ -192,6 +200,10 @@ void TCPStoreServer::OnWritable(uint64_t id) {
   auto it = connections_.find(id);
   if (it == connections_.end()) return;
   Connection& connection = *it->second;
+  if (connection.tls != nullptr && !connection.tls_established) {
+    if (AdvanceTls(connection) && connection.tls_established) OnReadable(id);
+    return;
+  }
   Reply(connection, "");
   if (connection.broken) {
     CloseConnection(id, "write failed", /*rejected=*/false);
@@ -458,12 +470,47 @@ std::string TCPStoreServer::JoinedDetail() const {
   return absl::StrCat(connected_.load(), " clients connected");
 }
 
+bool TCPStoreServer::AdvanceTls(Connection& connection) {
+  absl::StatusOr<auth::TlsSession::Progress> progress = connection.tls->Handshake();
+  if (!progress.ok()) {
+    CloseConnection(connection.id, progress.status().message(), /*rejected=*/true);
+    return false;
+  }
+  WatchWritable(connection, *progress == auth::TlsSession::Progress::kWantWrite);
+  if (*progress != auth::TlsSession::Progress::kDone) return true;
+  connection.tls_established = true;
+  if (!options_.secret.empty()) {
+    connection.auth = std::make_unique<auth::ServerHandshake>(
+        options_.secret, auth::Purpose::kStore, connection.tls->ChannelBinding());
+  }
+  return true;
+}
+
+void TCPStoreServer::WatchWritable(Connection& connection, bool want_write) {
+  if (want_write == connection.want_write) return;
+  connection.want_write = want_write;
+  epoll_event event{};
+  event.events = EPOLLIN | (want_write ? EPOLLOUT : 0);
+  event.data.u64 = connection.id;
+  epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, connection.fd.get(), &event);
+}
+
 void TCPStoreServer::Reply(Connection& connection, const std::string& frame) {
   connection.out += frame;
   connection.last_sent = absl::Now();
-  while (!connection.out.empty()) {
-    ssize_t n = send(connection.fd.get(), connection.out.data(), connection.out.size(),
-                     MSG_NOSIGNAL | MSG_DONTWAIT);
+  auth::TlsSession* tls = connection.tls.get();
+  while (!connection.out.empty() || (tls != nullptr && tls->HasPendingOutput())) {
+    ssize_t n;
+    if (connection.out.empty()) {
+      n = tls->Flush();
+      if (n == 0) break;
+    } else if (tls != nullptr) {
+      iovec iov{connection.out.data(), connection.out.size()};
+      n = tls->Write(&iov, 1);
+    } else {
+      n = send(connection.fd.get(), connection.out.data(), connection.out.size(),
+               MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
     if (n > 0) {
       connection.out.erase(0, static_cast<size_t>(n));
       continue;
@@ -473,14 +520,7 @@ void TCPStoreServer::Reply(Connection& connection, const std::string& frame) {
     connection.broken = true;
     return;
   }
-  const bool want_write = !connection.out.empty();
-  if (want_write != connection.want_write) {
-    connection.want_write = want_write;
-    epoll_event event{};
-    event.events = EPOLLIN | (want_write ? EPOLLOUT : 0);
-    event.data.u64 = connection.id;
-    epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, connection.fd.get(), &event);
-  }
+  WatchWritable(connection, !connection.out.empty() || (tls != nullptr && tls->HasPendingOutput()));
 }
 
 void TCPStoreServer::ReplyError(Connection& connection, const absl::Status& status) {

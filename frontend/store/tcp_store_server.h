@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "frontend/store/key_value_table.h"
 #include "frontend/store/socket_util.h"
+#include "frontend/auth/tls.h"
 #include "frontend/store/tcp_store_protocol.h"
 
 namespace plexus {
@@ -34,6 +35,9 @@ struct TCPStoreServerOptions {
   // With a secret, every client must first prove it (frontend/auth/mutual_auth.h); one that
   // does not is closed before any other byte is parsed. Empty: no authentication.
   std::string secret;
+  // With TLS, every connection starts with a TLS 1.3 handshake (then the secret's exchange,
+  // bound to it); a client that speaks no TLS or whose certificate is refused is closed.
+  std::shared_ptr<const auth::TlsContext> tls;
 };
 
 class TCPStoreServer {
@@ -57,6 +61,9 @@ class TCPStoreServer {
   void AcceptAll();
   void OnReadable(uint64_t id);
   void OnWritable(uint64_t id);
+  // Advances a connection's TLS handshake; false if it was closed.
+  bool AdvanceTls(Connection& connection);
+  void WatchWritable(Connection& connection, bool want_write);
   // Handles every complete frame buffered on the connection. False if it was closed.
   bool ProcessInput(Connection& connection);
   // Executes one request; an error status means a protocol violation (close the connection).
