@@ -37,13 +37,13 @@ std::string Namespace(const char* kind) {
 }
 
 // Sends `bytes` to every peer with a socket, then reads `size` bytes from each.
-absl::Status Exchange(const std::vector<ScopedFd>& sockets, const std::vector<std::string>& out,
+absl::Status Exchange(const std::vector<Connection>& sockets, const std::vector<std::string>& out,
                       std::vector<std::string>& in, size_t size, absl::Time deadline, int rank,
                       const char* what) {
   in.assign(sockets.size(), std::string());
   for (size_t p = 0; p < sockets.size(); ++p) {
     if (!sockets[p].valid()) continue;
-    if (absl::Status sent = SendAll(sockets[p].get(), out[p], deadline); !sent.ok()) {
+    if (absl::Status sent = SendAll(sockets[p].fd.get(), sockets[p].cipher.get(), out[p], deadline); !sent.ok()) {
       return absl::UnavailableError(absl::StrCat("rank ", rank, ": shared-memory ", what,
                                                  " to rank ", p, ": ", sent.message()));
     }
@@ -51,7 +51,7 @@ absl::Status Exchange(const std::vector<ScopedFd>& sockets, const std::vector<st
   for (size_t p = 0; p < sockets.size(); ++p) {
     if (!sockets[p].valid()) continue;
     in[p].resize(size);
-    if (absl::Status got = RecvExact(sockets[p].get(), in[p].data(), size, deadline); !got.ok()) {
+    if (absl::Status got = RecvExact(sockets[p].fd.get(), sockets[p].cipher.get(), in[p].data(), size, deadline); !got.ok()) {
       return absl::UnavailableError(absl::StrCat("rank ", rank, ": shared-memory ", what,
                                                  " from rank ", p, ": ", got.message()));
     }
@@ -109,7 +109,7 @@ uint64_t SharedMemoryHostKey(const std::string& host_id) {
   return key;
 }
 
-absl::StatusOr<std::unique_ptr<ShmLinks>> LinkSameHostPeers(const std::vector<ScopedFd>& sockets,
+absl::StatusOr<std::unique_ptr<ShmLinks>> LinkSameHostPeers(const std::vector<Connection>& sockets,
                                                             int rank, const ShmConfig& config,
                                                             absl::Time deadline) {
   const size_t size = sockets.size();

@@ -55,7 +55,7 @@ struct ShmLinks {
 
 // Collective over the group's connected, non-blocking sockets (index = rank, this rank's
 // entry invalid): every rank calls it right after the mesh is up.
-absl::StatusOr<std::unique_ptr<ShmLinks>> LinkSameHostPeers(const std::vector<ScopedFd>& sockets,
+absl::StatusOr<std::unique_ptr<ShmLinks>> LinkSameHostPeers(const std::vector<Connection>& sockets,
                                                             int rank, const ShmConfig& config,
                                                             absl::Time deadline);
 

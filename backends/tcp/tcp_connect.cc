@@ -41,9 +41,11 @@ std::string Hello(const MeshOptions& options) {
 }
 
 // Reads a peer's hello and returns its rank after checking it belongs to this group.
-absl::StatusOr<int> ReadHello(int fd, const MeshOptions& options, absl::Time deadline) {
+absl::StatusOr<int> ReadHello(const Connection& connection, const MeshOptions& options,
+                              absl::Time deadline) {
   char bytes[kHelloBytes];
-  RETURN_IF_ERROR(RecvExact(fd, bytes, kHelloBytes, deadline));
+  RETURN_IF_ERROR(RecvExact(connection.fd.get(), connection.cipher.get(), bytes, kHelloBytes,
+                            deadline));
   return ParseHello(absl::string_view(bytes, kHelloBytes), options);
 }
 
@@ -125,9 +127,9 @@ absl::StatusOr<int> ParseHello(absl::string_view bytes, const MeshOptions& optio
 }
 
 
-absl::StatusOr<std::vector<ScopedFd>> ConnectMesh(const MeshOptions& options) {
+absl::StatusOr<std::vector<Connection>> ConnectMesh(const MeshOptions& options) {
   const absl::Time deadline = absl::Now() + options.timeout;
-  std::vector<ScopedFd> peers(options.size);
+  std::vector<Connection> peers(options.size);
   if (options.size == 1) return peers;
   ASSIGN_OR_RETURN(ScopedFd listener, ListenTcp(options.address, 0, options.size));
   ASSIGN_OR_RETURN(int port, LocalPort(listener.get()));
@@ -151,27 +153,39 @@ absl::StatusOr<std::vector<ScopedFd>> ConnectMesh(const MeshOptions& options) {
                                                  ", the address it advertised: ",
                                                  fd.status().message()));
     }
+    Connection connection{std::move(fd).value(), nullptr};
+    const std::string them = absl::StrCat("rank ", peer, " at ", text);
+    if (options.tls != nullptr) {
+      auto session = options.tls->Secure(connection.fd.get(), auth::TlsContext::Role::kClient,
+                                         them, deadline);
+      if (!session.ok()) {
+        return absl::Status(session.status().code(),
+                            absl::StrCat(me, ": ", session.status().message()));
+      }
+      connection.cipher = std::move(session).value();
+    }
     if (!options.secret.empty()) {
       absl::Status authenticated =
-          auth::AuthenticateToServer(fd->get(), options.secret, auth::Purpose::kData,
-                                     absl::StrCat("rank ", peer, " at ", text), deadline);
+          auth::AuthenticateToServer(connection.fd.get(), options.secret, auth::Purpose::kData,
+                                     them, deadline, connection.cipher.get());
       if (!authenticated.ok()) {
         return absl::UnauthenticatedError(absl::StrCat(me, ": ", authenticated.message()));
       }
     }
-    RETURN_IF_ERROR(SendAll(fd->get(), hello, deadline));
-    absl::StatusOr<int> answered = ReadHello(fd->get(), options, deadline);
+    absl::Status sent = SendAll(connection.fd.get(), connection.cipher.get(), hello, deadline);
+    absl::StatusOr<int> answered =
+        sent.ok() ? ReadHello(connection, options, deadline) : absl::StatusOr<int>(sent);
     if (absl::IsUnavailable(answered.status())) {
       return absl::UnavailableError(absl::StrCat(
           me, ": ", text, " closed the connection during the handshake (it refused this rank: "
-          "another group's, or a different secret; its log says which)"));
+          "another group's, a different secret, or TLS on one side only; its log says which)"));
     }
     if (!answered.ok()) return answered.status();
     if (*answered != peer) {
       return absl::UnauthenticatedError(absl::StrCat(me, ": ", text, " answered as rank ",
                                                      *answered, ", not ", peer));
     }
-    peers[peer] = std::move(fd).value();
+    peers[peer] = std::move(connection);
   }
   // Lower ranks: accept until each has introduced itself.
   std::string refused;  // The last connection dropped, for the timeout's message.
@@ -193,21 +207,33 @@ absl::StatusOr<std::vector<ScopedFd>> ConnectMesh(const MeshOptions& options) {
           refused.empty() ? std::string() : absl::StrCat("; last refused: ", refused)));
     }
     if (!(pfd.revents & POLLIN)) continue;
-    ScopedFd fd(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (!fd.valid()) continue;
-    RETURN_IF_ERROR(SetNonBlocking(fd.get(), false));
-    SetNoDelay(fd.get());
+    Connection connection{ScopedFd(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC)),
+                          nullptr};
+    if (!connection.valid()) continue;
+    const int fd = connection.fd.get();
+    RETURN_IF_ERROR(SetNonBlocking(fd, false));
+    SetNoDelay(fd);
     // A connection that is not a peer of this group (a scanner, a stale or foreign job, a
-    // wrong secret) is dropped, not fatal: the real peers may still be on their way.
-    const std::string from = PeerAddress(fd.get());
+    // wrong secret or certificate) is dropped, not fatal: the real peers may still be on
+    // their way.
+    const std::string from = PeerAddress(fd);
     const absl::Time connection_deadline = std::min(deadline, absl::Now() + kHandshakeTimeout);
     absl::Status authenticated = absl::OkStatus();
-    if (!options.secret.empty()) {
-      authenticated = auth::AuthenticateClient(fd.get(), options.secret, auth::Purpose::kData,
-                                               from, connection_deadline);
+    if (options.tls != nullptr) {
+      auto session =
+          options.tls->Secure(fd, auth::TlsContext::Role::kServer, from, connection_deadline);
+      if (session.ok()) {
+        connection.cipher = std::move(session).value();
+      } else {
+        authenticated = session.status();
+      }
+    }
+    if (authenticated.ok() && !options.secret.empty()) {
+      authenticated = auth::AuthenticateClient(fd, options.secret, auth::Purpose::kData, from,
+                                               connection_deadline, connection.cipher.get());
     }
     absl::StatusOr<int> peer = authenticated.ok()
-                                   ? ReadHello(fd.get(), options, connection_deadline)
+                                   ? ReadHello(connection, options, connection_deadline)
                                    : absl::StatusOr<int>(authenticated);
     if (peer.ok() && (*peer > options.rank || peers[*peer].valid())) {
       peer = absl::UnauthenticatedError(absl::StrCat("unexpected connection as rank ", *peer));
@@ -218,12 +244,12 @@ absl::StatusOr<std::vector<ScopedFd>> ConnectMesh(const MeshOptions& options) {
                                            "' refused a connection from ", refused));
       continue;
     }
-    RETURN_IF_ERROR(SendAll(fd.get(), hello, deadline));
-    peers[*peer] = std::move(fd);
+    RETURN_IF_ERROR(SendAll(fd, connection.cipher.get(), hello, deadline));
+    peers[*peer] = std::move(connection);
     ++accepted;
   }
-  for (ScopedFd& fd : peers) {
-    if (fd.valid()) RETURN_IF_ERROR(SetNonBlocking(fd.get(), true));
+  for (Connection& connection : peers) {
+    if (connection.valid()) RETURN_IF_ERROR(SetNonBlocking(connection.fd.get(), true));
   }
   return peers;
 }

@@ -1,6 +1,6 @@
 // Connection setup for TcpTransport: listen, publish the address in the store, connect the full
 // mesh and run the handshake (magic, version, group, rank) on every connection, after mutual
-// authentication when a secret is configured. A connection that fails either is logged with
+// authentication when a secret is configured, inside TLS when that is configured. A connection that fails either is logged with
 // its address and dropped; the listener keeps waiting for the real peers.
 #ifndef PLEXUS_BACKENDS_TCP_TCP_CONNECT_H_
 #define PLEXUS_BACKENDS_TCP_TCP_CONNECT_H_
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "frontend/auth/tls.h"
 #include "frontend/store/socket_util.h"
 #include "frontend/store/store.h"
 
@@ -27,11 +28,14 @@ struct MeshOptions {
   std::function<bool()> cancelled;
   // Shared secret every connection proves both ways first (frontend/auth); empty: none.
   std::string secret;
+  // TLS on every connection (frontend/auth/tls.h); null: none.
+  std::shared_ptr<const auth::TlsContext> tls;
 };
 
-// Returns one connected, handshaken, non-blocking socket per peer (index = peer rank; the
-// entry for this rank is empty). Connects to higher ranks and accepts lower ones.
-absl::StatusOr<std::vector<ScopedFd>> ConnectMesh(const MeshOptions& options);
+// Returns one connected, handshaken, non-blocking socket per peer, with its cipher under TLS
+// (index = peer rank; the entry for this rank is empty). Connects to higher ranks and accepts
+// lower ones.
+absl::StatusOr<std::vector<Connection>> ConnectMesh(const MeshOptions& options);
 
 // Checks a peer's 24-byte hello against this group; the peer's rank, or Unauthenticated
 // saying what was wrong.

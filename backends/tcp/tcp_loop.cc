@@ -35,7 +35,7 @@ bool TrySendDirect(SendLane& lane, const OpPtr& op) {
   std::lock_guard<std::mutex> lock(lane.mu);
   if (lane.fd >= 0 && lane.queued == 0) {
     while (op->written < kFrameHeaderBytes + op->size) {
-      ssize_t n = WriteFrame(lane.fd, lane.ring, *op);
+      ssize_t n = WriteFrame(lane.fd, lane.ring, nullptr, *op);
       if (n > 0) {
         op->written += static_cast<uint64_t>(n);
         continue;
@@ -51,7 +51,7 @@ bool TrySendDirect(SendLane& lane, const OpPtr& op) {
   return false;
 }
 
-Loop::Loop(int rank, std::vector<ScopedFd> peers, std::unique_ptr<ShmLinks> rings,
+Loop::Loop(int rank, std::vector<Connection> peers, std::unique_ptr<ShmLinks> rings,
            std::vector<SendLane*> lanes, int epoll_fd, uint64_t max_message_bytes,
            uint64_t max_unexpected_bytes, absl::Duration heartbeat,
            SignatureDescriber describe)
@@ -64,7 +64,8 @@ Loop::Loop(int rank, std::vector<ScopedFd> peers, std::unique_ptr<ShmLinks> ring
       peers_(peers.size()),
       describe_(std::move(describe)) {
   for (size_t i = 0; i < peers.size(); ++i) {
-    peers_[i].fd = std::move(peers[i]);
+    peers_[i].fd = std::move(peers[i].fd);
+    peers_[i].cipher = std::move(peers[i].cipher);
     peers_[i].lane = lanes[i];
     if (!peers_[i].fd.valid()) {
       peers_[i].alive = false;
@@ -74,8 +75,9 @@ Loop::Loop(int rank, std::vector<ScopedFd> peers, std::unique_ptr<ShmLinks> ring
     if (rings_ != nullptr && rings_->Linked(static_cast<int>(i))) {
       peers_[i].in = rings_->in[i].get();
       peers_[i].out = rings_->out[i].get();
+      peers_[i].cipher.reset();
     }
-    {
+    if (peers_[i].cipher == nullptr) {
       std::lock_guard<std::mutex> lock(peers_[i].lane->mu);
       peers_[i].lane->fd = peers_[i].fd.get();
       peers_[i].lane->ring = peers_[i].out;
@@ -208,14 +210,20 @@ void Loop::Flush(int peer_index) {
   {
     // Held while writing so a caller's direct write cannot interleave with ours.
     std::unique_lock<std::mutex> lock(peer.lane->mu);
-    while (!peer.tx.empty() && peer.alive) {
+    // A TLS record sealed earlier goes out whole before anything else.
+    if (peer.cipher != nullptr && peer.cipher->HasPendingOutput() && peer.cipher->Flush() < 0 &&
+        errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      failure = absl::UnavailableError(absl::StrCat("send failed: ", strerror(errno)));
+    }
+    while (!peer.tx.empty() && peer.alive && failure.ok() &&
+           (peer.cipher == nullptr || !peer.cipher->HasPendingOutput())) {
       const OpPtr& op = peer.tx.front();
       if (op->done && op->written == 0) {  // Timed out or aborted before a byte left.
         if (op->counted && peer.lane->queued > 0) --peer.lane->queued;
         peer.tx.pop_front();
         continue;
       }
-      ssize_t n = WriteFrame(peer.fd.get(), peer.out, *op);
+      ssize_t n = WriteFrame(peer.fd.get(), peer.out, peer.cipher.get(), *op);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
       if (n < 0) {
@@ -233,7 +241,10 @@ void Loop::Flush(int peer_index) {
   // Completion callbacks run without the lane lock: they may send again.
   for (const OpPtr& op : finished) Finish(op, absl::OkStatus());
   if (!failure.ok()) return PeerLost(peer_index, std::string(failure.message()));
-  if (peer.alive) SetWantWrite(peer_index, !peer.tx.empty());
+  if (peer.alive) {
+    SetWantWrite(peer_index, !peer.tx.empty() || (peer.cipher != nullptr &&
+                                                  peer.cipher->HasPendingOutput()));
+  }
 }
 
 void Loop::SetWantWrite(int peer_index, bool want) {
@@ -426,7 +437,7 @@ void Loop::OnReadable(int peer_index) {
     if (n == 0) return PeerLost(peer_index, "connection closed");
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-    return PeerLost(peer_index, absl::StrCat("recv failed: ", strerror(errno)));
+    return PeerLost(peer_index, ReadFailure(peer));
   }
 }
 
@@ -451,7 +462,7 @@ bool Loop::ProcessBuffered(int peer_index) {
         }
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
-        PeerLost(peer_index, absl::StrCat("recv failed: ", strerror(errno)));
+        PeerLost(peer_index, ReadFailure(peer));
         return false;
       }
       const char* header = reinterpret_cast<const char*>(peer.rx.data() + peer.rx_begin);
@@ -718,7 +729,10 @@ void Loop::SayGoodbye() {
 
 bool Loop::Drained() const {
   for (const Peer& peer : peers_) {
-    if (peer.alive && !peer.tx.empty()) return false;
+    if (peer.alive && (!peer.tx.empty() ||
+                       (peer.cipher != nullptr && peer.cipher->HasPendingOutput()))) {
+      return false;
+    }
   }
   return true;
 }

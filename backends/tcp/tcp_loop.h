@@ -81,9 +81,10 @@ bool TrySendDirect(SendLane& lane, const OpPtr& op);
 // Sends one doorbell byte on a ring peer's socket (tcp_loop_rings.cc).
 void RingDoorbell(int fd);
 
-// Writes what remains of `op`'s frame to a socket, or to `ring` (then `fd` is its doorbell);
-// returns the bytes written, or -1 with errno set (EAGAIN when there is no room).
-ssize_t WriteFrame(int fd, ShmRing* ring, Op& op);
+// Writes what remains of `op`'s frame to a socket (through `cipher` when it is encrypted), or to
+// `ring` (then `fd` is its doorbell); returns the bytes written, or -1 with errno set (EAGAIN
+// when there is no room).
+ssize_t WriteFrame(int fd, ShmRing* ring, StreamCipher* cipher, Op& op);
 
 // Milliseconds until `deadline` for epoll_wait: rounded up, clamped to [0, 1000].
 int MillisecondsUntil(absl::Time deadline);
@@ -94,7 +95,9 @@ class Loop {
 
   // `rings` (may be null) links the peers on this host; the loop owns it. `heartbeat`:
   // silence after which a peer is lost (InfiniteDuration: never).
-  Loop(int rank, std::vector<ScopedFd> peers, std::unique_ptr<ShmLinks> rings,
+  // An encrypted peer's frames all go through the loop (one thread per TLS session); a peer on
+  // this host drops its cipher: its frames travel through rings, its socket carries doorbells.
+  Loop(int rank, std::vector<Connection> peers, std::unique_ptr<ShmLinks> rings,
        std::vector<SendLane*> lanes, int epoll_fd, uint64_t max_message_bytes,
        uint64_t max_unexpected_bytes, absl::Duration heartbeat, SignatureDescriber describe);
   ~Loop();
@@ -140,6 +143,7 @@ class Loop {
 
   struct Peer {
     ScopedFd fd;
+    std::unique_ptr<StreamCipher> cipher;  // TLS; null in the clear.
     SendLane* lane = nullptr;
     ShmRing* in = nullptr;   // Set for a peer on this host: frames arrive here, not on fd.
     ShmRing* out = nullptr;
@@ -177,6 +181,8 @@ class Loop {
   void OnReadable(int peer);
   // recv() on the peer's stream (its socket, or its ring: 0 only once closed and empty).
   ssize_t ReadStream(Peer& peer, void* buffer, size_t size);
+  // Why a read failed (errno set by ReadStream).
+  static std::string ReadFailure(const Peer& peer);
   // Reads and drops the doorbell bytes on a ring peer's socket; notes end of file.
   void DrainDoorbells(int peer);
   // Consumes buffered bytes; false if the peer was dropped.

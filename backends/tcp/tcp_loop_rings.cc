@@ -5,7 +5,9 @@
 #include <sys/uio.h>
 
 #include <cerrno>
+#include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "backends/tcp/tcp_loop.h"
 
 namespace plexus::tcp {
@@ -16,7 +18,7 @@ void RingDoorbell(int fd) {
   [[maybe_unused]] ssize_t n = send(fd, &bell, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-ssize_t WriteFrame(int fd, ShmRing* ring, Op& op) {
+ssize_t WriteFrame(int fd, ShmRing* ring, StreamCipher* cipher, Op& op) {
   iovec iov[2];
   int count = 0;
   if (op.written < kFrameHeaderBytes) {
@@ -27,6 +29,7 @@ ssize_t WriteFrame(int fd, ShmRing* ring, Op& op) {
     iov[count++] = {const_cast<uint8_t*>(op.payload) + offset, op.size - offset};
   }
   if (ring == nullptr) {
+    if (cipher != nullptr) return cipher->Write(iov, count);
     msghdr message{};
     message.msg_iov = iov;
     message.msg_iovlen = count;
@@ -58,9 +61,15 @@ void Loop::DrainDoorbells(int peer_index) {
   }
 }
 
+std::string Loop::ReadFailure(const Peer& peer) {
+  if (peer.cipher != nullptr && errno == EPROTO) return "TLS: " + peer.cipher->LastError();
+  return absl::StrCat("recv failed: ", strerror(errno));
+}
+
 ssize_t Loop::ReadStream(Peer& peer, void* buffer, size_t size) {
   if (peer.in == nullptr) {
-    const ssize_t n = recv(peer.fd.get(), buffer, size, MSG_DONTWAIT);
+    const ssize_t n = peer.cipher != nullptr ? peer.cipher->Read(buffer, size)
+                                             : recv(peer.fd.get(), buffer, size, MSG_DONTWAIT);
     if (n > 0) peer.heard = true;
     return n;
   }

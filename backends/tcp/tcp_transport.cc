@@ -226,14 +226,15 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TcpTransportO
   }
   ASSIGN_OR_RETURN(options.secret, auth::ResolveSecret(options.secret));
   mesh.secret = *options.secret;
-  ASSIGN_OR_RETURN(std::vector<ScopedFd> peers, tcp::ConnectMesh(mesh));
+  ASSIGN_OR_RETURN(mesh.tls, auth::TlsContext::Resolve(options.tls));
+  ASSIGN_OR_RETURN(std::vector<Connection> peers, tcp::ConnectMesh(mesh));
   ASSIGN_OR_RETURN(std::unique_ptr<tcp::ShmLinks> rings,
                    tcp::LinkSameHostPeers(peers, options.rank, shm, deadline));
   return std::unique_ptr<TcpTransport>(
       new TcpTransport(std::move(options), std::move(peers), std::move(rings)));
 }
 
-TcpTransport::TcpTransport(TcpTransportOptions options, std::vector<ScopedFd> peers,
+TcpTransport::TcpTransport(TcpTransportOptions options, std::vector<Connection> peers,
                            std::unique_ptr<tcp::ShmLinks> rings)
     : options_(std::move(options)),
       shm_peers_(rings != nullptr ? rings->linked : 0),

@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "backends/tcp/shm_link.h"
+#include "frontend/auth/tls.h"
 #include "frontend/store/socket_util.h"
 #include "frontend/store/store.h"
 #include "frontend/transport/transport.h"
@@ -56,6 +57,9 @@ struct TcpTransportOptions {
   // Shared secret every connection of the mesh proves both ways (frontend/auth); unset:
   // PLEXUS_SECRET / PLEXUS_SECRET_FILE; empty: none.
   std::optional<std::string> secret;
+  // TLS on every connection of the mesh (frontend/auth/tls.h); peers on this host still use
+  // shared memory unless it is turned off. Unset: PLEXUS_TLS_CERT / _KEY / _CA.
+  std::optional<auth::TlsFiles> tls;
 };
 
 class TcpTransport : public Transport {
@@ -83,7 +87,7 @@ class TcpTransport : public Transport {
  private:
   class Engine;  // Sockets, matching state and the polling role; shared with waiting threads.
 
-  TcpTransport(TcpTransportOptions options, std::vector<ScopedFd> peers,
+  TcpTransport(TcpTransportOptions options, std::vector<Connection> peers,
                std::unique_ptr<tcp::ShmLinks> rings);
   // Lets a thread that waits on `op`'s Work poll the sockets until it completes.
   void AttachWaitHook(const std::shared_ptr<tcp::Op>& op);

@@ -15,6 +15,7 @@
 #include "frontend/store/hash_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/tls_certificates.h"
 
 namespace plexus {
 namespace {
@@ -30,7 +31,8 @@ std::vector<absl::StatusOr<std::unique_ptr<TcpTransport>>> TryWorld(
     const std::function<std::optional<tcp::ShmConfig>(int)>& shm = nullptr,
     const std::function<std::optional<absl::Duration>(int)>& heartbeat = nullptr,
     const std::function<std::string(int)>& secret = nullptr,
-    absl::Duration connect_timeout = absl::Seconds(20)) {
+    absl::Duration connect_timeout = absl::Seconds(20),
+    const std::function<auth::TlsFiles(int)>& tls = nullptr) {
   auto store = std::make_shared<HashStore>(absl::Seconds(20));
   std::vector<absl::StatusOr<std::unique_ptr<TcpTransport>>> world;
   for (int rank = 0; rank < size; ++rank) world.emplace_back(absl::UnknownError("not created"));
@@ -47,6 +49,7 @@ std::vector<absl::StatusOr<std::unique_ptr<TcpTransport>>> TryWorld(
       options.secret = secret ? secret(rank) : std::string();
       if (shm) options.shared_memory_config = shm(rank);
       if (heartbeat) options.heartbeat = heartbeat(rank);
+      options.tls = tls ? tls(rank) : auth::TlsFiles{};
       world[rank] = TcpTransport::Create(options);
     });
   }
@@ -424,6 +427,62 @@ TEST(TcpTransportTest, TheMeshAuthenticatesEveryConnectionWithTheSharedSecret) {
       [&](int rank) { return rank == 0 ? std::string() : secret; }, absl::Seconds(3));
   EXPECT_FALSE(without[0].ok());
   EXPECT_THAT(without[1].status().message(), HasSubstr("sent no authentication"));
+}
+
+// TLS on every connection: frames of every size cross intact both ways at once (sockets fill
+// and records go out in pieces), shared memory stays in use for same-host peers when allowed,
+// and a rank whose certificate another CA signed, or that speaks no TLS, is refused.
+TEST(TcpTransportTest, TlsMeshesCarryEverySizeAndRefuseForeignCertificates) {
+  const std::string directory = std::getenv("TEST_TMPDIR");
+  ASSERT_TRUE(plexus::testing::WriteTlsCertificates(directory, {"rank"}).ok());
+  const auth::TlsFiles good{directory + "/rank.pem", directory + "/rank.key",
+                            directory + "/ca.pem"};
+  const auth::TlsFiles rogue{directory + "/rogue.pem", directory + "/rogue.key",
+                             directory + "/ca.pem"};
+  const std::string secret = "sixteen bytes or more of secret";
+  for (tcp::ShmMode mode : {tcp::ShmMode::kOff, tcp::ShmMode::kRequired}) {
+    auto world = TryWorld(
+        3, absl::StrCat("tls", static_cast<int>(mode)),
+        [mode](int) { return tcp::ShmConfig{mode}; }, nullptr, [&](int) { return secret; },
+        absl::Seconds(20), [&](int) { return good; });
+    for (auto& rank : world) ASSERT_TRUE(rank.ok()) << rank.status();
+    EXPECT_EQ((*world[0])->shared_memory_peers(), mode == tcp::ShmMode::kOff ? 0 : 2);
+    uint32_t step = 0;
+    for (size_t size : {size_t{0}, size_t{1}, size_t{1000}, size_t{100000}, size_t{8} << 20}) {
+      // Ranks 0 and 1 exchange at once while rank 2 sends to 0 unexpectedly.
+      std::vector<uint8_t> to1 = Pattern(size, 1), to0 = Pattern(size, 2), from2 = Pattern(size, 3);
+      std::vector<uint8_t> at1(size), at0(size), at0_from2(size);
+      const MessageTag tag{MakeTag(1, ++step), 0};
+      WorkPtr s2 = (*world[2])->Send(0, tag, Bytes(from2), kWait);
+      WorkPtr r1 = (*world[1])->Recv(0, tag, Bytes(at1), kWait);
+      WorkPtr r0 = (*world[0])->Recv(1, tag, Bytes(at0), kWait);
+      WorkPtr s0 = (*world[0])->Send(1, tag, Bytes(to1), kWait);
+      WorkPtr s1 = (*world[1])->Send(0, tag, Bytes(to0), kWait);
+      for (const WorkPtr& work : {s0, s1, r0, r1, s2}) ASSERT_TRUE(work->Wait(kWait).ok());
+      ASSERT_TRUE((*world[0])->Recv(2, tag, Bytes(at0_from2), kWait)->Wait(kWait).ok());
+      EXPECT_EQ(at1, to1) << size;
+      EXPECT_EQ(at0, to0) << size;
+      EXPECT_EQ(at0_from2, from2) << size;
+    }
+  }
+
+  auto foreign = TryWorld(
+      2, "tls_foreign", [](int) { return tcp::ShmConfig{tcp::ShmMode::kOff}; }, nullptr,
+      nullptr, absl::Seconds(3), [&](int rank) { return rank == 0 ? rogue : good; });
+  // TLS 1.3 clients finish before the server judges their certificate: rank 0 learns of the
+  // refusal from the server's alert, or from the closed connection.
+  EXPECT_THAT(foreign[0].status().message(),
+              ::testing::AnyOf(HasSubstr("unknown ca"), HasSubstr("refused this rank")))
+      << foreign[0].status();
+  EXPECT_EQ(foreign[1].status().code(), absl::StatusCode::kDeadlineExceeded) << foreign[1].status();
+  EXPECT_THAT(foreign[1].status().message(), HasSubstr("certificate"));
+
+  auto clear_text = TryWorld(
+      2, "tls_clear", [](int) { return tcp::ShmConfig{tcp::ShmMode::kOff}; }, nullptr, nullptr,
+      absl::Seconds(3), [&](int rank) { return rank == 0 ? auth::TlsFiles{} : good; });
+  EXPECT_FALSE(clear_text[0].ok());
+  EXPECT_FALSE(clear_text[1].ok());
+  EXPECT_THAT(clear_text[1].status().message(), HasSubstr("TLS"));
 }
 
 }  // namespace

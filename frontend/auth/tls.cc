@@ -255,7 +255,8 @@ ssize_t TlsSession::Failed(int result) {
       errno = saved_errno != 0 && saved_errno != EAGAIN ? saved_errno : ECONNRESET;
       return -1;
     default:  // A record that fails authentication, an alert: the connection is unusable.
-      ERR_clear_error();
+      error_ = OpenSslErrors();
+      if (error_.empty()) error_ = "protocol error";
       errno = EPROTO;
       return -1;
   }

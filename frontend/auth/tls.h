@@ -85,6 +85,7 @@ class TlsSession final : public StreamCipher {
   bool HasPendingOutput() const override { return !pending_.empty(); }
   int Flush() override;
   std::string ChannelBinding() const override;
+  std::string LastError() const override { return error_; }
 
  private:
   friend class TlsContext;
@@ -95,6 +96,7 @@ class TlsSession final : public StreamCipher {
   SSL* const ssl_;
   std::string pending_;  // Plaintext of a record OpenSSL sealed but could not finish sending.
   std::string scratch_;  // Small frames are sealed as one record.
+  std::string error_;    // OpenSSL's reason for the last fatal failure.
 };
 
 }  // namespace plexus::auth

@@ -240,6 +240,9 @@ absl::Status SendAll(int fd, StreamCipher* cipher, absl::string_view data, absl:
       RETURN_IF_ERROR(PollUntil(fd, POLLOUT, deadline, "send"));
       continue;
     }
+    if (cipher != nullptr && errno == EPROTO) {
+      return absl::UnauthenticatedError(absl::StrCat("TLS: ", cipher->LastError()));
+    }
     return absl::UnavailableError(absl::StrCat("send failed: ", strerror(errno)));
   }
 }
@@ -264,6 +267,9 @@ absl::Status RecvExact(int fd, StreamCipher* cipher, void* buffer, size_t size,
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
       RETURN_IF_ERROR(PollUntil(fd, POLLIN, deadline, "recv"));
       continue;
+    }
+    if (cipher != nullptr && errno == EPROTO) {
+      return absl::UnauthenticatedError(absl::StrCat("TLS: ", cipher->LastError()));
     }
     return absl::UnavailableError(absl::StrCat("recv failed: ", strerror(errno)));
   }

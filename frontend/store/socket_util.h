@@ -53,6 +53,8 @@ class StreamCipher {
   virtual int Flush() = 0;
   // Secret bytes both ends derive from this channel, for binding an authentication to it.
   virtual std::string ChannelBinding() const = 0;
+  // Why the channel broke (errno EPROTO: the peer's alert, a record that failed to verify).
+  virtual std::string LastError() const = 0;
 };
 
 // A connected socket and, when it is encrypted, its cipher.
