@@ -22,6 +22,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateTcpTransport(const TransportSet
   options.describe_signature = setup.describe_signature;
   options.cancelled = setup.cancelled;
   options.secret = setup.secret;
+  options.tls = setup.tls;
   ASSIGN_OR_RETURN(std::unique_ptr<TcpTransport> transport, TcpTransport::Create(options));
   return std::unique_ptr<Transport>(std::move(transport));
 }

@@ -113,6 +113,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(CommunicatorO
         absl::StrCat("peer group ", options.peer_group, " is not a 32-bit unsigned number"));
   }
   ASSIGN_OR_RETURN(options.secret, auth::ResolveSecret(options.secret));
+  if (!options.tls.has_value()) {
+    ASSIGN_OR_RETURN(options.tls, auth::TlsFilesFromEnvironment());
+  }
+  // Checked here, so a bad file fails construction rather than the first connect.
+  RETURN_IF_ERROR(auth::TlsContext::Resolve(options.tls).status());
   return std::unique_ptr<Communicator>(
       new Communicator(std::move(options), host_port.first, host_port.second));
 }
@@ -216,16 +221,19 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
     OnOutcome(generation, k, s);
   };
   callbacks.on_lost = [this, generation](const absl::Status& s) { OnLost(generation, s); };
+  ASSIGN_OR_RETURN(std::shared_ptr<const auth::TlsContext> tls,
+                   auth::TlsContext::Resolve(options_.tls));
   ASSIGN_OR_RETURN(std::unique_ptr<MasterLink> made,
                    MasterLink::Connect(master_host_, master_port_, options_.peer_group,
                                        std::min(deadline, absl::Now() + kReachMasterTimeout),
-                                       std::move(callbacks), *options_.secret));
+                                       std::move(callbacks), *options_.secret, tls));
   std::shared_ptr<MasterLink> link = std::move(made);
   TCPStoreOptions store_options;
   store_options.host = master_host_;
   store_options.port = link->store_port();
   store_options.timeout = std::max(deadline - absl::Now(), absl::Seconds(1));
   store_options.secret = options_.secret;
+  store_options.tls = options_.tls;
   auto store = TCPStore::Create(store_options);
   if (!store.ok()) {
     return WithResult(absl::UnavailableError(absl::StrCat(
@@ -396,6 +404,7 @@ absl::StatusOr<std::shared_ptr<Transport>> Communicator::EnsureMesh(int64_t epoc
     setup.connect_timeout = options_.operation_timeout;
     setup.describe_signature = DescribeSignature;
     setup.secret = options_.secret;
+    setup.tls = options_.tls;
     setup.cancelled = [this, epoch] {
       std::lock_guard<std::mutex> lock(mu_);
       return !lost_.ok() || topology_.epoch != epoch;

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "frontend/auth/tls.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
@@ -60,6 +61,9 @@ struct CommunicatorOptions {
   // Shared secret proven to the master, its store and every peer (frontend/auth); unset:
   // PLEXUS_SECRET / PLEXUS_SECRET_FILE; empty: none.
   std::optional<std::string> secret;
+  // TLS to the master, its store and every peer (frontend/auth/tls.h); unset:
+  // PLEXUS_TLS_CERT / PLEXUS_TLS_KEY / PLEXUS_TLS_CA; disabled: none.
+  std::optional<auth::TlsFiles> tls;
 };
 
 class Communicator {

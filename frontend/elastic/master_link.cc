@@ -20,13 +20,15 @@ absl::Status MasterFailure(absl::string_view what) {
 }
 
 // Reads one whole frame by `deadline` (used for the welcome, before the reader starts).
-absl::StatusOr<Message> ReadFrame(int fd, absl::Time deadline) {
+absl::StatusOr<Message> ReadFrame(const Connection& connection, absl::Time deadline) {
   char header[kHeaderBytes];
-  RETURN_IF_ERROR(RecvExact(fd, header, kHeaderBytes, deadline));
+  RETURN_IF_ERROR(RecvExact(connection.fd.get(), connection.cipher.get(), header, kHeaderBytes,
+                            deadline));
   const uint64_t length = PayloadLength(header);
   if (length > kMaxFrameBytes) return absl::InvalidArgumentError("oversized frame");
   std::string payload(length, '\0');
-  RETURN_IF_ERROR(RecvExact(fd, payload.data(), length, deadline));
+  RETURN_IF_ERROR(RecvExact(connection.fd.get(), connection.cipher.get(), payload.data(), length,
+                            deadline));
   return DecodePayload(payload);
 }
 
@@ -35,23 +37,32 @@ absl::StatusOr<Message> ReadFrame(int fd, absl::Time deadline) {
 absl::StatusOr<std::unique_ptr<MasterLink>> MasterLink::Connect(const std::string& host, int port,
                                                                 int64_t group, absl::Time deadline,
                                                                 Callbacks callbacks,
-                                                                const std::string& secret) {
+                                                                const std::string& secret,
+                                                                const std::shared_ptr<const auth::TlsContext>& tls) {
   const std::string where = HostPort(host, port);
   auto fd = ConnectTcpWithRetry(host, port, deadline);
   if (!fd.ok()) {
     return MasterFailure(absl::StrCat("cannot reach the elastic master at ", where, ": ",
                                       fd.status().message()));
   }
+  Connection connection{std::move(fd).value(), nullptr};
+  const std::string master = absl::StrCat("the elastic master at ", where);
+  if (tls != nullptr) {
+    auto session =
+        tls->Secure(connection.fd.get(), auth::TlsContext::Role::kClient, master, deadline);
+    if (!session.ok()) return session.status();  // Unauthenticated, naming the master.
+    connection.cipher = std::move(session).value();
+  }
   if (!secret.empty()) {
-    absl::Status authenticated = auth::AuthenticateToServer(
-        fd->get(), secret, auth::Purpose::kMaster, absl::StrCat("the elastic master at ", where),
-        deadline);
+    absl::Status authenticated =
+        auth::AuthenticateToServer(connection.fd.get(), secret, auth::Purpose::kMaster, master,
+                                   deadline, connection.cipher.get());
     if (!authenticated.ok()) return authenticated;  // Unauthenticated, naming the master.
   }
-  absl::Status sent =
-      SendAll(fd->get(), EncodeFrame({MessageType::kHello, {kMagic, kProtocolVersion, group}, ""}),
-              deadline);
-  auto welcome = sent.ok() ? ReadFrame(fd->get(), deadline) : absl::StatusOr<Message>(sent);
+  absl::Status sent = SendAll(
+      connection.fd.get(), connection.cipher.get(),
+      EncodeFrame({MessageType::kHello, {kMagic, kProtocolVersion, group}, ""}), deadline);
+  auto welcome = sent.ok() ? ReadFrame(connection, deadline) : absl::StatusOr<Message>(sent);
   if (!welcome.ok()) {
     return MasterFailure(absl::StrCat("the elastic master at ", where,
                                       " did not welcome this peer: ", welcome.status().message()));
@@ -61,13 +72,14 @@ absl::StatusOr<std::unique_ptr<MasterLink>> MasterLink::Connect(const std::strin
                                              "welcome: is it an elastic master?"));
   }
   return std::unique_ptr<MasterLink>(
-      new MasterLink(std::move(fd).value(), welcome->ints[0], static_cast<int>(welcome->ints[1]),
+      new MasterLink(std::move(connection), welcome->ints[0], static_cast<int>(welcome->ints[1]),
                      absl::Milliseconds(welcome->ints[2]), std::move(callbacks)));
 }
 
-MasterLink::MasterLink(ScopedFd fd, int64_t peer_id, int store_port,
+MasterLink::MasterLink(Connection connection, int64_t peer_id, int store_port,
                        absl::Duration heartbeat_timeout, Callbacks callbacks)
-    : fd_(std::move(fd)),
+    : fd_(std::move(connection.fd)),
+      cipher_(std::move(connection.cipher)),
       peer_id_(peer_id),
       store_port_(store_port),
       heartbeat_timeout_(heartbeat_timeout),
@@ -90,7 +102,8 @@ absl::Status MasterLink::lost() const {
 absl::Status MasterLink::Send(const Message& message) {
   RETURN_IF_ERROR(lost());
   std::lock_guard<std::mutex> lock(send_mu_);
-  absl::Status status = SendAll(fd_.get(), EncodeFrame(message), absl::Now() + heartbeat_timeout_);
+  absl::Status status = SendAll(fd_.get(), cipher_.get(), EncodeFrame(message),
+                                absl::Now() + heartbeat_timeout_, &cipher_mu_);
   last_sent_ = absl::Now();
   if (!status.ok()) {
     status = MasterFailure(absl::StrCat("lost the elastic master: ", status.message()));
@@ -190,9 +203,10 @@ void MasterLink::ReadLoop() {
   std::string rx;
   absl::Time last_heard = absl::Now();
   char buffer[16384];
+  bool more = false;  // A full read: TLS may hold more than the socket shows.
   while (true) {
     pollfd pfd{fd_.get(), POLLIN, 0};
-    const int ready = poll(&pfd, 1, 100);
+    const int ready = poll(&pfd, 1, more ? 0 : 100);
     if (stopping_.load() && lost().ok()) {
       Lose(MasterFailure("this peer left the elastic master"));
       return;
@@ -201,8 +215,14 @@ void MasterLink::ReadLoop() {
       Lose(MasterFailure(absl::StrCat("poll on the master connection: ", strerror(errno))));
       return;
     }
-    if (ready > 0) {
-      const ssize_t n = recv(fd_.get(), buffer, sizeof(buffer), 0);
+    if (ready > 0 || more) {
+      ssize_t n;
+      if (cipher_ != nullptr) {
+        std::lock_guard<std::mutex> lock(cipher_mu_);
+        n = cipher_->Read(buffer, sizeof(buffer));
+      } else {
+        n = recv(fd_.get(), buffer, sizeof(buffer), MSG_DONTWAIT);
+      }
       if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
         Lose(MasterFailure(
             n == 0 ? "the elastic master closed the connection: it stopped, or it expelled this "
@@ -211,6 +231,7 @@ void MasterLink::ReadLoop() {
                    : absl::StrCat("the master connection failed: ", strerror(errno))));
         return;
       }
+      more = n == static_cast<ssize_t>(sizeof(buffer));
       if (n > 0) {
         last_heard = absl::Now();
         rx.append(buffer, n);

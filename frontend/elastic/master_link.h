@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "frontend/elastic/master_protocol.h"
+#include "frontend/auth/tls.h"
 #include "frontend/store/socket_util.h"
 
 namespace plexus::elastic {
@@ -33,11 +34,11 @@ class MasterLink {
   // Connects, says hello for `group` and reads the welcome, all by `deadline`; then starts the
   // reader thread. Unavailable (with Result kMasterConnectionFailed) when the master cannot be
   // reached or answers wrongly.
-  // `secret`: proven to the master first (frontend/auth); empty: none.
-  static absl::StatusOr<std::unique_ptr<MasterLink>> Connect(const std::string& host, int port,
-                                                             int64_t group, absl::Time deadline,
-                                                             Callbacks callbacks,
-                                                             const std::string& secret = "");
+  // `secret`: proven to the master first (frontend/auth); empty: none. `tls`: the connection
+  // is encrypted (frontend/auth/tls.h); null: none.
+  static absl::StatusOr<std::unique_ptr<MasterLink>> Connect(
+      const std::string& host, int port, int64_t group, absl::Time deadline, Callbacks callbacks,
+      const std::string& secret = "", const std::shared_ptr<const auth::TlsContext>& tls = nullptr);
   // Closes the connection (without a goodbye) and joins the reader.
   ~MasterLink();
 
@@ -59,13 +60,17 @@ class MasterLink {
   absl::Status lost() const;
 
  private:
-  MasterLink(ScopedFd fd, int64_t peer_id, int store_port, absl::Duration heartbeat_timeout,
+  MasterLink(Connection connection, int64_t peer_id, int store_port, absl::Duration heartbeat_timeout,
              Callbacks callbacks);
   void ReadLoop();
   void Lose(const absl::Status& status);
   void OnMessage(const Message& message);
 
   ScopedFd fd_;
+  // TLS: held by the reader while it reads and by senders while they write (never while
+  // waiting), as one TLS session may serve one thread at a time.
+  std::unique_ptr<StreamCipher> cipher_;
+  std::mutex cipher_mu_;
   const int64_t peer_id_;
   const int store_port_;
   const absl::Duration heartbeat_timeout_;

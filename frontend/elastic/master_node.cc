@@ -66,8 +66,10 @@ absl::StatusOr<std::pair<std::string, int>> ParseHostPort(const std::string& tex
 class MasterNode::Server {
  public:
   Server(ScopedFd listener, ScopedFd wakeup, std::unique_ptr<TCPStoreServer> store,
-         absl::Duration heartbeat_timeout, std::string secret)
+         absl::Duration heartbeat_timeout, std::string secret,
+         std::shared_ptr<const auth::TlsContext> tls)
       : secret_(std::move(secret)),
+        tls_(std::move(tls)),
         listener_(std::move(listener)),
         wakeup_(std::move(wakeup)),
         store_(std::move(store)),
@@ -85,7 +87,9 @@ class MasterNode::Server {
       std::vector<pollfd> fds = {{listener_.get(), POLLIN, 0}, {wakeup_.get(), POLLIN, 0}};
       std::vector<int64_t> ids;
       for (auto& [id, c] : connections_) {
-        fds.push_back({c.fd.get(), static_cast<short>(POLLIN | (c.tx.empty() ? 0 : POLLOUT)), 0});
+        const bool want_write = !c.tx.empty() || c.tls_wants_write ||
+                                (c.tls != nullptr && c.tls->HasPendingOutput());
+        fds.push_back({c.fd.get(), static_cast<short>(POLLIN | (want_write ? POLLOUT : 0)), 0});
         ids.push_back(id);
       }
       const int ready = poll(fds.data(), fds.size(), 100);
@@ -96,7 +100,7 @@ class MasterNode::Server {
       if (fds[0].revents & POLLIN) AcceptAll();
       for (size_t i = 0; i < ids.size(); ++i) {
         if (fds[i + 2].revents & (POLLIN | POLLHUP | POLLERR)) OnReadable(ids[i]);
-        if (fds[i + 2].revents & POLLOUT) Flush(ids[i]);
+        if (fds[i + 2].revents & POLLOUT) OnWritable(ids[i]);
       }
       CheckTimers();
       Dispatch();
@@ -114,8 +118,41 @@ class MasterNode::Server {
     absl::Time opened;
     absl::Time last_heard;
     absl::Time last_sent;
+    std::unique_ptr<auth::TlsSession> tls;  // Set when TLS is configured.
+    bool tls_established = false;
+    bool tls_wants_write = false;  // The handshake waits for room to send.
     std::unique_ptr<auth::ServerHandshake> auth;  // Until the peer proved the secret.
   };
+
+  // Advances a connection's TLS handshake; false if it failed (and was closed).
+  bool AdvanceTls(int64_t id, Connection& c) {
+    absl::StatusOr<auth::TlsSession::Progress> progress = c.tls->Handshake();
+    if (!progress.ok()) {
+      Log(LogLevel::kWarning, absl::StrCat("elastic master: refused ", c.address, ": ",
+                                           progress.status().message()));
+      Close(id, std::string(progress.status().message()));
+      return false;
+    }
+    c.tls_wants_write = *progress == auth::TlsSession::Progress::kWantWrite;
+    if (*progress != auth::TlsSession::Progress::kDone) return true;
+    c.tls_established = true;
+    if (!secret_.empty()) {
+      c.auth = std::make_unique<auth::ServerHandshake>(secret_, auth::Purpose::kMaster,
+                                                       c.tls->ChannelBinding());
+    }
+    return true;
+  }
+
+  void OnWritable(int64_t id) {
+    auto it = connections_.find(id);
+    if (it == connections_.end()) return;
+    Connection& c = it->second;
+    if (c.tls != nullptr && !c.tls_established) {
+      if (AdvanceTls(id, c) && c.tls_established) OnReadable(id);
+      return;
+    }
+    Flush(id);
+  }
 
   void AcceptAll() {
     while (true) {
@@ -126,7 +163,10 @@ class MasterNode::Server {
       c.address = PeerAddress(fd.get());
       c.fd = std::move(fd);
       c.opened = c.last_heard = c.last_sent = absl::Now();
-      if (!secret_.empty()) {
+      if (tls_ != nullptr) {
+        c.tls = tls_->NewSession(c.fd.get(), auth::TlsContext::Role::kServer);
+        if (c.tls == nullptr) continue;  // Out of memory: the connection is dropped.
+      } else if (!secret_.empty()) {
         c.auth = std::make_unique<auth::ServerHandshake>(secret_, auth::Purpose::kMaster);
       }
       connections_.emplace(next_connection_++, std::move(c));
@@ -153,9 +193,13 @@ class MasterNode::Server {
     auto it = connections_.find(id);
     if (it == connections_.end()) return;
     Connection& c = it->second;
+    if (c.tls != nullptr && !c.tls_established && (!AdvanceTls(id, c) || !c.tls_established)) {
+      return;
+    }
     char buffer[65536];
     while (true) {
-      const ssize_t n = recv(c.fd.get(), buffer, sizeof(buffer), 0);
+      const ssize_t n = c.tls != nullptr ? c.tls->Read(buffer, sizeof(buffer))
+                                         : recv(c.fd.get(), buffer, sizeof(buffer), 0);
       if (n > 0) {
         c.rx.append(buffer, n);
         c.last_heard = absl::Now();
@@ -230,8 +274,18 @@ class MasterNode::Server {
     auto it = connections_.find(id);
     if (it == connections_.end()) return;
     Connection& c = it->second;
-    while (!c.tx.empty()) {
-      const ssize_t n = send(c.fd.get(), c.tx.data(), c.tx.size(), MSG_NOSIGNAL);
+    if (c.tls != nullptr && !c.tls_established) return;  // Queued until the handshake is done.
+    while (!c.tx.empty() || (c.tls != nullptr && c.tls->HasPendingOutput())) {
+      ssize_t n;
+      if (c.tx.empty()) {
+        n = c.tls->Flush();
+        if (n == 0) return;
+      } else if (c.tls != nullptr) {
+        iovec iov{c.tx.data(), c.tx.size()};
+        n = c.tls->Write(&iov, 1);
+      } else {
+        n = send(c.fd.get(), c.tx.data(), c.tx.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      }
       if (n > 0) {
         c.tx.erase(0, n);
         continue;
@@ -288,6 +342,7 @@ class MasterNode::Server {
   const ScopedFd listener_;
   const ScopedFd wakeup_;
   const std::string secret_;
+  const std::shared_ptr<const auth::TlsContext> tls_;
   const std::unique_ptr<TCPStoreServer> store_;
   const absl::Duration heartbeat_timeout_;
   std::atomic<bool> stopping_{false};
@@ -305,14 +360,17 @@ absl::StatusOr<std::unique_ptr<MasterNode>> MasterNode::Create(MasterNodeOptions
   ASSIGN_OR_RETURN(ScopedFd listener, ListenTcp(host_port.first, host_port.second));
   ASSIGN_OR_RETURN(int port, LocalPort(listener.get()));
   ASSIGN_OR_RETURN(options.secret, auth::ResolveSecret(options.secret));
+  ASSIGN_OR_RETURN(std::shared_ptr<const auth::TlsContext> tls,
+                   auth::TlsContext::Resolve(options.tls));
   TCPStoreServerOptions store_options;
   store_options.host = host_port.first;
   store_options.secret = *options.secret;
+  store_options.tls = tls;
   ASSIGN_OR_RETURN(std::unique_ptr<TCPStoreServer> store, TCPStoreServer::Start(store_options));
   ScopedFd wakeup(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wakeup.valid()) return absl::InternalError(absl::StrCat("eventfd: ", strerror(errno)));
   auto server = std::make_unique<Server>(std::move(listener), std::move(wakeup), std::move(store),
-                                         options.heartbeat_timeout, *options.secret);
+                                         options.heartbeat_timeout, *options.secret, tls);
   return std::unique_ptr<MasterNode>(new MasterNode(host_port.first, port, std::move(server)));
 }
 

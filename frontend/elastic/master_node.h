@@ -16,6 +16,7 @@
 #include <thread>
 #include <utility>
 
+#include "frontend/auth/tls.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "frontend/store/socket_util.h"
@@ -32,6 +33,9 @@ struct MasterNodeOptions {
   // Shared secret every peer proves before its hello, and its store connections too
   // (frontend/auth); unset: PLEXUS_SECRET / PLEXUS_SECRET_FILE; empty: none.
   std::optional<std::string> secret;
+  // TLS for every peer and store connection (frontend/auth/tls.h); unset: PLEXUS_TLS_CERT /
+  // PLEXUS_TLS_KEY / PLEXUS_TLS_CA; disabled: none.
+  std::optional<auth::TlsFiles> tls;
 };
 
 // "host:port" / "[v6]:port" -> (host, port); InvalidArgument names the text.

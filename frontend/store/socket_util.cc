@@ -215,10 +215,13 @@ absl::Status SendAll(int fd, absl::string_view data, absl::Time deadline) {
   return SendAll(fd, nullptr, data, deadline);
 }
 
-absl::Status SendAll(int fd, StreamCipher* cipher, absl::string_view data, absl::Time deadline) {
+absl::Status SendAll(int fd, StreamCipher* cipher, absl::string_view data, absl::Time deadline,
+                     std::mutex* cipher_mu) {
   size_t done = 0;
   while (true) {
     ssize_t n;
+    std::unique_lock<std::mutex> lock;
+    if (cipher_mu != nullptr) lock = std::unique_lock<std::mutex>(*cipher_mu);
     if (done < data.size()) {
       if (cipher != nullptr) {
         iovec iov{const_cast<char*>(data.data()) + done, data.size() - done};
@@ -235,15 +238,16 @@ absl::Status SendAll(int fd, StreamCipher* cipher, absl::string_view data, absl:
       n = cipher->Flush();
       if (n == 0) return absl::OkStatus();
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+    const int error = errno;
+    const std::string reason = cipher != nullptr && error == EPROTO ? cipher->LastError() : "";
+    if (lock.owns_lock()) lock.unlock();
+    if (n < 0 && error == EINTR) continue;
+    if (n < 0 && (error == EAGAIN || error == EWOULDBLOCK)) {
       RETURN_IF_ERROR(PollUntil(fd, POLLOUT, deadline, "send"));
       continue;
     }
-    if (cipher != nullptr && errno == EPROTO) {
-      return absl::UnauthenticatedError(absl::StrCat("TLS: ", cipher->LastError()));
-    }
-    return absl::UnavailableError(absl::StrCat("send failed: ", strerror(errno)));
+    if (!reason.empty()) return absl::UnauthenticatedError(absl::StrCat("TLS: ", reason));
+    return absl::UnavailableError(absl::StrCat("send failed: ", strerror(error)));
   }
 }
 

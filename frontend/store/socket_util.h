@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/status/status.h"
@@ -82,9 +83,12 @@ absl::Status SetNonBlocking(int fd, bool non_blocking);
 void SetNoDelay(int fd);
 
 // Writes all of `data` to a (blocking or non-blocking) socket by `deadline`, through
-// `cipher` when it is not null (then pending output is flushed too).
+// `cipher` when it is not null (then pending output is flushed too). `cipher_mu`, when given,
+// is held around each use of the cipher and released while waiting for room, so another
+// thread may read from it meanwhile.
 absl::Status SendAll(int fd, absl::string_view data, absl::Time deadline);
-absl::Status SendAll(int fd, StreamCipher* cipher, absl::string_view data, absl::Time deadline);
+absl::Status SendAll(int fd, StreamCipher* cipher, absl::string_view data, absl::Time deadline,
+                     std::mutex* cipher_mu = nullptr);
 // Reads exactly `size` bytes by `deadline`. Unavailable if the peer closes first.
 absl::Status RecvExact(int fd, void* buffer, size_t size, absl::Time deadline);
 absl::Status RecvExact(int fd, StreamCipher* cipher, void* buffer, size_t size,

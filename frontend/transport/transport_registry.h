@@ -11,6 +11,7 @@
 #include <vector>
 #include <optional>
 
+#include "frontend/auth/tls.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "frontend/store/store.h"
@@ -33,6 +34,8 @@ struct TransportSetup {
   std::function<bool()> cancelled;
   // Shared secret the transport's connections prove (unset: from the environment).
   std::optional<std::string> secret;
+  // TLS for the transport's connections (unset: from the environment).
+  std::optional<auth::TlsFiles> tls;
 };
 
 using TransportFactory =
