@@ -38,6 +38,7 @@
 #include "frontend/dispatch/backend_string.h"
 #include "frontend/dispatch/init.h"
 #include "frontend/net/interfaces.h"
+#include "tests/testing/tls_certificates.h"
 #include "tools/bench_elastic.h"
 #ifdef PLEXUS_BENCH_CUDA
 #include "tests/testing/cuda_memory.h"
@@ -61,6 +62,9 @@ struct Flags {
   DeviceType device = DeviceType::kCpu;  // --device=cuda: tensors in CUDA memory.
   std::string plot;  // --plot=FILE.png: draw busbw against size, with the memcpy line.
   bool ranks_given = false;
+  // --tls: plexus's own connections (tcp backend, elastic) use TLS 1.3 with throwaway
+  // certificates; their rows are labelled "+tls".
+  bool tls = false;
   int cuda_devices = 0;  // With --device=cuda: how many the ranks spread over.
 };
 
@@ -158,12 +162,14 @@ absl::Status ParseFlags(int argc, char** argv, Flags& flags) {
       flags.json = InCallersDirectory(std::string(value));
     } else if (name == "--plot") {
       flags.plot = InCallersDirectory(std::string(value));
+    } else if (name == "--tls" && eq == std::string::npos) {
+      flags.tls = true;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown flag '", arg,
           "'; flags: --backends=cpu:tcp,... --ops=all_reduce,...|all "
           "--ranks=N --sizes=1K:64M|1K,16M --dtype=float32 --iters=N --warmup=N --json=FILE "
-          "--mpirun-args='--mca btl tcp,self' --device=cpu|cuda --plot=FILE.png"));
+          "--mpirun-args='--mca btl tcp,self' --device=cpu|cuda --plot=FILE.png --tls"));
     }
   }
   if (flags.backends.empty() && flags.device == DeviceType::kCuda) {
@@ -395,7 +401,8 @@ void ReadRows(const Flags& flags, const std::vector<std::string>& backends,
     for (const std::string& op : flags.ops) {
       const size_t cases = op == "barrier" ? 1 : flags.sizes.size();
       for (size_t i = 0; i < cases; ++i) {
-        Row row{backend, op, flags.ranks, 0, 0, std::string(DTypeName(flags.dtype)),
+        const bool encrypted = flags.tls && absl::StrContains(backend, "tcp");
+        Row row{encrypted ? backend + "+tls" : backend, op, flags.ranks, 0, 0, std::string(DTypeName(flags.dtype)),
                 0,       0,  0,           0, 0, ""};
         double bus_factor = 1;
         for (FILE* in : inputs) {
@@ -590,9 +597,25 @@ int Main(int argc, char** argv) {
   const char* dir = mkdtemp(dir_template);
   if (dir == nullptr) return 1;
 
-  printf("# plexus bench: %d ranks on loopback, dtype %s, %d iterations after %d warmup%s\n",
+  if (flags.tls) {
+    // Throwaway CA and certificate for this run, handed to the ranks through the environment.
+    if (absl::Status made = testing::WriteTlsCertificates(dir, {"rank"}); !made.ok()) {
+      fprintf(stderr, "bench: --tls: %s\n", std::string(made.message()).c_str());
+      return 1;
+    }
+    setenv("PLEXUS_TLS_CERT", absl::StrCat(dir, "/rank.pem").c_str(), 1);
+    setenv("PLEXUS_TLS_KEY", absl::StrCat(dir, "/rank.key").c_str(), 1);
+    setenv("PLEXUS_TLS_CA", absl::StrCat(dir, "/ca.pem").c_str(), 1);
+  }
+  printf("# plexus bench: %d ranks on loopback, dtype %s, %d iterations after %d warmup%s%s\n",
          flags.ranks, std::string(DTypeName(flags.dtype)).c_str(), flags.iters, flags.warmup,
-         flags.device == DeviceType::kCuda ? ", tensors in CUDA managed memory" : "");
+         flags.device == DeviceType::kCuda ? ", tensors in CUDA managed memory" : "",
+         flags.tls ? ", TLS 1.3 (mutual, P-256) on plexus's connections" : "");
+  const char* transport = std::getenv("PLEXUS_TRANSPORT");
+  if (flags.tls && (transport == nullptr || std::string(transport) != "tcp")) {
+    printf("# note: same-host tcp ranks exchange data through shared memory, which TLS does not "
+           "cover; PLEXUS_TRANSPORT=tcp measures TLS itself\n");
+  }
   printf("%-10s %-15s %5s %12s %11s %-8s %11s %9s %9s %6s %8s\n", "backend", "op", "ranks", "bytes",
          "count", "dtype", "time_us", "algbw", "busbw", "wrong", "rss_mib");
   fflush(stdout);

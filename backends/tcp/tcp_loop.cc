@@ -77,6 +77,7 @@ Loop::Loop(int rank, std::vector<Connection> peers, std::unique_ptr<ShmLinks> ri
       peers_[i].out = rings_->out[i].get();
       peers_[i].cipher.reset();
     }
+    if (peers_[i].cipher != nullptr) peers_[i].cipher->ReadAhead();
     if (peers_[i].cipher == nullptr) {
       std::lock_guard<std::mutex> lock(peers_[i].lane->mu);
       peers_[i].lane->fd = peers_[i].fd.get();

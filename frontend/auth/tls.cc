@@ -118,6 +118,9 @@ absl::StatusOr<std::shared_ptr<const TlsContext>> TlsContext::Create(const TlsFi
     return absl::InvalidArgumentError(absl::StrCat("TLS: ", what, ": ", reason));
   };
   SSL_CTX_set_min_proto_version(context, TLS1_3_VERSION);
+  // AES-128-GCM first: the fastest where AES-NI is (every x86 server plexus targets).
+  SSL_CTX_set_ciphersuites(
+      context, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256");
   // A vanished peer is a lost peer whatever the record layer says; no resumption tickets.
   SSL_CTX_set_options(context, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_TICKET);
   SSL_CTX_set_num_tickets(context, 0);
@@ -341,6 +344,8 @@ int TlsSession::Flush() {
   if (Failed(n) == 0) errno = EPIPE;
   return -1;
 }
+
+void TlsSession::ReadAhead() { SSL_set_read_ahead(ssl_, 1); }
 
 std::string TlsSession::ChannelBinding() const {
   unsigned char bytes[32];

@@ -86,6 +86,7 @@ class TlsSession final : public StreamCipher {
   int Flush() override;
   std::string ChannelBinding() const override;
   std::string LastError() const override { return error_; }
+  void ReadAhead() override;
 
  private:
   friend class TlsContext;

@@ -56,6 +56,9 @@ class StreamCipher {
   virtual std::string ChannelBinding() const = 0;
   // Why the channel broke (errno EPROTO: the peer's alert, a record that failed to verify).
   virtual std::string LastError() const = 0;
+  // The connection's own handshakes are over and nothing but this cipher will read the socket
+  // again: it may read ahead of what it was asked for (fewer system calls for bulk data).
+  virtual void ReadAhead() = 0;
 };
 
 // A connected socket and, when it is encrypted, its cipher.
