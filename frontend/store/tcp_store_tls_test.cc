@@ -128,5 +128,25 @@ TEST_F(TCPStoreTlsTest, ClearTextClientsAndForeignCertificatesAreRefused) {
   EXPECT_EQ(*(*good)->Get("still"), "serving");
 }
 
+// An on-path attacker that changes one byte breaks the connection: the client is told it lost
+// the store, and never reads a changed value.
+TEST_F(TCPStoreTlsTest, AByteChangedOnTheWireBreaksTheConnectionNotTheData) {
+  auto server = Server(Files("server"));
+  plexus::testing::RecordingRelay relay(server->port());
+  auto client = Client(relay.port(), Files("worker"));
+  ASSERT_TRUE(client.ok()) << client.status();
+  const std::string value(5000, 'x');
+  ASSERT_TRUE((*client)->Set("key", value).ok());
+  relay.CorruptAt(relay.Carried().size() + 2000);  // Inside the next request's record.
+  absl::Status set = (*client)->Set("key", std::string(5000, 'y'));
+  absl::StatusOr<std::string> got = (*client)->Get("key");
+  EXPECT_FALSE(set.ok() && got.ok()) << "the changed record was accepted";
+  if (got.ok()) EXPECT_TRUE(*got == value || *got == std::string(5000, 'y'));
+  // The server is unharmed: a fresh client reads the value the tampered request did not set.
+  auto fresh = Client(server->port(), Files("worker"));
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ(*(*fresh)->Get("key"), value);
+}
+
 }  // namespace
 }  // namespace plexus

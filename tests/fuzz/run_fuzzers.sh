@@ -20,7 +20,7 @@ absl_libs=$(sed -n 's/^ *"\(-labsl_[a-z0-9_]*\)",$/\1/p' "${root}/third_party/ab
 common=(frontend/core/logging.cc frontend/core/heartbeat.cc frontend/core/dtype.cc
         frontend/store/socket_util.cc)
 declare -A sources=(
-  [handshakes_fuzz]="frontend/auth/mutual_auth.cc backends/tcp/tcp_connect.cc
+  [handshakes_fuzz]="frontend/auth/mutual_auth.cc frontend/auth/tls.cc backends/tcp/tcp_connect.cc
                      frontend/store/tcp_store_protocol.cc frontend/store/store.cc"
   [master_messages_fuzz]="frontend/elastic/master_protocol.cc frontend/elastic/master_state.cc
                           frontend/elastic/ring_order.cc frontend/elastic/shared_state.cc
@@ -28,7 +28,7 @@ declare -A sources=(
                           algorithms/quantize_kernels.cc algorithms/reduce_kernels.cc"
   [store_server_fuzz]="frontend/store/tcp_store_server.cc frontend/store/tcp_store_protocol.cc
                        frontend/store/key_value_table.cc frontend/store/store.cc
-                       frontend/auth/mutual_auth.cc"
+                       frontend/auth/mutual_auth.cc frontend/auth/tls.cc"
   [tcp_frames_fuzz]="backends/tcp/tcp_loop.cc backends/tcp/tcp_loop_rings.cc
                      backends/tcp/tcp_loop_heartbeat.cc backends/tcp/shm_ring.cc
                      backends/tcp/shm_arena.cc backends/tcp/shm_link.cc
@@ -47,7 +47,7 @@ for target in "${targets[@]}"; do
   for f in ${sources[${target}]} "${common[@]}"; do files+=("${root}/${f}"); done
   echo "run_fuzzers: building ${target}"
   "${clang}" -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-    -fno-sanitize=vptr -I"${root}" "${files[@]}" ${absl_libs} -lcrypto -lpthread -o "${binary}"
+    -fno-sanitize=vptr -I"${root}" "${files[@]}" ${absl_libs} -lssl -lcrypto -lpthread -o "${binary}"
   corpus="${work}/${target}_corpus"
   mkdir -p "${corpus}"
   seeds="${root}/tests/fuzz/corpus/${target}"

@@ -57,7 +57,9 @@ void RecordingRelay::Run() {
       }
       {
         std::lock_guard<std::mutex> lock(mu_);
+        const int64_t at = corrupt_at_.load() - static_cast<int64_t>(carried_.size());
         carried_.append(buffer, static_cast<size_t>(n));
+        if (at >= 0 && at < n) buffer[at] ^= 1;
       }
       (void)SendAll(to, absl::string_view(buffer, static_cast<size_t>(n)),
                     absl::Now() + absl::Seconds(5));

@@ -20,6 +20,9 @@ class RecordingRelay {
   int port() const { return port_; }
   // Everything carried so far, in both directions.
   std::string Carried() const;
+  // Flips the lowest bit of the byte carried at `offset` (counting both directions) when it
+  // passes: a tampering on-path attacker.
+  void CorruptAt(size_t offset) { corrupt_at_.store(static_cast<int64_t>(offset)); }
 
  private:
   void Run();
@@ -28,6 +31,7 @@ class RecordingRelay {
   ScopedFd listener_;
   int port_ = 0;
   std::atomic<bool> stopping_{false};
+  std::atomic<int64_t> corrupt_at_{-1};
   mutable std::mutex mu_;
   std::string carried_;
   std::thread thread_;

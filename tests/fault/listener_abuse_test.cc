@@ -1,0 +1,186 @@
+// Hostile bytes at every port plexus listens on while a job runs: the elastic master's, a
+// forming tcp mesh's data listener, and the TCPStore's. 2^40-byte lengths, truncated frames
+// and random bytes each get the connection closed within a second, a thousand of them leave
+// the listening process within a few MiB, and the job then works as if nothing happened.
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/internal/endian.h"
+#include "absl/strings/str_cat.h"
+#include "backends/tcp/tcp_transport.h"
+#include "frontend/elastic/communicator.h"
+#include "frontend/elastic/master_node.h"
+#include "frontend/elastic/master_protocol.h"
+#include "frontend/store/hash_store.h"
+#include "frontend/store/socket_util.h"
+#include "frontend/store/tcp_store.h"
+#include "frontend/store/tcp_store_protocol.h"
+#include "gtest/gtest.h"
+
+namespace plexus {
+namespace {
+
+constexpr absl::Duration kClosedWithin = absl::Seconds(1);
+
+int64_t ResidentKiB() {
+  long pages = 0, resident = 0;
+  FILE* statm = std::fopen("/proc/self/statm", "r");
+  if (statm == nullptr) return 0;
+  if (std::fscanf(statm, "%ld %ld", &pages, &resident) != 2) resident = 0;
+  std::fclose(statm);
+  return resident * sysconf(_SC_PAGESIZE) / 1024;
+}
+
+std::string RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 random(seed);
+  std::string bytes(n, '\0');
+  for (char& c : bytes) c = static_cast<char>(random());
+  return bytes;
+}
+
+std::string LengthHeader(uint64_t length) {
+  char header[8];
+  absl::little_endian::Store64(header, length);
+  return std::string(header, 8);
+}
+
+// Connects, sends `bytes` (then ends its side when `half_close`), and returns how long the
+// server took to close the connection; a failure if it stays open past kClosedWithin.
+absl::StatusOr<absl::Duration> TimeToClose(int port, const std::string& bytes, bool half_close) {
+  auto fd = ConnectTcpWithRetry("127.0.0.1", port, absl::Now() + absl::Seconds(5));
+  if (!fd.ok()) return fd.status();
+  const absl::Time start = absl::Now();
+  (void)SendAll(fd->get(), bytes, start + absl::Seconds(1));  // The server may close first.
+  if (half_close) shutdown(fd->get(), SHUT_WR);
+  char sink[4096];
+  while (true) {
+    absl::Status read = RecvExact(fd->get(), sink, 1, start + kClosedWithin);
+    if (absl::IsDeadlineExceeded(read)) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("port ", port, " kept the connection open past ", absl::FormatDuration(
+                                                                              kClosedWithin)));
+    }
+    if (!read.ok()) return absl::Now() - start;  // Closed (or reset).
+  }
+}
+
+// The abuses every listener gets: a 2^40-byte length, a truncated frame, random bytes.
+std::vector<std::pair<std::string, bool>> Abuses(const std::string& valid_prefix, uint32_t seed) {
+  return {
+      {valid_prefix + LengthHeader(uint64_t{1} << 40) + "x", false},
+      {valid_prefix + LengthHeader(100) + "only part of it", true},
+      {RandomBytes(4096, seed), false},
+      {RandomBytes(3, seed + 1), true},
+  };
+}
+
+void ExpectEveryAbuseClosedPromptly(int port, const std::string& valid_prefix, int rounds,
+                                    int64_t max_growth_kib) {
+  for (int warm = 0; warm < 20; ++warm) {  // Let allocator pools settle before measuring.
+    for (auto& [bytes, half] : Abuses(valid_prefix, warm)) (void)TimeToClose(port, bytes, half);
+  }
+  const int64_t before = ResidentKiB();
+  absl::Duration slowest;
+  for (int round = 0; round < rounds; ++round) {
+    for (auto& [bytes, half] : Abuses(valid_prefix, 1000 + round)) {
+      auto took = TimeToClose(port, bytes, half);
+      ASSERT_TRUE(took.ok()) << took.status() << " (round " << round << ")";
+      slowest = std::max(slowest, *took);
+    }
+  }
+  EXPECT_LT(ResidentKiB() - before, max_growth_kib);
+  EXPECT_LT(slowest, kClosedWithin);
+}
+
+TEST(ListenerAbuseTest, TheElasticMasterClosesHostileConnectionsAndKeepsServing) {
+  elastic::MasterNodeOptions options;
+  options.listen_address = "127.0.0.1:0";
+  options.secret = "";
+  options.tls = auth::TlsFiles{};
+  auto master = elastic::MasterNode::Create(options);
+  ASSERT_TRUE(master.ok()) << master.status();
+  ASSERT_TRUE((*master)->Run().ok());
+  // A valid hello first, so the frames after it reach the message parser too.
+  const std::string hello = elastic::EncodeFrame(
+      {elastic::MessageType::kHello, {elastic::kMagic, elastic::kProtocolVersion, 0}, ""});
+  ExpectEveryAbuseClosedPromptly((*master)->port(), "", 125, 4 * 1024);
+  ExpectEveryAbuseClosedPromptly((*master)->port(), hello, 125, 4 * 1024);
+
+  elastic::CommunicatorOptions peer;
+  peer.master_address = absl::StrCat("127.0.0.1:", (*master)->port());
+  peer.secret = "";
+  peer.tls = auth::TlsFiles{};
+  auto comm = elastic::Communicator::Create(peer);
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  ASSERT_TRUE((*comm)->Connect().ok());
+  std::vector<float> in(1000, 2.0f), out(1000);
+  elastic::ReduceDescriptor descriptor;
+  descriptor.count = 1000;
+  descriptor.tag = 1;
+  auto reduced = (*comm)->AllReduce(in.data(), out.data(), descriptor);
+  ASSERT_TRUE(reduced.ok()) << reduced.status();
+  EXPECT_EQ(out[999], 2.0f);
+}
+
+TEST(ListenerAbuseTest, AFormingMeshDropsHostileConnectionsAndStillForms) {
+  auto store = std::make_shared<HashStore>(absl::Seconds(60));
+  auto make = [&](int rank) {
+    TcpTransportOptions options;
+    options.store = store;
+    options.rank = rank;
+    options.size = 2;
+    options.group_name = "abused";
+    options.address = "127.0.0.1";
+    options.connect_timeout = absl::Seconds(60);
+    options.secret = "";
+    options.tls = auth::TlsFiles{};
+    options.shared_memory_config = tcp::ShmConfig{tcp::ShmMode::kOff};
+    return TcpTransport::Create(options);
+  };
+  // Rank 1 accepts rank 0's connection: it listens, and waits, while the abuse goes on.
+  absl::StatusOr<std::unique_ptr<TcpTransport>> rank1 = absl::UnknownError("not created");
+  std::thread waiting([&] { rank1 = make(1); });
+  ASSERT_TRUE(store->Wait({"addr/1"}, absl::Seconds(30)).ok());
+  const std::string address = *store->Get("addr/1");
+  const int port = std::stoi(address.substr(address.rfind(':') + 1));
+  // A hello's first bytes (magic "PLXT", version 1), so the rest is judged too.
+  const std::string hello_start("PLXT\x01\x00", 6);
+  ExpectEveryAbuseClosedPromptly(port, "", 125, 4 * 1024);
+  ExpectEveryAbuseClosedPromptly(port, hello_start, 125, 4 * 1024);
+
+  auto rank0 = make(0);
+  waiting.join();
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  ASSERT_TRUE(rank1.ok()) << rank1.status();
+  std::vector<uint8_t> sent(100000, 7), received(100000);
+  const MessageTag tag{MakeTag(1, 1), 0};
+  WorkPtr recv = (*rank1)->Recv(0, tag, {received.data(), received.size()}, absl::Seconds(20));
+  ASSERT_TRUE((*rank0)->Send(1, tag, {sent.data(), sent.size()}, absl::Seconds(20))
+                  ->Wait(absl::Seconds(20)).ok());
+  ASSERT_TRUE(recv->Wait(absl::Seconds(20)).ok());
+  EXPECT_EQ(received, sent);
+}
+
+TEST(ListenerAbuseTest, TheStoreClosesHostileConnectionsAndKeepsServing) {
+  TCPStoreOptions options;
+  options.is_server = true;
+  options.wait_for_workers = false;
+  options.secret = "";
+  options.tls = auth::TlsFiles{};
+  auto store = TCPStore::Create(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE((*store)->Set("before", "abuse").ok());
+  ExpectEveryAbuseClosedPromptly((*store)->port(), "", 125, 4 * 1024);
+  ExpectEveryAbuseClosedPromptly((*store)->port(), tcp_store::HandshakeBytes(0), 125, 4 * 1024);
+  EXPECT_EQ(*(*store)->Get("before"), "abuse");
+}
+
+}  // namespace
+}  // namespace plexus
