@@ -44,8 +44,17 @@ std::string Hello(const MeshOptions& options) {
 absl::StatusOr<int> ReadHello(const Connection& connection, const MeshOptions& options,
                               absl::Time deadline) {
   char bytes[kHelloBytes];
-  RETURN_IF_ERROR(RecvExact(connection.fd.get(), connection.cipher.get(), bytes, kHelloBytes,
-                            deadline));
+  // The magic first: a stranger that sends a few bytes and waits is judged at once.
+  RETURN_IF_ERROR(RecvExact(connection.fd.get(), connection.cipher.get(), bytes, 4, deadline));
+  if (absl::little_endian::Load32(bytes) != kHelloMagic) {
+    return absl::UnauthenticatedError(
+        absl::string_view(bytes, 4) == auth::kHelloMagic
+            ? "handshake: peer authenticates with a shared secret, this rank has none (set "
+              "PLEXUS_SECRET on every rank)"
+            : "handshake: bad magic (not a plexus tcp peer)");
+  }
+  RETURN_IF_ERROR(RecvExact(connection.fd.get(), connection.cipher.get(), bytes + 4,
+                            kHelloBytes - 4, deadline));
   return ParseHello(absl::string_view(bytes, kHelloBytes), options);
 }
 

@@ -71,10 +71,12 @@ absl::StatusOr<absl::Duration> TimeToClose(int port, const std::string& bytes, b
   }
 }
 
-// The abuses every listener gets: a 2^40-byte length, a truncated frame, random bytes.
-std::vector<std::pair<std::string, bool>> Abuses(const std::string& valid_prefix, uint32_t seed) {
+// The abuses every listener gets after `valid_prefix`: `oversized` (a 2^40-byte length, or
+// the protocol's equivalent), a truncated frame, random bytes.
+std::vector<std::pair<std::string, bool>> Abuses(const std::string& valid_prefix,
+                                                 const std::string& oversized, uint32_t seed) {
   return {
-      {valid_prefix + LengthHeader(uint64_t{1} << 40) + "x", false},
+      {valid_prefix + oversized, false},
       {valid_prefix + LengthHeader(100) + "only part of it", true},
       {RandomBytes(4096, seed), false},
       {RandomBytes(3, seed + 1), true},
@@ -82,14 +84,18 @@ std::vector<std::pair<std::string, bool>> Abuses(const std::string& valid_prefix
 }
 
 void ExpectEveryAbuseClosedPromptly(int port, const std::string& valid_prefix, int rounds,
-                                    int64_t max_growth_kib) {
+                                    int64_t max_growth_kib,
+                                    const std::string& oversized =
+                                        LengthHeader(uint64_t{1} << 40) + "x") {
   for (int warm = 0; warm < 20; ++warm) {  // Let allocator pools settle before measuring.
-    for (auto& [bytes, half] : Abuses(valid_prefix, warm)) (void)TimeToClose(port, bytes, half);
+    for (auto& [bytes, half] : Abuses(valid_prefix, oversized, warm)) {
+      (void)TimeToClose(port, bytes, half);
+    }
   }
   const int64_t before = ResidentKiB();
   absl::Duration slowest;
   for (int round = 0; round < rounds; ++round) {
-    for (auto& [bytes, half] : Abuses(valid_prefix, 1000 + round)) {
+    for (auto& [bytes, half] : Abuses(valid_prefix, oversized, 1000 + round)) {
       auto took = TimeToClose(port, bytes, half);
       ASSERT_TRUE(took.ok()) << took.status() << " (round " << round << ")";
       slowest = std::max(slowest, *took);
@@ -150,10 +156,13 @@ TEST(ListenerAbuseTest, AFormingMeshDropsHostileConnectionsAndStillForms) {
   ASSERT_TRUE(store->Wait({"addr/1"}, absl::Seconds(30)).ok());
   const std::string address = *store->Get("addr/1");
   const int port = std::stoi(address.substr(address.rfind(':') + 1));
-  // A hello's first bytes (magic "PLXT", version 1), so the rest is judged too.
+  // The hello has no length field; its oversized case claims a 2^31-rank group. After a hello's
+  // first bytes (magic "PLXT", version 1) the rest is judged too.
+  std::string huge_hello("PLXT\x01\x00\x00\x00", 8);
+  huge_hello += std::string("\xff\xff\xff\x7f\xff\xff\xff\x7f", 8) + std::string(8, '\x01');
   const std::string hello_start("PLXT\x01\x00", 6);
-  ExpectEveryAbuseClosedPromptly(port, "", 125, 4 * 1024);
-  ExpectEveryAbuseClosedPromptly(port, hello_start, 125, 4 * 1024);
+  ExpectEveryAbuseClosedPromptly(port, "", 125, 4 * 1024, huge_hello);
+  ExpectEveryAbuseClosedPromptly(port, hello_start, 125, 4 * 1024, huge_hello.substr(6));
 
   auto rank0 = make(0);
   waiting.join();
