@@ -3,8 +3,9 @@
 # (--config=asan) and ThreadSanitizer (--config=tsan), each over the subset that exercises the
 # code reading the network and sharing state between threads and processes, sized to keep CI
 # well inside its limit (about 10 minutes for both on 2 cores):
-#   asan: stores and their server, authentication, the tcp transport and its rings, the
-#         algorithms and collective queue, SIGKILL/SIGSTOP/mismatch fault tests, and the tcp
+#   asan: stores and their server, authentication and TLS, the tcp transport and its rings, the
+#         algorithms and collective queue, SIGKILL/SIGSTOP/mismatch fault tests, hostile bytes
+#         at every listening port, and the tcp
 #         conformance suites (shared memory) at every world size;
 #   tsan: the same units and the fault suite over sockets. ThreadSanitizer cannot follow
 #         ordering that passes through another process: frames through the shared-memory rings,
@@ -19,7 +20,7 @@ cd "$(dirname "$0")/.."
 asan_targets=(
   //frontend/store:all //frontend/auth:all //backends/tcp:all //algorithms:all
   //tests/fault:fault_test //tests/fault:fault_sockets_test //tests/fault:heartbeat_test
-  //tests/conformance:reductions_tcp_test //tests/conformance:semantics_tcp_test
+  //tests/fault:listener_abuse_test //tests/conformance:reductions_tcp_test //tests/conformance:semantics_tcp_test
   //tests/conformance:data_movement_tcp_test
 )
 tsan_targets=(

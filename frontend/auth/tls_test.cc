@@ -47,23 +47,38 @@ class TlsTest : public ::testing::Test {
     return {std::move(connected), std::move(accepted)};
   }
 
+  struct Linked {
+    ScopedFd a, b;  // The client's socket, the server's.
+    std::unique_ptr<TlsSession> client, server;
+  };
+  // alice (client) and bob (server), each verifying the other against the CA, connected.
+  void Link(Linked& link) {
+    auto alice = TlsContext::Create(Files("alice"));
+    auto bob = TlsContext::Create(Files("bob"));
+    ASSERT_TRUE(alice.ok() && bob.ok()) << alice.status() << bob.status();
+    EXPECT_TRUE((*alice)->verifies_peers());
+    Pair(link.a, link.b);
+    auto [client, server] = Connect(**alice, **bob, link.a.get(), link.b.get());
+    ASSERT_TRUE(client.ok()) << client.status();
+    ASSERT_TRUE(server.ok()) << server.status();
+    link.client = std::move(client).value();
+    link.server = std::move(server).value();
+  }
+
   static std::string* directory_;
 };
 
 std::string* TlsTest::directory_ = nullptr;
 
 TEST_F(TlsTest, MutualTlsCarriesDataBothWaysAndAgreesOnTheChannelBinding) {
-  auto alice = TlsContext::Create(Files("alice"));
-  auto bob = TlsContext::Create(Files("bob"));
-  ASSERT_TRUE(alice.ok() && bob.ok()) << alice.status() << bob.status();
-  EXPECT_TRUE((*alice)->verifies_peers());
-  ScopedFd a, b;
-  Pair(a, b);
-  auto [client, server] = Connect(**alice, **bob, a.get(), b.get());
-  ASSERT_TRUE(client.ok()) << client.status();
-  ASSERT_TRUE(server.ok()) << server.status();
-  EXPECT_EQ((*client)->ChannelBinding(), (*server)->ChannelBinding());
-  EXPECT_EQ((*client)->ChannelBinding().size(), 32u);
+  Linked link;
+  ASSERT_NO_FATAL_FAILURE(Link(link));
+  ScopedFd& a = link.a;
+  ScopedFd& b = link.b;
+  std::unique_ptr<TlsSession>& client = link.client;
+  std::unique_ptr<TlsSession>& server = link.server;
+  EXPECT_EQ(client->ChannelBinding(), server->ChannelBinding());
+  EXPECT_EQ(client->ChannelBinding().size(), 32u);
 
   // 4 MiB one way while 4 MiB come back: the socket fills, records are left half sent, and
   // every byte still arrives once and in order.
@@ -77,13 +92,13 @@ TEST_F(TlsTest, MutualTlsCarriesDataBothWaysAndAgreesOnTheChannelBinding) {
   std::string received_by_server(size, '\0');
   absl::Status serving;
   std::thread server_side([&] {
-    serving = RecvExact(b.get(), server->get(), received_by_server.data(), size, deadline);
-    if (serving.ok()) serving = SendAll(b.get(), server->get(), back, deadline);
+    serving = RecvExact(b.get(), server.get(), received_by_server.data(), size, deadline);
+    if (serving.ok()) serving = SendAll(b.get(), server.get(), back, deadline);
   });
-  ASSERT_TRUE(SendAll(a.get(), client->get(), out, deadline).ok());
-  EXPECT_FALSE((*client)->HasPendingOutput());
+  ASSERT_TRUE(SendAll(a.get(), client.get(), out, deadline).ok());
+  EXPECT_FALSE(client->HasPendingOutput());
   std::string received_by_client(size, '\0');
-  ASSERT_TRUE(RecvExact(a.get(), client->get(), received_by_client.data(), size, deadline).ok());
+  ASSERT_TRUE(RecvExact(a.get(), client.get(), received_by_client.data(), size, deadline).ok());
   server_side.join();
   ASSERT_TRUE(serving.ok()) << serving;
   EXPECT_TRUE(received_by_server == out);
@@ -91,12 +106,10 @@ TEST_F(TlsTest, MutualTlsCarriesDataBothWaysAndAgreesOnTheChannelBinding) {
 }
 
 TEST_F(TlsTest, FramesWrittenPieceByPieceArriveWhole) {
-  auto alice = TlsContext::Create(Files("alice"));
-  auto bob = TlsContext::Create(Files("bob"));
-  ScopedFd a, b;
-  Pair(a, b);
-  auto [client, server] = Connect(**alice, **bob, a.get(), b.get());
-  ASSERT_TRUE(client.ok() && server.ok());
+  Linked link;
+  ASSERT_NO_FATAL_FAILURE(Link(link));
+  TlsSession* client = link.client.get();
+  TlsSession* server = link.server.get();
   // A header and payload in two pieces, the way the transport writes frames.
   std::string header(32, 'h'), payload(100000, 'p');
   size_t written = 0;
@@ -113,12 +126,12 @@ TEST_F(TlsTest, FramesWrittenPieceByPieceArriveWhole) {
       } else {
         iov[count++] = {payload.data() + written - header.size(), total - written};
       }
-      const ssize_t n = (*client)->Write(iov, count);
+      const ssize_t n = client->Write(iov, count);
       if (n > 0) written += static_cast<size_t>(n);
-    } else if ((*client)->HasPendingOutput()) {
-      (*client)->Flush();
+    } else if (client->HasPendingOutput()) {
+      client->Flush();
     }
-    const ssize_t n = (*server)->Read(buffer, sizeof(buffer));
+    const ssize_t n = server->Read(buffer, sizeof(buffer));
     if (n > 0) received.append(buffer, static_cast<size_t>(n));
   }
   EXPECT_EQ(received, header + payload);
@@ -171,26 +184,26 @@ TEST_F(TlsTest, AClearTextPeerIsRefusedNotDowngraded) {
 }
 
 TEST_F(TlsTest, TheSharedSecretExchangeRunsInsideTheChannelAndIsBoundToIt) {
-  auto alice = TlsContext::Create(Files("alice"));
-  auto bob = TlsContext::Create(Files("bob"));
-  ScopedFd a, b;
-  Pair(a, b);
-  auto [client, server] = Connect(**alice, **bob, a.get(), b.get());
-  ASSERT_TRUE(client.ok() && server.ok());
+  Linked link;
+  ASSERT_NO_FATAL_FAILURE(Link(link));
+  ScopedFd& a = link.a;
+  ScopedFd& b = link.b;
+  std::unique_ptr<TlsSession>& client = link.client;
+  std::unique_ptr<TlsSession>& server = link.server;
   const std::string secret = "a secret both sides know well";
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   absl::Status accepted;
   std::thread serving([&] {
     accepted = AuthenticateClient(b.get(), secret, Purpose::kStore, "client", deadline,
-                                  server->get());
+                                  server.get());
   });
   EXPECT_TRUE(AuthenticateToServer(a.get(), secret, Purpose::kStore, "server", deadline,
-                                   client->get()).ok());
+                                   client.get()).ok());
   serving.join();
   EXPECT_TRUE(accepted.ok()) << accepted;
 
   // A proof computed for another channel (here: none) does not pass on this one.
-  ServerHandshake bound(secret, Purpose::kStore, (*server)->ChannelBinding());
+  ServerHandshake bound(secret, Purpose::kStore, server->ChannelBinding());
   ServerHandshake unbound(secret, Purpose::kStore, "");
   std::string hello = std::string(kHelloMagic) + std::string("\x01\x01\x00\x00", 4) +
                       std::string(kNonceBytes, 'n');
