@@ -186,24 +186,20 @@ TEST_F(TlsTest, AClearTextPeerIsRefusedNotDowngraded) {
 TEST_F(TlsTest, TheSharedSecretExchangeRunsInsideTheChannelAndIsBoundToIt) {
   Linked link;
   ASSERT_NO_FATAL_FAILURE(Link(link));
-  ScopedFd& a = link.a;
-  ScopedFd& b = link.b;
-  std::unique_ptr<TlsSession>& client = link.client;
-  std::unique_ptr<TlsSession>& server = link.server;
   const std::string secret = "a secret both sides know well";
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   absl::Status accepted;
   std::thread serving([&] {
-    accepted = AuthenticateClient(b.get(), secret, Purpose::kStore, "client", deadline,
-                                  server.get());
+    accepted = AuthenticateClient(link.b.get(), secret, Purpose::kStore, "client", deadline,
+                                  link.server.get());
   });
-  EXPECT_TRUE(AuthenticateToServer(a.get(), secret, Purpose::kStore, "server", deadline,
-                                   client.get()).ok());
+  EXPECT_TRUE(AuthenticateToServer(link.a.get(), secret, Purpose::kStore, "server", deadline,
+                                   link.client.get()).ok());
   serving.join();
   EXPECT_TRUE(accepted.ok()) << accepted;
 
   // A proof computed for another channel (here: none) does not pass on this one.
-  ServerHandshake bound(secret, Purpose::kStore, server->ChannelBinding());
+  ServerHandshake bound(secret, Purpose::kStore, link.server->ChannelBinding());
   ServerHandshake unbound(secret, Purpose::kStore, "");
   std::string hello = std::string(kHelloMagic) + std::string("\x01\x01\x00\x00", 4) +
                       std::string(kNonceBytes, 'n');
