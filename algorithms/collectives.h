@@ -39,6 +39,10 @@ class Collectives {
   // Fails queued work with Aborted and joins the worker.
   ~Collectives();
 
+  // Fails the running and every later operation with `reason` (the transport breaks).
+  void Abort(const absl::Status& reason) { transport_->Abort(reason); }
+  std::vector<int> LostPeers() { return transport_->LostPeers(); }
+
   int rank() const { return transport_->rank(); }
   int size() const { return transport_->size(); }
 

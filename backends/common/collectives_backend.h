@@ -44,6 +44,12 @@ class CollectivesBackend : public Backend {
   WorkPtr Send(const Tensor& tensor, int dst_rank, const SendOptions& options) override;
   WorkPtr Recv(const Tensor& tensor, int src_rank, const RecvOptions& options) override;
   WorkPtr RecvAnySource(const Tensor& tensor, const RecvOptions& options) override;
+  // Breaks the transport: whatever runs or waits fails with `reason`.
+  absl::Status Abort(const absl::Status& reason) override {
+    collectives_->Abort(reason);
+    return absl::OkStatus();
+  }
+  std::vector<int> LostRanks() override { return collectives_->LostPeers(); }
 
  protected:
   // Every dtype on cpu, receive-from-any-source, no survival of a lost peer: what a backend

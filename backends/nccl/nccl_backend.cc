@@ -32,6 +32,14 @@ absl::Status NcclBackend::Load() {
   return absl::OkStatus();
 }
 
+absl::Status NcclBackend::Abort(const absl::Status& reason) {
+  std::lock_guard<std::mutex> lock(issue_mu_);
+  for (auto& [device, communicator] : communicators_) {
+    if (communicator.ok()) (*communicator)->Abort(reason);
+  }
+  return absl::OkStatus();
+}
+
 NcclBackend::~NcclBackend() {
   // Abort first, so kernels waiting on peers exit; then the watcher fails what was pending.
   {

@@ -35,6 +35,8 @@ class NcclBackend : public Backend {
  public:
   static absl::StatusOr<std::shared_ptr<Backend>> Create(const BackendContext& context);
   ~NcclBackend() override;
+  // ncclCommAbort on every communicator: kernels waiting on peers end, pending work fails.
+  absl::Status Abort(const absl::Status& reason) override;
 
   std::string name() const override { return kNcclBackendName; }
   BackendCapabilities capabilities() const override;

@@ -107,6 +107,8 @@ class Loop {
   // Fails the operation's pending work here; with `notify_peers`, tells every peer to do so.
   void AbortOperation(uint64_t operation, const absl::Status& reason, bool notify_peers);
   void AbortAll(const absl::Status& reason);
+  // Peers lost (not departed with a goodbye), in rank order.
+  std::vector<int> LostPeers() const;
   // Queues a goodbye to every peer; Drained() says when they have been written.
   void SayGoodbye();
   bool Drained() const;

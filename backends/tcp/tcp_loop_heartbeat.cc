@@ -1,6 +1,7 @@
 // The tcp loop's heartbeats: every peer hears from this rank at least a fifth of the interval
 // apart, and a peer from which nothing arrived (frames, heartbeats, doorbells) for the whole
 // interval is lost, so a frozen process fails its peers' operations as a dead one does.
+// LostPeers reports who was lost.
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -56,6 +57,14 @@ void Loop::CheckHeartbeats(absl::Time now) {
       QueueFrame(p, beat);
     }
   }
+}
+
+std::vector<int> Loop::LostPeers() const {
+  std::vector<int> lost;
+  for (int i = 0; i < static_cast<int>(peers_.size()); ++i) {
+    if (i != rank_ && !peers_[i].alive && !peers_[i].departed) lost.push_back(i);
+  }
+  return lost;
 }
 
 }  // namespace plexus::tcp

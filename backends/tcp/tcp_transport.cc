@@ -388,4 +388,10 @@ void TcpTransport::Abort(absl::Status reason) {
   RunOnLoopNow([&](tcp::Loop& loop) { loop.AbortAll(reason); });
 }
 
+std::vector<int> TcpTransport::LostPeers() {
+  std::vector<int> lost;
+  RunOnLoopNow([&](tcp::Loop& loop) { lost = loop.LostPeers(); });
+  return lost;
+}
+
 }  // namespace plexus

@@ -78,6 +78,7 @@ class TcpTransport : public Transport {
   WorkPtr RecvFromAny(MessageTag tag, absl::Span<uint8_t> data, absl::Duration timeout) override;
   void AbortOperation(uint64_t operation, absl::Status reason) override;
   void Abort(absl::Status reason) override;
+  std::vector<int> LostPeers() override;
 
   // How many peers this rank reaches through shared memory.
   int shared_memory_peers() const { return shm_peers_; }

@@ -19,6 +19,7 @@
 #include <vector>
 #include <optional>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "frontend/core/device.h"
@@ -81,6 +82,18 @@ class Backend {
 
   virtual std::string name() const = 0;
   virtual BackendCapabilities capabilities() const = 0;
+
+  // Fails every pending and future operation with `reason` and releases what the backend can
+  // (connections, vendor communicators) without waiting on peers; never ends the process.
+  // Thread-safe; idempotent. Unimplemented where the backend cannot abort (the process group
+  // still refuses new operations then).
+  virtual absl::Status Abort(const absl::Status& reason) {
+    return absl::UnimplementedError(absl::StrCat("backend ", name(), " cannot abort: ",
+                                                 reason.message()));
+  }
+  // Ranks of the group this backend has found gone (crashed, silent, reset), in rank order;
+  // empty when it cannot tell.
+  virtual std::vector<int> LostRanks() { return {}; }
 
   // Root's tensor is copied into every rank's tensor.
   virtual WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options) = 0;

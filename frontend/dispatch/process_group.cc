@@ -143,6 +143,7 @@ ProcessGroup::ProcessGroup(Config config, const BackendRegistry& registry,
 absl::StatusOr<WorkPtr> ProcessGroup::Launch(
     const Served& served, const CollectiveDescription& description, absl::Duration timeout,
     absl::FunctionRef<absl::StatusOr<WorkPtr>()> call) {
+  if (is_aborted_.load(std::memory_order_acquire)) return aborted();
   RETURN_IF_ERROR(CheckAgreement(served, description));
   return Track({description.op, description.dtype, description.count, description.root, -1,
                 description.reduce_op >= 0
@@ -155,6 +156,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::Launch(
 absl::StatusOr<WorkPtr> ProcessGroup::Track(const FlightRecorder::Operation& operation,
                                             bool point_to_point,
                                             absl::FunctionRef<absl::StatusOr<WorkPtr>()> call) {
+  if (is_aborted_.load(std::memory_order_acquire)) return aborted();
   if (recorder_ == nullptr) return call();
   const uint64_t handle = recorder_->Record(operation, point_to_point);
   absl::StatusOr<WorkPtr> work = call();
@@ -236,21 +238,7 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::NewGroup(std::vector
           absl::StrCat("new_group '", name, "': rank ", ranks[i], " is listed twice"));
     }
   }
-  auto member = std::find(ranks.begin(), ranks.end(), config_.rank);
-  if (member == ranks.end()) return std::shared_ptr<ProcessGroup>();
-  Config config;
-  config.name = name;
-  config.rank = static_cast<int>(member - ranks.begin());
-  config.size = static_cast<int>(ranks.size());
-  for (int r : ranks) config.global_ranks.push_back(config_.global_ranks[r]);
-  config.store = std::make_shared<PrefixStore>(absl::StrCat("group.", id), config_.store);
-  config.backend = backend.empty() ? backend_string() : std::move(backend);
-  config.timeout = config_.timeout;
-  config.address = config_.address;
-  config.secret = config_.secret;
-  RETURN_IF_ERROR(StoreBarrier(*config.store, "new_group", config.rank, config.size,
-                               config.timeout));
-  return Create(std::move(config), registry_);
+  return Child(name, absl::StrCat("group.", id), ranks, "new_group", std::move(backend));
 }
 
 absl::Status ProcessGroup::Shutdown(absl::Duration timeout) {

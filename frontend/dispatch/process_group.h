@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 #include <optional>
@@ -69,6 +70,36 @@ class ProcessGroup {
   // Returns nullptr on ranks outside the subgroup. `backend` defaults to this group's.
   absl::StatusOr<std::shared_ptr<ProcessGroup>> NewGroup(std::vector<int> ranks,
                                                          std::string backend = "");
+
+  // --- Lifecycle after a failure (process_group_lifecycle.cc). ---
+
+  // Fails every pending operation of this group and every later one with Aborted carrying
+  // `reason`, on this rank only, and makes its backends release their connections and vendor
+  // communicators (ncclCommAbort, Gloo's pairs; MPI only marks its requests failed). Returns
+  // at once; never ends the process; idempotent. Unimplemented lists backends that could not
+  // abort (the group refuses new operations regardless).
+  absl::Status Abort(absl::string_view reason);
+  // OK until Abort; then the Aborted status every operation fails with.
+  absl::Status aborted() const;
+
+  // MPI_Comm_split: every rank of the group calls it; ranks passing the same `color` form a
+  // new group, ordered by (`key`, rank in this group). `color` < 0 (kNoColor) joins none and
+  // gets nullptr. Same backend string; a rank that never calls it fails everyone's call with
+  // DeadlineExceeded naming it.
+  static constexpr int kNoColor = -1;
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> Split(int color, int key);
+
+  // The group of this group's ranks minus `excluded` (ranks of this group), renumbered densely
+  // in rank order, with the same backend string, built over this group's store without a new
+  // rendezvous; aborts this group first. Called by the survivors only: the first proposal
+  // written to the store is the membership every survivor adopts, so ranks never end up in
+  // different groups; a rank the agreed record excludes gets FailedPrecondition saying so.
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> Shrink(std::vector<int> excluded);
+  // Shrink excluding the ranks found lost (LostRanks). A rank that found none waits for a
+  // survivor that did to decide; DeadlineExceeded when nobody did within the group timeout.
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> ShrinkLost();
+  // The ranks of this group its backends have found gone, in rank order.
+  std::vector<int> LostRanks() const;
 
   // Collective departure, as destroy_process_group: every rank calls it before exiting, and it
   // returns (within `timeout`) once every rank has called it - so no rank closes connections
@@ -144,6 +175,23 @@ class ProcessGroup {
   const std::shared_ptr<FlightRecorder> recorder_;  // Null when PLEXUS_FLIGHT_RECORDER=0.
   std::unique_ptr<CollectiveCheck> check_;  // Null when no backend needs one.
   std::atomic<int64_t> next_subgroup_id_{1};
+  std::atomic<int64_t> next_shrink_{1};
+  mutable std::mutex abort_mu_;
+  absl::Status aborted_;  // Guarded by abort_mu_.
+  std::atomic<bool> is_aborted_{false};  // aborted_ is set (checked before every operation).
+
+  static std::string ShrinkKey(int64_t generation);
+  // Builds the group a shrink record ("=1,3": ranks excluded) describes.
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> AdoptShrink(int64_t generation,
+                                                            absl::string_view decided);
+  // A child group of this one: `members` (ranks here, in the new group's order) under `name`,
+  // its store under `store_prefix`, with `backend` ("": this group's); nullptr when this rank
+  // is not a member. Collective over the members.
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> Child(const std::string& name,
+                                                      const std::string& store_prefix,
+                                                      const std::vector<int>& members,
+                                                      const char* barrier,
+                                                      std::string backend = "");
 };
 
 }  // namespace plexus

@@ -16,6 +16,7 @@
 #define PLEXUS_FRONTEND_TRANSPORT_TRANSPORT_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -66,6 +67,10 @@ class Transport {
 
   // Fails every pending and future operation with `reason`.
   virtual void Abort(absl::Status reason) = 0;
+
+  // Peers this transport has found gone (crashed, silent past the heartbeat, connection
+  // reset), in rank order; empty when it cannot tell (the default).
+  virtual std::vector<int> LostPeers() { return {}; }
 
   // Memory every rank maps, when all of them share this host; null otherwise (the default).
   // Valid as long as the transport.

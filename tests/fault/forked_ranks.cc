@@ -64,7 +64,8 @@ void ReapRanks(const ForkedRanks& ranks) {
 
 ForkedRanks ForkRanksLoopingAllReduce(int world_size, const std::string& url,
                                       const std::string& backend, int64_t floats,
-                                      absl::Duration timeout, int* ready_count) {
+                                      absl::Duration timeout, int* ready_count,
+                                      const AfterFailure& then) {
   int ready[2];
   if (pipe(ready) != 0) abort();
   ForkedRanks ranks = ForkRanks(world_size, [&](int rank) -> absl::Status {
@@ -79,10 +80,9 @@ ForkedRanks ForkRanksLoopingAllReduce(int world_size, const std::string& url,
         close(ready[1]);
       }
       auto work = (*group)->AllReduce(Tensor::Flat(data.data(), DType::kFloat32, data.size()));
-      if (!work.ok()) return work.status();
-      if (absl::Status status = (*work)->Wait(timeout + absl::Seconds(5)); !status.ok()) {
-        return status;
-      }
+      absl::Status status =
+          work.ok() ? (*work)->Wait(timeout + absl::Seconds(5)) : work.status();
+      if (!status.ok()) return then ? then(rank, **group, status) : status;
     }
   });
   close(ready[1]);

@@ -47,9 +47,13 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> JoinGroup(const std::string& url, 
 // that loop over all_reduces of `floats` float32 elements until one fails, each reporting the
 // status it failed with. Returns once every rank has completed one all_reduce, so a signal sent
 // then lands mid-collective; `*ready` says how many did (fewer when a rank failed first).
+// With `then`, a rank whose all_reduce failed reports then(rank, group, failure) instead.
+using AfterFailure =
+    std::function<absl::Status(int rank, ProcessGroup& group, const absl::Status& failure)>;
 ForkedRanks ForkRanksLoopingAllReduce(int world_size, const std::string& url,
                                       const std::string& backend, int64_t floats,
-                                      absl::Duration timeout, int* ready);
+                                      absl::Duration timeout, int* ready,
+                                      const AfterFailure& then = nullptr);
 
 }  // namespace plexus::testing
 
