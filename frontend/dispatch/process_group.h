@@ -94,6 +94,8 @@ class ProcessGroup {
   // rendezvous; aborts this group first. Called by the survivors only: the first proposal
   // written to the store is the membership every survivor adopts, so ranks never end up in
   // different groups; a rank the agreed record excludes gets FailedPrecondition saying so.
+  // Shrinking a world group (global ranks 0..size-1) makes a new world: its global ranks are
+  // its own ranks.
   absl::StatusOr<std::shared_ptr<ProcessGroup>> Shrink(std::vector<int> excluded);
   // Shrink excluding the ranks found lost (LostRanks). A rank that found none waits for a
   // survivor that did to decide; DeadlineExceeded when nobody did within the group timeout.
@@ -186,12 +188,14 @@ class ProcessGroup {
                                                             absl::string_view decided);
   // A child group of this one: `members` (ranks here, in the new group's order) under `name`,
   // its store under `store_prefix`, with `backend` ("": this group's); nullptr when this rank
-  // is not a member. Collective over the members.
+  // is not a member. Collective over the members. `new_world`: the child replaces a world
+  // group, and its global ranks are its own ranks.
   absl::StatusOr<std::shared_ptr<ProcessGroup>> Child(const std::string& name,
                                                       const std::string& store_prefix,
                                                       const std::vector<int>& members,
                                                       const char* barrier,
-                                                      std::string backend = "");
+                                                      std::string backend = "",
+                                                      bool new_world = false);
 };
 
 }  // namespace plexus

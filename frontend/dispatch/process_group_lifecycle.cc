@@ -37,7 +37,7 @@ absl::StatusOr<std::vector<int>> ParseRankList(absl::string_view text) {
 
 absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Child(
     const std::string& name, const std::string& store_prefix, const std::vector<int>& members,
-    const char* barrier, std::string backend) {
+    const char* barrier, std::string backend, bool new_world) {
   auto member = std::find(members.begin(), members.end(), config_.rank);
   if (member == members.end()) return std::shared_ptr<ProcessGroup>();
   Config config = config_;
@@ -45,7 +45,9 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Child(
   config.rank = static_cast<int>(member - members.begin());
   config.size = static_cast<int>(members.size());
   config.global_ranks.clear();
-  for (int r : members) config.global_ranks.push_back(config_.global_ranks[r]);
+  for (int r = 0; r < config.size; ++r) {
+    config.global_ranks.push_back(new_world ? r : config_.global_ranks[members[r]]);
+  }
   config.store = std::make_shared<PrefixStore>(store_prefix, config_.store);
   if (!backend.empty()) config.backend = std::move(backend);
   RETURN_IF_ERROR(StoreBarrier(*config.store, barrier, config.rank, config.size, config.timeout));
@@ -195,8 +197,10 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::AdoptShrink(
   }
   Log(LogLevel::kInfo, absl::StrCat("group '", config_.name, "' shrinks to ", members.size(),
                                     " ranks, without rank(s) ", RankList(excluded)));
+  bool world = true;
+  for (int r = 0; r < config_.size; ++r) world &= config_.global_ranks[r] == r;
   return Child(absl::StrCat(config_.name, ".shrink", generation),
-               absl::StrCat("shrink.", generation), members, "shrink");
+               absl::StrCat("shrink.", generation), members, "shrink", "", world);
 }
 
 }  // namespace plexus

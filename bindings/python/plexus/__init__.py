@@ -27,6 +27,12 @@ from plexus._plexus import (  # noqa: F401 - the public C++ types
     Work,
     WorkStats,
 )
+from plexus._lifecycle import (  # noqa: F401
+    _abort_process_group,
+    abort_process_group,
+    shrink_group,
+    split_group,
+)
 from plexus._api import (  # noqa: F401
     _all_gather_base,
     _reduce_scatter_base,

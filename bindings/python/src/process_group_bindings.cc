@@ -151,6 +151,42 @@ void RegisterProcessGroup(py::module_& module) {
           },
           py::arg("ranks"), py::arg("backend") = "")
       .def(
+          "abort",
+          [](ProcessGroup& self, const std::string& reason) {
+            absl::Status status;
+            {
+              py::gil_scoped_release release;
+              status = self.Abort(reason);
+            }
+            // A backend that could not abort what it runs is reported, not raised: the group
+            // refuses new operations regardless.
+            return status.ok() ? std::string() : std::string(status.message());
+          },
+          py::arg("reason"))
+      .def_property_readonly("lost_ranks", &ProcessGroup::LostRanks)
+      .def(
+          "shrink",
+          [](ProcessGroup& self, std::optional<std::vector<int>> excluded) {
+            absl::StatusOr<Group> group;
+            {
+              py::gil_scoped_release release;
+              group = excluded.has_value() ? self.Shrink(std::move(*excluded)) : self.ShrinkLost();
+            }
+            return ForPython(ValueOrThrow(std::move(group)));
+          },
+          py::arg("excluded") = py::none())
+      .def(
+          "split",
+          [](ProcessGroup& self, int color, int key) {
+            absl::StatusOr<Group> group;
+            {
+              py::gil_scoped_release release;
+              group = self.Split(color, key);
+            }
+            return ForPython(ValueOrThrow(std::move(group)));
+          },
+          py::arg("color"), py::arg("key"))
+      .def(
           "shutdown",
           [](ProcessGroup& self, py::handle timeout) {
             absl::Duration limit = ToDuration(timeout, self.timeout(), "shutdown timeout");
