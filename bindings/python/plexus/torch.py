@@ -11,6 +11,10 @@ both cpu and cuda devices, so DDP on GPUs works with backend="plexus". The group
 Python subclass of torch's ProcessGroup (the custom-backend route of c10d), so it needs no
 compiled torch extension; tensors are handed to plexus without copies.
 
+After a rank dies, abort_process_group(), shrink_group() and split_group() here give the
+survivors a working "plexus" group without restarting the job (see
+examples/ddp_shrink_recovery.py and docs/fault_tolerance.md).
+
 Limits: recv(src=None) cannot report the sender through torch's Work, so it is refused;
 Work.wait(timeout) ignores the timeout (the group's own timeout still applies). Ranks on one
 host talk through shared-memory rings, but all-reduce does not use the shared-memory arena
@@ -66,6 +70,15 @@ class ProcessGroupPlexus(_TorchProcessGroup):
             self._pg = _plexus.init_process_group(self._backend, "env://", rank, size,
                                                   timeout, store, "torch")
 
+    @classmethod
+    def _wrapping(cls, pg):
+        """A torch process group over an existing plexus.ProcessGroup (from shrink or split)."""
+        group = cls.__new__(cls)
+        _TorchProcessGroup.__init__(group, pg.rank(), pg.size())
+        group._backend = pg.backend
+        group._pg = pg
+        return group
+
     @property
     def plexus_group(self):
         """The underlying plexus.ProcessGroup."""
@@ -82,13 +95,22 @@ class ProcessGroupPlexus(_TorchProcessGroup):
 
     @staticmethod
     def _wrap(work, result):
-        future = torch.futures.Future()
+        # The error reaches torch through a then() callback, which torch turns into a C++
+        # exception: one set with set_exception stays a Python object, and DDP's reducer,
+        # running without the GIL, crashed (SIGSEGV in Reducer::finalize_backward, torch 1.13)
+        # when it rethrew that.
+        outcome = torch.futures.Future()
+
+        def settle(_):
+            error = outcome.value()
+            if error is not None:
+                raise RuntimeError(error)
+            return result
+
+        future = outcome.then(settle)
 
         def done(error):
-            if error is None:
-                future.set_result(result)
-            else:
-                future.set_exception(error)
+            outcome.set_result(None if error is None else str(error))
 
         work.add_done_callback(done)
         return _create_work_from_future(future)
@@ -195,6 +217,51 @@ class _AllOf:
             callback(None)
         for work in self._works:
             work.add_done_callback(one_done)
+
+
+def _plexus_group_of(group):
+    """The ProcessGroupPlexus for a `group=` argument (None: torch's default group)."""
+    if group is None:
+        group = torch_dist.distributed_c10d._get_default_group()
+    if not isinstance(group, ProcessGroupPlexus):
+        raise ValueError("plexus.torch: %r is not a group of the \"plexus\" backend" % (group,))
+    return group
+
+
+def abort_process_group(group=None, reason=None):
+    """Fails every pending and later collective of `group` (default: torch's default group) at
+    once with an error, on this rank, and releases its connections; the process goes on. DDP
+    built on it must be rebuilt on a new group (shrink_group)."""
+    problem = _plexus_group_of(group).plexus_group.abort(
+        reason or "plexus.torch.abort_process_group() was called")
+    if problem:
+        import warnings
+        warnings.warn(problem, RuntimeWarning, stacklevel=2)
+
+
+def shrink_group(ranks_to_exclude=None, group=None):
+    """A new "plexus" process group of `group`'s survivors (default: torch's default group):
+    without `ranks_to_exclude` (ranks of `group`), or without the ranks found lost when None.
+    Called by the survivors only; they agree on one membership through the store. Ranks are
+    renumbered densely. Pass it to DistributedDataParallel(process_group=...) and to
+    collectives (group=...); torch's default group is left as it was (aborted)."""
+    old = _plexus_group_of(group)
+    excluded = None if ranks_to_exclude is None else [int(r) for r in ranks_to_exclude]
+    return ProcessGroupPlexus._wrapping(old.plexus_group.shrink(excluded))
+
+
+def split_group(parent_pg=None, split_ranks=None):
+    """Subgroups of `parent_pg` (default: torch's default group), one per list of ranks in
+    `split_ranks` (in the new group's order), as MPI_Comm_split; every rank calls it with the
+    same lists. Returns this rank's "plexus" group, or None when it is in no list."""
+    parent = _plexus_group_of(parent_pg)
+    me = parent.rank()
+    color, key = -1, 0
+    for index, ranks in enumerate(split_ranks or []):
+        if me in ranks:
+            color, key = index, list(ranks).index(me)
+    child = parent.plexus_group.split(color, key)
+    return None if child is None else ProcessGroupPlexus._wrapping(child)
 
 
 def _create_process_group(store, rank, world_size, timeout):

@@ -92,3 +92,23 @@ def abort_pending(rank, world):
 def test_abort_process_group_ends_a_pending_collective():
     results = run_world(abort_pending, 2, destroy=False)
     assert results[0] == ("aborted", "aborted", True), results
+
+
+def test_the_ddp_recovery_example_keeps_training_after_a_rank_dies():
+    import re
+    import subprocess
+    import sys
+    example = os.path.join(os.getcwd(), "bindings", "python", "examples",
+                           "ddp_shrink_recovery.py")
+    done = subprocess.run([sys.executable, example, "--ranks", "4", "--victim", "3", "--steps",
+                           "12", "--die-at", "5"], capture_output=True, text=True, timeout=240)
+    output = done.stdout
+    assert done.returncode == 0, output + done.stderr
+    assert "survivors exited with [0, 0, 0]" in output, output
+    for rank in range(3):
+        after = re.findall(r"rank %d: step (\d+) loss ([0-9.]+) world 3" % rank, output)
+        assert [int(step) for step, _ in after][-1] == 11, output
+        assert all(float(loss) < 1.0 for _, loss in after), output
+        assert "rank %d: step 5 failed" % rank in output, output
+        assert "rank %d: done" % rank in output
+    assert "rank 3: step 5" not in output
