@@ -23,8 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds) != 0) abort();
   plexus::ScopedFd writer(fds[1]);
-  std::vector<plexus::ScopedFd> peers(2);
-  peers[1].Reset(fds[0]);
+  std::vector<plexus::Connection> peers(2);
+  peers[1].fd.Reset(fds[0]);
   plexus::tcp::SendLane lanes[2];
   plexus::ScopedFd epoll(epoll_create1(EPOLL_CLOEXEC));
   std::vector<uint8_t> buffers[4];
