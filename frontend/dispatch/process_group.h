@@ -183,6 +183,8 @@ class ProcessGroup {
   std::atomic<bool> is_aborted_{false};  // aborted_ is set (checked before every operation).
 
   static std::string ShrinkKey(int64_t generation);
+  // Unimplemented when a backend of this group cannot survive a lost rank (mpi).
+  absl::Status CheckCanShrink() const;
   // Builds the group a shrink record ("=1,3": ranks excluded) describes.
   absl::StatusOr<std::shared_ptr<ProcessGroup>> AdoptShrink(int64_t generation,
                                                             absl::string_view decided);

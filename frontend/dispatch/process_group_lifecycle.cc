@@ -145,6 +145,7 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Shrink(std::vector<i
     return absl::InvalidArgumentError(
         absl::StrCat("shrink of group '", config_.name, "': every rank would be excluded"));
   }
+  RETURN_IF_ERROR(CheckCanShrink());
   const int64_t generation = next_shrink_.fetch_add(1);
   // The first proposal stored wins; a slower survivor adopts it instead of its own view. The
   // "=" keeps an empty exclusion list distinguishable from no decision.
@@ -154,6 +155,7 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Shrink(std::vector<i
 }
 
 absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::ShrinkLost() {
+  RETURN_IF_ERROR(CheckCanShrink());
   const int64_t generation = next_shrink_.fetch_add(1);
   const std::vector<int> lost = LostRanks();
   std::string decided;
@@ -172,6 +174,17 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::ShrinkLost() {
     ASSIGN_OR_RETURN(decided, config_.store->Get(ShrinkKey(generation)));
   }
   return AdoptShrink(generation, decided);
+}
+
+absl::Status ProcessGroup::CheckCanShrink() const {
+  for (const Served& served : backends_) {
+    if (served.backend->name() == "mpi") {
+      return absl::UnimplementedError(absl::StrCat(
+          "shrink of group '", config_.name, "': the mpi backend cannot shrink (Open MPI ends "
+          "the job when a rank dies; without ULFM there is no communicator to shrink)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::string ProcessGroup::ShrinkKey(int64_t generation) {
