@@ -32,6 +32,15 @@ absl::Status NcclBackend::Load() {
   return absl::OkStatus();
 }
 
+absl::Status NcclBackend::ConnectEagerly(const Device& device) {
+  std::lock_guard<std::mutex> lock(issue_mu_);
+  RETURN_IF_ERROR(Load());
+  RETURN_IF_ERROR(cuda::RequireDevice(device.index));
+  absl::Status made = CommunicatorFor(device.index).status();
+  if (made.ok()) last_device_ = device.index;
+  return made;
+}
+
 absl::Status NcclBackend::Abort(const absl::Status& reason) {
   std::lock_guard<std::mutex> lock(issue_mu_);
   for (auto& [device, communicator] : communicators_) {

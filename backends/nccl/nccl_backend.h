@@ -37,6 +37,8 @@ class NcclBackend : public Backend {
   ~NcclBackend() override;
   // ncclCommAbort on every communicator: kernels waiting on peers end, pending work fails.
   absl::Status Abort(const absl::Status& reason) override;
+  // Creates the communicator for `device` now (init_process_group(device_id=...)).
+  absl::Status ConnectEagerly(const Device& device) override;
 
   std::string name() const override { return kNcclBackendName; }
   BackendCapabilities capabilities() const override;

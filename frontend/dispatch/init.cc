@@ -7,6 +7,7 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "frontend/core/logging.h"
 #include "frontend/core/status_macros.h"
 #include "frontend/dispatch/advertise_address.h"
 #include "frontend/dispatch/backend_string.h"
@@ -94,7 +95,26 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(InitOptions optio
   address_options.timeout = options.timeout;
   ASSIGN_OR_RETURN(config.address,
                    ResolveAdvertiseAddress(*config.store, address_options, env));
-  return ProcessGroup::Create(std::move(config));
+  const absl::Time start = absl::Now();
+  ASSIGN_OR_RETURN(std::shared_ptr<ProcessGroup> group, ProcessGroup::Create(std::move(config)));
+  if (options.device_id.has_value()) {
+    const Device device = *options.device_id;
+    absl::StatusOr<std::shared_ptr<Backend>> backend = group->BackendFor(device.type);
+    absl::Status connected =
+        backend.ok() ? (*backend)->ConnectEagerly(device) : backend.status();
+    if (!connected.ok()) {
+      return absl::Status(connected.code(),
+                          absl::StrCat("init_process_group(device_id=", device.ToString(),
+                                       "): rank ", group->rank(), ": ", connected.message()));
+    }
+    if (LogEnabled(LogLevel::kInfo)) {
+      Log(LogLevel::kInfo, absl::StrCat("init_process_group: rank ", group->rank(), " of ",
+                                        group->size(), ": every backend connected for ",
+                                        device.ToString(), " in ",
+                                        absl::FormatDuration(absl::Now() - start)));
+    }
+  }
+  return group;
 }
 
 }  // namespace plexus

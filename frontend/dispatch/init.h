@@ -24,6 +24,11 @@ struct InitOptions {
   // unset: PLEXUS_SECRET / PLEXUS_SECRET_FILE; empty: none. Gloo's, MPI's and NCCL's own
   // connections are the vendors' and are not covered.
   std::optional<std::string> secret;
+  // Eager initialisation (torch's device_id): every backend connects for this device before
+  // InitProcessGroup returns (NCCL's communicator included, otherwise made on first use), and a
+  // rank that never arrives fails everyone's init with DeadlineExceeded naming it. Unset: lazy
+  // where the backend is lazy.
+  std::optional<Device> device_id;
 };
 
 // Rendezvous, check that each rank joined once, wait for all ranks, then build the backends.

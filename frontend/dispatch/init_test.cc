@@ -172,6 +172,7 @@ TEST(InitProcessGroupTest, MissingRankTimesOutNamingArrivals) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
   EXPECT_EQ(group.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(group.status().message(), HasSubstr("1/3 arrived"));
+  EXPECT_THAT(group.status().message(), HasSubstr("never arrived: rank(s) 1, 2"));
 }
 
 TEST(InitProcessGroupTest, DuplicateRankIsRejected) {

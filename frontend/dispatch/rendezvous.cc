@@ -247,14 +247,25 @@ absl::Status StoreBarrier(Store& store, absl::string_view name, int rank, int si
   ASSIGN_OR_RETURN(int64_t arrived, store.Add(arrived_key, 1));
   const int64_t generation = (arrived - 1) / size;
   const std::string done_key = absl::StrCat("barrier/", name, "/done/", generation);
+  // Who arrived, so a timeout can name who did not.
+  const std::string here_prefix = absl::StrCat("barrier/", name, "/here/", generation, "/");
+  RETURN_IF_ERROR(store.Set(absl::StrCat(here_prefix, rank), "1"));
   if (arrived % size == 0) RETURN_IF_ERROR(store.Set(done_key, "1"));
   absl::Status waited = store.Wait({done_key}, timeout);
   if (absl::IsDeadlineExceeded(waited)) {
     auto now = store.Add(arrived_key, 0);
     const int64_t here = now.ok() ? *now - generation * size : -1;
-    return absl::DeadlineExceededError(
-        absl::StrCat(name, ": rank ", rank, " timed out after ", absl::FormatDuration(timeout),
-                     " waiting for all ", size, " ranks; ", here, "/", size, " arrived"));
+    std::vector<int> missing;
+    for (int r = 0; r < size && missing.size() < 32; ++r) {
+      auto present = store.Check({absl::StrCat(here_prefix, r)});
+      if (present.ok() && !*present) missing.push_back(r);
+    }
+    return absl::DeadlineExceededError(absl::StrCat(
+        name, ": rank ", rank, " timed out after ", absl::FormatDuration(timeout),
+        " waiting for all ", size, " ranks; ", here, "/", size, " arrived",
+        missing.empty() ? "" : absl::StrCat("; never arrived: rank(s) ",
+                                            absl::StrJoin(missing, ", "),
+                                            missing.size() == 32 ? ", ..." : "")));
   }
   return waited;
 }

@@ -231,6 +231,58 @@ TEST(NcclFakeTest, CommunicatorNamesTheRankThatNeverArrived) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
+// init_process_group(device_id=...): the NCCL communicator is made before init returns, and
+// a rank that never makes its own fails init itself, naming the rank - not the first
+// collective, minutes later.
+TEST(NcclFakeTest, EagerInitConnectsNcclBeforeReturningAndNamesAMissingRank) {
+  const std::string url = Url();
+  absl::Status status = testing::RunInChildren(2, [&](int rank) {
+    InitOptions options;
+    options.backend = "cpu:tcp,cuda:nccl";
+    options.init_method = url;
+    options.rank = rank;
+    options.world_size = 2;
+    options.timeout = absl::Seconds(30);
+    options.device_id = Device::Cuda(rank);
+    auto group = InitProcessGroup(options);
+    RANK_EXPECT(group.ok(), group.status().ToString());
+    Cuda(rank);
+    float* data = testing::DeviceFloats(std::vector<float>(4, 1.0f + rank));
+    auto issued = (*group)->AllReduce(OnDevice(data, 4, rank));
+    absl::Status outcome = issued.ok() ? (*issued)->Wait(absl::Seconds(30)) : issued.status();
+    RANK_EXPECT(outcome.ok(), outcome.ToString());
+    RANK_EXPECT(testing::ReadFloats(data, 4) == std::vector<float>(4, 3.0f), "wrong sum");
+    return 0;
+  }, absl::Seconds(60));
+  EXPECT_TRUE(status.ok()) << status;
+
+  const std::string lazy_url = Url();
+  status = testing::RunInChildren(2, [&](int rank) {
+    setenv("PLEXUS_CHECK_COLLECTIVES", "0", 1);
+    InitOptions options;
+    options.backend = "cpu:tcp,cuda:nccl";
+    options.init_method = lazy_url;
+    options.rank = rank;
+    options.world_size = 2;
+    options.timeout = absl::Seconds(2);
+    if (rank == 0) options.device_id = Device::Cuda(0);  // Rank 1 stays lazy and idle.
+    const absl::Time start = absl::Now();
+    auto group = InitProcessGroup(options);
+    if (rank == 1) {  // Never makes its NCCL communicator.
+      RANK_EXPECT(group.ok(), group.status().ToString());
+      return 0;
+    }
+    RANK_EXPECT(absl::IsDeadlineExceeded(group.status()), group.status().ToString());
+    RANK_EXPECT(absl::StrContains(group.status().message(), "device_id=cuda:0"),
+                group.status().message());
+    RANK_EXPECT(absl::StrContains(group.status().message(), "rank(s) 1 never arrived"),
+                group.status().message());
+    RANK_EXPECT(absl::Now() - start < absl::Seconds(10), "init took too long");
+    return 0;
+  }, absl::Seconds(60));
+  EXPECT_TRUE(status.ok()) << status;
+}
+
 TEST(NcclFakeTest, BadInputIsRefusedWithItsReason) {
   const std::string url = Url();
   absl::Status status = testing::RunInChildren(1, [&](int rank) {

@@ -38,12 +38,15 @@ def _finish(work, async_op):
 
 def init_process_group(backend=None, init_method=None, timeout=default_pg_timeout,
                        world_size=-1, rank=-1, store=None, group_name="", pg_options=None,
-                       secret=None):
+                       secret=None, device_id=None):
     """Forms the default group. backend: a name ("tcp", "gloo", "mpi") or a backend string
     ("cpu:gloo,cuda:nccl"); default "tcp". init_method: "env://" (default; MASTER_ADDR,
     MASTER_PORT, RANK, WORLD_SIZE), "tcp://host:port", "file:///path", or give `store`.
     secret: a shared secret (str, at least 16 bytes) every rank proves on every store and
-    data connection plexus makes; default PLEXUS_SECRET / PLEXUS_SECRET_FILE (docs/security.md)."""
+    data connection plexus makes; default PLEXUS_SECRET / PLEXUS_SECRET_FILE (docs/security.md).
+    device_id: a device (torch.device, "cuda:1", or a CUDA index): every backend connects for it
+    before this returns (NCCL's communicator included, otherwise made on first use), and a rank
+    that never arrives fails everyone's call naming it."""
     if _groups._State.world is not None:
         raise RuntimeError("trying to initialize the default process group twice!")
     if pg_options is not None:
@@ -51,8 +54,10 @@ def init_process_group(backend=None, init_method=None, timeout=default_pg_timeou
     if store is not None and init_method is not None:
         raise ValueError("Cannot specify both init_method and store.")
     backend = Backend(backend if backend is not None else os.environ.get("PLEXUS_BACKEND", "tcp"))
+    if device_id is not None:
+        device_id = "cuda:%d" % device_id if isinstance(device_id, int) else str(device_id)
     pg = _plexus.init_process_group(str(backend), init_method or "env://", rank, world_size,
-                                    timeout, store, "world", secret)
+                                    timeout, store, "world", secret, device_id)
     _groups.set_world(pg)
 
 

@@ -384,8 +384,9 @@ void RegisterProcessGroup(py::module_& module) {
       "init_process_group",
       [](const std::string& backend, const std::string& init_method, int rank, int world_size,
          py::handle timeout, py::handle store, const std::string& group_name,
-         std::optional<std::string> secret) {
+         std::optional<std::string> secret, std::optional<std::string> device_id) {
         InitOptions options;
+        if (device_id.has_value()) options.device_id = ValueOrThrow(ParseDevice(*device_id));
         options.backend = backend;
         options.init_method = init_method;
         options.rank = rank;
@@ -403,7 +404,7 @@ void RegisterProcessGroup(py::module_& module) {
       },
       py::arg("backend"), py::arg("init_method"), py::arg("rank"), py::arg("world_size"),
       py::arg("timeout"), py::arg("store"), py::arg("group_name") = "world",
-      py::arg("secret") = py::none());
+      py::arg("secret") = py::none(), py::arg("device_id") = py::none());
 
   module.def(
       "debug_dump",

@@ -112,3 +112,20 @@ def test_the_ddp_recovery_example_keeps_training_after_a_rank_dies():
         assert "rank %d: step 5 failed" % rank in output, output
         assert "rank %d: done" % rank in output
     assert "rank 3: step 5" not in output
+
+
+def test_device_id_connects_eagerly_and_refuses_a_device_that_does_not_parse(tmp_path):
+    import plexus as dist
+    import pytest
+    import torch
+    url = "file://" + str(tmp_path / "store")
+    dist.init_process_group("tcp", init_method=url, rank=0, world_size=1,
+                            device_id=torch.device("cpu"))
+    x = np.ones(3, np.float32)
+    dist.all_reduce(x)
+    dist.destroy_process_group()
+    with pytest.raises(dist.InvalidArgumentError) as refused:
+        dist.init_process_group("tcp", init_method=url + "2", rank=0, world_size=1,
+                                device_id="tpu:0")
+    assert "tpu" in str(refused.value), refused.value
+    assert not dist.is_initialized()
