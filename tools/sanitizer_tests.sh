@@ -5,7 +5,7 @@
 # well inside its limit (about 10 minutes for both on 2 cores):
 #   asan: stores and their server, authentication and TLS, the tcp transport and its rings, the
 #         algorithms and collective queue, SIGKILL/SIGSTOP/mismatch fault tests, hostile bytes
-#         at every listening port, and the tcp
+#         at every listening port, abort/split/shrink (3 SIGKILL runs each), and the tcp
 #         conformance suites (shared memory) at every world size;
 #   tsan: the same units and the fault suite over sockets. ThreadSanitizer cannot follow
 #         ordering that passes through another process: frames through the shared-memory rings,
@@ -20,7 +20,8 @@ cd "$(dirname "$0")/.."
 asan_targets=(
   //frontend/store:all //frontend/auth:all //backends/tcp:all //algorithms:all
   //tests/fault:fault_test //tests/fault:fault_sockets_test //tests/fault:heartbeat_test
-  //tests/fault:listener_abuse_test //tests/conformance:reductions_tcp_test //tests/conformance:semantics_tcp_test
+  //tests/fault:listener_abuse_test //tests/fault:lifecycle_test
+  //tests/conformance:reductions_tcp_test //tests/conformance:semantics_tcp_test
   //tests/conformance:data_movement_tcp_test
 )
 tsan_targets=(
@@ -42,6 +43,7 @@ for config in "${configs[@]}"; do
   # Debian's libgloo is not built with ThreadSanitizer: its own threads race as far as TSan can
   # tell, so the Gloo cases of the fault suite stay under ASan only.
   [[ "${config}" == tsan ]] && extra=(--test_arg=--gtest_filter=-*Gloo*)
+  [[ "${config}" == asan ]] && extra=(--test_env=LIFECYCLE_RUNS=3)
   bazel test --config="${config}" "${extra[@]}" "${targets[@]}" || status=1
 done
 exit "${status}"
