@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -231,20 +232,26 @@ TEST(NcclFakeTest, CommunicatorNamesTheRankThatNeverArrived) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
+// Two ranks on "cpu:tcp,cuda:nccl", connecting NCCL at init when `device` is set.
+InitOptions TwoRanks(const std::string& url, int rank, absl::Duration timeout,
+                     std::optional<Device> device) {
+  InitOptions options;
+  options.backend = "cpu:tcp,cuda:nccl";
+  options.init_method = url;
+  options.rank = rank;
+  options.world_size = 2;
+  options.timeout = timeout;
+  options.device_id = device;
+  return options;
+}
+
 // init_process_group(device_id=...): the NCCL communicator is made before init returns, and
 // a rank that never makes its own fails init itself, naming the rank - not the first
 // collective, minutes later.
 TEST(NcclFakeTest, EagerInitConnectsNcclBeforeReturningAndNamesAMissingRank) {
   const std::string url = Url();
   absl::Status status = testing::RunInChildren(2, [&](int rank) {
-    InitOptions options;
-    options.backend = "cpu:tcp,cuda:nccl";
-    options.init_method = url;
-    options.rank = rank;
-    options.world_size = 2;
-    options.timeout = absl::Seconds(30);
-    options.device_id = Device::Cuda(rank);
-    auto group = InitProcessGroup(options);
+    auto group = InitProcessGroup(TwoRanks(url, rank, absl::Seconds(30), Device::Cuda(rank)));
     RANK_EXPECT(group.ok(), group.status().ToString());
     Cuda(rank);
     float* data = testing::DeviceFloats(std::vector<float>(4, 1.0f + rank));
@@ -259,15 +266,11 @@ TEST(NcclFakeTest, EagerInitConnectsNcclBeforeReturningAndNamesAMissingRank) {
   const std::string lazy_url = Url();
   status = testing::RunInChildren(2, [&](int rank) {
     setenv("PLEXUS_CHECK_COLLECTIVES", "0", 1);
-    InitOptions options;
-    options.backend = "cpu:tcp,cuda:nccl";
-    options.init_method = lazy_url;
-    options.rank = rank;
-    options.world_size = 2;
-    options.timeout = absl::Seconds(2);
-    if (rank == 0) options.device_id = Device::Cuda(0);  // Rank 1 stays lazy and idle.
+    // Rank 1 stays lazy and idle.
+    const std::optional<Device> device =
+        rank == 0 ? std::optional<Device>(Device::Cuda(0)) : std::nullopt;
     const absl::Time start = absl::Now();
-    auto group = InitProcessGroup(options);
+    auto group = InitProcessGroup(TwoRanks(lazy_url, rank, absl::Seconds(2), device));
     if (rank == 1) {  // Never makes its NCCL communicator.
       RANK_EXPECT(group.ok(), group.status().ToString());
       return 0;
