@@ -286,6 +286,49 @@ TEST(NcclFakeTest, EagerInitConnectsNcclBeforeReturningAndNamesAMissingRank) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
+// After rank 2 dies mid all_reduce, the survivors shrink and their CUDA all_reduces run on a
+// fresh NCCL communicator (a new unique id through the store); then they split by colour.
+TEST(NcclFakeTest, SurvivorsShrinkToANewCommunicatorAndSplit) {
+  const std::string url = Url();
+  absl::Status status = testing::RunInChildren(4, [&](int rank) {
+    setenv("PLEXUS_CHECK_COLLECTIVES", "0", 1);
+    auto world = Join(url, rank, 4, "cpu:tcp,cuda:nccl", absl::Seconds(30));
+    if (world == nullptr) return 1;
+    Cuda(rank);
+    float* data = testing::DeviceFloats(std::vector<float>(256, 1.0f));
+    auto first = world->AllReduce(OnDevice(data, 256, rank));
+    RANK_EXPECT(first.ok() && (*first)->Wait(absl::Seconds(30)).ok(), "first all_reduce");
+    if (rank == 2) raise(SIGKILL);
+    AllReduceOptions options;
+    options.timeout = absl::Seconds(10);
+    auto second = world->AllReduce(OnDevice(data, 256, rank), options);
+    absl::Status failed = second.ok() ? (*second)->Wait(absl::Seconds(30)) : second.status();
+    RANK_EXPECT(!failed.ok(), "the all_reduce without rank 2 succeeded");
+    auto shrunk = world->Shrink({2});
+    RANK_EXPECT(shrunk.ok() && *shrunk != nullptr, shrunk.status().ToString());
+    const int rank3 = (*shrunk)->rank();
+    float* values = testing::DeviceFloats(std::vector<float>(256, 1.0f + rank3));
+    auto third = (*shrunk)->AllReduce(OnDevice(values, 256, rank));
+    absl::Status outcome = third.ok() ? (*third)->Wait(absl::Seconds(30)) : third.status();
+    RANK_EXPECT(outcome.ok(), outcome.ToString());
+    RANK_EXPECT(testing::ReadFloats(values, 256) == std::vector<float>(256, 6.0f), "shrunk sum");
+    // Ranks 0 and 1 of the shrunk group together, rank 2 alone.
+    auto split = (*shrunk)->Split(rank3 == 2 ? 1 : 0, rank3);
+    RANK_EXPECT(split.ok() && *split != nullptr, split.status().ToString());
+    float* part = testing::DeviceFloats(std::vector<float>(8, 1.0f));
+    auto fourth = (*split)->AllReduce(OnDevice(part, 8, rank));
+    outcome = fourth.ok() ? (*fourth)->Wait(absl::Seconds(30)) : fourth.status();
+    RANK_EXPECT(outcome.ok(), outcome.ToString());
+    RANK_EXPECT(testing::ReadFloats(part, 8) == std::vector<float>(8, rank3 == 2 ? 1.0f : 2.0f),
+                "split sum");
+    return 0;
+  }, absl::Seconds(120));
+  EXPECT_TRUE(absl::StrContains(status.ToString(), "child 2 killed by signal 9")) << status;
+  EXPECT_FALSE(absl::StrContains(status.ToString(), "child 0")) << status;
+  EXPECT_FALSE(absl::StrContains(status.ToString(), "child 1")) << status;
+  EXPECT_FALSE(absl::StrContains(status.ToString(), "child 3")) << status;
+}
+
 TEST(NcclFakeTest, BadInputIsRefusedWithItsReason) {
   const std::string url = Url();
   absl::Status status = testing::RunInChildren(1, [&](int rank) {
