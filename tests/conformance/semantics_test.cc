@@ -1,4 +1,5 @@
 // Conformance: several operations in flight, issue order, subgroups, stats, and a large tensor.
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -77,6 +78,42 @@ TEST_P(SemanticsTest, SubgroupsRunIndependently) {
       check.Fail("world sum ", world_value.Get(0));
     }
     (void)mine->Shutdown(absl::Seconds(60));
+  });
+}
+
+// MPI_Comm_split on every backend: colours by parity, keys reverse the order, and in worlds of
+// 3+ the last rank passes no colour and gets no group.
+TEST_P(SemanticsTest, SplitFormsGroupsByColourOrderedByKey) {
+  RunWorld(GetParam(), [](ProcessGroup& group, Checker& check) {
+    const int n = group.size(), r = group.rank();
+    auto colour_of = [n](int p) { return n >= 3 && p == n - 1 ? ProcessGroup::kNoColor : p % 2; };
+    auto split = group.Split(colour_of(r), -r);
+    if (!split.ok()) {
+      check.Fail("split: ", split.status().ToString());
+      return;
+    }
+    if (colour_of(r) < 0) {
+      if (*split != nullptr) check.Fail("a rank without a colour got a group");
+      return;
+    }
+    std::vector<int> members;  // Same colour, by key: descending rank.
+    for (int p = n - 1; p >= 0; --p) {
+      if (colour_of(p) == colour_of(r)) members.push_back(p);
+    }
+    const auto position = std::find(members.begin(), members.end(), r) - members.begin();
+    if (*split == nullptr || (*split)->size() != static_cast<int>(members.size()) ||
+        (*split)->rank() != position) {
+      check.Fail("rank ", r, ": wrong split group");
+      return;
+    }
+    Buffer value(DType::kInt64, 1);
+    value.Set(0, r + 1);
+    if (check.Ran("split all_reduce", (*split)->AllReduce(DeviceTensor(value.data(), DType::kInt64, 1)))) {
+      int64_t expected = 0;
+      for (int p : members) expected += p + 1;
+      if (value.Get(0) != expected) check.Fail("split sum ", value.Get(0), " expected ", expected);
+    }
+    (void)(*split)->Shutdown(absl::Seconds(60));
   });
 }
 
