@@ -16,6 +16,7 @@ packages=(
   pybind11-dev python3-dev    # Python bindings
   python3-numpy python3-pytest python3-torch  # Python tests; plexus.torch and DDP
   python3-matplotlib   # bench --plot
+  cmake pkg-config     # building C++ services against an install (sdk:install_test)
 )
 
 missing=()

@@ -1,0 +1,34 @@
+// Keeps the public API in libplexus.so. A shared library built from static archives contains
+// only the objects something references; the table below references one entry point of each
+// public object file, so a service linking -lplexus finds all of it.
+#include "sdk/plexus.h"
+
+namespace plexus {
+namespace {
+
+// HashStore is header-constructed; its methods live in hash_store.cc.
+absl::Status (HashStore::*const kHashStoreSet)(absl::string_view, absl::string_view) =
+    &HashStore::Set;
+absl::Status (PrefixStore::*const kPrefixStoreSet)(absl::string_view, absl::string_view) =
+    &PrefixStore::Set;
+
+}  // namespace
+
+extern "C" {
+__attribute__((used, visibility("default"))) const void* const plexus_public_entry_points[] = {
+    reinterpret_cast<const void*>(&Session::Join),
+    reinterpret_cast<const void*>(&InitProcessGroup),
+    reinterpret_cast<const void*>(&TCPStore::Create),
+    reinterpret_cast<const void*>(&FileStore::Open),
+    reinterpret_cast<const void*>(&elastic::Communicator::Create),
+    reinterpret_cast<const void*>(&elastic::MasterNode::Create),
+    reinterpret_cast<const void*>(&auth::TlsContext::Create),
+    reinterpret_cast<const void*>(&WaitAll),
+    reinterpret_cast<const void*>(&ParseDevice),
+    reinterpret_cast<const void*>(&DTypeName),
+    &kHashStoreSet,
+    &kPrefixStoreSet,
+};
+}
+
+}  // namespace plexus

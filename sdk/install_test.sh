@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The C++ SDK as a service team uses it: install plexus into a temporary prefix, copy the
+# example service out of the repository, build it with pkg-config and with CMake, and run 2 and
+# 4 ranks under mpirun and 2 through env:// (MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE, as
+# torchrun sets them); every rank must print the checksum computed here.
+set -euo pipefail
+
+prefix="${TEST_TMPDIR}/prefix"
+work="${TEST_TMPDIR}/service"
+sdk/install --prefix="${prefix}" > "${TEST_TMPDIR}/install.log"
+rm -rf "${work}"
+cp -rL docs/examples/cpp "${work}"
+cd "${work}"
+
+export PKG_CONFIG_PATH="${prefix}/lib/pkgconfig"
+g++ average_service.cc $(pkg-config --cflags --libs plexus) -o average_service_pkgconfig
+cmake -S . -B build -DCMAKE_PREFIX_PATH="${prefix}" > cmake.log 2>&1 || { cat cmake.log; exit 1; }
+cmake --build build >> cmake.log 2>&1 || { cat cmake.log; exit 1; }
+
+# 1024 x ((N + 1) / 2 + steps x (N - 1) / 2), as the example explains.
+expected() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%.1f", 1024 * ((n + 1) / 2 + s * (n - 1) / 2) }'; }
+
+check() {  # OUTPUT N STEPS WHAT
+  local want
+  want="$(expected "$2" "$3")"
+  for ((r = 0; r < $2; ++r)); do
+    if ! grep -qx "rank ${r} of $2: checksum ${want} after $3 steps" <<< "$1"; then
+      echo "FAIL: $4: rank ${r} of $2 did not print checksum ${want}:"
+      echo "$1"
+      exit 1
+    fi
+  done
+  echo "ok: $4"
+}
+
+mpirun_args=(--oversubscribe)
+[[ "$(id -u)" == 0 ]] && mpirun_args+=(--allow-run-as-root)
+for binary in ./average_service_pkgconfig ./build/average_service; do
+  for n in 2 4; do
+    out="$(timeout 180 mpirun -np "${n}" "${mpirun_args[@]}" "${binary}" 10 2>&1)"
+    check "${out}" "${n}" 10 "${binary} under mpirun -np ${n}"
+  done
+done
+
+port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+pids=()
+for r in 0 1; do
+  MASTER_ADDR=127.0.0.1 MASTER_PORT="${port}" RANK="${r}" WORLD_SIZE=2 \
+    timeout 120 ./build/average_service 5 > "rank${r}.out" 2>&1 &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "${pid}"; done
+check "$(cat rank0.out rank1.out)" 2 5 "env:// with MASTER_ADDR/MASTER_PORT"
