@@ -104,6 +104,7 @@ endif()
 EOF
 
 install -m 0755 tools/bench "${prefix}/bin/plexus-bench"
+install -m 0644 tools/bench_plot.py "${prefix}/bin/bench_plot.py"  # For plexus-bench --plot.
 install -m 0755 tools/tcp_store_server "${prefix}/bin/plexus-tcp-store-server"
 install -m 0755 tools/elastic_master "${prefix}/bin/plexus-elastic-master"
 rm -rf "${prefix}/lib/python3/dist-packages/plexus"
