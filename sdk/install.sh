@@ -16,10 +16,13 @@ set -euo pipefail
 readonly version_major=0 version_minor=1 version_patch=0
 readonly version="${version_major}.${version_minor}.${version_patch}"
 prefix=""
+destdir=""  # Staging root for packaging: files go to DESTDIR/PREFIX, and name PREFIX.
 for arg in "$@"; do
   case "${arg}" in
     --prefix=*) prefix="${arg#--prefix=}" ;;
-    *) echo "install: unknown argument '${arg}'; usage: install --prefix=DIR" >&2; exit 2 ;;
+    --destdir=*) destdir="${arg#--destdir=}" ;;
+    *) echo "install: unknown argument '${arg}'; usage: install --prefix=DIR [--destdir=DIR]" >&2
+       exit 2 ;;
   esac
 done
 if [[ -z "${prefix}" ]]; then
@@ -34,6 +37,8 @@ runfiles="${RUNFILES_DIR:-$0.runfiles}/plexus"
 cd "${runfiles}"
 # The headers come from the source tree the runfiles link to.
 source_root="$(cd "$(dirname "$(readlink -f sdk/plexus.h)")/.." && pwd)"
+named="${prefix}"            # What the .pc and CMake files say.
+prefix="${destdir}${prefix}"  # Where the files go.
 
 install -d "${prefix}/lib/pkgconfig" "${prefix}/lib/cmake/plexus" "${prefix}/include/plexus" \
   "${prefix}/bin" "${prefix}/lib/python3/dist-packages"
@@ -59,7 +64,7 @@ rewrite "${source_root}/sdk/plexus.h" > "${prefix}/include/plexus/plexus.h"
 # What a consumer links besides libplexus: Debian's abseil (its .pc files).
 readonly absl_modules="absl_base absl_span absl_status absl_statusor absl_strings absl_str_format absl_synchronization absl_time"
 cat > "${prefix}/lib/pkgconfig/plexus.pc" <<EOF
-prefix=${prefix}
+prefix=${named}
 libdir=\${prefix}/lib
 includedir=\${prefix}/include
 

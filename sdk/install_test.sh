@@ -2,11 +2,13 @@
 # The C++ SDK as a service team uses it: install plexus into a temporary prefix, copy the
 # example service out of the repository, build it with pkg-config and with CMake, and run 2 and
 # 4 ranks under mpirun and 2 through env:// (MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE, as
-# torchrun sets them); every rank must print the checksum computed here.
+# torchrun sets them); every rank must print the checksum computed here. Then the .deb: its
+# dependencies, and the example built against its unpacked files and run.
 set -euo pipefail
 
 prefix="${TEST_TMPDIR}/prefix"
 work="${TEST_TMPDIR}/service"
+runfiles="${PWD}"
 sdk/install --prefix="${prefix}" > "${TEST_TMPDIR}/install.log"
 rm -rf "${work}"
 cp -rL docs/examples/cpp "${work}"
@@ -51,3 +53,24 @@ for r in 0 1; do
 done
 for pid in "${pids[@]}"; do wait "${pid}"; done
 check "$(cat rank0.out rank1.out)" 2 5 "env:// with MASTER_ADDR/MASTER_PORT"
+
+# The Debian package: unpacked rather than installed (a test must not change the system), with
+# pkg-config told where the /usr tree now is.
+"${runfiles}/sdk/deb" --output="${TEST_TMPDIR}/deb" > /dev/null
+package="$(ls "${TEST_TMPDIR}"/deb/plexus_*.deb)"
+depends="$(dpkg-deb -f "${package}" Depends)"
+for needed in libabsl20220623 libabsl-dev libgloo0 libopenmpi3 libssl3; do
+  grep -q "${needed}" <<< "${depends}" || { echo "FAIL: the .deb does not depend on ${needed}"; exit 1; }
+done
+root="${TEST_TMPDIR}/debroot"
+dpkg-deb -x "${package}" "${root}"
+for path in usr/lib/libplexus.so.0 usr/include/plexus/plexus.h usr/lib/pkgconfig/plexus.pc \
+            usr/lib/cmake/plexus/plexusConfig.cmake usr/bin/plexus-bench \
+            usr/lib/python3/dist-packages/plexus/__init__.py; do
+  [[ -e "${root}/${path}" ]] || { echo "FAIL: the .deb has no /${path}"; exit 1; }
+done
+g++ average_service.cc \
+  $(PKG_CONFIG_PATH="${root}/usr/lib/pkgconfig" pkg-config --define-prefix --cflags --libs plexus) \
+  -o average_service_deb
+out="$(timeout 180 mpirun -np 2 "${mpirun_args[@]}" ./average_service_deb 10 2>&1)"
+check "${out}" 2 10 "built against the unpacked .deb, mpirun -np 2"
