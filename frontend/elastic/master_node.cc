@@ -68,10 +68,10 @@ class MasterNode::Server {
   Server(ScopedFd listener, ScopedFd wakeup, std::unique_ptr<TCPStoreServer> store,
          absl::Duration heartbeat_timeout, std::string secret,
          std::shared_ptr<const auth::TlsContext> tls)
-      : secret_(std::move(secret)),
-        tls_(std::move(tls)),
-        listener_(std::move(listener)),
+      : listener_(std::move(listener)),
         wakeup_(std::move(wakeup)),
+        secret_(std::move(secret)),
+        tls_(std::move(tls)),
         store_(std::move(store)),
         heartbeat_timeout_(heartbeat_timeout),
         state_(store_->port(), heartbeat_timeout) {}
