@@ -1,7 +1,7 @@
 """DistributedDataParallel that survives a dead rank, on the "plexus" torch backend.
 
-Four ranks train a small regression model with DDP. At step 8 one of them dies (os._exit, as
-a crash or an OOM kill would end it). The survivors see the failed backward, shrink the group
+Four ranks train a small regression model with DDP. At step 8 one of them is SIGKILLed, as
+the OOM killer or a failing node would end it. The survivors see the failed backward, shrink the group
 to themselves (plexus.torch.shrink_group: no new rendezvous, no restart), rebuild DDP on the
 new group and keep training; every rank prints its loss.
 
@@ -10,6 +10,7 @@ new group and keep training; every rank prints its loss.
 """
 import argparse
 import os
+import signal
 import tempfile
 
 import torch
@@ -40,7 +41,7 @@ def train(rank, world, store_path, victim, steps, die_at):
     step = 0
     while step < steps:
         if rank == victim and step == die_at:
-            os._exit(1)
+            os.kill(os.getpid(), signal.SIGKILL)
         x, y = batch(step, rank)
         optimizer.zero_grad()
         loss = torch.nn.functional.mse_loss(model(x), y)
