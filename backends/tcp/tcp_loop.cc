@@ -31,26 +31,6 @@ void EncodeHeader(char* out, FrameType type, uint64_t tag, uint64_t signature, u
   absl::little_endian::Store64(out + 24, size);
 }
 
-bool TrySendDirect(SendLane& lane, const OpPtr& op) {
-  std::lock_guard<std::mutex> lock(lane.mu);
-  if (lane.fd >= 0 && lane.queued == 0) {
-    while (op->written < kFrameHeaderBytes + op->size) {
-      ssize_t n = WriteFrame(lane.fd, lane.ring, nullptr, *op);
-      if (n > 0) {
-        op->written += static_cast<uint64_t>(n);
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      break;  // EAGAIN, or an error the loop will see on its side.
-    }
-    if (op->written == kFrameHeaderBytes + op->size) return true;
-  }
-  ++lane.queued;
-  op->counted = true;
-  lane.handed.push_back(op);
-  return false;
-}
-
 Loop::Loop(int rank, std::vector<Connection> peers, std::unique_ptr<ShmLinks> rings,
            std::vector<SendLane*> lanes, int epoll_fd, uint64_t max_message_bytes,
            uint64_t max_unexpected_bytes, absl::Duration heartbeat,
@@ -77,8 +57,9 @@ Loop::Loop(int rank, std::vector<Connection> peers, std::unique_ptr<ShmLinks> ri
       peers_[i].out = rings_->out[i].get();
       peers_[i].cipher.reset();
     }
-    if (peers_[i].cipher != nullptr) peers_[i].cipher->ReadAhead();
-    if (peers_[i].cipher == nullptr) {
+    if (peers_[i].cipher != nullptr) {
+      peers_[i].cipher->ReadAhead();  // Only this cipher reads the socket from now on.
+    } else {
       std::lock_guard<std::mutex> lock(peers_[i].lane->mu);
       peers_[i].lane->fd = peers_[i].fd.get();
       peers_[i].lane->ring = peers_[i].out;
@@ -211,13 +192,11 @@ void Loop::Flush(int peer_index) {
   {
     // Held while writing so a caller's direct write cannot interleave with ours.
     std::unique_lock<std::mutex> lock(peer.lane->mu);
-    // A TLS record sealed earlier goes out whole before anything else.
-    if (peer.cipher != nullptr && peer.cipher->HasPendingOutput() && peer.cipher->Flush() < 0 &&
-        errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+    if (peer.CipherPending() && peer.cipher->Flush() < 0 && errno != EAGAIN &&
+        errno != EWOULDBLOCK && errno != EINTR) {
       failure = absl::UnavailableError(absl::StrCat("send failed: ", strerror(errno)));
     }
-    while (!peer.tx.empty() && peer.alive && failure.ok() &&
-           (peer.cipher == nullptr || !peer.cipher->HasPendingOutput())) {
+    while (!peer.tx.empty() && peer.alive && failure.ok() && !peer.CipherPending()) {
       const OpPtr& op = peer.tx.front();
       if (op->done && op->written == 0) {  // Timed out or aborted before a byte left.
         if (op->counted && peer.lane->queued > 0) --peer.lane->queued;
@@ -243,8 +222,7 @@ void Loop::Flush(int peer_index) {
   for (const OpPtr& op : finished) Finish(op, absl::OkStatus());
   if (!failure.ok()) return PeerLost(peer_index, std::string(failure.message()));
   if (peer.alive) {
-    SetWantWrite(peer_index, !peer.tx.empty() || (peer.cipher != nullptr &&
-                                                  peer.cipher->HasPendingOutput()));
+    SetWantWrite(peer_index, !peer.tx.empty() || peer.CipherPending());
   }
 }
 
@@ -730,10 +708,7 @@ void Loop::SayGoodbye() {
 
 bool Loop::Drained() const {
   for (const Peer& peer : peers_) {
-    if (peer.alive && (!peer.tx.empty() ||
-                       (peer.cipher != nullptr && peer.cipher->HasPendingOutput()))) {
-      return false;
-    }
+    if (peer.alive && (!peer.tx.empty() || peer.CipherPending())) return false;
   }
   return true;
 }

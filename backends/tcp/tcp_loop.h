@@ -146,6 +146,8 @@ class Loop {
   struct Peer {
     ScopedFd fd;
     std::unique_ptr<StreamCipher> cipher;  // TLS; null in the clear.
+    // A TLS record sealed but only partly sent: it goes out before anything else.
+    bool CipherPending() const { return cipher != nullptr && cipher->HasPendingOutput(); }
     SendLane* lane = nullptr;
     ShmRing* in = nullptr;   // Set for a peer on this host: frames arrive here, not on fd.
     ShmRing* out = nullptr;

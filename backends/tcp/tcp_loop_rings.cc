@@ -1,5 +1,6 @@
-// The tcp loop's shared-memory side: frames to and from peers on this host go through rings
-// (shm_ring.h), and their TCP connections carry only doorbells and the news of a peer's end.
+// The tcp loop's byte streams: frames go to a peer's socket (in the clear or through its TLS
+// cipher) or, for a peer on this host, through shared-memory rings (shm_ring.h), whose TCP
+// connection then carries only doorbells and the news of the peer's end.
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -16,6 +17,26 @@ void RingDoorbell(int fd) {
   // A full socket buffer means earlier doorbells are still unread: the peer wakes anyway.
   const char bell = 0;
   [[maybe_unused]] ssize_t n = send(fd, &bell, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+bool TrySendDirect(SendLane& lane, const OpPtr& op) {
+  std::lock_guard<std::mutex> lock(lane.mu);
+  if (lane.fd >= 0 && lane.queued == 0) {
+    while (op->written < kFrameHeaderBytes + op->size) {
+      ssize_t n = WriteFrame(lane.fd, lane.ring, nullptr, *op);
+      if (n > 0) {
+        op->written += static_cast<uint64_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      break;  // EAGAIN, or an error the loop will see on its side.
+    }
+    if (op->written == kFrameHeaderBytes + op->size) return true;
+  }
+  ++lane.queued;
+  op->counted = true;
+  lane.handed.push_back(op);
+  return false;
 }
 
 ssize_t WriteFrame(int fd, ShmRing* ring, StreamCipher* cipher, Op& op) {
