@@ -1,9 +1,6 @@
 // ProcessGroup after a failure: abort, shrink to the survivors, split by colour. Membership
 // decisions go through the group's store, so every rank acts on the same record.
 #include <algorithm>
-#include <cstdlib>
-#include <map>
-#include <tuple>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

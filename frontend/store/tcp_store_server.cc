@@ -161,8 +161,10 @@ void TCPStoreServer::OnReadable(uint64_t id) {
   auto it = connections_.find(id);
   if (it == connections_.end()) return;
   Connection& connection = *it->second;
-  if (connection.tls != nullptr && !connection.tls_established && !AdvanceTls(connection)) return;
-  if (connection.tls != nullptr && !connection.tls_established) return;
+  if (connection.tls != nullptr && !connection.tls_established &&
+      (!AdvanceTls(connection) || !connection.tls_established)) {
+    return;
+  }
   // Bounded by one maximal frame plus its header and the handshake; a peer that sends more
   // while a request is parked is misbehaving.
   // Before authentication only the exchange's few bytes are legitimate.
