@@ -19,9 +19,11 @@ ArenaSlots::ArenaSlots(CollectiveContext& ctx, SharedArena& arena)
   payload_bytes_ = slot_bytes_ - kHeaderBytes;
 }
 
-bool ArenaSlots::Usable(const SharedArena& arena) {
+bool ArenaSlots::Usable(const SharedArena& arena, uint64_t sequence) {
   for (int r = 0; r < arena.size(); ++r) {
-    if ((arena.Published(r) & kArenaFailed) != 0) return false;
+    if ((arena.Published(r) & kArenaFailed) != 0 && arena.FailedSequence(r) != sequence) {
+      return false;
+    }
   }
   return true;
 }
@@ -43,7 +45,7 @@ void ArenaSlots::PublishInput(uint64_t piece, uint64_t bytes) {
 void ArenaSlots::PublishResult(uint64_t piece) { arena_.Publish(InputStep(piece) + 1); }
 
 absl::Status ArenaSlots::Fail(absl::Status status) {
-  arena_.Publish(ArenaFailure(arena_.Published(arena_.rank()), status.code()));
+  arena_.PublishFailure(status.code(), ctx_.sequence());
   return status;
 }
 

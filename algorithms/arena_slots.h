@@ -27,8 +27,10 @@ class ArenaSlots {
 
   ArenaSlots(CollectiveContext& ctx, SharedArena& arena);
 
-  // True when no rank has failed in the arena (after a failure the group stops using it).
-  static bool Usable(const SharedArena& arena);
+  // Whether collective `sequence` may run in the arena: no rank failed there in an earlier
+  // collective (after a failure the group stops using it). A failure in this very collective
+  // does not count, so every rank decides alike and meets the failure where it happened.
+  static bool Usable(const SharedArena& arena, uint64_t sequence);
 
   // Bytes each slot holds after its header.
   size_t payload_bytes() const { return payload_bytes_; }

@@ -20,10 +20,14 @@ constexpr size_t kRegionBytes = 4096;
 // What every rank maps: regions and the published/announced words.
 struct SharedState {
   explicit SharedState(int size)
-      : regions(size, std::vector<uint8_t>(kRegionBytes)), published(size), announced(size) {}
+      : regions(size, std::vector<uint8_t>(kRegionBytes)),
+        published(size),
+        announced(size),
+        failed_sequence(size) {}
   std::vector<std::vector<uint8_t>> regions;
   std::vector<std::atomic<uint64_t>> published;
   std::vector<std::atomic<uint64_t>> announced;
+  std::vector<std::atomic<uint64_t>> failed_sequence;
 };
 
 // One rank's view. `before_wait` runs once, the first time this rank would wait for a peer:
@@ -38,6 +42,13 @@ class FakeArena : public SharedArena {
   uint8_t* region(int rank) const override { return state_->regions[rank].data(); }
   uint64_t Published(int rank) const override { return state_->published[rank].load(); }
   void Publish(uint64_t value) override { state_->published[rank_].store(value); }
+  void PublishFailure(absl::StatusCode code, uint64_t sequence) override {
+    state_->failed_sequence[rank_].store(sequence);
+    Publish(ArenaFailure(Published(rank_), code));
+  }
+  uint64_t FailedSequence(int rank) const override {
+    return state_->failed_sequence[rank].load();
+  }
   uint64_t Announced(int rank) const override { return state_->announced[rank].load(); }
   void Announce(uint64_t word) override { state_->announced[rank_].store(word); }
 
@@ -56,7 +67,7 @@ class FakeArena : public SharedArena {
   }
 
   // What a rank shutting down cleanly publishes (as the TCP transport's arena does).
-  void Leave() { Publish(ArenaFailure(Published(rank_), absl::StatusCode::kUnavailable)); }
+  void Leave() { PublishFailure(absl::StatusCode::kUnavailable, kArenaLeft); }
 
   std::function<void()> before_wait;
 
@@ -158,6 +169,41 @@ TEST(SharedMemoryAllReduceTest, APeerThatRanAnotherCollectiveAndLeftIsAMismatch)
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
   EXPECT_NE(status.message().find("rank 1 is running barrier #1"), absl::string_view::npos)
       << status;
+}
+
+// A rank that failed collective 5 (it saw a mismatch before a slower peer began it) leaves the
+// arena usable for collective 5, so the slower peer meets the failure there instead of taking
+// another path; from collective 6 on, and after a rank left, every rank keeps off the arena.
+TEST(SharedMemoryAllReduceTest, OnlyEarlierFailuresRetireTheArena) {
+  auto state = std::make_shared<SharedState>(3);
+  FakeArena zero(state, 0), one(state, 1), two(state, 2);
+  EXPECT_TRUE(ArenaSlots::Usable(zero, 5));
+  one.PublishFailure(absl::StatusCode::kFailedPrecondition, 5);
+  EXPECT_TRUE(ArenaSlots::Usable(zero, 5));
+  EXPECT_TRUE(ArenaSlots::Usable(one, 5));
+  EXPECT_FALSE(ArenaSlots::Usable(zero, 6));
+  EXPECT_FALSE(ArenaSlots::Usable(one, 6));
+  auto fresh = std::make_shared<SharedState>(3);
+  FakeArena fresh_zero(fresh, 0), fresh_two(fresh, 2);
+  fresh_two.Leave();
+  EXPECT_FALSE(ArenaSlots::Usable(fresh_zero, 1));
+}
+
+// A mismatch seen by the first rank to arrive reaches a rank that starts afterwards as the
+// same FailedPrecondition, naming both collectives.
+TEST(SharedMemoryAllReduceTest, ALateRankMeetsTheMismatchAnEarlyRankFailedOn) {
+  auto state = std::make_shared<SharedState>(3);
+  Rank early(state, 0, 3, 10);
+  Rank middle(state, 1, 3, 12);
+  Rank late(state, 2, 3, 12);
+  middle.arena.Announce(MakeSignature(CollectiveKind::kAllReduce, DType::kFloat32, 1, 12));
+  absl::Status first = early.Run(1);
+  EXPECT_EQ(first.code(), absl::StatusCode::kFailedPrecondition) << first;
+  ASSERT_TRUE(ArenaSlots::Usable(late.arena, 1));
+  late.arena.before_wait = [&] { (void)middle.Run(1); };
+  absl::Status last = late.Run(1);
+  EXPECT_EQ(last.code(), absl::StatusCode::kFailedPrecondition) << last;
+  EXPECT_NE(last.message().find("of 10 float32"), absl::string_view::npos) << last;
 }
 
 // Several pieces and three ranks in threads: the arena's two slots alternate correctly.

@@ -53,6 +53,15 @@ void ShmArena::Publish(uint64_t value) {
   WakeSleepers();
 }
 
+void ShmArena::PublishFailure(absl::StatusCode code, uint64_t sequence) {
+  control(rank_).failed_sequence.store(sequence, std::memory_order_relaxed);
+  Publish(ArenaFailure(Published(rank_), code));  // Releases the sequence with the flag.
+}
+
+uint64_t ShmArena::FailedSequence(int rank) const {
+  return control(rank).failed_sequence.load(std::memory_order_relaxed);
+}
+
 uint64_t ShmArena::Announced(int rank) const {
   return control(rank).announced.load(std::memory_order_acquire);
 }
@@ -117,7 +126,7 @@ absl::StatusOr<uint64_t> ShmArena::WaitFor(int peer, uint64_t value, absl::Time 
 
 void ShmArena::Leave() {
   const uint64_t last = Published(rank_);
-  if ((last & kArenaFailed) == 0) Publish(ArenaFailure(last, absl::StatusCode::kUnavailable));
+  if ((last & kArenaFailed) == 0) PublishFailure(absl::StatusCode::kUnavailable, kArenaLeft);
 }
 
 void ShmArena::Break(const absl::Status& status) {

@@ -28,6 +28,8 @@ class ShmArena : public SharedArena {
   uint8_t* region(int rank) const override { return areas_[rank] + kArenaControlBytes; }
   uint64_t Published(int rank) const override;
   void Publish(uint64_t value) override;
+  void PublishFailure(absl::StatusCode code, uint64_t sequence) override;
+  uint64_t FailedSequence(int rank) const override;
   uint64_t Announced(int rank) const override;
   void Announce(uint64_t word) override;
   absl::StatusOr<uint64_t> WaitFor(int peer, uint64_t value, absl::Time deadline,
@@ -44,6 +46,7 @@ class ShmArena : public SharedArena {
   struct Control {
     alignas(64) std::atomic<uint64_t> published;
     alignas(64) std::atomic<uint64_t> announced;
+    std::atomic<uint64_t> failed_sequence;  // Written before a failure is published.
     alignas(64) std::atomic<uint32_t> wake;  // Futex word: bumped when a sleeper must wake.
     std::atomic<uint32_t> sleepers;          // Waiters asleep (or about to be) on `wake`.
   };

@@ -20,8 +20,9 @@
 
 namespace plexus {
 
-// Set in a published value by a rank that failed: the arena is not used by the group again.
-// Bits 56-62 then carry the failure's absl::StatusCode, so the peers fail with the same code.
+// Set in a published value by a rank that failed: the arena is not used by the group for later
+// collectives. Bits 56-62 then carry the failure's absl::StatusCode, so the peers fail with the
+// same code.
 inline constexpr uint64_t kArenaFailed = uint64_t{1} << 63;
 inline constexpr uint64_t kArenaCodeBits = uint64_t{0x7f} << 56;
 inline constexpr uint64_t ArenaFailure(uint64_t value, absl::StatusCode code) {
@@ -30,6 +31,8 @@ inline constexpr uint64_t ArenaFailure(uint64_t value, absl::StatusCode code) {
 inline constexpr absl::StatusCode ArenaFailureCode(uint64_t value) {
   return static_cast<absl::StatusCode>((value & kArenaCodeBits) >> 56);
 }
+// The failed sequence of a rank that left the group (it failed in no particular collective).
+inline constexpr uint64_t kArenaLeft = ~uint64_t{0};
 
 class SharedArena {
  public:
@@ -47,6 +50,14 @@ class SharedArena {
   // Publishes `value` (>= the last one) after every write to this rank's region before it, and
   // wakes the peers waiting on this rank.
   virtual void Publish(uint64_t value) = 0;
+  // Publishes this rank's last value with kArenaFailed and `code`, recording that it failed
+  // in the collective numbered `sequence` (readable through FailedSequence once a peer sees
+  // the flag): peers about to start that same collective still meet in the arena and learn
+  // the cause, while later collectives keep off it on every rank alike.
+  virtual void PublishFailure(absl::StatusCode code, uint64_t sequence) = 0;
+  // The sequence `rank` recorded with its last failure (kArenaLeft for a rank that left);
+  // meaningful while its published value carries kArenaFailed.
+  virtual uint64_t FailedSequence(int rank) const = 0;
   // What each rank says it is doing (the collective layer announces every collective, whichever
   // way it runs, so a peer stuck waiting here can tell a rank that went another way).
   virtual uint64_t Announced(int rank) const = 0;
