@@ -85,6 +85,31 @@ cuda_repository = repository_rule(
     local = True,
 )
 
+def _plexus_shim_impl(rctx):
+    # The shim's files as they are in this plexus checkout (the repository holding this file).
+    root = rctx.path(Label("//:WORKSPACE")).dirname
+    source = root.get_child("third_party").get_child(rctx.attr.shim)
+    for entry in source.readdir():
+        rctx.symlink(entry, entry.basename)
+
+_plexus_shim = repository_rule(
+    implementation = _plexus_shim_impl,
+    attrs = {"shim": attr.string(mandatory = True)},
+    local = True,
+)
+
+def plexus_dependencies():
+    """Everything another workspace needs to build @plexus targets, as plexus's own WORKSPACE has.
+
+    Call it from a WORKSPACE that declared plexus as `local_repository(name = "plexus", ...)`
+    (or `git_repository`): Bazel's rule-set shims plexus carries (declared unless the workspace
+    already has its own) and the Debian system libraries.
+    """
+    for shim in ["rules_cc", "rules_java", "remote_coverage_tools"]:
+        if not native.existing_rule(shim):
+            _plexus_shim(name = shim, shim = shim)
+    plexus_system_repositories()
+
 def plexus_system_repositories():
     native.new_local_repository(
         name = "com_google_absl",

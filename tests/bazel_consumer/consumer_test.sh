@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Builds docs/examples/cpp/average_service.cc in a workspace of its own that depends on this
+# checkout (WORKSPACE.template, BUILD.template, bazelrc.template as its .bazelrc), then runs 2 ranks through env:// and checks
+# every rank's checksum.
+set -euo pipefail
+
+checkout="$(dirname "$(readlink -f WORKSPACE)")"
+work="${TEST_TMPDIR}/consumer"
+rm -rf "${work}"
+mkdir -p "${work}" "${TEST_TMPDIR}/home"
+sed "s|PLEXUS_CHECKOUT|${checkout}|" tests/bazel_consumer/WORKSPACE.template > "${work}/WORKSPACE"
+cp tests/bazel_consumer/BUILD.template "${work}/BUILD"
+cp tests/bazel_consumer/bazelrc.template "${work}/.bazelrc"
+cp docs/examples/cpp/average_service.cc "${work}/"
+cd "${work}"
+
+# --batch: no server outlives the test. Actions unsandboxed: this test already runs outside
+# Bazel's sandbox, and sandboxes do not nest everywhere.
+export HOME="${TEST_TMPDIR}/home"
+if ! timeout 2400 bazel --batch --output_user_root="${TEST_TMPDIR}/bazel_root" build \
+       --spawn_strategy=local --jobs=2 --show_progress_rate_limit=60 \
+       //:average_service > build.log 2>&1; then
+  tail -50 build.log
+  echo "FAIL: the consumer workspace did not build"
+  exit 1
+fi
+binary="$(readlink -f bazel-bin/average_service)"
+
+port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+pids=()
+for r in 0 1; do
+  MASTER_ADDR=127.0.0.1 MASTER_PORT="${port}" RANK="${r}" WORLD_SIZE=2 \
+    timeout 120 "${binary}" 6 > "rank${r}.out" 2>&1 &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "${pid}"; done
+# 1024 x ((N + 1) / 2 + steps x (N - 1) / 2) with N = 2, steps = 6 (see the example).
+for r in 0 1; do
+  if ! grep -qx "rank ${r} of 2: checksum 4608.0 after 6 steps" "rank${r}.out"; then
+    echo "FAIL: rank ${r} of the Bazel-built service printed:"
+    cat "rank${r}.out"
+    exit 1
+  fi
+done
+echo "ok: @plexus//sdk:plexus from another workspace, 2 ranks through env://"
