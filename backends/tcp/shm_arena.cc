@@ -89,7 +89,7 @@ absl::Status ShmArena::BrokenStatus() {
 absl::StatusOr<uint64_t> ShmArena::WaitFor(int peer, uint64_t value, absl::Time deadline,
                                            absl::FunctionRef<bool(uint64_t)> stop) {
   Control& theirs = control(peer);
-  const absl::Time spin_until = absl::Now() + kSpinBeforeSleep;
+  absl::Time spin_until = absl::InfinitePast();  // Read the clock only once a wait is long.
   while (true) {
     uint64_t seen = theirs.published.load(std::memory_order_acquire);
     // Look a few times before paying for the clock and a yield: a peer a step behind is
@@ -102,6 +102,7 @@ absl::StatusOr<uint64_t> ShmArena::WaitFor(int peer, uint64_t value, absl::Time 
     if (stop(theirs.announced.load(std::memory_order_acquire))) return seen;
     if (broken_.load(std::memory_order_acquire)) return BrokenStatus();
     const absl::Time now = absl::Now();
+    if (spin_until == absl::InfinitePast()) spin_until = now + kSpinBeforeSleep;
     if (now >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "rank ", rank_, " waited in shared memory for rank ", peer, " to reach step ", value,

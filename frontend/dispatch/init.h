@@ -32,7 +32,14 @@ struct InitOptions {
 };
 
 // Rendezvous, check that each rank joined once, wait for all ranks, then build the backends.
-// Errors name the init method, the rank and how many ranks arrived.
+// Collective: every rank of the world calls it once, and it blocks until all have arrived or
+// `timeout` passed. Errors name the init method, the rank and how many ranks arrived:
+// InvalidArgument for a bad URL, backend string or environment (MASTER_ADDR, RANK, ... as
+// torch.distributed reads them), DeadlineExceeded when ranks are missing at the deadline,
+// FailedPrecondition when two processes claim one rank, Unauthenticated for a wrong secret.
+// Thread-safe (it touches no global state but the backend registry, read-only). The group is
+// shared: the last reference going away closes its connections without the departure barrier,
+// so call ProcessGroup::Shutdown first for an orderly exit (Session, session.h, does both).
 absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(InitOptions options,
                                                                const EnvLookup& env = GetEnv);
 

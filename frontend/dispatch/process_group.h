@@ -109,6 +109,22 @@ class ProcessGroup {
   // rank's last request.
   absl::Status Shutdown(absl::Duration timeout);
 
+  // --- Collectives and point-to-point, as torch.distributed's. ---
+  //
+  // Ordering: every rank of the group issues the same collectives in the same order (from any
+  // number of threads, as long as that order is the same on every rank); a rank that issues a
+  // different one, or other sizes or dtypes, fails the operation on every rank with
+  // FailedPrecondition naming both sides instead of hanging or mixing data (backends that
+  // cannot tell by themselves are checked first unless PLEXUS_CHECK_COLLECTIVES=0, see
+  // collective_check.h).
+  // Memory: a Tensor does not own its memory; it must stay valid and untouched by the caller
+  // until the returned Work completes. The call returns at once (asynchronous); Work::Wait
+  // blocks with a deadline (work.h).
+  // Errors: bad arguments (rank out of range, sizes, dtype, device the backend does not
+  // serve) come back from the call itself as InvalidArgument naming the op, this rank and the
+  // values, before anything is sent. Failures while it runs complete the Work with:
+  // DeadlineExceeded at options.timeout (the group's timeout when unset), Unavailable naming
+  // a lost peer, FailedPrecondition for a mismatch, Aborted after Abort.
   absl::StatusOr<WorkPtr> Broadcast(const Tensor& tensor, BroadcastOptions options = {});
   absl::StatusOr<WorkPtr> Reduce(const Tensor& tensor, ReduceOptions options = {});
   absl::StatusOr<WorkPtr> AllReduce(const Tensor& tensor, AllReduceOptions options = {});
