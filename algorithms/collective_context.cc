@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "frontend/core/deadline.h"
 
 namespace plexus {
 
@@ -65,26 +66,26 @@ CollectiveContext::CollectiveContext(Transport& transport, CollectiveKind kind, 
       kind_(kind),
       sequence_(sequence),
       signature_(signature),
-      deadline_(absl::Now() + timeout),
+      deadline_(FastNow() + timeout),
       work_(work),
       arena_(arena != nullptr ? arena : &own_arena_) {}
 
 WorkPtr CollectiveContext::Send(int peer, uint32_t step, const void* data, size_t bytes) {
   return transport_.Send(peer, {MakeTag(sequence_, step), signature_},
                          {static_cast<const uint8_t*>(data), bytes},
-                         std::max(deadline_ - absl::Now(), absl::ZeroDuration()));
+                         std::max(deadline_ - FastNow(), absl::ZeroDuration()));
 }
 
 WorkPtr CollectiveContext::Recv(int peer, uint32_t step, void* data, size_t bytes) {
   return transport_.Recv(peer, {MakeTag(sequence_, step), signature_},
                          {static_cast<uint8_t*>(data), bytes},
-                         std::max(deadline_ - absl::Now(), absl::ZeroDuration()));
+                         std::max(deadline_ - FastNow(), absl::ZeroDuration()));
 }
 
 absl::Status CollectiveContext::Wait(const WorkPtr& work) {
   // The transport enforces the deadline; the extra second only guards against a lost wakeup.
   absl::Status status =
-      work->Wait(std::max(deadline_ - absl::Now(), absl::ZeroDuration()) + absl::Seconds(1));
+      work->Wait(std::max(deadline_ - FastNow(), absl::ZeroDuration()) + absl::Seconds(1));
   if (!status.ok()) return Fail(status);
   if (work_ != nullptr) {
     const Work::Stats stats = work->stats();

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "algorithms/algorithms.h"
 #include "algorithms/reduce_kernels.h"
+#include "frontend/core/deadline.h"
 
 namespace plexus {
 namespace {
@@ -47,7 +48,7 @@ WorkPtr Collectives::Submit(CollectiveKind kind, DType dtype, int64_t count,
   // Deferred only where threads have been waiting on their collectives (blocking use): one
   // that issues and waits later (DDP's buckets) should not lose a millisecond.
   const bool deferred = !queue_->running && queue_->tasks.empty() && queue_->waiters_expected;
-  const absl::Time issued = deferred ? absl::Now() : absl::InfinitePast();
+  const absl::Time issued = deferred ? FastNow() : absl::InfinitePast();
   queue_->tasks.push_back({issued, deferred, kind, sequence,
                            MakeSignature(kind, dtype, sequence, count), timeout, work,
                            std::move(body), this});
@@ -121,7 +122,7 @@ void Collectives::Worker() {
         queue.tasks.clear();
         return;
       }
-      const absl::Time now = absl::Now();
+      const absl::Time now = FastNow();
       if (!queue.running && !queue.tasks.empty()) {
         const Task& front = queue.tasks.front();
         if (!front.deferred || now >= front.issued + kWaiterGrace) {

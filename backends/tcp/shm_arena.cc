@@ -10,6 +10,7 @@
 #include <ctime>
 
 #include "absl/strings/str_cat.h"
+#include "frontend/core/deadline.h"
 
 namespace plexus::tcp {
 namespace {
@@ -101,7 +102,7 @@ absl::StatusOr<uint64_t> ShmArena::WaitFor(int peer, uint64_t value, absl::Time 
     if (seen >= value || (seen & kArenaFailed) != 0) return seen;
     if (stop(theirs.announced.load(std::memory_order_acquire))) return seen;
     if (broken_.load(std::memory_order_acquire)) return BrokenStatus();
-    const absl::Time now = absl::Now();
+    const absl::Time now = FastNow();
     if (spin_until == absl::InfinitePast()) spin_until = now + kSpinBeforeSleep;
     if (now >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(

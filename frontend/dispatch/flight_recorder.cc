@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "frontend/core/deadline.h"
 #include "frontend/core/logging.h"
 
 namespace plexus {
@@ -172,7 +173,7 @@ FlightRecorder::FlightRecorder(Group group, size_t capacity)
 FlightRecorder::~FlightRecorder() = default;
 
 uint64_t FlightRecorder::Record(const Operation& operation, bool point_to_point) {
-  const absl::Time now = absl::Now();
+  const absl::Time now = CoarseNow();  // Read by people, to the millisecond.
   std::lock_guard<std::mutex> lock(mu_);
   const uint64_t handle = next_handle_++;
   Entry& entry = entries_[handle % entries_.size()];
@@ -188,7 +189,7 @@ uint64_t FlightRecorder::Record(const Operation& operation, bool point_to_point)
 }
 
 void FlightRecorder::Finish(uint64_t handle, const absl::Status& status) {
-  const absl::Time now = absl::Now();
+  const absl::Time now = CoarseNow();
   {
     std::lock_guard<std::mutex> lock(mu_);
     Entry& entry = entries_[handle % entries_.size()];

@@ -12,7 +12,7 @@ Work::Work(std::string op_name, int world_size, int64_t sequence)
     : op_name_(std::move(op_name)),
       world_size_(world_size),
       sequence_(sequence),
-      start_(absl::Now()) {}
+      start_(FastNow()) {}
 
 std::shared_ptr<Work> Work::Finished(absl::Status status, std::string op_name, int world_size) {
   auto work = std::make_shared<Work>(std::move(op_name), world_size);
@@ -26,13 +26,19 @@ void Work::SetWaitHook(std::function<void(absl::Duration)> hook) {
 }
 
 absl::Status Work::Wait(absl::Duration timeout) {
+  // Borrowed, not copied (a copy allocates): a waiter arriving meanwhile waits without it,
+  // and it goes back for later waits while the Work is still unfinished.
   std::function<void(absl::Duration)> hook;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!completed_) hook = wait_hook_;
+    if (!completed_) hook.swap(wait_hook_);
   }
   const auto deadline = SteadyDeadline(timeout);
-  if (hook) hook(timeout);
+  if (hook) {
+    hook(timeout);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!completed_ && !wait_hook_) wait_hook_.swap(hook);
+  }
   std::unique_lock<std::mutex> lock(mu_);
   if (!completed_cv_.wait_until(lock, deadline, [this] { return completed_; })) {
     std::string sequence =
@@ -90,7 +96,7 @@ Work::Stats Work::stats() const {
   stats.bytes_received = bytes_received_.load(std::memory_order_relaxed);
   stats.world_size = world_size_;
   std::lock_guard<std::mutex> lock(mu_);
-  stats.duration = (completed_ ? end_ : absl::Now()) - start_;
+  stats.duration = (completed_ ? end_ : FastNow()) - start_;
   return stats;
 }
 
@@ -101,7 +107,7 @@ bool Work::Complete(absl::Status status) {
     if (completed_) return false;
     completed_ = true;
     status_ = std::move(status);
-    end_ = absl::Now();
+    end_ = FastNow();
     callbacks.swap(callbacks_);
     wait_hook_ = nullptr;  // May hold references the producer wants released.
     stream_wait_hook_ = nullptr;
