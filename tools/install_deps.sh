@@ -17,6 +17,7 @@ packages=(
   python3-numpy python3-pytest python3-torch  # Python tests; plexus.torch and DDP
   python3-matplotlib   # bench --plot
   cmake pkg-config     # building C++ services against an install (sdk:install_test)
+  debootstrap          # a clean Debian 12 to install the .deb into (sdk:deb_clean_install_test)
 )
 
 missing=()

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The .deb as a user installs it on a clean Debian 12: debootstrap a minimal bookworm from the
+# machine's apt mirror, `apt install ./plexus_*.deb` there (apt pulls its dependencies), add a
+# compiler, CMake and pkg-config, build the example service both ways and run it on 2 and 4
+# ranks under mpirun. Needs root (debootstrap, chroot, mounts in a private mount namespace);
+# skips, saying why, without root, debootstrap or a reachable mirror.
+set -euo pipefail
+
+skip() { echo "SKIP: $*"; exit 0; }
+[[ "$(id -u)" == 0 ]] || skip "needs root for debootstrap and chroot"
+command -v debootstrap > /dev/null || skip "debootstrap is not installed (tools/install_deps.sh)"
+mirror="$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)"
+[[ -n "${mirror}" ]] || mirror="http://deb.debian.org/debian"
+
+root="${TEST_TMPDIR}/bookworm"
+sdk/deb --output="${TEST_TMPDIR}/deb" > /dev/null
+if ! debootstrap --variant=minbase bookworm "${root}" "${mirror}" > "${TEST_TMPDIR}/debootstrap.log" 2>&1; then
+  tail -5 "${TEST_TMPDIR}/debootstrap.log"
+  skip "debootstrap could not build bookworm from ${mirror}"
+fi
+cp "${TEST_TMPDIR}"/deb/plexus_*.deb "${root}/tmp/"
+mkdir -p "${root}/tmp/service"
+cp -L docs/examples/cpp/* "${root}/tmp/service/"
+cp /etc/resolv.conf "${root}/etc/" 2> /dev/null || true
+
+# 1024 x ((N + 1) / 2 + steps x (N - 1) / 2), as the example explains.
+cat > "${root}/tmp/inside.sh" <<'INSIDE'
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq /tmp/plexus_*.deb > /tmp/apt.log 2>&1 || { tail -20 /tmp/apt.log; exit 1; }
+echo "ok: apt installed $(dpkg-query -W -f='${Package} ${Version}' plexus) on a clean bookworm"
+apt-get install -y -qq g++ cmake pkg-config make > /tmp/apt_tools.log 2>&1 ||
+  { tail -20 /tmp/apt_tools.log; exit 1; }
+cd /tmp/service
+g++ average_service.cc $(pkg-config --cflags --libs plexus) -o service_pkgconfig
+cmake -S . -B build > cmake.log 2>&1 && cmake --build build >> cmake.log 2>&1 ||
+  { cat cmake.log; exit 1; }
+for n in 2 4; do
+  for binary in ./service_pkgconfig ./build/average_service; do
+    want="$(awk -v n="${n}" 'BEGIN { printf "%.1f", 1024 * ((n + 1) / 2 + 5 * (n - 1) / 2) }')"
+    out="$(timeout 120 mpirun --allow-run-as-root --oversubscribe -np "${n}" "${binary}" 5 2>&1)"
+    for ((r = 0; r < n; ++r)); do
+      grep -qx "rank ${r} of ${n}: checksum ${want} after 5 steps" <<< "${out}" ||
+        { echo "FAIL: ${binary}, rank ${r} of ${n}:"; echo "${out}"; exit 1; }
+    done
+    echo "ok: ${binary} on ${n} ranks"
+  done
+done
+INSIDE
+
+# Mounts made in a private namespace vanish with it, whatever happens.
+unshare --mount --propagation private bash -c "
+  set -e
+  mount -t proc proc '${root}/proc'
+  mount --bind /dev '${root}/dev'
+  chroot '${root}' /bin/bash /tmp/inside.sh
+"
