@@ -9,6 +9,7 @@
 
 #include "absl/base/internal/endian.h"
 #include "absl/strings/str_cat.h"
+#include "frontend/core/deadline.h"
 #include "frontend/core/logging.h"
 
 namespace plexus::tcp {
@@ -754,7 +755,7 @@ void Loop::FailEverything(const absl::Status& status) {
 }
 
 void Loop::ExpireDeadlines() {
-  const absl::Time now = absl::Now();
+  const absl::Time now = FastNow();
   while (!timers_.empty() && timers_.begin()->first <= now) {
     OpPtr op = timers_.begin()->second;
     ReleaseCallerBuffer(op);
@@ -765,7 +766,7 @@ void Loop::ExpireDeadlines() {
 }
 
 int MillisecondsUntil(absl::Time deadline) {
-  const absl::Duration left = deadline - absl::Now();
+  const absl::Duration left = deadline - FastNow();
   return static_cast<int>(std::clamp<int64_t>(
       absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), 0, 1000));
 }

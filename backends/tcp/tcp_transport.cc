@@ -20,6 +20,7 @@
 #include "backends/tcp/tcp_connect.h"
 #include "backends/tcp/tcp_loop.h"
 #include "frontend/auth/mutual_auth.h"
+#include "frontend/core/deadline.h"
 #include "frontend/core/heartbeat.h"
 #include "frontend/core/status_macros.h"
 
@@ -77,7 +78,7 @@ class TcpTransport::Engine {
         if (!asleep) timeout_ms = 0;
       }
     }
-    next_wake_.store(absl::ToUnixNanos(absl::Now() + absl::Milliseconds(timeout_ms)),
+    next_wake_.store(absl::ToUnixNanos(FastNow() + absl::Milliseconds(timeout_ms)),
                      std::memory_order_release);
     int n = epoll_wait(epoll_.get(), events, 64, timeout_ms);
     std::lock_guard<std::recursive_mutex> lock(loop_mu);
@@ -106,12 +107,12 @@ class TcpTransport::Engine {
   // another thread polls. Leaves early when the transport stops.
   void DriveUntilDone(const Work& work, absl::Duration timeout) {
     const absl::Time deadline =
-        timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
-    const absl::Time spin_until = absl::Now() + kSpinBeforeSleep;
+        timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : FastNow() + timeout;
+    const absl::Time spin_until = FastNow() + kSpinBeforeSleep;
     std::unique_lock<std::mutex> role(role_mu_);
     ++caller_waiters_;
     while (!work.IsCompleted() && !stopping.load(std::memory_order_acquire)) {
-      const absl::Time now = absl::Now();
+      const absl::Time now = FastNow();
       if (now >= deadline) break;
       if (poller_ == Poller::kNone) {
         poller_ = Poller::kCaller;
@@ -325,7 +326,7 @@ tcp::OpPtr MakeOp(tcp::Op::Kind kind, int peer, MessageTag tag, uint8_t* data, s
   op->data = data;
   op->size = size;
   op->timeout = timeout;
-  op->deadline = absl::Now() + timeout;
+  op->deadline = FastNow() + timeout;
   op->work = std::make_shared<Work>(name, world);
   if (kind == tcp::Op::Kind::kSend) {
     tcp::EncodeHeader(op->header, tcp::FrameType::kData, tag.tag, tag.signature, size);
