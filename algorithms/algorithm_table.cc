@@ -78,7 +78,7 @@ AlgorithmTable AlgorithmTable::Default() {
     if (std::string(known.collective) == "all_reduce") {
       // Below 64 KiB latency dominates: log2(p) whole-buffer exchanges beat 2(p-1) steps.
       // Up to 8 MiB halving-doubling moves the ring's bytes in 2 log2(p) steps (8 ranks,
-      // 256 KiB: 2.1 ms against 2.9 ms); above, the ring's scratch (size/p, not size/2) wins.
+      // 256 KiB: 2.1 ms against 2.9 ms); above, the ring's scratch (2 size/p, not size/2) wins.
       table.ranges_.push_back({"all_reduce", 0, 64 << 10, "rd"});
       table.ranges_.push_back({"all_reduce", 64 << 10, 8 << 20, "hd"});
       table.ranges_.push_back({"all_reduce", 8 << 20, kOpen, "ring"});
