@@ -21,11 +21,12 @@ fi
 cp "${TEST_TMPDIR}"/deb/plexus_*.deb "${root}/tmp/"
 mkdir -p "${root}/tmp/service"
 cp -L docs/examples/cpp/* "${root}/tmp/service/"
+cp sdk/example_checks.sh "${root}/tmp/"
 cp /etc/resolv.conf "${root}/etc/" 2> /dev/null || true
 
-# 1024 x ((N + 1) / 2 + steps x (N - 1) / 2), as the example explains.
 cat > "${root}/tmp/inside.sh" <<'INSIDE'
 set -euo pipefail
+source /tmp/example_checks.sh
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq /tmp/plexus_*.deb > /tmp/apt.log 2>&1 || { tail -20 /tmp/apt.log; exit 1; }
@@ -38,13 +39,8 @@ cmake -S . -B build > cmake.log 2>&1 && cmake --build build >> cmake.log 2>&1 ||
   { cat cmake.log; exit 1; }
 for n in 2 4; do
   for binary in ./service_pkgconfig ./build/average_service; do
-    want="$(awk -v n="${n}" 'BEGIN { printf "%.1f", 1024 * ((n + 1) / 2 + 5 * (n - 1) / 2) }')"
     out="$(timeout 120 mpirun --allow-run-as-root --oversubscribe -np "${n}" "${binary}" 5 2>&1)"
-    for ((r = 0; r < n; ++r)); do
-      grep -qx "rank ${r} of ${n}: checksum ${want} after 5 steps" <<< "${out}" ||
-        { echo "FAIL: ${binary}, rank ${r} of ${n}:"; echo "${out}"; exit 1; }
-    done
-    echo "ok: ${binary} on ${n} ranks"
+    check_ranks "${out}" "${n}" 5 "${binary} on ${n} ranks, installed from the .deb"
   done
 done
 INSIDE

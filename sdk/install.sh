@@ -13,8 +13,6 @@
 # Run from Bazel's runfiles (bazel run, or a test that depends on //:install).
 set -euo pipefail
 
-readonly version_major=0 version_minor=1 version_patch=0
-readonly version="${version_major}.${version_minor}.${version_patch}"
 prefix=""
 destdir=""  # Staging root for packaging: files go to DESTDIR/PREFIX, and name PREFIX.
 for arg in "$@"; do
@@ -35,6 +33,13 @@ if [[ "${prefix}" != /* ]]; then prefix="${BUILD_WORKING_DIRECTORY:-${PWD}}/${pr
 runfiles="${RUNFILES_DIR:-$0.runfiles}/plexus"
 [[ -d "${runfiles}" ]] || runfiles="${PWD}"
 cd "${runfiles}"
+# The version is plexus.h's (kVersionMajor/Minor/Patch), so the two cannot drift apart.
+version_part() { sed -nE "s/^inline constexpr int kVersion$1 = ([0-9]+);/\1/p" sdk/plexus.h; }
+readonly version_major="$(version_part Major)" version_minor="$(version_part Minor)"
+readonly version_patch="$(version_part Patch)"
+readonly version="${version_major}.${version_minor}.${version_patch}"
+[[ "${version}" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
+  { echo "install: cannot read the version from sdk/plexus.h" >&2; exit 1; }
 # The headers come from the source tree the runfiles link to.
 source_root="$(cd "$(dirname "$(readlink -f sdk/plexus.h)")/.." && pwd)"
 named="${prefix}"            # What the .pc and CMake files say.

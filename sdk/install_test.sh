@@ -9,6 +9,7 @@ set -euo pipefail
 prefix="${TEST_TMPDIR}/prefix"
 work="${TEST_TMPDIR}/service"
 runfiles="${PWD}"
+source sdk/example_checks.sh
 sdk/install --prefix="${prefix}" > "${TEST_TMPDIR}/install.log"
 rm -rf "${work}"
 cp -rL docs/examples/cpp "${work}"
@@ -19,28 +20,12 @@ g++ average_service.cc $(pkg-config --cflags --libs plexus) -o average_service_p
 cmake -S . -B build -DCMAKE_PREFIX_PATH="${prefix}" > cmake.log 2>&1 || { cat cmake.log; exit 1; }
 cmake --build build >> cmake.log 2>&1 || { cat cmake.log; exit 1; }
 
-# 1024 x ((N + 1) / 2 + steps x (N - 1) / 2), as the example explains.
-expected() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%.1f", 1024 * ((n + 1) / 2 + s * (n - 1) / 2) }'; }
-
-check() {  # OUTPUT N STEPS WHAT
-  local want
-  want="$(expected "$2" "$3")"
-  for ((r = 0; r < $2; ++r)); do
-    if ! grep -qx "rank ${r} of $2: checksum ${want} after $3 steps" <<< "$1"; then
-      echo "FAIL: $4: rank ${r} of $2 did not print checksum ${want}:"
-      echo "$1"
-      exit 1
-    fi
-  done
-  echo "ok: $4"
-}
-
 mpirun_args=(--oversubscribe)
 [[ "$(id -u)" == 0 ]] && mpirun_args+=(--allow-run-as-root)
 for binary in ./average_service_pkgconfig ./build/average_service; do
   for n in 2 4; do
     out="$(timeout 180 mpirun -np "${n}" "${mpirun_args[@]}" "${binary}" 10 2>&1)"
-    check "${out}" "${n}" 10 "${binary} under mpirun -np ${n}"
+    check_ranks "${out}" "${n}" 10 "${binary} under mpirun -np ${n}"
   done
 done
 
@@ -52,7 +37,7 @@ for r in 0 1; do
   pids+=($!)
 done
 for pid in "${pids[@]}"; do wait "${pid}"; done
-check "$(cat rank0.out rank1.out)" 2 5 "env:// with MASTER_ADDR/MASTER_PORT"
+check_ranks "$(cat rank0.out rank1.out)" 2 5 "env:// with MASTER_ADDR/MASTER_PORT"
 
 # The Debian package: unpacked rather than installed (a test must not change the system), with
 # pkg-config told where the /usr tree now is.
@@ -73,4 +58,4 @@ g++ average_service.cc \
   $(PKG_CONFIG_PATH="${root}/usr/lib/pkgconfig" pkg-config --define-prefix --cflags --libs plexus) \
   -o average_service_deb
 out="$(timeout 180 mpirun -np 2 "${mpirun_args[@]}" ./average_service_deb 10 2>&1)"
-check "${out}" 2 10 "built against the unpacked .deb, mpirun -np 2"
+check_ranks "${out}" 2 10 "built against the unpacked .deb, mpirun -np 2"

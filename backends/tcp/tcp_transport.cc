@@ -106,9 +106,10 @@ class TcpTransport::Engine {
   // A caller waiting on `work`: polls until it completes or `timeout` passes, or waits while
   // another thread polls. Leaves early when the transport stops.
   void DriveUntilDone(const Work& work, absl::Duration timeout) {
+    const absl::Time start = FastNow();
     const absl::Time deadline =
-        timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : FastNow() + timeout;
-    const absl::Time spin_until = FastNow() + kSpinBeforeSleep;
+        timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : start + timeout;
+    const absl::Time spin_until = start + kSpinBeforeSleep;
     std::unique_lock<std::mutex> role(role_mu_);
     ++caller_waiters_;
     while (!work.IsCompleted() && !stopping.load(std::memory_order_acquire)) {

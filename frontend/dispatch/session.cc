@@ -1,6 +1,7 @@
 #include "frontend/dispatch/session.h"
 
-#include <cstdlib>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -14,9 +15,9 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Join(SessionOptions options) {
   InitOptions init;
   if (!options.backend.empty()) {
     init.backend = options.backend;
-  } else if (const char* backend = std::getenv("PLEXUS_BACKEND");
-             backend != nullptr && *backend != '\0') {
-    init.backend = backend;
+  } else if (std::optional<std::string> backend = GetEnv("PLEXUS_BACKEND");
+             backend.has_value() && !backend->empty()) {
+    init.backend = *backend;
   }
   init.init_method = "env://";
   init.timeout = options.timeout;

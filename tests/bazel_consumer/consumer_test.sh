@@ -4,6 +4,7 @@
 # every rank's checksum.
 set -euo pipefail
 
+source sdk/example_checks.sh
 checkout="$(dirname "$(readlink -f WORKSPACE)")"
 work="${TEST_TMPDIR}/consumer"
 rm -rf "${work}"
@@ -34,12 +35,5 @@ for r in 0 1; do
   pids+=($!)
 done
 for pid in "${pids[@]}"; do wait "${pid}"; done
-# 1024 x ((N + 1) / 2 + steps x (N - 1) / 2) with N = 2, steps = 6 (see the example).
-for r in 0 1; do
-  if ! grep -qx "rank ${r} of 2: checksum 4608.0 after 6 steps" "rank${r}.out"; then
-    echo "FAIL: rank ${r} of the Bazel-built service printed:"
-    cat "rank${r}.out"
-    exit 1
-  fi
-done
-echo "ok: @plexus//sdk:plexus from another workspace, 2 ranks through env://"
+check_ranks "$(cat rank0.out rank1.out)" 2 6 \
+  "@plexus//sdk:plexus from another workspace, 2 ranks through env://"
