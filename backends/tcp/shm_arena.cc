@@ -1,6 +1,7 @@
 #include "backends/tcp/shm_arena.h"
 
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -15,8 +16,10 @@
 namespace plexus::tcp {
 namespace {
 
-// Polling the peer's value this long before sleeping (yielding between looks).
+// Polling the peer's value this long before sleeping.
 constexpr absl::Duration kSpinBeforeSleep = absl::Microseconds(50);
+// Of which this long without yielding the core, where every rank here has a core to itself.
+constexpr absl::Duration kSpinWithoutYield = absl::Microseconds(20);
 // A sleeper looks again at least this often; a lost peer also wakes it at once (Break).
 constexpr absl::Duration kLongestSleep = absl::Milliseconds(100);
 
@@ -38,10 +41,37 @@ void FutexWakeAll(std::atomic<uint32_t>* word) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
+// Publishing must be ordered before the look at `sleepers`, or a waiter that counted itself
+// there just then sleeps through the publish. A full fence on every publish stalls until the
+// peer's core gives up the line; instead the (rare) sleeper makes every core running these
+// processes fence, through membarrier(2), and publishers keep to plain stores.
+bool RegisterAsymmetricFence() {
+  static const bool registered = [] {
+    const long commands = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    if (commands < 0 || (commands & MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0) return false;
+    return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
+  }();
+  return registered;
+}
+
+// Where ranks outnumber the cores they may run on, a waiter yields at once: its peer may need
+// the core it spins on.
+bool CoresForEveryRank(int ranks) {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0) return false;
+  return CPU_COUNT(&cpus) >= ranks;
+}
+
 }  // namespace
 
 ShmArena::ShmArena(int rank, std::vector<uint8_t*> areas, size_t region_bytes)
-    : rank_(rank), areas_(std::move(areas)), region_bytes_(region_bytes) {
+    : rank_(rank),
+      areas_(std::move(areas)),
+      region_bytes_(region_bytes),
+      light_publish_(RegisterAsymmetricFence()),
+      spin_without_yield_(CoresForEveryRank(static_cast<int>(areas_.size())) ? kSpinWithoutYield
+                                                                             : absl::ZeroDuration()) {
   static_assert(sizeof(Control) <= kArenaControlBytes);
 }
 
@@ -49,10 +79,17 @@ uint64_t ShmArena::Published(int rank) const {
   return control(rank).published.load(std::memory_order_acquire);
 }
 
-void ShmArena::Publish(uint64_t value) {
-  control(rank_).published.store(value, std::memory_order_seq_cst);
+// The order is spelled out in each branch: given a variable, compilers fence as for seq_cst.
+void ShmArena::Store(std::atomic<uint64_t>& word, uint64_t value) {
+  if (light_publish_) {
+    word.store(value, std::memory_order_release);
+  } else {
+    word.store(value, std::memory_order_seq_cst);
+  }
   WakeSleepers();
 }
+
+void ShmArena::Publish(uint64_t value) { Store(control(rank_).published, value); }
 
 void ShmArena::PublishFailure(absl::StatusCode code, uint64_t sequence) {
   control(rank_).failed_sequence.store(sequence, std::memory_order_relaxed);
@@ -67,17 +104,18 @@ uint64_t ShmArena::Announced(int rank) const {
   return control(rank).announced.load(std::memory_order_acquire);
 }
 
-void ShmArena::Announce(uint64_t word) {
-  control(rank_).announced.store(word, std::memory_order_seq_cst);
-  WakeSleepers();
-}
+void ShmArena::Announce(uint64_t word) { Store(control(rank_).announced, word); }
 
-// After a seq_cst store of what a waiter looks at. A waiter counts itself in `sleepers` before
-// it reads `wake` and looks again, so either it sees the store or this sees it and bumps
-// `wake`, which makes its futex wait return at once.
+// After a store of what a waiter looks at. A waiter counts itself in `sleepers`, fences (every
+// core, with the membarrier; its own, without), then reads `wake` and looks again, so either
+// it sees the store or this sees it and bumps `wake`, which makes its futex wait return at once.
 void ShmArena::WakeSleepers() {
   Control& mine = control(rank_);
-  if (mine.sleepers.load(std::memory_order_seq_cst) == 0) return;
+  // Program order suffices against the waiter's membarrier; the compiler must keep it too.
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  const uint32_t sleepers = light_publish_ ? mine.sleepers.load(std::memory_order_relaxed)
+                                           : mine.sleepers.load(std::memory_order_seq_cst);
+  if (sleepers == 0) return;
   mine.wake.fetch_add(1, std::memory_order_seq_cst);
   FutexWakeAll(&mine.wake);
 }
@@ -91,6 +129,7 @@ absl::StatusOr<uint64_t> ShmArena::WaitFor(int peer, uint64_t value, absl::Time 
                                            absl::FunctionRef<bool(uint64_t)> stop) {
   Control& theirs = control(peer);
   absl::Time spin_until = absl::InfinitePast();  // Read the clock only once a wait is long.
+  absl::Time yield_from;
   while (true) {
     uint64_t seen = theirs.published.load(std::memory_order_acquire);
     // Look a few times before paying for the clock and a yield: a peer a step behind is
@@ -103,19 +142,23 @@ absl::StatusOr<uint64_t> ShmArena::WaitFor(int peer, uint64_t value, absl::Time 
     if (stop(theirs.announced.load(std::memory_order_acquire))) return seen;
     if (broken_.load(std::memory_order_acquire)) return BrokenStatus();
     const absl::Time now = FastNow();
-    if (spin_until == absl::InfinitePast()) spin_until = now + kSpinBeforeSleep;
+    if (spin_until == absl::InfinitePast()) {
+      spin_until = now + kSpinBeforeSleep;
+      yield_from = now + spin_without_yield_;
+    }
     if (now >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "rank ", rank_, " waited in shared memory for rank ", peer, " to reach step ", value,
           " (it is at ", seen, ")"));
     }
     if (now < spin_until) {
-      sched_yield();
+      if (now >= yield_from) sched_yield();
       continue;
     }
     // Announce the sleep, then look once more: a publish after the look changes `wake`, so
     // the futex wait returns at once instead of missing it.
     theirs.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (light_publish_) syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0);
     const uint32_t wake = theirs.wake.load(std::memory_order_seq_cst);
     seen = theirs.published.load(std::memory_order_seq_cst);
     if (seen < value && (seen & kArenaFailed) == 0 && !broken_.load(std::memory_order_acquire) &&

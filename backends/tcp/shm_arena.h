@@ -46,17 +46,23 @@ class ShmArena : public SharedArena {
   struct Control {
     alignas(64) std::atomic<uint64_t> published;
     alignas(64) std::atomic<uint64_t> announced;
-    std::atomic<uint64_t> failed_sequence;  // Written before a failure is published.
+    // 0 until this rank fails; written before the failure is published, and only then, so
+    // peers that look at it before every collective keep it cached without taking it away.
+    alignas(64) std::atomic<uint64_t> failed_sequence;
     alignas(64) std::atomic<uint32_t> wake;  // Futex word: bumped when a sleeper must wake.
     std::atomic<uint32_t> sleepers;          // Waiters asleep (or about to be) on `wake`.
   };
   Control& control(int rank) const { return *reinterpret_cast<Control*>(areas_[rank]); }
   absl::Status BrokenStatus();
+  // Stores `value` into this rank's `word` and wakes the peers asleep on this rank.
+  void Store(std::atomic<uint64_t>& word, uint64_t value);
   void WakeSleepers();
 
   const int rank_;
   const std::vector<uint8_t*> areas_;
   const size_t region_bytes_;
+  const bool light_publish_;  // Release stores; sleepers fence every core (membarrier).
+  const absl::Duration spin_without_yield_;
   std::atomic<bool> broken_{false};
   std::mutex mu_;
   absl::Status broken_status_;  // Guarded by mu_.

@@ -55,8 +55,8 @@ class SharedArena {
   // the flag): peers about to start that same collective still meet in the arena and learn
   // the cause, while later collectives keep off it on every rank alike.
   virtual void PublishFailure(absl::StatusCode code, uint64_t sequence) = 0;
-  // The sequence `rank` recorded with its last failure (kArenaLeft for a rank that left);
-  // meaningful while its published value carries kArenaFailed.
+  // The sequence `rank` recorded with its last failure (kArenaLeft for a rank that left), 0
+  // while it has not failed (sequences start at 1); set before the failure is published.
   virtual uint64_t FailedSequence(int rank) const = 0;
   // What each rank says it is doing (the collective layer announces every collective, whichever
   // way it runs, so a peer stuck waiting here can tell a rank that went another way).
