@@ -361,6 +361,42 @@ TEST(TcpTransportTest, OneHostOffersAnArenaThatALeavingRankCloses) {
   EXPECT_EQ(ArenaFailureCode(*seen), absl::StatusCode::kUnavailable);
 }
 
+// Publishing is a plain store and a waiter going to sleep fences every core instead: a publish
+// at any moment around a waiter's spin-to-sleep handover still wakes it at once. A missed
+// wake would cost the waiter its whole sleep (100 ms, then it looks again).
+TEST(TcpTransportTest, ArenaWaitersWakeForPublishesAroundTheirSleep) {
+  auto world = MakeWorld(2, "wake");
+  ASSERT_NE(world[1], nullptr);
+  SharedArena* waiter = world[0]->shared_arena();
+  SharedArena* publisher = world[1]->shared_arena();
+  ASSERT_NE(waiter, nullptr);
+  ASSERT_NE(publisher, nullptr);
+  constexpr int kRounds = 60;
+  std::atomic<int> waiting{0};
+  std::thread publishing([&] {
+    for (int round = 1; round <= kRounds; ++round) {
+      while (waiting.load() < round) std::this_thread::yield();
+      // 0 to 118 us after the wait began: around the 50 us spin that precedes the sleep.
+      const absl::Time at = absl::Now() + absl::Microseconds((round * 37) % 120);
+      while (absl::Now() < at) {
+      }
+      publisher->Publish(static_cast<uint64_t>(round));
+    }
+  });
+  absl::Duration slowest;
+  for (int round = 1; round <= kRounds; ++round) {
+    const absl::Time start = absl::Now();
+    waiting.store(round);
+    absl::StatusOr<uint64_t> seen = waiter->WaitFor(1, static_cast<uint64_t>(round),
+                                                    start + kWait, [](uint64_t) { return false; });
+    ASSERT_TRUE(seen.ok()) << seen.status();
+    ASSERT_EQ(*seen, static_cast<uint64_t>(round));
+    slowest = std::max(slowest, absl::Now() - start);
+  }
+  publishing.join();
+  EXPECT_LT(slowest, absl::Milliseconds(90)) << "a publish went unnoticed until the next look";
+}
+
 // Peers that are idle still beat: a quiet spell of many intervals loses nobody.
 TEST(TcpTransportTest, IdlePeersOutliveManyHeartbeatIntervals) {
   for (tcp::ShmMode mode : {tcp::ShmMode::kOff, tcp::ShmMode::kRequired}) {
