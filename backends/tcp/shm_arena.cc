@@ -19,7 +19,7 @@ namespace {
 // Polling the peer's value this long before sleeping.
 constexpr absl::Duration kSpinBeforeSleep = absl::Microseconds(50);
 // Of which this long without yielding the core, where every rank here has a core to itself.
-constexpr absl::Duration kSpinWithoutYield = absl::Microseconds(20);
+constexpr absl::Duration kSpinWithoutYield = absl::Microseconds(5);
 // A sleeper looks again at least this often; a lost peer also wakes it at once (Break).
 constexpr absl::Duration kLongestSleep = absl::Milliseconds(100);
 
