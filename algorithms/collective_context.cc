@@ -61,12 +61,12 @@ uint8_t* ScratchArena::Get(Slot slot, size_t bytes) {
 
 CollectiveContext::CollectiveContext(Transport& transport, CollectiveKind kind, uint64_t sequence,
                                      uint64_t signature, absl::Duration timeout, Work* work,
-                                     ScratchArena* arena)
+                                     ScratchArena* arena, absl::Time start)
     : transport_(transport),
       kind_(kind),
       sequence_(sequence),
       signature_(signature),
-      deadline_(FastNow() + timeout),
+      deadline_((start == absl::InfinitePast() ? FastNow() : start) + timeout),
       work_(work),
       arena_(arena != nullptr ? arena : &own_arena_) {}
 

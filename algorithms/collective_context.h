@@ -61,9 +61,10 @@ class ScratchArena {
 
 class CollectiveContext {
  public:
+  // The deadline is `timeout` after `start` (now, unless the caller has just read the clock).
   CollectiveContext(Transport& transport, CollectiveKind kind, uint64_t sequence,
                     uint64_t signature, absl::Duration timeout, Work* work,
-                    ScratchArena* arena = nullptr);
+                    ScratchArena* arena = nullptr, absl::Time start = absl::InfinitePast());
 
   // Scratch for this operation (from the backend's arena, or owned by the context).
   uint8_t* Scratch(ScratchArena::Slot slot, size_t bytes) { return arena_->Get(slot, bytes); }

@@ -41,14 +41,16 @@ WorkPtr Collectives::Submit(CollectiveKind kind, DType dtype, int64_t count,
                              absl::Duration timeout, Body body) {
   std::lock_guard<std::mutex> lock(queue_->mu);
   const uint64_t sequence = next_sequence_++;
-  auto work = std::make_shared<Work>(CollectiveName(kind), size(), static_cast<int64_t>(sequence));
+  const absl::Time now = FastNow();
+  auto work =
+      std::make_shared<Work>(CollectiveName(kind), size(), static_cast<int64_t>(sequence), now);
   std::weak_ptr<Queue> weak = queue_;
   work->SetWaitHook(
       [weak, sequence](absl::Duration timeout) { RunInWaiter(weak, sequence, timeout); });
   // Deferred only where threads have been waiting on their collectives (blocking use): one
   // that issues and waits later (DDP's buckets) should not lose a millisecond.
   const bool deferred = !queue_->running && queue_->tasks.empty() && queue_->waiters_expected;
-  const absl::Time issued = deferred ? FastNow() : absl::InfinitePast();
+  const absl::Time issued = deferred ? now : absl::InfinitePast();
   queue_->tasks.push_back({issued, deferred, kind, sequence,
                            MakeSignature(kind, dtype, sequence, count), timeout, work,
                            std::move(body), this});
@@ -65,8 +67,10 @@ Collectives::Task Collectives::TakeFront(Queue& queue) {
 }
 
 void Collectives::Execute(Task& task) {
+  // A deferred task's deadline counts from its issue (recent: claimed by a waiter, or by the
+  // worker after kWaiterGrace), which saves reading the clock again.
   CollectiveContext ctx(*transport_, task.kind, task.sequence, task.signature, task.timeout,
-                        task.work.get(), &arena_);
+                        task.work.get(), &arena_, task.issued);
   // Tasks run one at a time, so they may use the transport's shared-memory arena. Peers
   // waiting there can tell from the announcement that this rank runs another collective.
   if (SharedArena* shared = transport_->shared_arena()) {

@@ -1,6 +1,7 @@
 #include "frontend/work/work.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -8,11 +9,11 @@
 
 namespace plexus {
 
-Work::Work(std::string op_name, int world_size, int64_t sequence)
+Work::Work(std::string op_name, int world_size, int64_t sequence, absl::Time start)
     : op_name_(std::move(op_name)),
       world_size_(world_size),
       sequence_(sequence),
-      start_(FastNow()) {}
+      start_(start == absl::InfinitePast() ? FastNow() : start) {}
 
 std::shared_ptr<Work> Work::Finished(absl::Status status, std::string op_name, int world_size) {
   auto work = std::make_shared<Work>(std::move(op_name), world_size);
@@ -31,16 +32,20 @@ absl::Status Work::Wait(absl::Duration timeout) {
   std::function<void(absl::Duration)> hook;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!completed_) hook.swap(wait_hook_);
+    if (completed_) return status_;
+    hook.swap(wait_hook_);
   }
-  const auto deadline = SteadyDeadline(timeout);
+  // Only a wait that may block reads the clock; the hook often finishes the work itself.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
   if (hook) {
+    deadline = SteadyDeadline(timeout);
     hook(timeout);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!completed_ && !wait_hook_) wait_hook_.swap(hook);
   }
   std::unique_lock<std::mutex> lock(mu_);
-  if (!completed_cv_.wait_until(lock, deadline, [this] { return completed_; })) {
+  if (completed_) return status_;
+  if (hook && !wait_hook_) wait_hook_.swap(hook);
+  if (!deadline) deadline = SteadyDeadline(timeout);
+  if (!completed_cv_.wait_until(lock, *deadline, [this] { return completed_; })) {
     std::string sequence =
         sequence_ >= 0 ? absl::StrCat(" (sequence ", sequence_, ")") : std::string();
     return absl::DeadlineExceededError(absl::StrCat(
@@ -102,11 +107,13 @@ Work::Stats Work::stats() const {
 
 bool Work::Complete(absl::Status status) {
   std::vector<Callback> callbacks;
+  absl::Status final_status;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (completed_) return false;
     completed_ = true;
     status_ = std::move(status);
+    final_status = status_;
     end_ = FastNow();
     callbacks.swap(callbacks_);
     wait_hook_ = nullptr;  // May hold references the producer wants released.
@@ -114,7 +121,6 @@ bool Work::Complete(absl::Status status) {
   }
   completed_cv_.notify_all();
   // Run outside the lock: a callback may wait on or complete other Works.
-  const absl::Status final_status = this->status();
   for (Callback& callback : callbacks) callback(final_status);
   return true;
 }

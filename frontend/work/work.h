@@ -33,8 +33,10 @@ class Work {
     int world_size = 0;       // Ranks in the group the operation ran over.
   };
 
-  // `op_name` (e.g. "all_reduce") and `sequence` appear in timeout messages.
-  Work(std::string op_name, int world_size, int64_t sequence = -1);
+  // `op_name` (e.g. "all_reduce") and `sequence` appear in timeout messages. `start` (for
+  // stats().duration) is now unless the caller has just read the clock.
+  Work(std::string op_name, int world_size, int64_t sequence = -1,
+       absl::Time start = absl::InfinitePast());
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
 
