@@ -33,6 +33,8 @@ const std::vector<Known>& KnownTable() {
       {"gather", {"linear"}},          {"scatter", {"linear"}},
       {"reduce_scatter", {"ring"}},    {"all_to_all", {"pairwise"}},
       {"barrier", {"dissemination"}},
+      // When every rank of the group shares this host (and its shared-memory arena).
+      {"barrier_same_host", {"shm", "dissemination"}},
   };
   return *table;
 }

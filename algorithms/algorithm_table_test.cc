@@ -17,6 +17,7 @@ TEST(AlgorithmTableTest, DefaultsSplitAllReduceBySize) {
   EXPECT_EQ(table.Choose("all_reduce", uint64_t{1} << 40), "ring");
   EXPECT_EQ(table.Choose("broadcast", 0), "binomial");
   EXPECT_EQ(table.Choose("barrier", 0), "dissemination");
+  EXPECT_EQ(table.Choose("barrier_same_host", 0), "shm");
 }
 
 TEST(AlgorithmTableTest, OverridesReplaceOneCollective) {

@@ -134,6 +134,12 @@ absl::Status PairwiseAllToAll(CollectiveContext& ctx, const std::vector<ByteBloc
 // dissemination_barrier.cc: ceil(log2(size)) rounds of empty messages.
 absl::Status DisseminationBarrier(CollectiveContext& ctx);
 
+// shared_memory_barrier.cc: one round in the shared-memory arena (group on one host).
+absl::Status SharedMemoryBarrier(CollectiveContext& ctx, SharedArena& arena);
+// The barrier entry point: the arena's where the group shares a host and the table's
+// barrier_same_host says shm, else dissemination.
+absl::Status Barrier(CollectiveContext& ctx, const AlgorithmTable& table);
+
 }  // namespace plexus
 
 #endif  // PLEXUS_ALGORITHMS_ALGORITHMS_H_

@@ -351,7 +351,7 @@ WorkPtr Collectives::AllToAllSingle(const Tensor& output, const Tensor& input,
 
 WorkPtr Collectives::Barrier(const BarrierOptions& options) {
   return Submit(CollectiveKind::kBarrier, DType::kUInt8, 0, options.timeout,
-                 [](CollectiveContext& ctx) { return DisseminationBarrier(ctx); });
+                 [this](CollectiveContext& ctx) { return plexus::Barrier(ctx, table_); });
 }
 
 WorkPtr Collectives::Send(const Tensor& tensor, int dst, const SendOptions& options) {

@@ -113,6 +113,13 @@ struct Rank {
     return SharedMemoryAllReduce(ctx, arena, data.data(), static_cast<int64_t>(data.size()),
                                  DType::kFloat32, ReduceOpKind::kSum);
   }
+  absl::Status RunBarrier(uint64_t sequence, absl::Duration timeout = absl::Seconds(20)) {
+    const uint64_t signature = MakeSignature(CollectiveKind::kBarrier, DType::kUInt8, sequence, 0);
+    CollectiveContext ctx(transport, CollectiveKind::kBarrier, sequence, signature, timeout,
+                          nullptr);
+    arena.Announce(signature);
+    return SharedMemoryBarrier(ctx, arena);
+  }
   SilentTransport transport;
   FakeArena arena;
   std::vector<float> data;
@@ -229,6 +236,58 @@ TEST(SharedMemoryAllReduceTest, ManyPiecesOnThreeRanks) {
       ExpectSummed(*ranks[r], 3);
     }
   }
+}
+
+// Barriers between all-reduces on three threads: nobody leaves a barrier before the last rank
+// entered it, and the arena's slots stay in step across both kinds of collective.
+TEST(SharedMemoryAllReduceTest, BarriersHoldEveryRankUntilTheLastArrives) {
+  auto state = std::make_shared<SharedState>(3);
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (int r = 0; r < 3; ++r) ranks.push_back(std::make_unique<Rank>(state, r, 3, 300));
+  std::atomic<int> entered{0};
+  std::vector<std::string> errors(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      for (uint64_t sequence = 1; sequence <= 30; sequence += 2) {
+        if (r == 2) absl::SleepFor(absl::Milliseconds(1));  // The last to arrive, each time.
+        entered.fetch_add(1);
+        absl::Status status = ranks[r]->RunBarrier(sequence);
+        // Every rank has entered barrier k before anyone leaves it: 3 entries per barrier.
+        const int seen = entered.load();
+        if (status.ok() && seen < 3 * static_cast<int>(sequence / 2 + 1)) {
+          status = absl::InternalError(absl::StrCat("left barrier ", sequence, " after ", seen,
+                                                    " entries"));
+        }
+        if (status.ok()) status = ranks[r]->Run(sequence + 1);
+        if (!status.ok()) {
+          errors[r] = status.ToString();
+          return;
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+// A rank in the barrier while its peer runs an all-reduce under the same sequence number
+// fails naming both; with the peer absent it waits out its deadline.
+TEST(SharedMemoryAllReduceTest, ABarrierMeetingAnotherCollectiveFailsNamingBoth) {
+  auto state = std::make_shared<SharedState>(2);
+  Rank barrier(state, 0, 2, 16);
+  Rank other(state, 1, 2, 16);
+  barrier.arena.before_wait = [&] {
+    other.arena.Announce(MakeSignature(CollectiveKind::kAllReduce, DType::kFloat32, 1, 16));
+  };
+  absl::Status status = barrier.RunBarrier(1);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_NE(status.message().find("all_reduce #1 of 16 float32"), absl::string_view::npos)
+      << status;
+  auto fresh = std::make_shared<SharedState>(2);
+  Rank alone(fresh, 0, 2, 16);
+  EXPECT_EQ(alone.RunBarrier(1, absl::Milliseconds(100)).code(),
+            absl::StatusCode::kDeadlineExceeded);
 }
 
 }  // namespace

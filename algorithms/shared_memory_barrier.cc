@@ -1,0 +1,29 @@
+// shared_memory_barrier.cc: for a group on one host (ctx.shared_arena()). Every rank publishes
+// its step in the arena and waits until every peer has published it: one round however many
+// ranks, and a waiter wakes on a futex in the shared page instead of a message on a socket, so
+// ranks leave the barrier within a wake-up of the last arrival.
+#include "algorithms/algorithm_table.h"
+#include "algorithms/algorithms.h"
+#include "algorithms/arena_slots.h"
+
+namespace plexus {
+
+absl::Status SharedMemoryBarrier(CollectiveContext& ctx, SharedArena& arena) {
+  ArenaSlots slots(ctx, arena);
+  slots.PublishInput(0, 0);
+  // Also checks that every peer runs this barrier, not another collective.
+  if (absl::Status status = slots.WaitForInputs(0); !status.ok()) return status;
+  slots.PublishResult(0);  // Keeps the step count even, as after any arena collective.
+  return absl::OkStatus();
+}
+
+absl::Status Barrier(CollectiveContext& ctx, const AlgorithmTable& table) {
+  SharedArena* arena = ctx.shared_arena();
+  if (arena != nullptr && ArenaSlots::Usable(*arena, ctx.sequence()) &&
+      table.Choose("barrier_same_host", 0) == "shm") {
+    return SharedMemoryBarrier(ctx, *arena);
+  }
+  return DisseminationBarrier(ctx);
+}
+
+}  // namespace plexus
