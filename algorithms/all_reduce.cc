@@ -43,8 +43,7 @@ absl::Status AllReduceInPlace(CollectiveContext& ctx, const AlgorithmTable& tabl
   PreScale(data, count, dtype, op);
   const uint64_t bytes = static_cast<uint64_t>(count) * DTypeSize(dtype);
   const ReduceOpKind kernel = KernelOp(op.kind);
-  SharedArena* arena = ctx.shared_arena();
-  if (arena != nullptr && !ArenaSlots::Usable(*arena, ctx.sequence())) arena = nullptr;
+  SharedArena* arena = ArenaSlots::UsableArena(ctx);
   const char* ranges = "all_reduce";
   if (arena != nullptr) {
     ranges = "all_reduce_same_host";

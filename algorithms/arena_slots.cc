@@ -29,6 +29,11 @@ bool ArenaSlots::Usable(const SharedArena& arena, uint64_t sequence) {
   return true;
 }
 
+SharedArena* ArenaSlots::UsableArena(const CollectiveContext& ctx) {
+  SharedArena* arena = ctx.shared_arena();
+  return arena != nullptr && Usable(*arena, ctx.sequence()) ? arena : nullptr;
+}
+
 ArenaSlots::Header* ArenaSlots::header(int rank, uint64_t piece) const {
   const uint64_t slot = (base_ / 2 + piece) % 2;
   return reinterpret_cast<Header*>(arena_.region(rank) + slot * slot_bytes_);

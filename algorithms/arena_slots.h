@@ -31,6 +31,8 @@ class ArenaSlots {
   // collective (after a failure the group stops using it). A failure in this very collective
   // does not count, so every rank decides alike and meets the failure where it happened.
   static bool Usable(const SharedArena& arena, uint64_t sequence);
+  // The context's arena when this collective may run there (see Usable), else nullptr.
+  static SharedArena* UsableArena(const CollectiveContext& ctx);
 
   // Bytes each slot holds after its header.
   size_t payload_bytes() const { return payload_bytes_; }

@@ -18,9 +18,8 @@ absl::Status SharedMemoryBarrier(CollectiveContext& ctx, SharedArena& arena) {
 }
 
 absl::Status Barrier(CollectiveContext& ctx, const AlgorithmTable& table) {
-  SharedArena* arena = ctx.shared_arena();
-  if (arena != nullptr && ArenaSlots::Usable(*arena, ctx.sequence()) &&
-      table.Choose("barrier_same_host", 0) == "shm") {
+  SharedArena* arena = ArenaSlots::UsableArena(ctx);
+  if (arena != nullptr && table.Choose("barrier_same_host", 0) == "shm") {
     return SharedMemoryBarrier(ctx, *arena);
   }
   return DisseminationBarrier(ctx);
