@@ -163,15 +163,19 @@ absl::Status AlgorithmTable::Override(absl::string_view spec) {
   return absl::OkStatus();
 }
 
-std::string AlgorithmTable::Choose(absl::string_view collective, uint64_t bytes) const {
+absl::string_view AlgorithmTable::Choose(absl::string_view collective, uint64_t bytes) const {
   for (const AlgorithmRange& range : ranges_) {
-    if (range.collective == collective && bytes >= range.min_bytes && bytes < range.max_bytes) {
+    // string_view equality tests the lengths first (std::string's compare does not).
+    if (bytes >= range.min_bytes && bytes < range.max_bytes &&
+        absl::string_view(range.collective) == collective) {
       return range.algorithm;
     }
   }
   // A gap left by an override falls back to the collective's default algorithm.
-  const std::vector<std::string> known = KnownAlgorithms(collective);
-  return known.empty() ? std::string() : known.front();
+  for (const Known& known : KnownTable()) {
+    if (known.collective == collective) return known.algorithms.front();  // Static storage.
+  }
+  return absl::string_view();
 }
 
 std::string AlgorithmTable::ToString() const {

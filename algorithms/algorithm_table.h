@@ -31,8 +31,9 @@ class AlgorithmTable {
   // Replaces the ranges of each collective named in `spec`.
   absl::Status Override(absl::string_view spec);
 
-  // The algorithm for a message of `bytes`; the collective must be known.
-  std::string Choose(absl::string_view collective, uint64_t bytes) const;
+  // The algorithm for a message of `bytes`; the collective must be known. The view lives as
+  // long as the table.
+  absl::string_view Choose(absl::string_view collective, uint64_t bytes) const;
 
   const std::vector<AlgorithmRange>& ranges() const { return ranges_; }
   std::string ToString() const;

@@ -23,7 +23,7 @@ bool SpansHostsWithNeighbours(absl::Span<const int> host_of) {
 }
 
 // The flat schedule named `algorithm` (ring for any other name).
-absl::Status RunFlat(const std::string& algorithm, CollectiveContext& ctx, void* data,
+absl::Status RunFlat(absl::string_view algorithm, CollectiveContext& ctx, void* data,
                      int64_t count, DType dtype, ReduceOpKind op) {
   if (algorithm == "rd") return RecursiveDoublingAllReduce(ctx, data, count, dtype, op);
   if (algorithm == "hd") return HalvingDoublingAllReduce(ctx, data, count, dtype, op);
@@ -50,7 +50,7 @@ absl::Status AllReduceInPlace(CollectiveContext& ctx, const AlgorithmTable& tabl
   } else if (SpansHostsWithNeighbours(ctx.host_of())) {
     ranges = "all_reduce_multi_host";
   }
-  const std::string algorithm = table.Choose(ranges, bytes);
+  const absl::string_view algorithm = table.Choose(ranges, bytes);
   absl::Status status;
   if (count == 0) {
     status = absl::OkStatus();

@@ -50,6 +50,12 @@ void ArenaSlots::PublishInput(uint64_t piece, uint64_t bytes) {
 
 void ArenaSlots::PublishResult(uint64_t piece) { arena_.Publish(InputStep(piece) + 1); }
 
+void ArenaSlots::PublishInputAndResult(uint64_t piece, uint64_t bytes) {
+  // Waits for the input step are waits for "at least": the result step satisfies them.
+  *header(arena_.rank(), piece) = {ctx_.signature(), piece, bytes};
+  arena_.Publish(InputStep(piece) + 1);
+}
+
 absl::Status ArenaSlots::Fail(absl::Status status) {
   arena_.PublishFailure(status.code(), ctx_.sequence());
   return status;

@@ -1,7 +1,8 @@
 // The layout and handshake the shared-memory algorithms share. Each rank's arena region holds
 // two slots, used by alternate pieces, so a rank can fill the next piece while its peers still
 // read the current one. Every piece is two steps of the published value (its input is ready,
-// then its result is), so after a whole collective a rank's value is even again.
+// then its result is; published at once where nobody waits for the result), so after a whole
+// collective a rank's value is even again.
 //
 // Safety of reuse: a rank writes a slot for piece k + 2 only after every peer published the
 // input of piece k + 1, which each does only after it finished reading piece k.
@@ -40,6 +41,10 @@ class ArenaSlots {
   // This rank's header for `piece`: fills it, then publishes the piece's input step.
   void PublishInput(uint64_t piece, uint64_t bytes);
   void PublishResult(uint64_t piece);
+  // For a piece whose result step nobody waits for (shm all-reduce, barrier): fills the header
+  // and publishes the input and result steps as one store. Each store to the published value
+  // takes the cache line away from peers watching it, so one per piece, not two.
+  void PublishInputAndResult(uint64_t piece, uint64_t bytes);
   // Waits for every peer's input step of `piece` and checks it runs the same collective and
   // piece; then for result steps (no check). Failures publish kArenaFailed (ending the peers'
   // waits) and return the error: FailedPrecondition naming both sides on disagreement,

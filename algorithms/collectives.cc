@@ -23,6 +23,21 @@ int64_t Rows(const Tensor& tensor) {
 
 }  // namespace
 
+class Collectives::QueuedWork final : public Work {
+ public:
+  QueuedWork(CollectiveKind kind, int size, uint64_t sequence, absl::Time start,
+             std::weak_ptr<Queue> queue)
+      : Work(CollectiveName(kind), size, static_cast<int64_t>(sequence), start),
+        queue_(std::move(queue)) {}
+
+ private:
+  void OfferToWaiter(absl::Duration wait_timeout) override {
+    RunInWaiter(queue_, static_cast<uint64_t>(sequence()), wait_timeout);
+  }
+
+  const std::weak_ptr<Queue> queue_;
+};
+
 Collectives::Collectives(std::shared_ptr<Transport> transport, AlgorithmTable table)
     : transport_(std::move(transport)), table_(std::move(table)) {
   worker_ = std::thread([this] { Worker(); });
@@ -42,11 +57,7 @@ WorkPtr Collectives::Submit(CollectiveKind kind, DType dtype, int64_t count,
   std::lock_guard<std::mutex> lock(queue_->mu);
   const uint64_t sequence = next_sequence_++;
   const absl::Time now = FastNow();
-  auto work =
-      std::make_shared<Work>(CollectiveName(kind), size(), static_cast<int64_t>(sequence), now);
-  std::weak_ptr<Queue> weak = queue_;
-  work->SetWaitHook(
-      [weak, sequence](absl::Duration timeout) { RunInWaiter(weak, sequence, timeout); });
+  WorkPtr work = std::make_shared<QueuedWork>(kind, size(), sequence, now, queue_);
   // Deferred only where threads have been waiting on their collectives (blocking use): one
   // that issues and waits later (DDP's buckets) should not lose a millisecond.
   const bool deferred = !queue_->running && queue_->tasks.empty() && queue_->waiters_expected;
@@ -161,9 +172,9 @@ absl::Status Collectives::RunAllReduce(CollectiveContext& ctx, void* data, int64
 
 WorkPtr Collectives::AllReduce(const Tensor& tensor, const AllReduceOptions& options) {
   return Submit(CollectiveKind::kAllReduce, tensor.dtype(), tensor.numel(), options.timeout,
-                 [this, tensor, options](CollectiveContext& ctx) {
-                   return RunAllReduce(ctx, tensor.data(), tensor.numel(), tensor.dtype(),
-                                       options.op);
+                 [this, data = tensor.data(), count = tensor.numel(), dtype = tensor.dtype(),
+                  op = options.op](CollectiveContext& ctx) {
+                   return RunAllReduce(ctx, data, count, dtype, op);
                  });
 }
 

@@ -111,6 +111,9 @@ class Collectives {
     bool waiters_expected = true;
   };
 
+  // A collective's Work: a thread that waits on it may run it (RunInWaiter).
+  class QueuedWork;
+
   // Pops the next task and marks the queue running (caller holds queue.mu).
   static Task TakeFront(Queue& queue);
   // Runs `task`, completes its Work and clears `running`; on the worker or on a waiting thread.

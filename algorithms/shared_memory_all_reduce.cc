@@ -24,11 +24,12 @@ absl::Status SharedMemoryAllReduce(CollectiveContext& ctx, SharedArena& arena, v
     const size_t piece_bytes = static_cast<size_t>(elements) * element;
     uint8_t* out = bytes + offset * element;
     std::memcpy(slots.payload(ctx.rank(), piece), out, piece_bytes);
-    slots.PublishInput(piece, piece_bytes);
+    // Nobody waits for this piece's result step: a peer reuses this slot only after this rank
+    // published the next piece, which it does once it has read this one.
+    slots.PublishInputAndResult(piece, piece_bytes);
     if (absl::Status status = slots.WaitForInputs(piece); !status.ok()) return status;
     ReduceCombine(out, slots.payload(0, piece), slots.payload(1, piece), elements, dtype, op);
     for (int r = 2; r < n; ++r) ReduceInto(out, slots.payload(r, piece), elements, dtype, op);
-    slots.PublishResult(piece);
     ctx.CountBytes(static_cast<int64_t>(piece_bytes) * (n - 1),
                    static_cast<int64_t>(piece_bytes) * (n - 1));
   }

@@ -10,11 +10,10 @@ namespace plexus {
 
 absl::Status SharedMemoryBarrier(CollectiveContext& ctx, SharedArena& arena) {
   ArenaSlots slots(ctx, arena);
-  slots.PublishInput(0, 0);
+  // Both steps at once keep the count even, as after any arena collective.
+  slots.PublishInputAndResult(0, 0);
   // Also checks that every peer runs this barrier, not another collective.
-  if (absl::Status status = slots.WaitForInputs(0); !status.ok()) return status;
-  slots.PublishResult(0);  // Keeps the step count even, as after any arena collective.
-  return absl::OkStatus();
+  return slots.WaitForInputs(0);
 }
 
 absl::Status Barrier(CollectiveContext& ctx, const AlgorithmTable& table) {

@@ -130,6 +130,7 @@ absl::StatusOr<uint64_t> ShmArena::WaitFor(int peer, uint64_t value, absl::Time 
   Control& theirs = control(peer);
   absl::Time spin_until = absl::InfinitePast();  // Read the clock only once a wait is long.
   absl::Time yield_from;
+  bool yielding = false;
   while (true) {
     uint64_t seen = theirs.published.load(std::memory_order_acquire);
     // Look a few times before paying for the clock and a yield: a peer a step behind is
@@ -151,8 +152,16 @@ absl::StatusOr<uint64_t> ShmArena::WaitFor(int peer, uint64_t value, absl::Time 
           "rank ", rank_, " waited in shared memory for rank ", peer, " to reach step ", value,
           " (it is at ", seen, ")"));
     }
+    if (now < spin_until && now >= yield_from && !yielding) {
+      yielding = true;
+      // Ranks that could each have a core but share one hand it back and forth at every step
+      // (12 us a turn here instead of well under 1). Linux may leave two busy spinners together
+      // for tens of ms (it treats them as cache-hot, and a wake-up need not look beyond the
+      // waker's cache domain), so the waiter moves itself.
+      if (spin_without_yield_ > absl::ZeroDuration()) MoveIfSharingACoreWith(peer, now);
+    }
     if (now < spin_until) {
-      if (now >= yield_from) sched_yield();
+      if (yielding) sched_yield();
       continue;
     }
     // Announce the sleep, then look once more: a publish after the look changes `wake`, so
@@ -167,6 +176,31 @@ absl::StatusOr<uint64_t> ShmArena::WaitFor(int peer, uint64_t value, absl::Time 
     }
     theirs.sleepers.fetch_sub(1, std::memory_order_seq_cst);
   }
+}
+
+void ShmArena::MoveIfSharingACoreWith(int peer, absl::Time now) {
+  const int cpu = sched_getcpu();
+  if (cpu < 0) return;
+  std::atomic<int32_t>& mine = control(rank_).cpu;
+  // Stored plus one: 0, a fresh segment's zeros, is no CPU.
+  if (mine.load(std::memory_order_relaxed) != cpu + 1) mine.store(cpu + 1, std::memory_order_relaxed);
+  if (control(peer).cpu.load(std::memory_order_relaxed) != cpu + 1) return;
+  if (now < next_move_) return;  // At most one move a millisecond, should it not help.
+  next_move_ = now + absl::Milliseconds(1);
+  // Off this CPU and straight back to the caller's own affinity: the kernel migrates the thread
+  // at once and then has no reason to move it back.
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0 || CPU_COUNT(&allowed) < 2 ||
+      !CPU_ISSET(cpu, &allowed)) {
+    return;
+  }
+  cpu_set_t others = allowed;
+  CPU_CLR(cpu, &others);
+  if (sched_setaffinity(0, sizeof(others), &others) != 0) return;
+  sched_setaffinity(0, sizeof(allowed), &allowed);
+  moves_.fetch_add(1, std::memory_order_relaxed);
+  const int moved_to = sched_getcpu();
+  if (moved_to >= 0) mine.store(moved_to + 1, std::memory_order_relaxed);
 }
 
 void ShmArena::Leave() {

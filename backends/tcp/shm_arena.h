@@ -41,6 +41,9 @@ class ShmArena : public SharedArena {
   // waiting on it stops at once.
   void Leave();
 
+  // How often a waiter found it shared its CPU with the peer it waited for and moved.
+  int64_t moves() const { return moves_.load(std::memory_order_relaxed); }
+
  private:
   // Each on its own cache line: peers spin on `published` while the owner announces.
   struct Control {
@@ -51,18 +54,25 @@ class ShmArena : public SharedArena {
     alignas(64) std::atomic<uint64_t> failed_sequence;
     alignas(64) std::atomic<uint32_t> wake;  // Futex word: bumped when a sleeper must wake.
     std::atomic<uint32_t> sleepers;          // Waiters asleep (or about to be) on `wake`.
+    // 1 + the CPU this rank last waited on (written when a wait outlasts the plain spin).
+    alignas(64) std::atomic<int32_t> cpu;
   };
   Control& control(int rank) const { return *reinterpret_cast<Control*>(areas_[rank]); }
   absl::Status BrokenStatus();
   // Stores `value` into this rank's `word` and wakes the peers asleep on this rank.
   void Store(std::atomic<uint64_t>& word, uint64_t value);
   void WakeSleepers();
+  // Records the CPU this rank waits on; if `peer` last waited on the same one, moves the
+  // calling thread to another CPU it may run on (its affinity is left as it was).
+  void MoveIfSharingACoreWith(int peer, absl::Time now);
 
   const int rank_;
   const std::vector<uint8_t*> areas_;
   const size_t region_bytes_;
   const bool light_publish_;  // Release stores; sleepers fence every core (membarrier).
   const absl::Duration spin_without_yield_;
+  absl::Time next_move_ = absl::InfinitePast();  // Waits run one at a time.
+  std::atomic<int64_t> moves_{0};
   std::atomic<bool> broken_{false};
   std::mutex mu_;
   absl::Status broken_status_;  // Guarded by mu_.

@@ -2,6 +2,8 @@
 // ranks as threads of one process meeting through a HashStore.
 #include "backends/tcp/tcp_transport.h"
 
+#include <sched.h>
+
 #include <atomic>
 #include <cstring>
 #include <functional>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backends/tcp/shm_arena.h"
 #include "frontend/store/hash_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -395,6 +398,46 @@ TEST(TcpTransportTest, ArenaWaitersWakeForPublishesAroundTheirSleep) {
   }
   publishing.join();
   EXPECT_LT(slowest, absl::Milliseconds(90)) << "a publish went unnoticed until the next look";
+}
+
+// Ranks that could each have a core but wait on the same one hand it back and forth at every
+// step; a waiter whose peer last waited on its own CPU moves to another, and its affinity is
+// left as it was.
+TEST(TcpTransportTest, ArenaWaiterSharingItsPeersCpuMovesToAnother) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  if (CPU_COUNT(&allowed) < 2) GTEST_SKIP() << "needs two CPUs to move between";
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &allowed)) ++cpu;
+  auto pin = [](int only) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(only, &one);
+    return sched_setaffinity(0, sizeof(one), &one) == 0;
+  };
+  auto world = MakeWorld(2, "crowded");
+  ASSERT_NE(world[1], nullptr);
+  auto* waiter = dynamic_cast<tcp::ShmArena*>(world[0]->shared_arena());
+  SharedArena* peer = world[1]->shared_arena();
+  ASSERT_NE(waiter, nullptr);
+  ASSERT_NE(peer, nullptr);
+  auto never = [](uint64_t) { return false; };
+  // Rank 1 waits on `cpu` past the plain spin (for a step that never comes), which records it.
+  std::thread waiting_peer([&] {
+    ASSERT_TRUE(pin(cpu));
+    EXPECT_TRUE(absl::IsDeadlineExceeded(
+        peer->WaitFor(0, 1, absl::Now() + absl::Milliseconds(2), never).status()));
+  });
+  waiting_peer.join();
+  // Rank 0 waits on the same CPU, free to run on any.
+  ASSERT_TRUE(pin(cpu));
+  ASSERT_EQ(sched_setaffinity(0, sizeof(allowed), &allowed), 0);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(
+      waiter->WaitFor(1, 1, absl::Now() + absl::Milliseconds(5), never).status()));
+  EXPECT_EQ(waiter->moves(), 1);
+  cpu_set_t after;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(after), &after), 0);
+  EXPECT_TRUE(CPU_EQUAL(&after, &allowed)) << "the waiter's affinity changed";
 }
 
 // Peers that are idle still beat: a quiet spell of many intervals loses nobody.

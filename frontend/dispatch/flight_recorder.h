@@ -24,10 +24,11 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "frontend/core/dtype.h"
+#include "frontend/work/work.h"
 
 namespace plexus {
 
-class FlightRecorder {
+class FlightRecorder : public Work::Listener {
  public:
   struct Group {
     std::string name;  // "world", "world.1", ...
@@ -54,13 +55,17 @@ class FlightRecorder {
   // Null when PLEXUS_FLIGHT_RECORDER is 0. Registers the recorder for process-wide dumps.
   static std::shared_ptr<FlightRecorder> Create(Group group);
   FlightRecorder(Group group, size_t capacity);
-  ~FlightRecorder();
+  ~FlightRecorder() override;
 
   // Records an issued operation; returns its handle for Finish. Collectives and
   // point-to-point operations are numbered separately, in issue order (as ranks match them).
   uint64_t Record(const Operation& operation, bool point_to_point);
   // Marks the operation done. A DeadlineExceeded status dumps every recorder (once per group).
   void Finish(uint64_t handle, const absl::Status& status);
+  // Finish(handle, status), for Works the recorder listens to (Work::Listen(recorder, handle)).
+  void WorkCompleted(uint64_t handle, const absl::Status& status) override {
+    Finish(handle, status);
+  }
 
   // This group's entries, oldest first, as a JSON object.
   std::string ToJson() const;

@@ -164,9 +164,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::Track(const FlightRecorder::Operation& ope
     recorder_->Finish(handle, work.status());
     return work;
   }
-  (*work)->OnComplete([recorder = recorder_, handle](const absl::Status& status) {
-    recorder->Finish(handle, status);
-  });
+  (*work)->Listen(recorder_, handle);
   return work;
 }
 

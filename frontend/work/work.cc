@@ -26,26 +26,32 @@ void Work::SetWaitHook(std::function<void(absl::Duration)> hook) {
   wait_hook_ = std::move(hook);
 }
 
+Work::~Work() = default;
+
 absl::Status Work::Wait(absl::Duration timeout) {
+  if (completed_.load(std::memory_order_acquire)) return status_;
+  OfferToWaiter(timeout);
+  if (completed_.load(std::memory_order_acquire)) return status_;
   // Borrowed, not copied (a copy allocates): a waiter arriving meanwhile waits without it,
   // and it goes back for later waits while the Work is still unfinished.
   std::function<void(absl::Duration)> hook;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (completed_) return status_;
+    if (completed_.load(std::memory_order_relaxed)) return status_;
     hook.swap(wait_hook_);
   }
-  // Only a wait that may block reads the clock; the hook often finishes the work itself.
+  // A hook may block until the wait's own timeout: the deadline counts from before it.
   std::optional<std::chrono::steady_clock::time_point> deadline;
   if (hook) {
     deadline = SteadyDeadline(timeout);
     hook(timeout);
   }
   std::unique_lock<std::mutex> lock(mu_);
-  if (completed_) return status_;
+  if (completed_.load(std::memory_order_relaxed)) return status_;
   if (hook && !wait_hook_) wait_hook_.swap(hook);
   if (!deadline) deadline = SteadyDeadline(timeout);
-  if (!completed_cv_.wait_until(lock, *deadline, [this] { return completed_; })) {
+  if (!completed_cv_.wait_until(lock, *deadline,
+                                [this] { return completed_.load(std::memory_order_relaxed); })) {
     std::string sequence =
         sequence_ >= 0 ? absl::StrCat(" (sequence ", sequence_, ")") : std::string();
     return absl::DeadlineExceededError(absl::StrCat(
@@ -57,42 +63,49 @@ absl::Status Work::Wait(absl::Duration timeout) {
 
 void Work::SetStreamWaitHook(std::function<absl::Status(int, void*)> hook) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!completed_) stream_wait_hook_ = std::move(hook);
+  if (!completed_.load(std::memory_order_relaxed)) stream_wait_hook_ = std::move(hook);
 }
 
 absl::Status Work::WaitOnStream(int device, void* stream) {
   std::function<absl::Status(int, void*)> hook;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (completed_) return status_;
+    if (completed_.load(std::memory_order_relaxed)) return status_;
     hook = stream_wait_hook_;
   }
   if (hook) return hook(device, stream);
   return Wait(absl::InfiniteDuration());  // Every operation completes by its own deadline.
 }
 
-bool Work::IsCompleted() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return completed_;
-}
+bool Work::IsCompleted() const { return completed_.load(std::memory_order_acquire); }
 
 absl::Status Work::status() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!completed_) return absl::UnknownError(absl::StrCat(op_name_, " is still running"));
+  if (!completed_.load(std::memory_order_acquire)) {
+    return absl::UnknownError(absl::StrCat(op_name_, " is still running"));
+  }
   return status_;
 }
 
 void Work::OnComplete(Callback callback) {
-  absl::Status final_status;
-  {
+  if (!completed_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!completed_) {
+    if (!completed_.load(std::memory_order_relaxed)) {
       callbacks_.push_back(std::move(callback));
       return;
     }
-    final_status = status_;
   }
-  callback(final_status);
+  callback(status_);
+}
+
+void Work::Listen(std::shared_ptr<Listener> listener, uint64_t token) {
+  if (!completed_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!completed_.load(std::memory_order_relaxed)) {
+      listeners_.emplace_back(std::move(listener), token);
+      return;
+    }
+  }
+  listener->WorkCompleted(token, status_);
 }
 
 Work::Stats Work::stats() const {
@@ -100,28 +113,28 @@ Work::Stats Work::stats() const {
   stats.bytes_sent = bytes_sent_.load(std::memory_order_relaxed);
   stats.bytes_received = bytes_received_.load(std::memory_order_relaxed);
   stats.world_size = world_size_;
-  std::lock_guard<std::mutex> lock(mu_);
-  stats.duration = (completed_ ? end_ : FastNow()) - start_;
+  stats.duration = (completed_.load(std::memory_order_acquire) ? end_ : FastNow()) - start_;
   return stats;
 }
 
 bool Work::Complete(absl::Status status) {
-  std::vector<Callback> callbacks;
-  absl::Status final_status;
+  absl::InlinedVector<Callback, 1> callbacks;
+  absl::InlinedVector<std::pair<std::shared_ptr<Listener>, uint64_t>, 1> listeners;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (completed_) return false;
-    completed_ = true;
+    if (completed_.load(std::memory_order_relaxed)) return false;
     status_ = std::move(status);
-    final_status = status_;
     end_ = FastNow();
+    completed_.store(true, std::memory_order_release);
     callbacks.swap(callbacks_);
+    listeners.swap(listeners_);
     wait_hook_ = nullptr;  // May hold references the producer wants released.
     stream_wait_hook_ = nullptr;
   }
   completed_cv_.notify_all();
-  // Run outside the lock: a callback may wait on or complete other Works.
-  for (Callback& callback : callbacks) callback(final_status);
+  // Run outside the lock: a callback may wait on or complete other Works. status_ is final.
+  for (auto& [listener, token] : listeners) listener->WorkCompleted(token, status_);
+  for (Callback& callback : callbacks) callback(status_);
   return true;
 }
 

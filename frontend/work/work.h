@@ -13,9 +13,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -39,6 +41,7 @@ class Work {
        absl::Time start = absl::InfinitePast());
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
+  virtual ~Work();
 
   // A Work that is already complete with `status`.
   static std::shared_ptr<Work> Finished(absl::Status status, std::string op_name = "",
@@ -58,6 +61,16 @@ class Work {
   // complete it runs now, in this thread; otherwise it runs in the thread that calls
   // Complete(), after the lock is released. Callbacks run in registration order.
   void OnComplete(Callback callback);
+
+  // Told once of the final status, like an OnComplete callback (listeners run before the
+  // callbacks) but without a std::function allocation per Work: for per-operation bookkeeping
+  // such as the flight recorder. `token` is handed back to tell the Works apart.
+  class Listener {
+   public:
+    virtual ~Listener() = default;
+    virtual void WorkCompleted(uint64_t token, const absl::Status& status) = 0;
+  };
+  void Listen(std::shared_ptr<Listener> listener, uint64_t token);
 
   Stats stats() const;
   const std::string& op_name() const { return op_name_; }
@@ -97,6 +110,13 @@ class Work {
   // once the Work completes: by then the device work is done and there is nothing to order.
   void SetStreamWaitHook(std::function<absl::Status(int device, void* stream)> hook);
 
+ protected:
+  // The allocation-free form of a wait hook, for a producer that subclasses Work: every
+  // Wait(timeout) on an unfinished Work calls it first, outside any lock, from any number of
+  // threads at once. It must return promptly unless it completes the Work (the wait's deadline
+  // is taken after it).
+  virtual void OfferToWaiter(absl::Duration wait_timeout) { (void)wait_timeout; }
+
  private:
   const std::string op_name_;
   const int world_size_;
@@ -109,10 +129,14 @@ class Work {
 
   mutable std::mutex mu_;
   std::condition_variable completed_cv_;
-  bool completed_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status status_ ABSL_GUARDED_BY(mu_);
-  absl::Time end_ ABSL_GUARDED_BY(mu_);
-  std::vector<Callback> callbacks_ ABSL_GUARDED_BY(mu_);
+  // Set under mu_ once status_ and end_ hold their final values, which never change again:
+  // a reader that sees it true reads them without the lock.
+  std::atomic<bool> completed_{false};
+  absl::Status status_;
+  absl::Time end_;
+  absl::InlinedVector<Callback, 1> callbacks_ ABSL_GUARDED_BY(mu_);
+  absl::InlinedVector<std::pair<std::shared_ptr<Listener>, uint64_t>, 1> listeners_
+      ABSL_GUARDED_BY(mu_);
   std::function<void(absl::Duration)> wait_hook_ ABSL_GUARDED_BY(mu_);
   std::function<absl::Status(int, void*)> stream_wait_hook_ ABSL_GUARDED_BY(mu_);
 };
