@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -23,19 +24,41 @@ int64_t Rows(const Tensor& tensor) {
 
 }  // namespace
 
-class Collectives::QueuedWork final : public Work {
+class Collectives::QueuedWork : public Work {
  public:
   QueuedWork(CollectiveKind kind, int size, uint64_t sequence, absl::Time start,
-             std::weak_ptr<Queue> queue)
+             std::shared_ptr<Queue> queue)
       : Work(CollectiveName(kind), size, static_cast<int64_t>(sequence), start),
         queue_(std::move(queue)) {}
 
+  // Runs the body (once).
+  virtual absl::Status Run(CollectiveContext& ctx) = 0;
+
  private:
   void OfferToWaiter(absl::Duration wait_timeout) override {
-    RunInWaiter(queue_, static_cast<uint64_t>(sequence()), wait_timeout);
+    RunInWaiter(*queue_, static_cast<uint64_t>(sequence()), wait_timeout);
   }
 
-  const std::weak_ptr<Queue> queue_;
+  // Owned, not weak: a Work may outlive the Collectives, and the queue (stopping by then)
+  // answers its waits. The cycle through the queued tasks ends as they are taken.
+  const std::shared_ptr<Queue> queue_;
+};
+
+template <typename F>
+class Collectives::QueuedWorkWith final : public QueuedWork {
+ public:
+  QueuedWorkWith(CollectiveKind kind, int size, uint64_t sequence, absl::Time start,
+                 std::shared_ptr<Queue> queue, F body)
+      : QueuedWork(kind, size, sequence, start, std::move(queue)), body_(std::move(body)) {}
+
+  absl::Status Run(CollectiveContext& ctx) override {
+    absl::Status status = (*body_)(ctx);
+    body_.reset();  // What it captured goes now, not with the Work.
+    return status;
+  }
+
+ private:
+  std::optional<F> body_;
 };
 
 Collectives::Collectives(std::shared_ptr<Transport> transport, AlgorithmTable table)
@@ -54,17 +77,22 @@ Collectives::~Collectives() {
 
 WorkPtr Collectives::Submit(CollectiveKind kind, DType dtype, int64_t count,
                              absl::Duration timeout, Body body) {
+  return Enqueue(kind, dtype, count, timeout, std::move(body));
+}
+
+template <typename F>
+WorkPtr Collectives::Enqueue(CollectiveKind kind, DType dtype, int64_t count,
+                             absl::Duration timeout, F body) {
   std::lock_guard<std::mutex> lock(queue_->mu);
   const uint64_t sequence = next_sequence_++;
   const absl::Time now = FastNow();
-  WorkPtr work = std::make_shared<QueuedWork>(kind, size(), sequence, now, queue_);
+  auto work = std::make_shared<QueuedWorkWith<F>>(kind, size(), sequence, now, queue_,
+                                                  std::move(body));
   // Deferred only where threads have been waiting on their collectives (blocking use): one
   // that issues and waits later (DDP's buckets) should not lose a millisecond.
   const bool deferred = !queue_->running && queue_->tasks.empty() && queue_->waiters_expected;
-  const absl::Time issued = deferred ? now : absl::InfinitePast();
-  queue_->tasks.push_back({issued, deferred, kind, sequence,
-                           MakeSignature(kind, dtype, sequence, count), timeout, work,
-                           std::move(body), this});
+  queue_->tasks.push_back({deferred ? now : absl::InfinitePast(), deferred, kind, sequence,
+                           MakeSignature(kind, dtype, sequence, count), timeout, work, this});
   // A worker with a timer looks by itself; waking it here would race the caller for the task.
   if (queue_->worker_asleep) queue_->ready.notify_one();
   return work;
@@ -88,7 +116,7 @@ void Collectives::Execute(Task& task) {
     shared->Announce(task.signature);
     ctx.UseSharedArena(shared);
   }
-  absl::Status status = task.body(ctx);
+  absl::Status status = task.work->Run(ctx);
   if (!status.ok()) status = ctx.Fail(status);
   task.work->Complete(status);
   bool more;
@@ -100,21 +128,17 @@ void Collectives::Execute(Task& task) {
   if (more) queue_->ready.notify_all();
 }
 
-void Collectives::RunInWaiter(const std::weak_ptr<Queue>& weak, uint64_t sequence,
-                              absl::Duration wait_timeout) {
-  std::shared_ptr<Queue> queue = weak.lock();
-  if (queue == nullptr) return;
+void Collectives::RunInWaiter(Queue& queue, uint64_t sequence, absl::Duration wait_timeout) {
   Task task;
   {
-    std::lock_guard<std::mutex> lock(queue->mu);
-    queue->waiters_expected = true;  // Someone waits on an unfinished collective.
-    if (queue->stopping || queue->running || queue->tasks.empty() ||
-        queue->tasks.front().sequence != sequence ||
-        queue->tasks.front().timeout > wait_timeout) {
+    std::lock_guard<std::mutex> lock(queue.mu);
+    queue.waiters_expected = true;  // Someone waits on an unfinished collective.
+    if (queue.stopping || queue.running || queue.tasks.empty() ||
+        queue.tasks.front().sequence != sequence || queue.tasks.front().timeout > wait_timeout) {
       return;
     }
-    task = TakeFront(*queue);
-    ++queue->waiter_runs;
+    task = TakeFront(queue);
+    ++queue.waiter_runs;
   }
   // The owner cannot go away meanwhile: its destructor joins the worker, which waits for
   // `running` to clear before it looks at the queue again.
@@ -171,7 +195,7 @@ absl::Status Collectives::RunAllReduce(CollectiveContext& ctx, void* data, int64
 }
 
 WorkPtr Collectives::AllReduce(const Tensor& tensor, const AllReduceOptions& options) {
-  return Submit(CollectiveKind::kAllReduce, tensor.dtype(), tensor.numel(), options.timeout,
+  return Enqueue(CollectiveKind::kAllReduce, tensor.dtype(), tensor.numel(), options.timeout,
                  [this, data = tensor.data(), count = tensor.numel(), dtype = tensor.dtype(),
                   op = options.op](CollectiveContext& ctx) {
                    return RunAllReduce(ctx, data, count, dtype, op);
@@ -182,7 +206,7 @@ WorkPtr Collectives::AllReduceCoalesced(absl::Span<const Tensor> tensors,
                                         const AllReduceCoalescedOptions& options) {
   int64_t total = 0;
   for (const Tensor& t : tensors) total += t.numel();
-  return Submit(
+  return Enqueue(
       CollectiveKind::kAllReduceCoalesced, tensors[0].dtype(), total, options.timeout,
       [this, list = Copy(tensors), total, options](CollectiveContext& ctx) {
         // One fused reduction over the tensors packed end to end.
@@ -197,7 +221,7 @@ WorkPtr Collectives::AllReduceCoalesced(absl::Span<const Tensor> tensors,
 }
 
 WorkPtr Collectives::Broadcast(const Tensor& tensor, const BroadcastOptions& options) {
-  return Submit(CollectiveKind::kBroadcast, tensor.dtype(), tensor.numel(), options.timeout,
+  return Enqueue(CollectiveKind::kBroadcast, tensor.dtype(), tensor.numel(), options.timeout,
                  [tensor, options](CollectiveContext& ctx) {
                    return BinomialBroadcast(ctx, tensor.data(), tensor.nbytes(),
                                             options.root_rank);
@@ -205,7 +229,7 @@ WorkPtr Collectives::Broadcast(const Tensor& tensor, const BroadcastOptions& opt
 }
 
 WorkPtr Collectives::Reduce(const Tensor& tensor, const ReduceOptions& options) {
-  return Submit(CollectiveKind::kReduce, tensor.dtype(), tensor.numel(), options.timeout,
+  return Enqueue(CollectiveKind::kReduce, tensor.dtype(), tensor.numel(), options.timeout,
                  [this, tensor, options](CollectiveContext& ctx) {
                    const int64_t count = tensor.numel();
                    const DType dtype = tensor.dtype();
@@ -231,7 +255,7 @@ WorkPtr Collectives::Reduce(const Tensor& tensor, const ReduceOptions& options) 
 
 WorkPtr Collectives::AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
                                const AllGatherOptions& options) {
-  return Submit(CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
+  return Enqueue(CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
                  [this, list = Copy(outputs), input](CollectiveContext& ctx) {
                    std::vector<uint8_t*> blocks;
                    std::vector<size_t> bytes;
@@ -248,7 +272,7 @@ WorkPtr Collectives::AllGather(absl::Span<const Tensor> outputs, const Tensor& i
 
 WorkPtr Collectives::AllGatherIntoTensor(const Tensor& output, const Tensor& input,
                                          const AllGatherOptions& options) {
-  return Submit(CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
+  return Enqueue(CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
                  [this, output, input](CollectiveContext& ctx) {
                    std::vector<uint8_t*> blocks;
                    std::vector<size_t> bytes(size(), input.nbytes());
@@ -264,7 +288,7 @@ WorkPtr Collectives::AllGatherIntoTensor(const Tensor& output, const Tensor& inp
 
 WorkPtr Collectives::Gather(absl::Span<const Tensor> outputs, const Tensor& input,
                             const GatherOptions& options) {
-  return Submit(CollectiveKind::kGather, input.dtype(), input.numel(), options.timeout,
+  return Enqueue(CollectiveKind::kGather, input.dtype(), input.numel(), options.timeout,
                  [list = Copy(outputs), input, options](CollectiveContext& ctx) {
                    std::vector<void*> pointers;
                    for (const Tensor& t : list) pointers.push_back(t.data());
@@ -275,7 +299,7 @@ WorkPtr Collectives::Gather(absl::Span<const Tensor> outputs, const Tensor& inpu
 
 WorkPtr Collectives::Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
                              const ScatterOptions& options) {
-  return Submit(CollectiveKind::kScatter, output.dtype(), output.numel(), options.timeout,
+  return Enqueue(CollectiveKind::kScatter, output.dtype(), output.numel(), options.timeout,
                  [list = Copy(inputs), output, options](CollectiveContext& ctx) {
                    std::vector<const void*> pointers;
                    for (const Tensor& t : list) pointers.push_back(t.data());
@@ -305,7 +329,7 @@ absl::Status Collectives::RunReduceScatter(CollectiveContext& ctx, uint8_t* pack
 
 WorkPtr Collectives::ReduceScatter(const Tensor& output, absl::Span<const Tensor> inputs,
                                    const ReduceScatterOptions& options) {
-  return Submit(CollectiveKind::kReduceScatter, output.dtype(), output.numel(), options.timeout,
+  return Enqueue(CollectiveKind::kReduceScatter, output.dtype(), output.numel(), options.timeout,
                  [this, list = Copy(inputs), output, options](CollectiveContext& ctx) {
                    uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, output.nbytes() * list.size());
                    PackTensors(list, packed);
@@ -315,7 +339,7 @@ WorkPtr Collectives::ReduceScatter(const Tensor& output, absl::Span<const Tensor
 
 WorkPtr Collectives::ReduceScatterTensor(const Tensor& output, const Tensor& input,
                                          const ReduceScatterOptions& options) {
-  return Submit(CollectiveKind::kReduceScatter, output.dtype(), output.numel(), options.timeout,
+  return Enqueue(CollectiveKind::kReduceScatter, output.dtype(), output.numel(), options.timeout,
                  [this, input, output, options](CollectiveContext& ctx) {
                    // The input is the caller's: reduce in a copy.
                    uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, input.nbytes());
@@ -326,7 +350,7 @@ WorkPtr Collectives::ReduceScatterTensor(const Tensor& output, const Tensor& inp
 
 WorkPtr Collectives::AllToAll(absl::Span<const Tensor> outputs, absl::Span<const Tensor> inputs,
                               const AllToAllOptions& options) {
-  return Submit(CollectiveKind::kAllToAll, inputs[0].dtype(), 0, options.timeout,
+  return Enqueue(CollectiveKind::kAllToAll, inputs[0].dtype(), 0, options.timeout,
                  [outs = Copy(outputs), ins = Copy(inputs)](CollectiveContext& ctx) {
                    std::vector<ByteBlock> send, recv;
                    for (const Tensor& t : ins) send.push_back({t.bytes(), t.nbytes()});
@@ -341,7 +365,7 @@ WorkPtr Collectives::AllToAllSingle(const Tensor& output, const Tensor& input,
                                     const AllToAllOptions& options) {
   std::vector<int64_t> out_splits(output_split_sizes.begin(), output_split_sizes.end());
   std::vector<int64_t> in_splits(input_split_sizes.begin(), input_split_sizes.end());
-  return Submit(
+  return Enqueue(
       CollectiveKind::kAllToAll, input.dtype(), 0, options.timeout,
       [output, input, out_splits, in_splits](CollectiveContext& ctx) {
         // Splits count rows of the first dimension; a row is numel / rows elements.
@@ -361,7 +385,7 @@ WorkPtr Collectives::AllToAllSingle(const Tensor& output, const Tensor& input,
 }
 
 WorkPtr Collectives::Barrier(const BarrierOptions& options) {
-  return Submit(CollectiveKind::kBarrier, DType::kUInt8, 0, options.timeout,
+  return Enqueue(CollectiveKind::kBarrier, DType::kUInt8, 0, options.timeout,
                  [this](CollectiveContext& ctx) { return plexus::Barrier(ctx, table_); });
 }
 

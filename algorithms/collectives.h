@@ -84,6 +84,12 @@ class Collectives {
                  Body body);
 
  private:
+  // A collective's Work, holding the body that runs it (one allocation for both): a thread
+  // that waits on it may run it (RunInWaiter).
+  class QueuedWork;
+  template <typename F>
+  class QueuedWorkWith;
+
   struct Task {
     absl::Time issued;  // Set for deferred tasks only (the worker's grace counts from it).
     bool deferred;  // A waiting thread gets the first chance to run it (see Submit).
@@ -91,8 +97,7 @@ class Collectives {
     uint64_t sequence;
     uint64_t signature;
     absl::Duration timeout;
-    WorkPtr work;
-    Body body;
+    std::shared_ptr<QueuedWork> work;
     Collectives* owner;
   };
 
@@ -111,17 +116,17 @@ class Collectives {
     bool waiters_expected = true;
   };
 
-  // A collective's Work: a thread that waits on it may run it (RunInWaiter).
-  class QueuedWork;
-
   // Pops the next task and marks the queue running (caller holds queue.mu).
   static Task TakeFront(Queue& queue);
   // Runs `task`, completes its Work and clears `running`; on the worker or on a waiting thread.
   void Execute(Task& task);
   // A Wait() on task `sequence`: run it here if it is next, the worker is idle, and its own
   // timeout is no longer than the wait's (so the waiter is not held past its deadline).
-  static void RunInWaiter(const std::weak_ptr<Queue>& queue, uint64_t sequence,
-                          absl::Duration wait_timeout);
+  static void RunInWaiter(Queue& queue, uint64_t sequence, absl::Duration wait_timeout);
+  // Submit for a body of any callable type, stored in the Work itself.
+  template <typename F>
+  WorkPtr Enqueue(CollectiveKind kind, DType dtype, int64_t count, absl::Duration timeout,
+                  F body);
   // All-reduce of `data` in place, with PREMUL_SUM pre-scaling and AVG post-scaling.
   absl::Status RunAllReduce(CollectiveContext& ctx, void* data, int64_t count, DType dtype,
                             const ReduceOp& op);

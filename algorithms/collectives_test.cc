@@ -83,5 +83,31 @@ TEST(CollectivesTest, QueuedCollectivesRunInIssueOrderWhoeverRunsThem) {
   for (int i = 0; i < 50; ++i) EXPECT_EQ(order[i], i);
 }
 
+// A Work outlives its Collectives: queued ones fail Aborted when it goes, and waiting on any
+// of them afterwards answers at once. A body's captures are released once it has run.
+TEST(CollectivesTest, WorksOutliveTheirCollectivesAndBodiesReleaseTheirCaptures) {
+  auto captured = std::make_shared<int>(7);
+  std::weak_ptr<int> watch = captured;
+  WorkPtr ran, queued;
+  {
+    Collectives collectives(std::make_shared<SoloTransport>(), AlgorithmTable::Default());
+    absl::Notification release;
+    ran = collectives.Submit(CollectiveKind::kBarrier, DType::kUInt8, 0, absl::Seconds(30),
+                             [&release, captured = std::move(captured)](CollectiveContext&) {
+                               release.WaitForNotification();
+                               return absl::OkStatus();
+                             });
+    queued = collectives.Submit(CollectiveKind::kBarrier, DType::kUInt8, 0, absl::Seconds(30),
+                                [](CollectiveContext&) { return absl::OkStatus(); });
+    std::thread waiter([&] { EXPECT_TRUE(ran->Wait(absl::Seconds(30)).ok()); });
+    release.Notify();
+    waiter.join();
+    EXPECT_TRUE(watch.expired()) << "the body ran but its captures live on with the Work";
+  }
+  EXPECT_TRUE(ran->Wait(absl::Seconds(1)).ok());
+  const absl::Status status = queued->Wait(absl::Seconds(1));
+  EXPECT_TRUE(status.ok() || absl::IsAborted(status)) << status;
+}
+
 }  // namespace
 }  // namespace plexus

@@ -50,8 +50,11 @@ absl::Status Work::Wait(absl::Duration timeout) {
   if (completed_.load(std::memory_order_relaxed)) return status_;
   if (hook && !wait_hook_) wait_hook_.swap(hook);
   if (!deadline) deadline = SteadyDeadline(timeout);
-  if (!completed_cv_.wait_until(lock, *deadline,
-                                [this] { return completed_.load(std::memory_order_relaxed); })) {
+  ++blocked_waiters_;
+  const bool completed = completed_cv_.wait_until(
+      lock, *deadline, [this] { return completed_.load(std::memory_order_relaxed); });
+  --blocked_waiters_;
+  if (!completed) {
     std::string sequence =
         sequence_ >= 0 ? absl::StrCat(" (sequence ", sequence_, ")") : std::string();
     return absl::DeadlineExceededError(absl::StrCat(
@@ -120,6 +123,7 @@ Work::Stats Work::stats() const {
 bool Work::Complete(absl::Status status) {
   absl::InlinedVector<Callback, 1> callbacks;
   absl::InlinedVector<std::pair<std::shared_ptr<Listener>, uint64_t>, 1> listeners;
+  bool notify;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (completed_.load(std::memory_order_relaxed)) return false;
@@ -130,8 +134,9 @@ bool Work::Complete(absl::Status status) {
     listeners.swap(listeners_);
     wait_hook_ = nullptr;  // May hold references the producer wants released.
     stream_wait_hook_ = nullptr;
+    notify = blocked_waiters_ > 0;
   }
-  completed_cv_.notify_all();
+  if (notify) completed_cv_.notify_all();
   // Run outside the lock: a callback may wait on or complete other Works. status_ is final.
   for (auto& [listener, token] : listeners) listener->WorkCompleted(token, status_);
   for (Callback& callback : callbacks) callback(status_);

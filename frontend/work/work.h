@@ -134,6 +134,7 @@ class Work {
   std::atomic<bool> completed_{false};
   absl::Status status_;
   absl::Time end_;
+  int blocked_waiters_ ABSL_GUARDED_BY(mu_) = 0;  // In completed_cv_.wait_until.
   absl::InlinedVector<Callback, 1> callbacks_ ABSL_GUARDED_BY(mu_);
   absl::InlinedVector<std::pair<std::shared_ptr<Listener>, uint64_t>, 1> listeners_
       ABSL_GUARDED_BY(mu_);

@@ -2,9 +2,12 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace plexus {
@@ -156,6 +159,52 @@ TEST(WorkTest, WaitOnStreamWithoutHookWaitsOnTheHost) {
   std::thread completer([work] { work->Complete(absl::InternalError("boom")); });
   EXPECT_EQ(work->WaitOnStream(0, nullptr).code(), absl::StatusCode::kInternal);
   completer.join();
+}
+
+TEST(WorkTest, ListenersHearTheFinalStatusOnceBeforeTheCallbacks) {
+  struct Recorder : Work::Listener {
+    void WorkCompleted(uint64_t token, const absl::Status& status) override {
+      heard.push_back(absl::StrCat("listener ", token, " ", status.ToString()));
+    }
+    std::vector<std::string> heard;
+  };
+  auto recorder = std::make_shared<Recorder>();
+  Work work("all_reduce", 2, 3);
+  work.OnComplete([&](const absl::Status&) { recorder->heard.push_back("callback"); });
+  work.Listen(recorder, 41);
+  work.Complete(absl::AbortedError("stop"));
+  work.Complete(absl::OkStatus());
+  work.Listen(recorder, 42);  // Already complete: told at once.
+  EXPECT_THAT(recorder->heard, ::testing::ElementsAre("listener 41 ABORTED: stop", "callback",
+                                                      "listener 42 ABORTED: stop"));
+}
+
+// A producer may subclass Work to run the operation in the waiting thread.
+class RunsInWaiter : public Work {
+ public:
+  explicit RunsInWaiter(bool finish) : Work("barrier", 2), finish_(finish) {}
+  int offers() const { return offers_; }
+
+ private:
+  void OfferToWaiter(absl::Duration) override {
+    ++offers_;
+    if (finish_) Complete(absl::OkStatus());
+  }
+  const bool finish_;
+  int offers_ = 0;
+};
+
+TEST(WorkTest, OfferToWaiterRunsBeforeAWaitBlocksAndNotOnceComplete) {
+  RunsInWaiter finishing(/*finish=*/true);
+  EXPECT_TRUE(finishing.Wait(absl::Seconds(5)).ok());
+  EXPECT_TRUE(finishing.Wait(absl::Seconds(5)).ok());
+  EXPECT_EQ(finishing.offers(), 1);
+
+  RunsInWaiter idle(/*finish=*/false);
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(idle.Wait(absl::Milliseconds(30)).code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(30));
+  EXPECT_EQ(idle.offers(), 1);
 }
 
 }  // namespace
