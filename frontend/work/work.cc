@@ -102,9 +102,17 @@ void Work::OnComplete(Callback callback) {
 
 void Work::Listen(std::shared_ptr<Listener> listener, uint64_t token) {
   if (!completed_.load(std::memory_order_acquire)) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     if (!completed_.load(std::memory_order_relaxed)) {
-      listeners_.emplace_back(std::move(listener), token);
+      if (listener_ == nullptr) {
+        listener_ = std::move(listener);
+        listener_token_ = token;
+        return;
+      }
+      lock.unlock();
+      OnComplete([listener = std::move(listener), token](const absl::Status& status) {
+        listener->WorkCompleted(token, status);
+      });
       return;
     }
   }
@@ -122,7 +130,8 @@ Work::Stats Work::stats() const {
 
 bool Work::Complete(absl::Status status) {
   absl::InlinedVector<Callback, 1> callbacks;
-  absl::InlinedVector<std::pair<std::shared_ptr<Listener>, uint64_t>, 1> listeners;
+  std::shared_ptr<Listener> listener;
+  uint64_t token;
   bool notify;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -131,14 +140,15 @@ bool Work::Complete(absl::Status status) {
     end_ = FastNow();
     completed_.store(true, std::memory_order_release);
     callbacks.swap(callbacks_);
-    listeners.swap(listeners_);
+    listener.swap(listener_);
+    token = listener_token_;
     wait_hook_ = nullptr;  // May hold references the producer wants released.
     stream_wait_hook_ = nullptr;
     notify = blocked_waiters_ > 0;
   }
   if (notify) completed_cv_.notify_all();
   // Run outside the lock: a callback may wait on or complete other Works. status_ is final.
-  for (auto& [listener, token] : listeners) listener->WorkCompleted(token, status_);
+  if (listener != nullptr) listener->WorkCompleted(token, status_);
   for (Callback& callback : callbacks) callback(status_);
   return true;
 }

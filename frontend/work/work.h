@@ -62,9 +62,10 @@ class Work {
   // Complete(), after the lock is released. Callbacks run in registration order.
   void OnComplete(Callback callback);
 
-  // Told once of the final status, like an OnComplete callback (listeners run before the
-  // callbacks) but without a std::function allocation per Work: for per-operation bookkeeping
-  // such as the flight recorder. `token` is handed back to tell the Works apart.
+  // Told once of the final status, like an OnComplete callback (the first listener runs before
+  // the callbacks, later ones among them) but without a std::function allocation per Work: for
+  // per-operation bookkeeping such as the flight recorder. `token` is handed back to tell the
+  // Works apart.
   class Listener {
    public:
     virtual ~Listener() = default;
@@ -136,8 +137,9 @@ class Work {
   absl::Time end_;
   int blocked_waiters_ ABSL_GUARDED_BY(mu_) = 0;  // In completed_cv_.wait_until.
   absl::InlinedVector<Callback, 1> callbacks_ ABSL_GUARDED_BY(mu_);
-  absl::InlinedVector<std::pair<std::shared_ptr<Listener>, uint64_t>, 1> listeners_
-      ABSL_GUARDED_BY(mu_);
+  // One listener in place (the common case: the flight recorder); more go to callbacks_.
+  std::shared_ptr<Listener> listener_ ABSL_GUARDED_BY(mu_);
+  uint64_t listener_token_ ABSL_GUARDED_BY(mu_) = 0;
   std::function<void(absl::Duration)> wait_hook_ ABSL_GUARDED_BY(mu_);
   std::function<absl::Status(int, void*)> stream_wait_hook_ ABSL_GUARDED_BY(mu_);
 };
