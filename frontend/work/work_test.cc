@@ -161,7 +161,7 @@ TEST(WorkTest, WaitOnStreamWithoutHookWaitsOnTheHost) {
   completer.join();
 }
 
-TEST(WorkTest, ListenersHearTheFinalStatusOnceBeforeTheCallbacks) {
+TEST(WorkTest, ListenersHearTheFinalStatusOnce) {
   struct Recorder : Work::Listener {
     void WorkCompleted(uint64_t token, const absl::Status& status) override {
       heard.push_back(absl::StrCat("listener ", token, " ", status.ToString()));
@@ -172,11 +172,13 @@ TEST(WorkTest, ListenersHearTheFinalStatusOnceBeforeTheCallbacks) {
   Work work("all_reduce", 2, 3);
   work.OnComplete([&](const absl::Status&) { recorder->heard.push_back("callback"); });
   work.Listen(recorder, 41);
+  work.Listen(recorder, 43);  // A second listener runs among the callbacks, in order.
   work.Complete(absl::AbortedError("stop"));
   work.Complete(absl::OkStatus());
   work.Listen(recorder, 42);  // Already complete: told at once.
-  EXPECT_THAT(recorder->heard, ::testing::ElementsAre("listener 41 ABORTED: stop", "callback",
-                                                      "listener 42 ABORTED: stop"));
+  EXPECT_THAT(recorder->heard,
+              ::testing::ElementsAre("listener 41 ABORTED: stop", "callback",
+                                     "listener 43 ABORTED: stop", "listener 42 ABORTED: stop"));
 }
 
 // A producer may subclass Work to run the operation in the waiting thread.
