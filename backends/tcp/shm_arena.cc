@@ -71,7 +71,10 @@ ShmArena::ShmArena(int rank, std::vector<uint8_t*> areas, size_t region_bytes)
       region_bytes_(region_bytes),
       light_publish_(RegisterAsymmetricFence()),
       spin_without_yield_(CoresForEveryRank(static_cast<int>(areas_.size())) ? kSpinWithoutYield
-                                                                             : absl::ZeroDuration()) {
+                                                                             : absl::ZeroDuration()),
+      // Where ranks outnumber cores the peer waited for is often behind this rank on its core:
+      // a few looks, then the clock and a yield.
+      quick_looks_(spin_without_yield_ > absl::ZeroDuration() ? 64 : 4) {
   static_assert(sizeof(Control) <= kArenaControlBytes);
 }
 
@@ -135,7 +138,7 @@ absl::StatusOr<uint64_t> ShmArena::WaitFor(int peer, uint64_t value, absl::Time 
     uint64_t seen = theirs.published.load(std::memory_order_acquire);
     // Look a few times before paying for the clock and a yield: a peer a step behind is
     // usually there within a fraction of a microsecond.
-    for (int i = 0; i < 64 && seen < value && (seen & kArenaFailed) == 0; ++i) {
+    for (int i = 0; i < quick_looks_ && seen < value && (seen & kArenaFailed) == 0; ++i) {
       CpuRelax();
       seen = theirs.published.load(std::memory_order_acquire);
     }
