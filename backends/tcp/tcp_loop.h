@@ -112,6 +112,8 @@ class Loop {
   // Queues a goodbye to every peer; Drained() says when they have been written.
   void SayGoodbye();
   bool Drained() const;
+  // Aborted as a whole (AbortAll): every operation failed, nothing left worth delivering.
+  bool broken() const { return !broken_.ok(); }
 
   void OnEvent(int peer, uint32_t events);
 

@@ -270,9 +270,12 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::vector<Connection> 
       {
         std::lock_guard<std::recursive_mutex> lock(engine->loop_mu);
         if (engine->stopping.load(std::memory_order_acquire)) {
-          // Say goodbye, then give the frames still queued a bounded time to leave.
+          // Say goodbye, then give the frames still queued a bounded time to leave. After an
+          // abort only the goodbyes are worth it, and a frozen peer that stopped reading would
+          // hold them until the heartbeat gives up on it: a moment, not seconds.
           if (close_deadline == absl::InfiniteFuture()) {
-            close_deadline = absl::Now() + absl::Seconds(5);
+            close_deadline = absl::Now() + (engine->loop->broken() ? absl::Milliseconds(100)
+                                                                   : absl::Seconds(5));
             engine->loop->SayGoodbye();
           }
           if (engine->loop->Drained() || absl::Now() >= close_deadline) break;

@@ -118,5 +118,46 @@ TEST(HeartbeatTest, ARankComputingForThreeIntervalsIsNotExpelled) {
   }
 }
 
+// A group aborted while a peer is stopped (alive, sockets open, reading nothing) goes away at
+// once: shutting down, it neither waits for its goodbye to get past the stopped peer's full
+// buffers nor for the heartbeat to give up on that peer.
+TEST(HeartbeatTest, AGroupAbortedWithAStoppedPeerIsDestroyedPromptly) {
+  const std::string url = "file://" + testing::TempPath("heartbeat_abort_stopped");
+  constexpr int64_t kFloats = 16 << 20;  // 64 MiB: more than the socket buffers hold.
+  ForkedRanks world = testing::ForkRanks(2, [&](int rank) -> absl::Status {
+    auto group = testing::JoinGroup(url, rank, 2, absl::Seconds(120));
+    if (!group.ok()) return group.status();
+    std::vector<float> data(kFloats, 1.0f);
+    const Tensor tensor = Tensor::Flat(data.data(), DType::kFloat32, kFloats);
+    auto first = (*group)->AllReduce(tensor);
+    if (!first.ok()) return first.status();
+    if (absl::Status status = (*first)->Wait(absl::Seconds(60)); !status.ok()) return status;
+    if (rank == 1) {
+      raise(SIGSTOP);  // Continued by the parent once rank 0 reported.
+      return absl::OkStatus();
+    }
+    auto second = (*group)->AllReduce(tensor);
+    if (!second.ok()) return second.status();
+    const absl::Status waited = (*second)->Wait(absl::Milliseconds(500));
+    if (!absl::IsDeadlineExceeded(waited)) {
+      return absl::InternalError(absl::StrCat("with rank 1 stopped the wait said ", waited.ToString()));
+    }
+    (void)(*group)->Abort("rank 1 stopped answering");
+    const absl::Time start = absl::Now();
+    group->reset();
+    const absl::Duration took = absl::Now() - start;
+    if (took > absl::Seconds(1)) {
+      return absl::InternalError(absl::StrCat("destroying the aborted group took ",
+                                              absl::FormatDuration(took)));
+    }
+    return absl::OkStatus();
+  });
+  const Outcome aborted = CollectOutcomes({world.fds[0]})[0];
+  EXPECT_EQ(aborted.code, absl::StatusCode::kOk) << aborted.message;
+  kill(world.pids[1], SIGCONT);
+  CollectOutcomes({world.fds[1]});  // Whatever it says: it must not hang.
+  testing::ReapRanks(world);
+}
+
 }  // namespace
 }  // namespace plexus
