@@ -186,7 +186,9 @@ void ShmArena::MoveIfSharingACoreWith(int peer, absl::Time now) {
   if (cpu < 0) return;
   std::atomic<int32_t>& mine = control(rank_).cpu;
   // Stored plus one: 0, a fresh segment's zeros, is no CPU.
-  if (mine.load(std::memory_order_relaxed) != cpu + 1) mine.store(cpu + 1, std::memory_order_relaxed);
+  if (mine.load(std::memory_order_relaxed) != cpu + 1) {
+    mine.store(cpu + 1, std::memory_order_relaxed);
+  }
   if (control(peer).cpu.load(std::memory_order_relaxed) != cpu + 1) return;
   if (now < next_move_) return;  // At most one move a millisecond, should it not help.
   next_move_ = now + absl::Milliseconds(1);

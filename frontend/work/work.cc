@@ -147,9 +147,12 @@ bool Work::Complete(absl::Status status) {
     notify = blocked_waiters_ > 0;
   }
   if (notify) completed_cv_.notify_all();
-  // Run outside the lock: a callback may wait on or complete other Works. status_ is final.
-  if (listener != nullptr) listener->WorkCompleted(token, status_);
-  for (Callback& callback : callbacks) callback(status_);
+  if (listener == nullptr && callbacks.empty()) return true;
+  // Run outside the lock: a callback may wait on or complete other Works. They get a copy of
+  // the status, which stays valid even should one of them let go of this Work's last owner.
+  const absl::Status final_status = status_;
+  if (listener != nullptr) listener->WorkCompleted(token, final_status);
+  for (Callback& callback : callbacks) callback(final_status);
   return true;
 }
 

@@ -140,7 +140,8 @@ TEST(HeartbeatTest, AGroupAbortedWithAStoppedPeerIsDestroyedPromptly) {
     if (!second.ok()) return second.status();
     const absl::Status waited = (*second)->Wait(absl::Milliseconds(500));
     if (!absl::IsDeadlineExceeded(waited)) {
-      return absl::InternalError(absl::StrCat("with rank 1 stopped the wait said ", waited.ToString()));
+      return absl::InternalError(
+          absl::StrCat("with rank 1 stopped the wait said ", waited.ToString()));
     }
     (void)(*group)->Abort("rank 1 stopped answering");
     const absl::Time start = absl::Now();
