@@ -44,16 +44,19 @@ uint8_t* ArenaSlots::payload(int rank, uint64_t piece) const {
 }
 
 void ArenaSlots::PublishInput(uint64_t piece, uint64_t bytes) {
-  *header(arena_.rank(), piece) = {ctx_.signature(), piece, bytes};
-  arena_.Publish(InputStep(piece));
+  PublishHeaderAndStep(piece, bytes, InputStep(piece));
 }
 
 void ArenaSlots::PublishResult(uint64_t piece) { arena_.Publish(InputStep(piece) + 1); }
 
 void ArenaSlots::PublishInputAndResult(uint64_t piece, uint64_t bytes) {
   // Waits for the input step are waits for "at least": the result step satisfies them.
+  PublishHeaderAndStep(piece, bytes, InputStep(piece) + 1);
+}
+
+void ArenaSlots::PublishHeaderAndStep(uint64_t piece, uint64_t bytes, uint64_t step) {
   *header(arena_.rank(), piece) = {ctx_.signature(), piece, bytes};
-  arena_.Publish(InputStep(piece) + 1);
+  arena_.Publish(step);
 }
 
 absl::Status ArenaSlots::Fail(absl::Status status) {

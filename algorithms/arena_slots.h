@@ -57,6 +57,7 @@ class ArenaSlots {
  private:
   Header* header(int rank, uint64_t piece) const;
   uint64_t InputStep(uint64_t piece) const { return base_ + 2 * piece + 1; }
+  void PublishHeaderAndStep(uint64_t piece, uint64_t bytes, uint64_t step);
   absl::Status WaitForAll(uint64_t step, uint64_t piece, bool check);
 
   CollectiveContext& ctx_;

@@ -71,10 +71,7 @@ ShmArena::ShmArena(int rank, std::vector<uint8_t*> areas, size_t region_bytes)
       region_bytes_(region_bytes),
       light_publish_(RegisterAsymmetricFence()),
       spin_without_yield_(CoresForEveryRank(static_cast<int>(areas_.size())) ? kSpinWithoutYield
-                                                                             : absl::ZeroDuration()),
-      // Where ranks outnumber cores the peer waited for is often behind this rank on its core:
-      // a few looks, then the clock and a yield.
-      quick_looks_(spin_without_yield_ > absl::ZeroDuration() ? 64 : 4) {
+                                                                             : absl::ZeroDuration()) {
   static_assert(sizeof(Control) <= kArenaControlBytes);
 }
 
@@ -134,11 +131,15 @@ absl::StatusOr<uint64_t> ShmArena::WaitFor(int peer, uint64_t value, absl::Time 
   absl::Time spin_until = absl::InfinitePast();  // Read the clock only once a wait is long.
   absl::Time yield_from;
   bool yielding = false;
+  const bool core_per_rank = spin_without_yield_ > absl::ZeroDuration();
+  // Where ranks outnumber cores the peer waited for is often behind this rank on its core: a
+  // few looks, then the clock and a yield.
+  const int quick_looks = core_per_rank ? 64 : 4;
   while (true) {
     uint64_t seen = theirs.published.load(std::memory_order_acquire);
     // Look a few times before paying for the clock and a yield: a peer a step behind is
     // usually there within a fraction of a microsecond.
-    for (int i = 0; i < quick_looks_ && seen < value && (seen & kArenaFailed) == 0; ++i) {
+    for (int i = 0; i < quick_looks && seen < value && (seen & kArenaFailed) == 0; ++i) {
       CpuRelax();
       seen = theirs.published.load(std::memory_order_acquire);
     }
@@ -161,7 +162,7 @@ absl::StatusOr<uint64_t> ShmArena::WaitFor(int peer, uint64_t value, absl::Time 
       // (12 us a turn here instead of well under 1). Linux may leave two busy spinners together
       // for tens of ms (it treats them as cache-hot, and a wake-up need not look beyond the
       // waker's cache domain), so the waiter moves itself.
-      if (spin_without_yield_ > absl::ZeroDuration()) MoveIfSharingACoreWith(peer, now);
+      if (core_per_rank) MoveIfSharingACoreWith(peer, now);
     }
     if (now < spin_until) {
       if (yielding) sched_yield();

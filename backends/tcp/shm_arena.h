@@ -71,7 +71,6 @@ class ShmArena : public SharedArena {
   const size_t region_bytes_;
   const bool light_publish_;  // Release stores; sleepers fence every core (membarrier).
   const absl::Duration spin_without_yield_;
-  const int quick_looks_;  // Looks at the peer's value before the clock is read.
   absl::Time next_move_ = absl::InfinitePast();  // Waits run one at a time.
   std::atomic<int64_t> moves_{0};
   std::atomic<bool> broken_{false};
