@@ -383,6 +383,14 @@ void Loop::OnEvent(int peer, uint32_t events) {
   if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) OnReadable(peer);
 }
 
+void Loop::ReadNow(int peer) {
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer].alive ||
+      peers_[peer].in != nullptr) {
+    return;
+  }
+  OnReadable(peer);
+}
+
 void Loop::OnReadable(int peer_index) {
   Peer& peer = peers_[peer_index];
   // A short read means the socket was empty a moment ago; epoll (level-triggered) reports it
@@ -754,8 +762,7 @@ void Loop::FailEverything(const absl::Status& status) {
   for (const OpPtr& op : victims) Finish(op, status);
 }
 
-void Loop::ExpireDeadlines() {
-  const absl::Time now = FastNow();
+void Loop::ExpireDeadlines(absl::Time now) {
   while (!timers_.empty() && timers_.begin()->first <= now) {
     OpPtr op = timers_.begin()->second;
     ReleaseCallerBuffer(op);
@@ -765,16 +772,16 @@ void Loop::ExpireDeadlines() {
   if (now >= next_check_) CheckHeartbeats(now);
 }
 
-int MillisecondsUntil(absl::Time deadline) {
-  const absl::Duration left = deadline - FastNow();
+int MillisecondsUntil(absl::Time deadline, absl::Time now) {
+  const absl::Duration left = deadline - now;
   return static_cast<int>(std::clamp<int64_t>(
       absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), 0, 1000));
 }
 
-int Loop::NextTimeoutMs() const {
+int Loop::NextTimeoutMs(absl::Time now) const {
   const absl::Time next = timers_.empty() ? next_check_
                                           : std::min(next_check_, timers_.begin()->first);
-  return next == absl::InfiniteFuture() ? 1000 : MillisecondsUntil(next);
+  return next == absl::InfiniteFuture() ? 1000 : MillisecondsUntil(next, now);
 }
 
 }  // namespace plexus::tcp

@@ -87,7 +87,7 @@ void RingDoorbell(int fd);
 ssize_t WriteFrame(int fd, ShmRing* ring, StreamCipher* cipher, Op& op);
 
 // Milliseconds until `deadline` for epoll_wait: rounded up, clamped to [0, 1000].
-int MillisecondsUntil(absl::Time deadline);
+int MillisecondsUntil(absl::Time deadline, absl::Time now);
 
 class Loop {
  public:
@@ -116,10 +116,15 @@ class Loop {
   bool broken() const { return !broken_.ok(); }
 
   void OnEvent(int peer, uint32_t events);
+  // Reads what `peer`'s socket holds right now without asking epoll first: a caller waiting
+  // on that peer saves a system call when the bytes are already there. Peers on rings are
+  // left to PollRings (reading a ring costs no system call).
+  void ReadNow(int peer);
 
-  // Fails operations past their deadline; beats and looks for silent peers when due.
-  void ExpireDeadlines();
-  int NextTimeoutMs() const;
+  // Fails operations past their deadline by `now`; beats and looks for silent peers when due.
+  void ExpireDeadlines(absl::Time now);
+  // Milliseconds from `now` to the next deadline or heartbeat, for epoll_wait.
+  int NextTimeoutMs(absl::Time now) const;
 
   // Shared-memory peers send no readiness events while nobody sleeps: every poll round reads
   // their rings and refills the ones that had no room.

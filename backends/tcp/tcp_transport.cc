@@ -66,9 +66,10 @@ class TcpTransport::Engine {
   }
 
   // One epoll_wait of at most `timeout_ms` (0 unless every ring is empty and flagged asleep),
-  // then the events, the rings, queued commands and deadlines. Returns how many sockets and
-  // rings had something (0: an empty round).
-  int PollRound(int timeout_ms) {
+  // then the events, the rings, queued commands and deadlines. `now` is the caller's clock
+  // reading: a spinning round (timeout 0) reads the clock no further. Returns how many sockets
+  // and rings had something (0: an empty round).
+  int PollRound(int timeout_ms, absl::Time now) {
     epoll_event events[64];
     bool asleep = false;
     if (timeout_ms > 0) {
@@ -78,9 +79,10 @@ class TcpTransport::Engine {
         if (!asleep) timeout_ms = 0;
       }
     }
-    next_wake_.store(absl::ToUnixNanos(FastNow() + absl::Milliseconds(timeout_ms)),
+    next_wake_.store(absl::ToUnixNanos(now + absl::Milliseconds(timeout_ms)),
                      std::memory_order_release);
     int n = epoll_wait(epoll_.get(), events, 64, timeout_ms);
+    if (timeout_ms > 0) now = FastNow();
     std::lock_guard<std::recursive_mutex> lock(loop_mu);
     if (loop == nullptr) return n;
     if (asleep) loop->Awake();
@@ -99,13 +101,14 @@ class TcpTransport::Engine {
     }
     n += loop->PollRings();
     for (auto& command : commands) command(*loop);
-    loop->ExpireDeadlines();
+    loop->ExpireDeadlines(now);
     return n;
   }
 
   // A caller waiting on `work`: polls until it completes or `timeout` passes, or waits while
-  // another thread polls. Leaves early when the transport stops.
-  void DriveUntilDone(const Work& work, absl::Duration timeout) {
+  // another thread polls. Leaves early when the transport stops. `source` (or -1): the peer
+  // the work receives from, whose socket a spinning round reads before asking epoll.
+  void DriveUntilDone(const Work& work, absl::Duration timeout, int source) {
     const absl::Time start = FastNow();
     const absl::Time deadline =
         timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : start + timeout;
@@ -118,17 +121,13 @@ class TcpTransport::Engine {
       if (poller_ == Poller::kNone) {
         poller_ = Poller::kCaller;
         role.unlock();
-        int timeout_ms;
-        {
-          std::lock_guard<std::recursive_mutex> lock(loop_mu);
-          if (loop == nullptr) timeout_ms = 0;
-          else timeout_ms = std::min(loop->NextTimeoutMs(), tcp::MillisecondsUntil(deadline));
-        }
         // Spin briefly before sleeping: a reply due in microseconds costs less than a
         // wake-up. Each empty round yields the core, so oversubscribed ranks still run.
         const bool spin = now < spin_until;
-        if (spin) timeout_ms = 0;
-        if (PollRound(timeout_ms) == 0 && spin) sched_yield();
+        if (!(spin && ReadNowCompletes(source, work))) {
+          const int timeout_ms = spin ? 0 : SleepMs(now, deadline);
+          if (PollRound(timeout_ms, now) == 0 && spin) sched_yield();
+        }
         role.lock();
         poller_ = Poller::kNone;
         ++caller_rounds_;
@@ -143,6 +142,21 @@ class TcpTransport::Engine {
                                   std::min(deadline - now, absl::Milliseconds(100))));
     }
     --caller_waiters_;
+  }
+
+  // Reads `source`'s socket (if any) before asking epoll; whether that completed `work`.
+  bool ReadNowCompletes(int source, const Work& work) {
+    if (source < 0) return false;
+    std::lock_guard<std::recursive_mutex> lock(loop_mu);
+    if (loop != nullptr) loop->ReadNow(source);
+    return work.IsCompleted();
+  }
+
+  // How long a caller's poll round may sleep: to the loop's next deadline or the caller's.
+  int SleepMs(absl::Time now, absl::Time deadline) {
+    std::lock_guard<std::recursive_mutex> lock(loop_mu);
+    if (loop == nullptr) return 0;
+    return std::min(loop->NextTimeoutMs(now), tcp::MillisecondsUntil(deadline, now));
   }
 
   // The loop thread: waits while callers poll, then runs one round itself.
@@ -161,7 +175,7 @@ class TcpTransport::Engine {
       kicked_ = false;
       poller_ = Poller::kLoop;
     }
-    PollRound(timeout_ms);
+    PollRound(timeout_ms, FastNow());
     std::lock_guard<std::mutex> role(role_mu_);
     poller_ = Poller::kNone;
     if (caller_waiters_ > 0) role_cv_.notify_all();
@@ -281,7 +295,7 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::vector<Connection> 
           if (engine->loop->Drained() || absl::Now() >= close_deadline) break;
           timeout_ms = 10;
         } else {
-          timeout_ms = engine->loop->NextTimeoutMs();
+          timeout_ms = engine->loop->NextTimeoutMs(FastNow());
         }
       }
       engine->LoopThreadRound(timeout_ms);
@@ -294,8 +308,11 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::vector<Connection> 
 void TcpTransport::AttachWaitHook(const std::shared_ptr<tcp::Op>& op) {
   std::weak_ptr<Engine> weak = engine_;
   const Work* work = op->work.get();  // The hook only runs inside this Work's own Wait().
-  op->work->SetWaitHook([weak, work](absl::Duration timeout) {
-    if (std::shared_ptr<Engine> engine = weak.lock()) engine->DriveUntilDone(*work, timeout);
+  const int source = op->kind == tcp::Op::Kind::kRecv ? op->peer : -1;
+  op->work->SetWaitHook([weak, work, source](absl::Duration timeout) {
+    if (std::shared_ptr<Engine> engine = weak.lock()) {
+      engine->DriveUntilDone(*work, timeout, source);
+    }
   });
 }
 
@@ -330,8 +347,9 @@ tcp::OpPtr MakeOp(tcp::Op::Kind kind, int peer, MessageTag tag, uint8_t* data, s
   op->data = data;
   op->size = size;
   op->timeout = timeout;
-  op->deadline = FastNow() + timeout;
-  op->work = std::make_shared<Work>(name, world);
+  const absl::Time now = FastNow();
+  op->deadline = now + timeout;
+  op->work = std::make_shared<Work>(name, world, /*sequence=*/-1, now);
   if (kind == tcp::Op::Kind::kSend) {
     tcp::EncodeHeader(op->header, tcp::FrameType::kData, tag.tag, tag.signature, size);
     op->payload = data;

@@ -60,7 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       }
     }
-    loop.ExpireDeadlines();
+    loop.ExpireDeadlines(absl::Now());
   }
   return 0;
 }
