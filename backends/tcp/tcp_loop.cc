@@ -383,12 +383,14 @@ void Loop::OnEvent(int peer, uint32_t events) {
   if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) OnReadable(peer);
 }
 
-void Loop::ReadNow(int peer) {
+bool Loop::ReadNow(int peer) {
   if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer].alive ||
       peers_[peer].in != nullptr) {
-    return;
+    return false;
   }
+  const uint64_t reads_before = socket_reads_;
   OnReadable(peer);
+  return socket_reads_ != reads_before;
 }
 
 void Loop::OnReadable(int peer_index) {

@@ -118,8 +118,8 @@ class Loop {
   void OnEvent(int peer, uint32_t events);
   // Reads what `peer`'s socket holds right now without asking epoll first: a caller waiting
   // on that peer saves a system call when the bytes are already there. Peers on rings are
-  // left to PollRings (reading a ring costs no system call).
-  void ReadNow(int peer);
+  // left to PollRings (reading a ring costs no system call). Whether any bytes came.
+  bool ReadNow(int peer);
 
   // Fails operations past their deadline by `now`; beats and looks for silent peers when due.
   void ExpireDeadlines(absl::Time now);
@@ -190,6 +190,7 @@ class Loop {
   // Stops direct writes to `peer` (or to every peer).
   void CloseLane(int peer);
   void OnReadable(int peer);
+  uint64_t socket_reads_ = 0;  // recv() calls on sockets that returned bytes.
   // recv() on the peer's stream (its socket, or its ring: 0 only once closed and empty).
   ssize_t ReadStream(Peer& peer, void* buffer, size_t size);
   // Why a read failed (errno set by ReadStream).

@@ -91,7 +91,10 @@ ssize_t Loop::ReadStream(Peer& peer, void* buffer, size_t size) {
   if (peer.in == nullptr) {
     const ssize_t n = peer.cipher != nullptr ? peer.cipher->Read(buffer, size)
                                              : recv(peer.fd.get(), buffer, size, MSG_DONTWAIT);
-    if (n > 0) peer.heard = true;
+    if (n > 0) {
+      peer.heard = true;
+      ++socket_reads_;
+    }
     return n;
   }
   const size_t n = peer.in->Read(buffer, size);

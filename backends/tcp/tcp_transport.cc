@@ -113,6 +113,8 @@ class TcpTransport::Engine {
     const absl::Time deadline =
         timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : start + timeout;
     const absl::Time spin_until = start + kSpinBeforeSleep;
+    // Worth it while it finds bytes: where they are not there yet, epoll says when they are.
+    bool read_first = source >= 0;
     std::unique_lock<std::mutex> role(role_mu_);
     ++caller_waiters_;
     while (!work.IsCompleted() && !stopping.load(std::memory_order_acquire)) {
@@ -124,7 +126,7 @@ class TcpTransport::Engine {
         // Spin briefly before sleeping: a reply due in microseconds costs less than a
         // wake-up. Each empty round yields the core, so oversubscribed ranks still run.
         const bool spin = now < spin_until;
-        if (!(spin && ReadNowCompletes(source, work))) {
+        if (!(spin && read_first && ReadNowCompletes(source, work, read_first))) {
           const int timeout_ms = spin ? 0 : SleepMs(now, deadline);
           if (PollRound(timeout_ms, now) == 0 && spin) sched_yield();
         }
@@ -144,11 +146,11 @@ class TcpTransport::Engine {
     --caller_waiters_;
   }
 
-  // Reads `source`'s socket (if any) before asking epoll; whether that completed `work`.
-  bool ReadNowCompletes(int source, const Work& work) {
-    if (source < 0) return false;
+  // Reads `source`'s socket before asking epoll; whether that completed `work`. `found`:
+  // whether any bytes came.
+  bool ReadNowCompletes(int source, const Work& work, bool& found) {
     std::lock_guard<std::recursive_mutex> lock(loop_mu);
-    if (loop != nullptr) loop->ReadNow(source);
+    found = loop != nullptr && loop->ReadNow(source);
     return work.IsCompleted();
   }
 
