@@ -65,18 +65,20 @@ absl::StatusOr<Runner> MakeRunner(const std::string& op, ProcessGroup& group, DT
     list.emplace_back(dtype, count);
     if (op == "sendrecv") list.emplace_back(dtype, count);
     TypedBuffer* data = &list[0];
+    // Tensors are described once, as a program reusing its buffers would (and as the anchors
+    // pass theirs): the per-call figure is the library's, not the description's.
     if (op == "all_reduce") {
       runner.bus_factor = 2.0 * (n - 1) / n;
       runner.reset = [=] { Fill(*data, me); };
-      runner.issue = [=] { return pg->AllReduce(data->AsTensor(device)); };
+      runner.issue = [pg, tensor = data->AsTensor(device)] { return pg->AllReduce(tensor); };
       runner.count_wrong = [=] { return CountWrong(*data, [=](int64_t i) { return Sum(n, i); }); };
     } else if (op == "broadcast") {
       runner.reset = [=] { Fill(*data, me); };
-      runner.issue = [=] { return pg->Broadcast(data->AsTensor(device)); };
+      runner.issue = [pg, tensor = data->AsTensor(device)] { return pg->Broadcast(tensor); };
       runner.count_wrong = [=] { return CountWrong(*data, [](int64_t i) { return Pattern(0, i); }); };
     } else if (op == "reduce") {
       runner.reset = [=] { Fill(*data, me); };
-      runner.issue = [=] { return pg->Reduce(data->AsTensor(device)); };
+      runner.issue = [pg, tensor = data->AsTensor(device)] { return pg->Reduce(tensor); };
       runner.count_wrong = [=] {
         return me == 0 ? CountWrong(*data, [=](int64_t i) { return Sum(n, i); }) : 0;
       };
