@@ -161,6 +161,59 @@ TEST(TcpTransportTest, ConcurrentSendersToOnePeerKeepTheStreamWhole) {
   EXPECT_EQ(bad.load(), 0);
 }
 
+// Both ranks wait on a receive from each other at once over sockets only, as a small
+// collective does. A waiter reads the awaited socket before asking epoll: the bytes may be
+// there already, arrive during the wait, or (large messages) come in pieces.
+TEST(TcpTransportTest, WaitersReadingTheirPeersSocketFirstGetEveryMessageWhole) {
+  auto world = TryWorld(2, "exchange", [](int) {
+    tcp::ShmConfig config;
+    config.mode = tcp::ShmMode::kOff;
+    return std::optional<tcp::ShmConfig>(config);
+  });
+  for (auto& transport : world) ASSERT_TRUE(transport.ok()) << transport.status();
+  ASSERT_EQ((*world[0])->shared_memory_peers(), 0);
+  const std::vector<size_t> sizes = {1, 1024, 70000, size_t{3} << 20, 0, 4096};
+  constexpr int kRounds = 240;
+  std::atomic<int> bad{0};
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.emplace_back([&, rank] {
+      TcpTransport& me = **world[rank];
+      const int peer = 1 - rank;
+      for (int round = 0; round < kRounds; ++round) {
+        const size_t size = sizes[round % sizes.size()];
+        const MessageTag tag{MakeTag(3, round), 0};
+        const std::vector<uint8_t> sent = Pattern(size, static_cast<uint8_t>(rank * 100 + round));
+        std::vector<uint8_t> got(size, 0xEE);
+        WorkPtr send;
+        WorkPtr recv;
+        // Who posts first alternates, and one rank sometimes dawdles before it waits, so the
+        // peer's bytes are sometimes queued in the socket before the wait begins.
+        if ((round + rank) % 2 == 0) {
+          send = me.Send(peer, tag, Bytes(sent), kWait);
+          recv = me.Recv(peer, tag, Bytes(got), kWait);
+        } else {
+          recv = me.Recv(peer, tag, Bytes(got), kWait);
+          send = me.Send(peer, tag, Bytes(sent), kWait);
+        }
+        if (rank == round % 3) {
+          const absl::Time until = absl::Now() + absl::Microseconds((round * 37) % 150);
+          while (absl::Now() < until) {
+          }
+        }
+        const absl::Status received = recv->Wait(kWait);
+        const absl::Status delivered = send->Wait(kWait);
+        if (!received.ok() || !delivered.ok() ||
+            got != Pattern(size, static_cast<uint8_t>(peer * 100 + round))) {
+          ++bad;
+        }
+      }
+    });
+  }
+  for (auto& thread : ranks) thread.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
 TEST(TcpTransportTest, RecvFromAnyNamesTheSender) {
   auto world = MakeWorld(3);
   std::vector<uint8_t> from2 = {2, 2, 2};
