@@ -145,9 +145,15 @@ void Collectives::RunInWaiter(Queue& queue, uint64_t sequence, absl::Duration wa
   task.owner->Execute(task);
 }
 
+uint64_t Collectives::worker_looks() const {
+  std::lock_guard<std::mutex> lock(queue_->mu);
+  return queue_->worker_looks;
+}
+
 void Collectives::Worker() {
   Queue& queue = *queue_;
   uint64_t seen_waiter_runs = 0;
+  absl::Duration look_every = kWaiterGrace;
   while (true) {
     Task task;
     {
@@ -168,17 +174,21 @@ void Collectives::Worker() {
           // A deferred task nobody claimed: collectives here are issued now, waited on later.
           if (front.deferred) queue.waiters_expected = false;
           task = TakeFront(queue);
+          look_every = kWaiterGrace;
         } else {
           queue.ready.wait_for(lock, absl::ToChronoNanoseconds(front.issued + kWaiterGrace - now));
           continue;
         }
       } else if (queue.waiter_runs != seen_waiter_runs) {
-        // Waiting threads run the tasks: look again after a grace instead of being woken for
-        // every one.
+        // Waiting threads run the tasks: look again after a while instead of being woken for
+        // every one, and less often the longer they keep it up.
         seen_waiter_runs = queue.waiter_runs;
-        queue.ready.wait_for(lock, absl::ToChronoNanoseconds(kWaiterGrace));
+        ++queue.worker_looks;
+        queue.ready.wait_for(lock, absl::ToChronoNanoseconds(look_every));
+        look_every = std::min(2 * look_every, kLongestWorkerLook);
         continue;
       } else {
+        look_every = kWaiterGrace;
         queue.worker_asleep = true;
         queue.ready.wait(lock);
         queue.worker_asleep = false;

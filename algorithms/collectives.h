@@ -8,7 +8,8 @@
 // between threads, which costs more than a small collective). The worker thread runs what is
 // queued behind a running task at once. A task issued to an idle queue is left to the thread
 // about to wait on it, and the worker takes it once it has gone unclaimed for kWaiterGrace (an
-// operation nobody waits on still starts by then); after that the worker takes every task at
+// operation nobody waits on still starts by then; up to kLongestWorkerLook later where waiting
+// threads had been running every task back to back); after that the worker takes every task at
 // once (collectives issued now and waited on later, like DDP's buckets, lose no time) until a
 // thread waits on an unfinished one again. The
 // sequence number tags every message and, with the op, dtype and count, forms the signature
@@ -83,6 +84,10 @@ class Collectives {
   WorkPtr Submit(CollectiveKind kind, DType dtype, int64_t count, absl::Duration timeout,
                  Body body);
 
+  // How often the worker has woken to look for unclaimed tasks while waiting threads ran them
+  // (for tests).
+  uint64_t worker_looks() const;
+
  private:
   // A collective's Work, holding the body that runs it (one allocation for both): a thread
   // that waits on it may run it (RunInWaiter).
@@ -111,6 +116,7 @@ class Collectives {
     // The worker sleeps without a timer (only then does Submit need to wake it).
     bool worker_asleep = false;
     uint64_t waiter_runs = 0;  // Tasks run by waiting threads so far.
+    uint64_t worker_looks = 0;  // Times the worker woke to look while waiting threads ran them.
     // Threads wait on their collectives (set by any wait on an unfinished one; cleared when a
     // deferred task went unclaimed for kWaiterGrace).
     bool waiters_expected = true;
@@ -147,8 +153,12 @@ class Collectives {
 inline constexpr uint64_t kPointToPointOperationBase = uint64_t{1} << 39;
 
 // How long a task issued to an idle queue waits for a thread to wait on it before the worker
-// runs it; also how often the worker looks while waiting threads run the tasks.
+// runs it; also how often the worker first looks while waiting threads run the tasks.
 inline constexpr absl::Duration kWaiterGrace = absl::Milliseconds(1);
+// While waiting threads keep running every task, the worker looks half as often each time, down
+// to once per this: each look wakes a thread on a core the ranks are busy on. A task nobody
+// claims then starts within this plus kWaiterGrace.
+inline constexpr absl::Duration kLongestWorkerLook = absl::Milliseconds(8);
 
 }  // namespace plexus
 

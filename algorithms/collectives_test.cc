@@ -61,6 +61,41 @@ TEST(CollectivesTest, ACollectiveNobodyWaitsOnStillRuns) {
   EXPECT_NE(ran_on, std::this_thread::get_id());
 }
 
+// While waiting threads run every collective back to back, the worker (which must still start
+// one that nobody waits on) looks for one less and less often instead of every millisecond;
+// a collective nobody waits on, issued right after such a stream, still starts on the worker.
+TEST(CollectivesTest, WhileWaitersRunEveryCollectiveTheWorkerLooksLessOften) {
+  Collectives collectives(std::make_shared<SoloTransport>(), AlgorithmTable::Default());
+  auto nothing = [](CollectiveContext&) { return absl::OkStatus(); };
+  const absl::Duration stream = absl::Milliseconds(300);
+  const absl::Time start = absl::Now();
+  while (absl::Now() - start < stream) {
+    ASSERT_TRUE(collectives.Submit(CollectiveKind::kBarrier, DType::kUInt8, 0, absl::Seconds(30),
+                                   nothing)
+                    ->Wait(absl::Seconds(30))
+                    .ok());
+  }
+  // Every millisecond would be ~300 looks; doubling up to kLongestWorkerLook makes ~40.
+  EXPECT_LT(collectives.worker_looks(), 100u);
+  EXPECT_GT(collectives.worker_looks(), 0u);
+
+  absl::Notification ran;
+  std::thread::id ran_on;
+  const absl::Time issued = absl::Now();
+  WorkPtr unwaited = collectives.Submit(CollectiveKind::kBarrier, DType::kUInt8, 0,
+                                        absl::Seconds(30), [&](CollectiveContext&) {
+                                          ran_on = std::this_thread::get_id();
+                                          ran.Notify();
+                                          return absl::OkStatus();
+                                        });
+  ASSERT_TRUE(ran.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  const absl::Duration took = absl::Now() - issued;
+  ASSERT_TRUE(unwaited->Wait(absl::Seconds(30)).ok());
+  EXPECT_NE(ran_on, std::this_thread::get_id());
+  // kLongestWorkerLook + kWaiterGrace, with room for a loaded machine.
+  EXPECT_LT(took, absl::Seconds(1));
+}
+
 TEST(CollectivesTest, QueuedCollectivesRunInIssueOrderWhoeverRunsThem) {
   Collectives collectives(std::make_shared<SoloTransport>(), AlgorithmTable::Default());
   std::mutex mu;

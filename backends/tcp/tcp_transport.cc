@@ -32,6 +32,9 @@ constexpr uint64_t kWakeupId = ~uint64_t{0};
 // The loop thread stays off the sockets while callers poll, and for this long after the last
 // caller's round: back-to-back operations then never bounce between threads.
 constexpr absl::Duration kCallerGrace = absl::Milliseconds(1);
+// While callers keep polling, the loop thread looks half as often each time, down to once per
+// this: each look wakes a thread on a core the ranks are busy on.
+constexpr absl::Duration kLongestLoopLook = absl::Milliseconds(8);
 // How long a waiting caller polls without sleeping (yielding the core between polls).
 constexpr absl::Duration kSpinBeforeSleep = absl::Microseconds(500);
 
@@ -171,8 +174,11 @@ class TcpTransport::Engine {
              (poller_ != Poller::kNone ||
               (!urgent_ && (caller_waiters_ > 0 || caller_rounds_ != loop_seen_rounds_)))) {
         loop_seen_rounds_ = caller_rounds_;
-        loop_cv_.wait_for(role, absl::ToChronoNanoseconds(kCallerGrace));
+        ++loop_looks_;
+        loop_cv_.wait_for(role, absl::ToChronoNanoseconds(loop_look_every_));
+        loop_look_every_ = std::min(2 * loop_look_every_, kLongestLoopLook);
       }
+      loop_look_every_ = kCallerGrace;
       urgent_ = false;
       kicked_ = false;
       poller_ = Poller::kLoop;
@@ -190,6 +196,11 @@ class TcpTransport::Engine {
     std::lock_guard<std::mutex> role(role_mu_);
     loop_cv_.notify_all();
     role_cv_.notify_all();
+  }
+
+  uint64_t loop_looks() {
+    std::lock_guard<std::mutex> role(role_mu_);
+    return loop_looks_;
   }
 
   // Unix ns by which the current poll round ends at the latest.
@@ -215,6 +226,8 @@ class TcpTransport::Engine {
   int caller_waiters_ = 0;
   uint64_t caller_rounds_ = 0;
   uint64_t loop_seen_rounds_ = 0;  // caller_rounds_ when the loop thread last looked.
+  absl::Duration loop_look_every_ = kCallerGrace;  // The loop thread's next wait while parked.
+  uint64_t loop_looks_ = 0;  // Times the parked loop thread woke to look.
   bool kicked_ = false;
   bool urgent_ = false;
 };
@@ -412,6 +425,8 @@ void TcpTransport::AbortOperation(uint64_t operation, absl::Status reason) {
 void TcpTransport::Abort(absl::Status reason) {
   RunOnLoopNow([&](tcp::Loop& loop) { loop.AbortAll(reason); });
 }
+
+uint64_t TcpTransport::loop_thread_looks() const { return engine_->loop_looks(); }
 
 std::vector<int> TcpTransport::LostPeers() {
   std::vector<int> lost;

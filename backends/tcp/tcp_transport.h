@@ -82,6 +82,8 @@ class TcpTransport : public Transport {
 
   // How many peers this rank reaches through shared memory.
   int shared_memory_peers() const { return shm_peers_; }
+  // Times the transport's loop thread woke to look whether callers still poll (for tests).
+  uint64_t loop_thread_looks() const;
   SharedArena* shared_arena() override { return arena_; }
   absl::Span<const int> host_of() const override { return host_of_; }
 

@@ -214,6 +214,62 @@ TEST(TcpTransportTest, WaitersReadingTheirPeersSocketFirstGetEveryMessageWhole) 
   EXPECT_EQ(bad.load(), 0);
 }
 
+// While callers poll back to back, the loop thread (which must still take over once they stop)
+// looks less and less often instead of every millisecond; a receive nobody waits on, posted
+// after such a stream, is still completed by it.
+TEST(TcpTransportTest, WhileCallersPollTheLoopThreadLooksLessOftenAndStillTakesOver) {
+  auto world = TryWorld(2, "looks", [](int) {
+    tcp::ShmConfig config;
+    config.mode = tcp::ShmMode::kOff;
+    return std::optional<tcp::ShmConfig>(config);
+  });
+  for (auto& transport : world) ASSERT_TRUE(transport.ok()) << transport.status();
+  const uint64_t looks_before = (*world[0])->loop_thread_looks();
+  const absl::Duration stream = absl::Milliseconds(300);
+  std::atomic<int> bad{0};
+  std::atomic<int> rounds{0};
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.emplace_back([&, rank] {
+      TcpTransport& me = **world[rank];
+      const absl::Time start = absl::Now();
+      uint8_t out = static_cast<uint8_t>(rank);
+      uint8_t in = 0;
+      // Rank 0 decides when the stream ends and tells rank 1 in the last message.
+      for (uint32_t round = 0;; ++round) {
+        const bool last = rank == 0 && absl::Now() - start >= stream;
+        if (rank == 0) out = last ? 0xFF : 0;
+        const MessageTag tag{MakeTag(4, round), 0};
+        WorkPtr send = me.Send(1 - rank, tag, {&out, 1}, kWait);
+        WorkPtr recv = me.Recv(1 - rank, tag, {&in, 1}, kWait);
+        if (!recv->Wait(kWait).ok() || !send->Wait(kWait).ok()) {
+          ++bad;
+          return;
+        }
+        if (rank == 0) ++rounds;
+        if (last || (rank == 1 && in == 0xFF)) return;
+      }
+    });
+  }
+  for (auto& thread : ranks) thread.join();
+  ASSERT_EQ(bad.load(), 0);
+  ASSERT_GT(rounds.load(), 10);
+  // Every millisecond would be ~300 looks; doubling up to the longest look makes ~40.
+  EXPECT_LT((*world[0])->loop_thread_looks() - looks_before, 100u);
+
+  // Nobody waits on this receive: the loop thread reads it once the callers have gone.
+  std::vector<uint8_t> got(5000, 0);
+  const std::vector<uint8_t> sent = Pattern(got.size(), 9);
+  const MessageTag tag{MakeTag(5, 0), 0};
+  WorkPtr recv = (*world[1])->Recv(0, tag, Bytes(got), kWait);
+  ASSERT_TRUE((*world[0])->Send(1, tag, Bytes(sent), kWait)->Wait(kWait).ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!recv->IsCompleted() && absl::Now() < deadline) sched_yield();
+  ASSERT_TRUE(recv->IsCompleted());
+  EXPECT_TRUE(recv->status().ok()) << recv->status();
+  EXPECT_EQ(got, sent);
+}
+
 TEST(TcpTransportTest, RecvFromAnyNamesTheSender) {
   auto world = MakeWorld(3);
   std::vector<uint8_t> from2 = {2, 2, 2};
