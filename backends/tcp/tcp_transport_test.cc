@@ -69,6 +69,20 @@ std::vector<std::unique_ptr<TcpTransport>> MakeWorld(int size, const std::string
   return world;
 }
 
+// Every rank as if on a host of its own: frames go over the sockets.
+std::vector<std::unique_ptr<TcpTransport>> SocketsOnlyWorld(int size, const std::string& group) {
+  std::vector<std::unique_ptr<TcpTransport>> world;
+  for (auto& transport : TryWorld(size, group, [](int) {
+         tcp::ShmConfig config;
+         config.mode = tcp::ShmMode::kOff;
+         return std::optional<tcp::ShmConfig>(config);
+       })) {
+    EXPECT_TRUE(transport.ok()) << transport.status();
+    world.push_back(transport.ok() ? std::move(transport).value() : nullptr);
+  }
+  return world;
+}
+
 absl::Span<const uint8_t> Bytes(const std::vector<uint8_t>& v) { return {v.data(), v.size()}; }
 absl::Span<uint8_t> Bytes(std::vector<uint8_t>& v) { return {v.data(), v.size()}; }
 
@@ -165,20 +179,16 @@ TEST(TcpTransportTest, ConcurrentSendersToOnePeerKeepTheStreamWhole) {
 // collective does. A waiter reads the awaited socket before asking epoll: the bytes may be
 // there already, arrive during the wait, or (large messages) come in pieces.
 TEST(TcpTransportTest, WaitersReadingTheirPeersSocketFirstGetEveryMessageWhole) {
-  auto world = TryWorld(2, "exchange", [](int) {
-    tcp::ShmConfig config;
-    config.mode = tcp::ShmMode::kOff;
-    return std::optional<tcp::ShmConfig>(config);
-  });
-  for (auto& transport : world) ASSERT_TRUE(transport.ok()) << transport.status();
-  ASSERT_EQ((*world[0])->shared_memory_peers(), 0);
+  auto world = SocketsOnlyWorld(2, "exchange");
+  ASSERT_NE(world[1], nullptr);
+  ASSERT_EQ(world[0]->shared_memory_peers(), 0);
   const std::vector<size_t> sizes = {1, 1024, 70000, size_t{3} << 20, 0, 4096};
   constexpr int kRounds = 240;
   std::atomic<int> bad{0};
   std::vector<std::thread> ranks;
   for (int rank = 0; rank < 2; ++rank) {
     ranks.emplace_back([&, rank] {
-      TcpTransport& me = **world[rank];
+      TcpTransport& me = *world[rank];
       const int peer = 1 - rank;
       for (int round = 0; round < kRounds; ++round) {
         const size_t size = sizes[round % sizes.size()];
@@ -218,20 +228,16 @@ TEST(TcpTransportTest, WaitersReadingTheirPeersSocketFirstGetEveryMessageWhole) 
 // looks less and less often instead of every millisecond; a receive nobody waits on, posted
 // after such a stream, is still completed by it.
 TEST(TcpTransportTest, WhileCallersPollTheLoopThreadLooksLessOftenAndStillTakesOver) {
-  auto world = TryWorld(2, "looks", [](int) {
-    tcp::ShmConfig config;
-    config.mode = tcp::ShmMode::kOff;
-    return std::optional<tcp::ShmConfig>(config);
-  });
-  for (auto& transport : world) ASSERT_TRUE(transport.ok()) << transport.status();
-  const uint64_t looks_before = (*world[0])->loop_thread_looks();
+  auto world = SocketsOnlyWorld(2, "looks");
+  ASSERT_NE(world[1], nullptr);
+  const uint64_t looks_before = world[0]->loop_thread_looks();
   const absl::Duration stream = absl::Milliseconds(300);
   std::atomic<int> bad{0};
   std::atomic<int> rounds{0};
   std::vector<std::thread> ranks;
   for (int rank = 0; rank < 2; ++rank) {
     ranks.emplace_back([&, rank] {
-      TcpTransport& me = **world[rank];
+      TcpTransport& me = *world[rank];
       const absl::Time start = absl::Now();
       uint8_t out = static_cast<uint8_t>(rank);
       uint8_t in = 0;
@@ -255,14 +261,14 @@ TEST(TcpTransportTest, WhileCallersPollTheLoopThreadLooksLessOftenAndStillTakesO
   ASSERT_EQ(bad.load(), 0);
   ASSERT_GT(rounds.load(), 10);
   // Every millisecond would be ~300 looks; doubling up to the longest look makes ~40.
-  EXPECT_LT((*world[0])->loop_thread_looks() - looks_before, 100u);
+  EXPECT_LT(world[0]->loop_thread_looks() - looks_before, 100u);
 
   // Nobody waits on this receive: the loop thread reads it once the callers have gone.
   std::vector<uint8_t> got(5000, 0);
   const std::vector<uint8_t> sent = Pattern(got.size(), 9);
   const MessageTag tag{MakeTag(5, 0), 0};
-  WorkPtr recv = (*world[1])->Recv(0, tag, Bytes(got), kWait);
-  ASSERT_TRUE((*world[0])->Send(1, tag, Bytes(sent), kWait)->Wait(kWait).ok());
+  WorkPtr recv = world[1]->Recv(0, tag, Bytes(got), kWait);
+  ASSERT_TRUE(world[0]->Send(1, tag, Bytes(sent), kWait)->Wait(kWait).ok());
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   while (!recv->IsCompleted() && absl::Now() < deadline) sched_yield();
   ASSERT_TRUE(recv->IsCompleted());
