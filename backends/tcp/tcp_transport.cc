@@ -129,7 +129,12 @@ class TcpTransport::Engine {
         // Spin briefly before sleeping: a reply due in microseconds costs less than a
         // wake-up. Each empty round yields the core, so oversubscribed ranks still run.
         const bool spin = now < spin_until;
-        if (!(spin && read_first && ReadNowCompletes(source, work, read_first))) {
+        bool done = false;
+        if (spin && read_first) {
+          read_first = ReadNow(source);
+          done = work.IsCompleted();
+        }
+        if (!done) {
           const int timeout_ms = spin ? 0 : SleepMs(now, deadline);
           if (PollRound(timeout_ms, now) == 0 && spin) sched_yield();
         }
@@ -149,12 +154,10 @@ class TcpTransport::Engine {
     --caller_waiters_;
   }
 
-  // Reads `source`'s socket before asking epoll; whether that completed `work`. `found`:
-  // whether any bytes came.
-  bool ReadNowCompletes(int source, const Work& work, bool& found) {
+  // Reads `source`'s socket without asking epoll first; whether any bytes came.
+  bool ReadNow(int source) {
     std::lock_guard<std::recursive_mutex> lock(loop_mu);
-    found = loop != nullptr && loop->ReadNow(source);
-    return work.IsCompleted();
+    return loop != nullptr && loop->ReadNow(source);
   }
 
   // How long a caller's poll round may sleep: to the loop's next deadline or the caller's.

@@ -60,9 +60,11 @@ std::vector<absl::StatusOr<std::unique_ptr<TcpTransport>>> TryWorld(
   return world;
 }
 
-std::vector<std::unique_ptr<TcpTransport>> MakeWorld(int size, const std::string& group = "g") {
+std::vector<std::unique_ptr<TcpTransport>> MakeWorld(
+    int size, const std::string& group = "g",
+    const std::function<std::optional<tcp::ShmConfig>(int)>& shm = nullptr) {
   std::vector<std::unique_ptr<TcpTransport>> world;
-  for (auto& transport : TryWorld(size, group)) {
+  for (auto& transport : TryWorld(size, group, shm)) {
     EXPECT_TRUE(transport.ok()) << transport.status();
     world.push_back(transport.ok() ? std::move(transport).value() : nullptr);
   }
@@ -70,17 +72,12 @@ std::vector<std::unique_ptr<TcpTransport>> MakeWorld(int size, const std::string
 }
 
 // Every rank as if on a host of its own: frames go over the sockets.
-std::vector<std::unique_ptr<TcpTransport>> SocketsOnlyWorld(int size, const std::string& group) {
-  std::vector<std::unique_ptr<TcpTransport>> world;
-  for (auto& transport : TryWorld(size, group, [](int) {
-         tcp::ShmConfig config;
-         config.mode = tcp::ShmMode::kOff;
-         return std::optional<tcp::ShmConfig>(config);
-       })) {
-    EXPECT_TRUE(transport.ok()) << transport.status();
-    world.push_back(transport.ok() ? std::move(transport).value() : nullptr);
+std::optional<tcp::ShmConfig> SocketsOnly(int) { return tcp::ShmConfig{tcp::ShmMode::kOff}; }
+
+// Busy until `until` (a rank computing, not a wait for anything).
+void SpinUntil(absl::Time until) {
+  while (absl::Now() < until) {
   }
-  return world;
 }
 
 absl::Span<const uint8_t> Bytes(const std::vector<uint8_t>& v) { return {v.data(), v.size()}; }
@@ -179,7 +176,7 @@ TEST(TcpTransportTest, ConcurrentSendersToOnePeerKeepTheStreamWhole) {
 // collective does. A waiter reads the awaited socket before asking epoll: the bytes may be
 // there already, arrive during the wait, or (large messages) come in pieces.
 TEST(TcpTransportTest, WaitersReadingTheirPeersSocketFirstGetEveryMessageWhole) {
-  auto world = SocketsOnlyWorld(2, "exchange");
+  auto world = MakeWorld(2, "exchange", SocketsOnly);
   ASSERT_NE(world[1], nullptr);
   ASSERT_EQ(world[0]->shared_memory_peers(), 0);
   const std::vector<size_t> sizes = {1, 1024, 70000, size_t{3} << 20, 0, 4096};
@@ -206,11 +203,7 @@ TEST(TcpTransportTest, WaitersReadingTheirPeersSocketFirstGetEveryMessageWhole) 
           recv = me.Recv(peer, tag, Bytes(got), kWait);
           send = me.Send(peer, tag, Bytes(sent), kWait);
         }
-        if (rank == round % 3) {
-          const absl::Time until = absl::Now() + absl::Microseconds((round * 37) % 150);
-          while (absl::Now() < until) {
-          }
-        }
+        if (rank == round % 3) SpinUntil(absl::Now() + absl::Microseconds((round * 37) % 150));
         const absl::Status received = recv->Wait(kWait);
         const absl::Status delivered = send->Wait(kWait);
         if (!received.ok() || !delivered.ok() ||
@@ -228,7 +221,7 @@ TEST(TcpTransportTest, WaitersReadingTheirPeersSocketFirstGetEveryMessageWhole) 
 // looks less and less often instead of every millisecond; a receive nobody waits on, posted
 // after such a stream, is still completed by it.
 TEST(TcpTransportTest, WhileCallersPollTheLoopThreadLooksLessOftenAndStillTakesOver) {
-  auto world = SocketsOnlyWorld(2, "looks");
+  auto world = MakeWorld(2, "looks", SocketsOnly);
   ASSERT_NE(world[1], nullptr);
   const uint64_t looks_before = world[0]->loop_thread_looks();
   const absl::Duration stream = absl::Milliseconds(300);
@@ -495,9 +488,7 @@ TEST(TcpTransportTest, ArenaWaitersWakeForPublishesAroundTheirSleep) {
     for (int round = 1; round <= kRounds; ++round) {
       while (waiting.load() < round) std::this_thread::yield();
       // 0 to 118 us after the wait began: around the 50 us spin that precedes the sleep.
-      const absl::Time at = absl::Now() + absl::Microseconds((round * 37) % 120);
-      while (absl::Now() < at) {
-      }
+      SpinUntil(absl::Now() + absl::Microseconds((round * 37) % 120));
       publisher->Publish(static_cast<uint64_t>(round));
     }
   });
