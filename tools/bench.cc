@@ -330,7 +330,7 @@ int RunRank(int rank, const Flags& flags, const std::vector<std::string>& backen
   if (flags.device == DeviceType::kCuda) {
     device = Device::Cuda(std::max(rank, 0) % std::max(flags.cuda_devices, 1));
 #ifdef PLEXUS_BENCH_CUDA
-    absl::Status status = testing::UseManagedBuffers(device.index);
+    absl::Status status = testing::UseDeviceBuffers(device.index);
 #else
     absl::Status status = absl::FailedPreconditionError("no CUDA device: built without CUDA");
 #endif
@@ -612,7 +612,7 @@ int Main(int argc, char** argv) {
   }
   printf("# plexus bench: %d ranks on loopback, dtype %s, %d iterations after %d warmup%s%s\n",
          flags.ranks, std::string(DTypeName(flags.dtype)).c_str(), flags.iters, flags.warmup,
-         flags.device == DeviceType::kCuda ? ", tensors in CUDA managed memory" : "",
+         flags.device == DeviceType::kCuda ? ", tensors in CUDA device memory" : "",
          flags.tls ? ", TLS 1.3 (mutual, P-256) on plexus's connections" : "");
   const char* transport = std::getenv("PLEXUS_TRANSPORT");
   if (flags.tls && (transport == nullptr || std::string(transport) != "tcp")) {

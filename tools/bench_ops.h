@@ -30,7 +30,7 @@ const std::vector<std::string>& KnownOps();
 
 // Builds the runner for `op` at `bytes` (the nccl-tests "size": the buffer for all_reduce and
 // broadcast, the gathered/scattered total for the others), its tensors on `device` (buffers
-// come from TypedBuffer's memory: CUDA managed memory when the bench runs with --device=cuda).
+// come from TypedBuffer's memory: CUDA device memory when the bench runs with --device=cuda).
 absl::StatusOr<Runner> MakeRunner(const std::string& op, ProcessGroup& group, DType dtype,
                                   int64_t bytes, Device device = Device::Cpu());
 

@@ -61,14 +61,14 @@ absl::StatusOr<int> CudaDevices() {
 #endif
 }
 
-// Puts this rank on its device: rank % devices, buffers in managed memory.
+// Puts this rank on its device: rank % devices, buffers in its memory.
 absl::Status EnterDevice(int rank) {
   if (DeviceTypeUnderTest() == DeviceType::kCpu) return absl::OkStatus();
 #ifdef PLEXUS_TEST_CUDA
   absl::StatusOr<int> devices = CudaDevices();
   if (!devices.ok()) return devices.status();
   RankDevice() = Device::Cuda(rank % *devices);
-  return testing::UseManagedBuffers(RankDevice().index);
+  return testing::UseDeviceBuffers(RankDevice().index);
 #else
   return CudaDevices().status();
 #endif

@@ -20,7 +20,7 @@ const std::string& BackendUnderTest();
 void SetBackendUnderTest(std::string backend);
 
 // The device type of the suite's tensors (--device=cpu|cuda; cpu by default). On cuda each
-// rank uses device rank % (devices visible) and its buffers are CUDA managed memory.
+// rank uses device rank % (devices visible) and its buffers are CUDA device memory.
 DeviceType DeviceTypeUnderTest();
 void SetDeviceTypeUnderTest(DeviceType type);
 // This rank's device.

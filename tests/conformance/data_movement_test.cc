@@ -158,9 +158,10 @@ TEST_P(DataMovementTest, AllToAllEvenAndUneven) {
       }
       Buffer flat_in(DType::kFloat64, sent.size()), flat_out(DType::kFloat64, expected.size());
       for (size_t i = 0; i < sent.size(); ++i) flat_in.Set(i, sent[i]);
-      Tensor in_tensor(flat_in.data(), DType::kFloat64, Shape{static_cast<int64_t>(sent.size()) / 2, 2});
+      Tensor in_tensor(flat_in.data(), DType::kFloat64,
+                       Shape{static_cast<int64_t>(sent.size()) / 2, 2}, DeviceUnderTest());
       Tensor out_tensor(flat_out.data(), DType::kFloat64,
-                        Shape{static_cast<int64_t>(expected.size()) / 2, 2});
+                        Shape{static_cast<int64_t>(expected.size()) / 2, 2}, DeviceUnderTest());
       if (check.Ran(absl::StrCat("all_to_all_single uneven k=", k),
                     group.AllToAllSingle(out_tensor, in_tensor, out_splits, in_splits))) {
         Expect(check, absl::StrCat("all_to_all_single uneven k=", k), flat_out, expected);

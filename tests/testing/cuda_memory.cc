@@ -1,11 +1,17 @@
 #include "tests/testing/cuda_memory.h"
 
+#include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "devices/cuda/cuda_api.h"
@@ -14,19 +20,56 @@
 namespace plexus::testing {
 namespace {
 
-void* ManagedAllocate(size_t bytes) {
+// cudaMalloc and cudaFree synchronise the device, and the suites make thousands of buffers:
+// released ones are kept by size for the next buffer of that size.
+struct KeptBuffers {
+  std::mutex mu;
+  absl::flat_hash_map<void*, size_t> sizes;
+  absl::flat_hash_map<size_t, std::vector<void*>> free;
+};
+
+KeptBuffers& Kept() {
+  static auto* kept = new KeptBuffers;
+  return *kept;
+}
+
+void* DeviceAllocate(size_t bytes) {
+  bytes = std::max<size_t>(bytes, 1);
+  KeptBuffers& kept = Kept();
+  {
+    std::lock_guard<std::mutex> lock(kept.mu);
+    std::vector<void*>& same = kept.free[bytes];
+    if (!same.empty()) {
+      void* pointer = same.back();
+      same.pop_back();
+      return pointer;
+    }
+  }
   auto api = cuda::LoadCudaApi();
   void* pointer = nullptr;
-  if (!api.ok() || (*api)->MallocManaged(&pointer, bytes == 0 ? 1 : bytes, cudaMemAttachGlobal) !=
-                       cudaSuccess) {
-    return nullptr;
-  }
+  if (!api.ok() || (*api)->Malloc(&pointer, bytes) != cudaSuccess) return nullptr;
+  std::lock_guard<std::mutex> lock(kept.mu);
+  kept.sizes[pointer] = bytes;
   return pointer;
 }
 
-void ManagedRelease(void* pointer) {
-  auto api = cuda::LoadCudaApi();
-  if (api.ok()) (*api)->Free(pointer);
+void DeviceRelease(void* pointer) {
+  KeptBuffers& kept = Kept();
+  std::lock_guard<std::mutex> lock(kept.mu);
+  auto it = kept.sizes.find(pointer);
+  if (it != kept.sizes.end()) kept.free[it->second].push_back(pointer);
+}
+
+void Upload(void* device, const void* host, size_t bytes) {
+  const cuda::CudaApi& api = **cuda::LoadCudaApi();
+  api.Memcpy(device, host, bytes, cudaMemcpyHostToDevice);
+  // From pageable memory cudaMemcpy may return before the copy lands; the operation that reads
+  // it next runs on another stream.
+  api.DeviceSynchronize();
+}
+
+void Download(void* host, const void* device, size_t bytes) {
+  (*cuda::LoadCudaApi())->Memcpy(host, device, bytes, cudaMemcpyDeviceToHost);
 }
 
 }  // namespace
@@ -57,12 +100,12 @@ absl::StatusOr<int> CudaDeviceCountInChild() {
   return absl::FailedPreconditionError(answer);
 }
 
-absl::Status UseManagedBuffers(int device) {
+absl::Status UseDeviceBuffers(int device) {
   auto api = cuda::LoadCudaApi();
   if (!api.ok()) return api.status();
   absl::Status set = cuda::CudaStatus(**api, (*api)->SetDevice(device), "cudaSetDevice");
   if (!set.ok()) return set;
-  SetBufferMemory({&ManagedAllocate, &ManagedRelease});
+  SetBufferMemory({&DeviceAllocate, &DeviceRelease, &Upload, &Download});
   return absl::OkStatus();
 }
 
@@ -83,6 +126,11 @@ std::vector<float> ReadFloats(const float* pointer, size_t count) {
     (*api)->Memcpy(values.data(), pointer, count * sizeof(float), cudaMemcpyDeviceToHost);
   }
   return values;
+}
+
+void* FakeCudaHook(const char* name) {
+  void* library = dlopen(std::getenv("PLEXUS_CUDART_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
+  return library == nullptr ? nullptr : dlsym(library, name);
 }
 
 }  // namespace plexus::testing

@@ -34,41 +34,79 @@ TypedBuffer::TypedBuffer(DType dtype, int64_t count)
     : dtype_(dtype),
       count_(count),
       nbytes_(count * DTypeSize(dtype)),
-      bytes_(static_cast<uint8_t*>(CurrentMemory().allocate(nbytes_))),
-      release_(CurrentMemory().release) {
-  std::memset(bytes_, 0, nbytes_);
+      memory_(CurrentMemory()),
+      host_(nullptr),
+      separate_(nullptr) {
+  if (memory_.upload == nullptr) {
+    host_ = static_cast<uint8_t*>(memory_.allocate(nbytes_));
+  } else {
+    host_ = static_cast<uint8_t*>(HeapAllocate(nbytes_));
+    separate_ = memory_.allocate(nbytes_);
+    newer_ = Newer::kHost;
+  }
+  std::memset(host_, 0, nbytes_);
 }
 
 TypedBuffer::TypedBuffer(const TypedBuffer& other) : TypedBuffer(other.dtype_, other.count_) {
-  if (nbytes_ > 0) std::memcpy(bytes_, other.bytes_, nbytes_);
+  if (nbytes_ > 0) std::memcpy(host_, other.bytes(), nbytes_);
 }
 
 TypedBuffer::TypedBuffer(TypedBuffer&& other) noexcept
     : dtype_(other.dtype_),
-      count_(other.count_),
-      nbytes_(other.nbytes_),
-      bytes_(other.bytes_),
-      release_(other.release_) {
-  other.bytes_ = nullptr;
-  other.count_ = 0;
-  other.nbytes_ = 0;
+      count_(0),
+      nbytes_(0),
+      memory_(other.memory_),
+      host_(nullptr),
+      separate_(nullptr) {
+  Swap(other);
 }
 
 TypedBuffer& TypedBuffer::operator=(TypedBuffer other) noexcept {
-  std::swap(dtype_, other.dtype_);
-  std::swap(count_, other.count_);
-  std::swap(nbytes_, other.nbytes_);
-  std::swap(bytes_, other.bytes_);
-  std::swap(release_, other.release_);
+  Swap(other);
   return *this;
 }
 
+void TypedBuffer::Swap(TypedBuffer& other) noexcept {
+  std::swap(dtype_, other.dtype_);
+  std::swap(count_, other.count_);
+  std::swap(nbytes_, other.nbytes_);
+  std::swap(memory_, other.memory_);
+  std::swap(host_, other.host_);
+  std::swap(separate_, other.separate_);
+  std::swap(newer_, other.newer_);
+}
+
 TypedBuffer::~TypedBuffer() {
-  if (bytes_ != nullptr) release_(bytes_);
+  if (separate_ != nullptr) {
+    memory_.release(separate_);
+    std::free(host_);
+  } else if (host_ != nullptr) {
+    memory_.release(host_);
+  }
+}
+
+void* TypedBuffer::data() {
+  if (separate_ == nullptr) return host_;
+  if (newer_ == Newer::kHost) memory_.upload(separate_, host_, nbytes_);
+  newer_ = Newer::kMemory;
+  return separate_;
+}
+
+const uint8_t* TypedBuffer::bytes() const {
+  BringHome();
+  return host_;
+}
+
+void TypedBuffer::BringHome() const {
+  if (newer_ != Newer::kMemory) return;
+  memory_.download(host_, separate_, nbytes_);
+  newer_ = Newer::kNeither;
 }
 
 void TypedBuffer::Set(int64_t i, double value) {
-  uint8_t* p = bytes_ + i * DTypeSize(dtype_);
+  BringHome();
+  if (separate_ != nullptr) newer_ = Newer::kHost;
+  uint8_t* p = host_ + i * DTypeSize(dtype_);
   switch (dtype_) {
     case DType::kBool: {
       uint8_t v = value != 0;
@@ -122,7 +160,8 @@ void TypedBuffer::Set(int64_t i, double value) {
 }
 
 double TypedBuffer::Get(int64_t i) const {
-  const uint8_t* p = bytes_ + i * DTypeSize(dtype_);
+  BringHome();
+  const uint8_t* p = host_ + i * DTypeSize(dtype_);
   switch (dtype_) {
     case DType::kBool:
     case DType::kUInt8:

@@ -11,15 +11,23 @@
 
 namespace plexus::testing {
 
-// Where TypedBuffers get their memory: the heap by default; the conformance suite run on CUDA
-// swaps in CUDA managed memory, which the host reads and writes and NCCL accepts.
+// Where TypedBuffers get their memory: the heap by default. The conformance suite and the
+// benchmark run on CUDA swap in device memory (cudaMalloc), which the host cannot touch: then
+// `upload` and `download` copy between it and a host copy the buffer keeps.
 struct BufferMemory {
   void* (*allocate)(size_t bytes);
   void (*release)(void* pointer);
+  // Both null for memory the host reads and writes directly.
+  void (*upload)(void* memory, const void* host, size_t bytes) = nullptr;
+  void (*download)(void* host, const void* memory, size_t bytes) = nullptr;
 };
 // Applies to buffers made afterwards; returns the previous one.
 BufferMemory SetBufferMemory(BufferMemory memory);
 
+// Elements are set and read on the host. In memory the host cannot touch, the host copy goes to
+// the memory the first time data() is asked for after a Set, and comes back the first time an
+// element is read after data() was handed out: hand data() to an operation, wait for it, then
+// read. Every copy is whole.
 class TypedBuffer {
  public:
   TypedBuffer(DType dtype, int64_t count);
@@ -30,21 +38,30 @@ class TypedBuffer {
 
   void Set(int64_t i, double value);
   double Get(int64_t i) const;
-  void* data() { return bytes_; }
-  const uint8_t* bytes() const { return bytes_; }
+  // The buffer's memory, for a Tensor an operation may read and write.
+  void* data();
+  // The elements as the host sees them.
+  const uint8_t* bytes() const;
   size_t nbytes() const { return nbytes_; }
   int64_t count() const { return count_; }
   DType dtype() const { return dtype_; }
   Tensor AsTensor(Device device = Device::Cpu()) {
-    return Tensor::Flat(bytes_, dtype_, count_, device);
+    return Tensor::Flat(data(), dtype_, count_, device);
   }
 
  private:
+  // Which copy holds the elements, where there are two.
+  enum class Newer { kNeither, kHost, kMemory };
+  void Swap(TypedBuffer& other) noexcept;
+  void BringHome() const;
+
   DType dtype_;
   int64_t count_;
   size_t nbytes_;
-  uint8_t* bytes_;
-  void (*release_)(void*);  // How bytes_ goes back: the memory it came from.
+  BufferMemory memory_;  // What the buffer came from, and how to reach it.
+  uint8_t* host_;        // The elements on the host: the memory itself, or a copy of it.
+  void* separate_;       // Memory the host cannot touch; null when host_ is the memory.
+  mutable Newer newer_ = Newer::kNeither;
 };
 
 }  // namespace plexus::testing
