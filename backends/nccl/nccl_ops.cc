@@ -28,10 +28,17 @@ bool BackToBack(absl::Span<const Tensor> blocks) {
   return true;
 }
 
-// Runs `body` with NCCL's operator for `reduction`; a PREMUL_SUM operator is made on the
-// communicator for this call and destroyed once NCCL has accepted it.
-absl::Status WithOperator(const NcclApi& api, NcclReduction reduction, Scope& scope,
-                          const std::function<ncclResult_t(ncclRedOp_t)>& body,
+// `tensor`'s element `offset` on.
+void* At(const Tensor& tensor, size_t offset) {
+  return static_cast<uint8_t*>(tensor.data()) + offset * tensor.element_size();
+}
+
+// Launches `body` with NCCL's operator for `reduction` over `count` elements: once, or piece by
+// piece where NCCL's one-rank kernel would leave some out (NeedsOneRankPieces). A PREMUL_SUM
+// operator is made on the communicator for this call and destroyed once NCCL has accepted it.
+absl::Status WithOperator(const NcclApi& api, NcclReduction reduction, Scope& scope, int ranks,
+                          const Tensor& extent,
+                          const std::function<ncclResult_t(ncclRedOp_t, NcclPiece)>& body,
                           absl::string_view what) {
   ncclRedOp_t op = reduction.op;
   if (reduction.premul) {
@@ -43,7 +50,14 @@ absl::Status WithOperator(const NcclApi& api, NcclReduction reduction, Scope& sc
     ncclComm_t comm = scope.comm;
     scope.after_accepted.push_back([&api, op, comm] { api.RedOpDestroy(op, comm); });
   }
-  return NcclLaunchStatus(api, body(op), what, scope.comm);
+  const size_t count = extent.numel();
+  const std::vector<NcclPiece> pieces = NeedsOneRankPieces(reduction, ranks, api.version)
+                                            ? OneRankPieces(count, extent.element_size())
+                                            : std::vector<NcclPiece>{{0, count}};
+  for (const NcclPiece& piece : pieces) {
+    RETURN_IF_ERROR(NcclLaunchStatus(api, body(op, piece), what, scope.comm));
+  }
+  return absl::OkStatus();
 }
 
 // Wraps `calls` in ncclGroupStart/End, so NCCL launches them as one operation.
@@ -75,9 +89,10 @@ WorkPtr NcclBackend::Reduce(const Tensor& tensor, const ReduceOptions& options) 
   Call call{"reduce", {&tensor}, options.timeout,
             traffic::Reduce(tensor.nbytes(), context_.size, context_.rank, options.root_rank)};
   return Run(call, [&](Scope& scope) {
-    return WithOperator(*nccl_, *reduction, scope, [&](ncclRedOp_t op) {
-      return nccl_->Reduce(tensor.data(), tensor.data(), tensor.numel(), reduction->type, op,
-                           options.root_rank, scope.comm, scope.stream);
+    return WithOperator(*nccl_, *reduction, scope, context_.size, tensor,
+                        [&](ncclRedOp_t op, NcclPiece piece) {
+      return nccl_->Reduce(At(tensor, piece.offset), At(tensor, piece.offset), piece.count,
+                           reduction->type, op, options.root_rank, scope.comm, scope.stream);
     }, "ncclReduce");
   });
 }
@@ -88,9 +103,10 @@ WorkPtr NcclBackend::AllReduce(const Tensor& tensor, const AllReduceOptions& opt
   Call call{"all_reduce", {&tensor}, options.timeout,
             traffic::AllReduce(tensor.nbytes(), context_.size)};
   return Run(call, [&](Scope& scope) {
-    return WithOperator(*nccl_, *reduction, scope, [&](ncclRedOp_t op) {
-      return nccl_->AllReduce(tensor.data(), tensor.data(), tensor.numel(), reduction->type, op,
-                              scope.comm, scope.stream);
+    return WithOperator(*nccl_, *reduction, scope, context_.size, tensor,
+                        [&](ncclRedOp_t op, NcclPiece piece) {
+      return nccl_->AllReduce(At(tensor, piece.offset), At(tensor, piece.offset), piece.count,
+                              reduction->type, op, scope.comm, scope.stream);
     }, "ncclAllReduce");
   });
 }
@@ -113,8 +129,9 @@ WorkPtr NcclBackend::AllReduceCoalesced(absl::Span<const Tensor> tensors,
     return Grouped(*nccl_, scope, [&]() -> absl::Status {
       for (size_t i = 0; i < tensors.size(); ++i) {
         const Tensor& tensor = tensors[i];
-        RETURN_IF_ERROR(WithOperator(*nccl_, reductions[i], scope, [&](ncclRedOp_t op) {
-          return nccl_->AllReduce(tensor.data(), tensor.data(), tensor.numel(),
+        RETURN_IF_ERROR(WithOperator(*nccl_, reductions[i], scope, context_.size, tensor,
+                                     [&](ncclRedOp_t op, NcclPiece piece) {
+          return nccl_->AllReduce(At(tensor, piece.offset), At(tensor, piece.offset), piece.count,
                                   reductions[i].type, op, scope.comm, scope.stream);
         }, "ncclAllReduce"));
       }
@@ -230,17 +247,20 @@ WorkPtr NcclBackend::ReduceScatter(const Tensor& output, absl::Span<const Tensor
             traffic::ReduceScatter(output.nbytes(), context_.size)};
   return Run(call, [&](Scope& scope) -> absl::Status {
     if (BackToBack(inputs)) {
-      return WithOperator(*nccl_, *reduction, scope, [&](ncclRedOp_t op) {
-        return nccl_->ReduceScatter(inputs[0].data(), output.data(), output.numel(),
-                                    reduction->type, op, scope.comm, scope.stream);
+      return WithOperator(*nccl_, *reduction, scope, context_.size, output,
+                          [&](ncclRedOp_t op, NcclPiece piece) {
+        return nccl_->ReduceScatter(At(inputs[0], piece.offset), At(output, piece.offset),
+                                    piece.count, reduction->type, op, scope.comm, scope.stream);
       }, "ncclReduceScatter");
     }
     // Scattered inputs: one reduce per rank's block, launched together.
     return Grouped(*nccl_, scope, [&]() -> absl::Status {
       for (int root = 0; root < context_.size; ++root) {
-        RETURN_IF_ERROR(WithOperator(*nccl_, *reduction, scope, [&](ncclRedOp_t op) {
-          return nccl_->Reduce(inputs[root].data(), output.data(), output.numel(),
-                               reduction->type, op, root, scope.comm, scope.stream);
+        RETURN_IF_ERROR(WithOperator(*nccl_, *reduction, scope, context_.size, output,
+                                     [&](ncclRedOp_t op, NcclPiece piece) {
+          return nccl_->Reduce(At(inputs[root], piece.offset), At(output, piece.offset),
+                               piece.count, reduction->type, op, root, scope.comm,
+                               scope.stream);
         }, "ncclReduce"));
       }
       return absl::OkStatus();
@@ -257,9 +277,10 @@ WorkPtr NcclBackend::ReduceScatterTensor(const Tensor& output, const Tensor& inp
   Call call{"reduce_scatter_tensor", {&output, &input}, options.timeout,
             traffic::ReduceScatter(output.nbytes(), context_.size)};
   return Run(call, [&](Scope& scope) {
-    return WithOperator(*nccl_, *reduction, scope, [&](ncclRedOp_t op) {
-      return nccl_->ReduceScatter(input.data(), output.data(), output.numel(), reduction->type,
-                                  op, scope.comm, scope.stream);
+    return WithOperator(*nccl_, *reduction, scope, context_.size, output,
+                        [&](ncclRedOp_t op, NcclPiece piece) {
+      return nccl_->ReduceScatter(At(input, piece.offset), At(output, piece.offset), piece.count,
+                                  reduction->type, op, scope.comm, scope.stream);
     }, "ncclReduceScatter");
   });
 }

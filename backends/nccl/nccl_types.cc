@@ -1,5 +1,6 @@
 #include "backends/nccl/nccl_types.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -111,6 +112,33 @@ absl::StatusOr<NcclReduction> ReductionFor(absl::string_view op_name, const Redu
     }
   }
   return Unsupported(op_name, op, dtype, "unknown reduction");
+}
+
+bool NeedsOneRankPieces(const NcclReduction& reduction, int ranks, int nccl_version) {
+  if (ranks != 1 || nccl_version >= kFirstNcclWithWholeOneRankReduce) return false;
+  const bool floating = reduction.type == ncclFloat16 || reduction.type == ncclBfloat16 ||
+                        reduction.type == ncclFloat32 || reduction.type == ncclFloat64;
+  return reduction.premul || (reduction.op == ncclAvg && floating);
+}
+
+std::vector<NcclPiece> OneRankPieces(size_t count, size_t element_size) {
+  // The affected kernel runs min(32, ceil(bytes / 16 KiB)) blocks over equal shares.
+  constexpr size_t kBlockBytes = 16 << 10;
+  constexpr size_t kMostBlocks = 32;
+  const size_t bytes = count * element_size;
+  if (bytes <= kBlockBytes) return {{0, count}};
+  if (bytes >= kMostBlocks * kBlockBytes) {
+    const size_t whole = count - count % kMostBlocks;
+    std::vector<NcclPiece> pieces = {{0, whole}};
+    if (whole < count) pieces.push_back({whole, count - whole});
+    return pieces;
+  }
+  const size_t per_piece = kBlockBytes / element_size;
+  std::vector<NcclPiece> pieces;
+  for (size_t offset = 0; offset < count; offset += per_piece) {
+    pieces.push_back({offset, std::min(per_piece, count - offset)});
+  }
+  return pieces;
 }
 
 }  // namespace plexus::nccl

@@ -11,7 +11,9 @@
 
 #include <nccl.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -42,6 +44,23 @@ struct NcclReduction {
 // InvalidArgument "<op_name>: nccl cannot reduce <dtype> with <OP>: ..." when NCCL cannot.
 absl::StatusOr<NcclReduction> ReductionFor(absl::string_view op_name, const ReduceOp& op,
                                            DType dtype);
+
+// NCCL before 2.29.7 leaves the last elements of a one-rank PREMUL_SUM unwritten when the count
+// does not split evenly over its kernel's blocks (NVIDIA/nccl#1950; AVG on floating point runs
+// as a PREMUL_SUM there). On a one-rank communicator such a reduction is issued in pieces that
+// kernel covers whole.
+constexpr int kFirstNcclWithWholeOneRankReduce = 22907;
+bool NeedsOneRankPieces(const NcclReduction& reduction, int ranks, int nccl_version);
+
+// A range of elements: [offset, offset + count).
+struct NcclPiece {
+  size_t offset;
+  size_t count;
+};
+// `count` elements of `element_size` bytes in pieces each of which the affected kernel covers
+// whole: one piece of at most 16 KiB (one block), or a multiple of 32 elements of at least
+// 512 KiB (32 blocks, each an equal share) and a tail under 32 elements, or pieces of 16 KiB.
+std::vector<NcclPiece> OneRankPieces(size_t count, size_t element_size);
 
 }  // namespace plexus::nccl
 
