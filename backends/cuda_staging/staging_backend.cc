@@ -20,8 +20,8 @@ class StagingBackend::Twins {
     size_t bytes;
   };
 
-  Twins(const cuda::CudaApi& api, cuda::PinnedPool& pool, cuda::Stream caller)
-      : api_(api), pool_(pool), caller_(caller) {}
+  Twins(const cuda::CudaApi& api, cuda::PinnedPool& pool, cuda::Stream caller, int device)
+      : api_(api), pool_(pool), caller_(caller), device_(device) {}
 
   // The twin of `tensor`: the same shape and dtype on the host.
   Tensor Of(const Tensor& tensor, bool read, bool write) {
@@ -51,10 +51,27 @@ class StagingBackend::Twins {
   }
 
   // Waits for the caller's stream to reach the end of the copies in (and so the end of the
-  // work queued before the call, which produced the tensors).
+  // work queued before the call, which produced the tensors). Without copies in, marks where
+  // the caller's stream stands instead: the results must land after that work too (a fill
+  // queued just before a broadcast would otherwise overwrite what the broadcast received).
   absl::Status AwaitReads() {
-    if (!status_.ok() || !reads_) return status_;
-    return cuda::CudaStatus(api_, api_.StreamSynchronize(caller_), "waiting for staged inputs");
+    if (!status_.ok()) return status_;
+    if (reads_) {
+      return cuda::CudaStatus(api_, api_.StreamSynchronize(caller_), "waiting for staged inputs");
+    }
+    if (writes_.empty()) return status_;
+    auto mark = cuda::CudaEvent::Create(api_, device_);
+    if (!mark.ok()) return status_ = mark.status();
+    status_ = (*mark)->Record(caller_);
+    if (status_.ok()) caller_position_ = *mark;
+    return status_;
+  }
+
+  // Makes `stream` wait for the work the caller's stream held when the call was made, where
+  // AwaitReads did not already wait for it on the host.
+  absl::Status OrderAfterCaller(cudaStream_t stream) const {
+    if (caller_position_ == nullptr) return absl::OkStatus();
+    return caller_position_->BlockStream(stream);
   }
 
   const std::vector<Write>& writes() const { return writes_; }
@@ -64,7 +81,9 @@ class StagingBackend::Twins {
   const cuda::CudaApi& api_;
   cuda::PinnedPool& pool_;
   const cuda::Stream caller_;
+  const int device_;
   absl::Status status_;
+  std::shared_ptr<cuda::CudaEvent> caller_position_;
   bool reads_ = false;
   std::vector<Write> writes_;
   std::vector<std::shared_ptr<void>> buffers_;
@@ -107,7 +126,7 @@ class StagingBackend::Copier {
   void CopyBack(const WorkPtr& work, const std::shared_ptr<Twins>& twins, int device,
                 cudaStream_t stream, const char* op) {
     cuda::DeviceGuard guard(api, device);
-    absl::Status copied;
+    absl::Status copied = twins->OrderAfterCaller(stream);
     for (const Twins::Write& write : twins->writes()) {
       if (!copied.ok()) break;
       copied = cuda::CudaStatus(api,
@@ -180,7 +199,8 @@ WorkPtr StagingBackend::Stage(const char* op, const std::vector<const Tensor*>& 
   if (!stream.ok()) return Work::Finished(stream.status(), op, context_.size);
 
   const cuda::CudaApi& api = (*copier)->api;
-  auto twins = std::make_shared<Twins>(api, *(*copier)->pool, cuda::CurrentStream(device));
+  auto twins =
+      std::make_shared<Twins>(api, *(*copier)->pool, cuda::CurrentStream(device), device);
   WorkPtr host_work;
   {
     cuda::DeviceGuard guard(api, device);

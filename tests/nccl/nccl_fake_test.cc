@@ -2,7 +2,6 @@
 // (tests/fake_cuda): stream order, WaitOnStream, disagreement refused before launch, a lost peer
 // turned into Unavailable, a deadline that aborts the communicator, a rank that never arrives,
 // and bad input. The conformance suite covers the collectives themselves (nccl_fake targets).
-#include <dlfcn.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -63,11 +62,6 @@ const cuda::CudaApi& Cuda(int device) {
 std::string Url() { return "file://" + testing::TempPath("nccl"); }
 
 // A test hook of the fake runtime (loaded RTLD_LOCAL by plexus, so asked of its handle).
-void* FakeHook(const char* name) {
-  void* library = dlopen(std::getenv("PLEXUS_CUDART_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
-  return library == nullptr ? nullptr : dlsym(library, name);
-}
-
 TEST(NcclFakeTest, CollectiveWaitsForTheCallersStreamAndWaitOnStreamOrdersAfterIt) {
   const std::string url = Url();
   absl::Status status = testing::RunInChildren(2, [&](int rank) {
@@ -77,8 +71,9 @@ TEST(NcclFakeTest, CollectiveWaitsForTheCallersStreamAndWaitOnStreamOrdersAfterI
     cudaStream_t stream = nullptr;
     api.StreamCreateWithPriority(&stream, cudaStreamNonBlocking, 0);
     auto hold = reinterpret_cast<void* (*)(cudaStream_t)>(
-        FakeHook("fakeCudaHoldStream"));
-    auto release = reinterpret_cast<void (*)(void*)>(FakeHook("fakeCudaReleaseStream"));
+        testing::FakeCudaHook("fakeCudaHoldStream"));
+    auto release =
+        reinterpret_cast<void (*)(void*)>(testing::FakeCudaHook("fakeCudaReleaseStream"));
     RANK_EXPECT(hold != nullptr && release != nullptr, "the fake's test hooks");
     float* data = testing::DeviceFloats({1, 1, 1, 1});
     float* update = testing::DeviceFloats({10.0f * (rank + 1), 0, 0, 0});
@@ -152,7 +147,7 @@ TEST(NcclFakeTest, LostPeerIsUnavailableOnTheSurvivorsPromptly) {
       cudaStream_t stream = nullptr;
       api.StreamCreateWithPriority(&stream, cudaStreamNonBlocking, 0);
       auto hold = reinterpret_cast<void* (*)(cudaStream_t)>(
-          FakeHook("fakeCudaHoldStream"));
+          testing::FakeCudaHook("fakeCudaHoldStream"));
       hold(stream);  // Its part never reaches the wire.
       cuda::StreamGuard current(rank, stream);
       (void)group->AllReduce(OnDevice(data, 1000, rank));
