@@ -172,7 +172,8 @@ void RegisterElastic(py::module_& module) {
   py::class_<MasterNode>(module, "_ElasticMaster")
       .def_static(
           "create",
-          [](const std::string& address, double heartbeat_s, std::optional<std::string> secret) {
+          [](const std::string& address, double heartbeat_s,
+             std::optional<std::string> secret) -> py::tuple {
             elastic::MasterNodeOptions options;
             options.listen_address = address;
             options.heartbeat_timeout = absl::Seconds(heartbeat_s);
@@ -197,7 +198,8 @@ void RegisterElastic(py::module_& module) {
       .def_static(
           "create",
           [](const std::string& address, int64_t group, double operation_timeout_s,
-             double accept_timeout_s, int64_t probe_bytes, std::optional<std::string> secret) {
+             double accept_timeout_s, int64_t probe_bytes,
+             std::optional<std::string> secret) -> py::tuple {
             elastic::CommunicatorOptions options;
             options.secret = std::move(secret);
             options.master_address = address;

@@ -66,9 +66,10 @@ void RegisterErrors(py::module_& module) {
                         "Base of every plexus error. `code` names the status code "
                         "(e.g. 'UNAVAILABLE'), `message` says what failed.");
   auto derived = [&](const char* name, PyObject* extra_base, const char* doc) {
+    // py::tuple on each branch: pybind11 3 gives make_tuple a typed result per arity.
     py::tuple bases = extra_base == nullptr
-                          ? py::make_tuple(py::handle(base_class))
-                          : py::make_tuple(py::handle(base_class), py::handle(extra_base));
+                          ? py::tuple(py::make_tuple(py::handle(base_class)))
+                          : py::tuple(py::make_tuple(py::handle(base_class), py::handle(extra_base)));
     return NewClass(module, name, bases.ptr(), doc);
   };
   classes_by_code = new absl::flat_hash_map<absl::StatusCode, PyObject*>{

@@ -61,7 +61,9 @@ def _ddp(rank, world):
         model(torch.randn(8, 16, device=device)).square().sum().backward()
         optimizer.step()
     assert torch_dist.get_backend() == "plexus"
-    return [p.detach().cpu() for p in model.parameters()]
+    # Plain lists: a torch tensor crosses the result queue as a file descriptor that the
+    # child, once it has exited, can no longer hand over.
+    return [p.detach().cpu().tolist() for p in model.parameters()]
 
 
 def test_ddp_on_gpu():
@@ -69,4 +71,4 @@ def test_ddp_on_gpu():
     results = run_world(_ddp, world, init="torch", backend="plexus")
     for params in results[1:]:
         for a, b in zip(results[0], params):
-            assert torch.allclose(a, b)
+            assert torch.allclose(torch.tensor(a), torch.tensor(b))
