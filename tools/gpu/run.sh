@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the checks tools/gpu/pack.sh packed, on a machine with NVIDIA GPUs. Prints the GPU, the
-# NCCL found, each suite's result and the benchmark; logs go to ${OUT:-/tmp}/plexus-gpu/.
+# NCCL found, each suite's result and the benchmark; logs go to ${OUT:-/tmp}/plexus-gpu/, and
+# into ${OUT:-/tmp}/plexus-gpu.tgz at the end.
 #   run.sh [--quick]     # --quick: one small benchmark sweep only
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,6 +23,9 @@ gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 nccl_version=$(python3 -c 'import ctypes, sys; v = ctypes.c_int(); ctypes.CDLL(sys.argv[1]).ncclGetVersion(ctypes.byref(v)); print(v.value)' "$PLEXUS_NCCL_LIBRARY" 2>/dev/null || echo unknown)
 echo "# GPUs: $gpus; CUDA runtime: $PLEXUS_CUDART_LIBRARY; NCCL: ${PLEXUS_NCCL_LIBRARY:-none found} (version code $nccl_version)"
 failed=0
+# The extension builds meanwhile (about half a minute of compiling).
+"$here/build_python.sh" python3 > "$logs/build_python.log" 2>&1 &
+python_build=$!
 # The suites run side by side (each forks its own ranks, with its own TEST_TMPDIR) and each has a
 # deadline, so one that hangs costs its deadline, not the machine's whole lease.
 suite_deadline=${PLEXUS_GPU_SUITE_DEADLINE:-300}
@@ -56,8 +60,8 @@ for test in "$here"/bin/*_test; do
   reason=$(grep -m1 -A1 'Skipped$' "$logs/$name.log" | tail -1)
   echo "$name: $result ($passed passed, $failures failed, $skipped skipped${reason:+: $reason})"
 done
-echo "# Python $(python3 --version 2>&1 | cut -d' ' -f2): building the extension for it"
-if "$here/build_python.sh" python3 > "$logs/build_python.log" 2>&1; then
+echo "# Python $(python3 --version 2>&1 | cut -d' ' -f2): the extension built for it"
+if wait "$python_build"; then
   if PYTHONPATH="$here/python:$here/python/tests" timeout -k 10 "$suite_deadline" python3 -m pytest -q -p no:cacheprovider \
        "$here/python/tests/test_gpu.py" "$here/python/tests/test_collectives.py" \
        > "$logs/pytest.log" 2>&1; then result=passed; else result=FAILED; failed=1; fi
@@ -72,6 +76,9 @@ echo "# bench --device=cuda (one rank per GPU)"
 timeout -k 10 120 "$here/bin/bench" --device=cuda --ops=all_reduce,all_gather,reduce_scatter,broadcast \
   --sizes=$sizes --iters=20 --warmup=5 --json="$logs/bench_cuda.json" 2> "$logs/bench_cuda.err" || failed=1
 echo "# bench --device=cuda through host memory (tcp, staged), 2 ranks"
-timeout -k 10 120 "$here/bin/bench" --device=cuda --backends=tcp --ranks=2 --ops=all_reduce --sizes=1K:64M \
-  --iters=10 --warmup=2 --json="$logs/bench_staged.json" 2> "$logs/bench_staged.err" || failed=1
+timeout -k 10 120 "$here/bin/bench" --device=cuda --backends=tcp --ranks=2 \
+  --ops=all_reduce,all_gather,broadcast --sizes=1K:64M --iters=10 --warmup=2 \
+  --json="$logs/bench_staged.json" 2> "$logs/bench_staged.err" || failed=1
+# One archive beside the folder: a device run brings back only a few files.
+tar czf "$logs.tgz" -C "$(dirname "$logs")" "$(basename "$logs")" && echo "# logs: $logs.tgz"
 exit $failed
