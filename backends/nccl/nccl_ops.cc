@@ -28,13 +28,13 @@ bool BackToBack(absl::Span<const Tensor> blocks) {
   return true;
 }
 
-// `tensor`'s element `offset` on.
+// The address of `tensor`'s element `offset`.
 void* At(const Tensor& tensor, size_t offset) {
   return static_cast<uint8_t*>(tensor.data()) + offset * tensor.element_size();
 }
 
-// Launches `body` with NCCL's operator for `reduction` over `count` elements: once, or piece by
-// piece where NCCL's one-rank kernel would leave some out (NeedsOneRankPieces). A PREMUL_SUM
+// Launches `body` with NCCL's operator for `reduction` over `extent`'s elements: once, or piece
+// by piece where NCCL's one-rank kernel would leave some out (NeedsOneRankPieces). A PREMUL_SUM
 // operator is made on the communicator for this call and destroyed once NCCL has accepted it.
 absl::Status WithOperator(const NcclApi& api, NcclReduction reduction, Scope& scope, int ranks,
                           const Tensor& extent,
