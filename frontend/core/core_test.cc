@@ -2,6 +2,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "frontend/core/deadline.h"
 #include "frontend/core/device.h"
 #include "frontend/core/dtype.h"
 #include "frontend/core/heartbeat.h"
@@ -152,6 +153,17 @@ TEST(HeartbeatTest, ParsesDurationsSecondsAndOff) {
   absl::StatusOr<absl::Duration> tiny = ParseHeartbeat("10ms");
   EXPECT_EQ(tiny.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(tiny.status().message().find("minimum"), absl::string_view::npos);
+}
+
+TEST(ClockTest, TimespecsConvertAsAbseilConvertsThem) {
+  for (const timespec t : {timespec{0, 0}, timespec{1, 999999999}, timespec{1764121000, 123456789},
+                           timespec{4102444800, 1}}) {
+    EXPECT_EQ(TimeOf(t), absl::TimeFromTimespec(t)) << t.tv_sec << "." << t.tv_nsec;
+  }
+  const absl::Time fast = FastNow();
+  const absl::Time now = absl::Now();
+  EXPECT_LE(fast, now);
+  EXPECT_LT(now - fast, absl::Seconds(1));
 }
 
 }  // namespace

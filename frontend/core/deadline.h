@@ -7,10 +7,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 
 #include "absl/time/time.h"
 
 namespace plexus {
+
+// A timespec as an absl::Time, inline: absl::TimeFromTimespec is a call into Debian's Abseil
+// that normalises through two more (about 80 instructions against 10).
+inline absl::Time TimeOf(const timespec& t) {
+  return absl::FromUnixNanos(int64_t{t.tv_sec} * 1000000000 + t.tv_nsec);
+}
 
 // absl::Now() from the wall clock, at half its cost: Debian's Abseil spends about as long again
 // as the clock read itself (52 against 25 ns here), and a small collective reads the clock
@@ -18,14 +25,14 @@ namespace plexus {
 inline absl::Time FastNow() {
   timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
-  return absl::TimeFromTimespec(now);
+  return TimeOf(now);
 }
 
 // The wall clock to the last scheduler tick (a few ms): for timestamps only people read.
 inline absl::Time CoarseNow() {
   timespec now;
   clock_gettime(CLOCK_REALTIME_COARSE, &now);
-  return absl::TimeFromTimespec(now);
+  return TimeOf(now);
 }
 
 // now + timeout on the steady clock. Negative timeouts mean "now"; huge ones (even

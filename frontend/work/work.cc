@@ -139,7 +139,7 @@ bool Work::Complete(absl::Status status) {
     status_ = std::move(status);
     end_ = FastNow();
     completed_.store(true, std::memory_order_release);
-    callbacks.swap(callbacks_);
+    if (!callbacks_.empty()) callbacks.swap(callbacks_);  // Swapping even empty ones costs.
     listener.swap(listener_);
     token = listener_token_;
     wait_hook_ = nullptr;  // May hold references the producer wants released.
