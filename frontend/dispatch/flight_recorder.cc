@@ -198,7 +198,8 @@ void FlightRecorder::Finish(uint64_t handle, const absl::Status& status) {
     entry.finished = now;
     if (!status.ok()) entry.error = status.ToString();
   }
-  if (absl::IsDeadlineExceeded(status) && !dumped_on_timeout_.exchange(true)) {
+  // status.ok() first: it is inline, absl::IsDeadlineExceeded a call into Debian's Abseil.
+  if (!status.ok() && absl::IsDeadlineExceeded(status) && !dumped_on_timeout_.exchange(true)) {
     absl::StatusOr<std::string> path =
         DumpFlightRecorders("", absl::StrCat("timeout in group ", group_.name));
     Log(LogLevel::kWarning,
