@@ -11,7 +11,7 @@
 namespace plexus::cuda_staging {
 
 // The pinned host twins of one call's tensors: reads are copied in on the caller's stream
-// (AwaitReads waits for them), writes are remembered and copied back after the host call.
+// (AwaitCaller waits for them), writes are remembered and copied back after the host call.
 class StagingBackend::Twins {
  public:
   struct Write {
@@ -54,7 +54,7 @@ class StagingBackend::Twins {
   // work queued before the call, which produced the tensors). Without copies in, marks where
   // the caller's stream stands instead: the results must land after that work too (a fill
   // queued just before a broadcast would otherwise overwrite what the broadcast received).
-  absl::Status AwaitReads() {
+  absl::Status AwaitCaller() {
     if (!status_.ok()) return status_;
     if (reads_) {
       return cuda::CudaStatus(api_, api_.StreamSynchronize(caller_), "waiting for staged inputs");
@@ -68,7 +68,7 @@ class StagingBackend::Twins {
   }
 
   // Makes `stream` wait for the work the caller's stream held when the call was made, where
-  // AwaitReads did not already wait for it on the host.
+  // AwaitCaller did not already wait for it on the host.
   absl::Status OrderAfterCaller(cudaStream_t stream) const {
     if (caller_position_ == nullptr) return absl::OkStatus();
     return caller_position_->BlockStream(stream);
@@ -204,7 +204,7 @@ WorkPtr StagingBackend::Stage(const char* op, const std::vector<const Tensor*>& 
   WorkPtr host_work;
   {
     cuda::DeviceGuard guard(api, device);
-    host_work = issue(*twins);  // `issue` declares its twins, awaits the reads, then issues.
+    host_work = issue(*twins);  // `issue` declares its twins, awaits the caller, then issues.
   }
   auto work = std::make_shared<Work>(op, context_.size, host_work->sequence());
   host_work->OnComplete([copier = *copier, work, host_work, twins, device, stream = *stream,
@@ -224,7 +224,7 @@ WorkPtr StagingBackend::Stage(const char* op, const std::vector<const Tensor*>& 
 
 WorkPtr StagingBackend::Issue(Twins& twins, const char* op, int size,
                               const std::function<WorkPtr()>& call) {
-  absl::Status ready = twins.AwaitReads();
+  absl::Status ready = twins.AwaitCaller();
   if (!ready.ok()) return Work::Finished(ready, op, size);
   return call();
 }

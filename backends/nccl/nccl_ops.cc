@@ -51,10 +51,10 @@ absl::Status WithOperator(const NcclApi& api, NcclReduction reduction, Scope& sc
     scope.after_accepted.push_back([&api, op, comm] { api.RedOpDestroy(op, comm); });
   }
   const size_t count = extent.numel();
-  const std::vector<NcclPiece> pieces = NeedsOneRankPieces(reduction, ranks, api.version)
-                                            ? OneRankPieces(count, extent.element_size())
-                                            : std::vector<NcclPiece>{{0, count}};
-  for (const NcclPiece& piece : pieces) {
+  if (!NeedsOneRankPieces(reduction, ranks, api.version)) {
+    return NcclLaunchStatus(api, body(op, {0, count}), what, scope.comm);
+  }
+  for (const NcclPiece& piece : OneRankPieces(count, extent.element_size())) {
     RETURN_IF_ERROR(NcclLaunchStatus(api, body(op, piece), what, scope.comm));
   }
   return absl::OkStatus();

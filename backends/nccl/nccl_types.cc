@@ -116,9 +116,8 @@ absl::StatusOr<NcclReduction> ReductionFor(absl::string_view op_name, const Redu
 
 bool NeedsOneRankPieces(const NcclReduction& reduction, int ranks, int nccl_version) {
   if (ranks != 1 || nccl_version >= kFirstNcclWithWholeOneRankReduce) return false;
-  const bool floating = reduction.type == ncclFloat16 || reduction.type == ncclBfloat16 ||
-                        reduction.type == ncclFloat32 || reduction.type == ncclFloat64;
-  return reduction.premul || (reduction.op == ncclAvg && floating);
+  // ReductionFor gives AVG to floating point only.
+  return reduction.premul || reduction.op == ncclAvg;
 }
 
 std::vector<NcclPiece> OneRankPieces(size_t count, size_t element_size) {
