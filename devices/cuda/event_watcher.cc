@@ -1,5 +1,7 @@
 #include "devices/cuda/event_watcher.h"
 
+#include <sys/prctl.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -45,10 +47,15 @@ struct EventWatcher::State {
   std::vector<Entry> entries ABSL_GUARDED_BY(mu);
   bool stopping ABSL_GUARDED_BY(mu) = false;
   uint64_t arrivals ABSL_GUARDED_BY(mu) = 0;  // Entries ever added: a new one ends a backoff.
+  // True while the thread waits longer than one short poll: only then does Watch wake it (a
+  // wake-up is a system call on the issuing thread, per operation, while ops stream in).
+  bool asleep ABSL_GUARDED_BY(mu) = false;
 };
 
 EventWatcher::EventWatcher(const CudaApi& api)
     : state_(std::make_shared<State>(api)), thread_([state = state_] {
+        // Linux adds 50 us of slack to a normal thread's timed waits; the 5 us polls need 1.
+        prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
         state->Run();
         state->AbortLeft();
       }) {}
@@ -79,12 +86,14 @@ void EventWatcher::State::AbortLeft() {
 }
 
 void EventWatcher::Watch(Entry entry) {
+  bool asleep;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     state_->entries.push_back(std::move(entry));
     ++state_->arrivals;
+    asleep = state_->asleep;
   }
-  state_->wake.notify_one();
+  if (asleep) state_->wake.notify_one();
 }
 
 bool EventWatcher::State::Settle(Entry& entry, absl::Time now) {
@@ -135,10 +144,13 @@ bool EventWatcher::State::Settle(Entry& entry, absl::Time now) {
 void EventWatcher::State::Run() {
   // Poll quickly while operations finish, backing off to 1 ms while one runs long: a GPU
   // collective ends in microseconds or in seconds, and the event cannot wake a thread.
-  absl::Duration idle_wait = absl::Microseconds(5);
+  const absl::Duration poll = absl::Microseconds(5);
+  absl::Duration idle_wait = poll;
   std::unique_lock<std::mutex> lock(mu);
   while (true) {
+    asleep = true;
     wake.wait(lock, [this] { return stopping || !entries.empty(); });
+    asleep = false;
     if (stopping) return;
     std::vector<Entry> batch;
     batch.swap(entries);
@@ -160,13 +172,15 @@ void EventWatcher::State::Run() {
                    std::make_move_iterator(entries.end()));
     entries.swap(running);
     if (entries.empty()) {
-      idle_wait = absl::Microseconds(5);
+      idle_wait = poll;
       continue;
     }
-    idle_wait = progressed ? absl::Microseconds(5) : std::min(idle_wait * 2, absl::Milliseconds(1));
+    idle_wait = progressed ? poll : std::min(idle_wait * 2, absl::Milliseconds(1));
     const uint64_t seen = arrivals;
+    asleep = idle_wait > poll;  // A short poll sees new entries soon enough unwoken.
     wake.wait_for(lock, absl::ToChronoNanoseconds(idle_wait),
                    [&] { return stopping || arrivals != seen; });
+    asleep = false;
     if (stopping) return;
   }
 }

@@ -305,6 +305,33 @@ TEST_F(DispatchTest, DeclaredUnsupportedReductionIsRefusedBeforeTheBackend) {
   EXPECT_THAT(gamma->calls(), ElementsAre("all_reduce"));
 }
 
+TEST_F(DispatchTest, AgreementIsCheckedBeforeABackendThatCannotDetectMismatchUnlessAlone) {
+  std::shared_ptr<RecordingBackend> blind;
+  ASSERT_TRUE(registry_
+                  .Register({"blind", {DeviceType::kCuda},
+                             [&](const BackendContext&) -> absl::StatusOr<std::shared_ptr<Backend>> {
+                               BackendCapabilities caps = Caps({DeviceType::kCuda});
+                               caps.detects_mismatch = false;
+                               blind = std::make_shared<RecordingBackend>("blind", caps);
+                               return std::static_pointer_cast<Backend>(blind);
+                             }})
+                  .ok());
+  // One rank: nothing to compare, so no host all-gather per call.
+  auto alone = Group("cpu:alpha,cuda:blind", /*rank=*/0, /*size=*/1);
+  ASSERT_NE(alone, nullptr);
+  ASSERT_TRUE(alone->AllReduce(cuda_).ok());
+  EXPECT_TRUE(alpha_->calls().empty());
+  EXPECT_THAT(blind->calls(), ElementsAre("all_reduce"));
+  // Four ranks: the descriptions are all-gathered over the cpu backend first (the recording
+  // backend gathers nothing, so the others' zeros disagree and nothing is launched).
+  auto four = Group("cpu:alpha,cuda:blind", /*rank=*/0, /*size=*/4);
+  ASSERT_NE(four, nullptr);
+  auto refused = four->AllReduce(cuda_);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(alpha_->calls(), ElementsAre("all_gather_into_tensor"));
+  EXPECT_TRUE(blind->calls().empty());
+}
+
 TEST_F(DispatchTest, BatchPointToPointIsValidatedAndRouted) {
   auto group = Group("cpu:alpha,cuda:beta", /*rank=*/1, /*size=*/4);
   ASSERT_NE(group, nullptr);

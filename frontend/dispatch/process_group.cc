@@ -133,7 +133,8 @@ ProcessGroup::ProcessGroup(Config config, const BackendRegistry& registry,
       host = served.backend;
     }
   }
-  if (needed && CollectiveCheck::EnabledByEnvironment()) {
+  // One rank has no one to disagree with: the check would only cost a store round trip per call.
+  if (needed && config_.size > 1 && CollectiveCheck::EnabledByEnvironment()) {
     check_ = std::make_unique<CollectiveCheck>(
         host, std::make_shared<PrefixStore>("collective_check", config_.store), config_.rank,
         config_.size, config_.timeout);
