@@ -35,12 +35,26 @@ void SweepOrphans() {
 }  // namespace
 
 cuda::Stream TorchCurrentStream(int device) {
-  py::object modules = py::module_::import("sys").attr("modules");
-  if (!modules.contains("torch")) return nullptr;
-  py::object torch_cuda = modules["torch"].attr("cuda");
-  if (!torch_cuda.attr("is_available")().cast<bool>()) return nullptr;  // CUDA memory not torch's.
-  py::object stream = torch_cuda.attr("current_stream")(device);
-  return reinterpret_cast<cuda::Stream>(stream.attr("cuda_stream").cast<uintptr_t>());
+  // Looked up once (the GIL serialises this): module lookups, torch.cuda.is_available() and
+  // the Stream object torch.cuda.current_stream() builds cost more per call, twice per
+  // collective, than plexus's whole NCCL launch. Never released: it outlives the interpreter.
+  static py::handle current = nullptr;
+  static bool returns_raw = false;  // torch._C._cuda_getCurrentRawStream gives the pointer.
+  if (!current) {
+    py::object modules = py::module_::import("sys").attr("modules");
+    if (!modules.contains("torch")) return nullptr;
+    py::object torch = modules["torch"];
+    // CUDA memory that is not torch's (torch built without CUDA): the legacy stream.
+    if (!torch.attr("cuda").attr("is_available")().cast<bool>()) return nullptr;
+    py::object bindings = torch.attr("_C");
+    returns_raw = py::hasattr(bindings, "_cuda_getCurrentRawStream");
+    py::object lookup = returns_raw ? bindings.attr("_cuda_getCurrentRawStream")
+                                    : torch.attr("cuda").attr("current_stream");
+    current = lookup.release();
+  }
+  py::object stream = current(device);
+  return reinterpret_cast<cuda::Stream>(
+      (returns_raw ? stream : stream.attr("cuda_stream")).cast<uintptr_t>());
 }
 
 PyWork::PyWork(WorkPtr work, Keepalive keepalive, py::object result, int cuda_device)
