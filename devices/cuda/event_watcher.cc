@@ -1,5 +1,6 @@
 #include "devices/cuda/event_watcher.h"
 
+#include <sched.h>
 #include <sys/prctl.h>
 
 #include <algorithm>
@@ -85,7 +86,30 @@ void EventWatcher::State::AbortLeft() {
   }
 }
 
+namespace {
+
+// True once `event` has fired, polling (and yielding the core) for up to `limit`.
+bool FiredWithin(const CudaApi& api, cudaEvent_t event, absl::Duration limit) {
+  const absl::Time until = absl::Now() + limit;
+  for (int round = 0;; ++round) {
+    const cudaError_t state = api.EventQuery(event);
+    if (state != cudaErrorNotReady) return state == cudaSuccess;
+    if (round % 16 == 15 && absl::Now() >= until) return false;
+    sched_yield();
+  }
+}
+
+}  // namespace
+
 void EventWatcher::Watch(Entry entry) {
+  Work* work = entry.work.get();  // The hook runs inside this Work's own Wait.
+  entry.work->SetWaitHook([api = &state_->api, done = entry.done, health = entry.health,
+                           work](absl::Duration timeout) {
+    if (FiredWithin(*api, done->get(), std::min(timeout, kWaiterPoll)) &&
+        (!health || health().ok())) {
+      work->Complete(absl::OkStatus());
+    }
+  });
   bool asleep;
   {
     std::lock_guard<std::mutex> lock(state_->mu);

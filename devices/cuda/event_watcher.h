@@ -75,6 +75,9 @@ class EventWatcher {
   };
 
   static constexpr absl::Duration kFailureGrace = absl::Seconds(10);
+  // How long a host wait on a watched Work polls the event on its own thread (as
+  // cudaStreamSynchronize spins) before it leaves completion to the watcher's thread.
+  static constexpr absl::Duration kWaiterPoll = absl::Milliseconds(1);
 
   explicit EventWatcher(const CudaApi& api);
   // Fails the entries still watched with Aborted and stops the thread: joins it, or, when run
@@ -83,6 +86,10 @@ class EventWatcher {
   EventWatcher(const EventWatcher&) = delete;
   EventWatcher& operator=(const EventWatcher&) = delete;
 
+  // Completes entry.work once the device is past entry.done. A host wait on the Work
+  // (Work::Wait) polls the event itself for up to kWaiterPoll and completes it when it fired
+  // and `health` is OK: the watcher's polls back off, and a completion from its thread costs
+  // the waiter a wake-up. Failures are the watcher's alone.
   void Watch(Entry entry);
 
  private:
