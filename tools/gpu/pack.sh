@@ -68,6 +68,7 @@ install -D -m 644 -t "$out/include/bindings/python/src" bindings/python/src/*.h
 cp bindings/python/tests/multiproc.py bindings/python/tests/test_gpu.py \
    bindings/python/tests/test_collectives.py "$out/python/tests/"
 install -m 755 tools/gpu/build_python.sh "$out/build_python.sh"
+install -m 644 tools/gpu/per_call.py "$out/per_call.py"
 
 cuda_root=$(readlink -f /usr/local/cuda)
 cp -L "$cuda_root/lib64/libcudart.so.13" "$out/lib/"

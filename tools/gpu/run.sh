@@ -79,6 +79,15 @@ echo "# bench --device=cuda through host memory (tcp, staged), 2 ranks"
 timeout -k 10 120 "$here/bin/bench" --device=cuda --backends=tcp --ranks=2 \
   --ops=all_reduce,all_gather,broadcast --sizes=1K:64M --iters=10 --warmup=2 \
   --json="$logs/bench_staged.json" 2> "$logs/bench_staged.err" || failed=1
+if [[ -f "$logs/pytest.log" ]]; then
+  echo "# per-call cost from Python at one rank (per_call.py), beside torch.distributed on NCCL"
+  for mode in torch-nccl plexus torch-plexus; do
+    PYTHONPATH="$here/python" timeout -k 10 60 python3 "$here/per_call.py" "$mode" 2>&1 | grep -E 'per call|Error'
+  done
+  for mode in torch-nccl plexus; do
+    PYTHONPATH="$here/python" timeout -k 10 60 python3 "$here/per_call.py" "$mode" --host-wait 2>&1 | grep -E 'per call|Error'
+  done
+fi
 # One archive beside the folder: a device run brings back only a few files.
 tar czf "$logs.tgz" -C "$(dirname "$logs")" "$(basename "$logs")" && echo "# logs: $logs.tgz"
 exit $failed
