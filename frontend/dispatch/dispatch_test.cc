@@ -1,4 +1,5 @@
 // Backend strings, the registry, routing and validation in ProcessGroup.
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,14 +33,19 @@ class DispatchTest : public ::testing::Test {
     Add("beta", {DeviceType::kCpu, DeviceType::kCuda}, &beta_);
   }
 
+  // Registers a recording backend `name` whose instance lands in *slot; `adjust` may change
+  // its capabilities.
   void Add(const std::string& name, std::vector<DeviceType> devices,
-           std::shared_ptr<RecordingBackend>* slot) {
+           std::shared_ptr<RecordingBackend>* slot,
+           std::function<void(BackendCapabilities&)> adjust = nullptr) {
     ASSERT_TRUE(registry_
                     .Register({name, devices,
                                [=](const BackendContext& context)
                                    -> absl::StatusOr<std::shared_ptr<Backend>> {
                                  EXPECT_NE(context.store, nullptr);
-                                 *slot = std::make_shared<RecordingBackend>(name, Caps(devices));
+                                 BackendCapabilities caps = Caps(devices);
+                                 if (adjust) adjust(caps);
+                                 *slot = std::make_shared<RecordingBackend>(name, caps);
                                  return std::static_pointer_cast<Backend>(*slot);
                                }})
                     .ok());
@@ -284,15 +290,9 @@ TEST_F(StagingDispatchTest, CudaMayNameACpuBackendWhenAStagerExists) {
 
 TEST_F(DispatchTest, DeclaredUnsupportedReductionIsRefusedBeforeTheBackend) {
   std::shared_ptr<RecordingBackend> gamma;
-  ASSERT_TRUE(registry_
-                  .Register({"gamma", {DeviceType::kCuda},
-                             [&](const BackendContext&) -> absl::StatusOr<std::shared_ptr<Backend>> {
-                               BackendCapabilities caps = Caps({DeviceType::kCuda});
-                               caps.unsupported_reductions = {{ReduceOpKind::kMax, DType::kFloat32}};
-                               gamma = std::make_shared<RecordingBackend>("gamma", caps);
-                               return std::static_pointer_cast<Backend>(gamma);
-                             }})
-                  .ok());
+  Add("gamma", {DeviceType::kCuda}, &gamma, [](BackendCapabilities& caps) {
+    caps.unsupported_reductions = {{ReduceOpKind::kMax, DType::kFloat32}};
+  });
   auto group = Group("cpu:alpha,cuda:gamma");
   ASSERT_NE(group, nullptr);
   AllReduceOptions max;
@@ -307,15 +307,8 @@ TEST_F(DispatchTest, DeclaredUnsupportedReductionIsRefusedBeforeTheBackend) {
 
 TEST_F(DispatchTest, AgreementIsCheckedBeforeABackendThatCannotDetectMismatchUnlessAlone) {
   std::shared_ptr<RecordingBackend> blind;
-  ASSERT_TRUE(registry_
-                  .Register({"blind", {DeviceType::kCuda},
-                             [&](const BackendContext&) -> absl::StatusOr<std::shared_ptr<Backend>> {
-                               BackendCapabilities caps = Caps({DeviceType::kCuda});
-                               caps.detects_mismatch = false;
-                               blind = std::make_shared<RecordingBackend>("blind", caps);
-                               return std::static_pointer_cast<Backend>(blind);
-                             }})
-                  .ok());
+  Add("blind", {DeviceType::kCuda}, &blind,
+      [](BackendCapabilities& caps) { caps.detects_mismatch = false; });
   // One rank: nothing to compare, so no host all-gather per call.
   auto alone = Group("cpu:alpha,cuda:blind", /*rank=*/0, /*size=*/1);
   ASSERT_NE(alone, nullptr);
