@@ -28,6 +28,7 @@ asan_targets=(
 )
 tsan_targets=(
   //frontend/store:all //frontend/auth:all //frontend/work:all //backends/tcp:all //algorithms:all
+  //devices/cuda:event_watcher_test
 )
 
 configs=("$@")
