@@ -207,6 +207,12 @@ WorkPtr StagingBackend::Stage(const char* op, const std::vector<const Tensor*>& 
     host_work = issue(*twins);  // `issue` declares its twins, awaits the caller, then issues.
   }
   auto work = std::make_shared<Work>(op, context_.size, host_work->sequence());
+  // A host wait drives the host operation (a backend may run it in the waiting thread); its
+  // completion queues the copy back, whose watcher installs the next hook, which this same
+  // wait then runs (Work::Wait). Set first: a host operation done already replaces it at once.
+  work->SetWaitHook([weak = std::weak_ptr<Work>(host_work)](absl::Duration timeout) {
+    if (WorkPtr host = weak.lock()) (void)host->Wait(timeout);
+  });
   host_work->OnComplete([copier = *copier, work, host_work, twins, device, stream = *stream,
                          op](const absl::Status& status) {
     const Work::Stats stats = host_work->stats();

@@ -33,20 +33,23 @@ absl::Status Work::Wait(absl::Duration timeout) {
   OfferToWaiter(timeout);
   if (completed_.load(std::memory_order_acquire)) return status_;
   // Borrowed, not copied (a copy allocates): a waiter arriving meanwhile waits without it,
-  // and it goes back for later waits while the Work is still unfinished.
+  // and it goes back for later waits while the Work is still unfinished. A hook installed
+  // while one ran (a producer's next stage) supersedes it and runs next, while time is left.
   std::function<void(absl::Duration)> hook;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (completed_.load(std::memory_order_relaxed)) return status_;
-    hook.swap(wait_hook_);
-  }
   // A hook may block until the wait's own timeout: the deadline counts from before it.
   std::optional<std::chrono::steady_clock::time_point> deadline;
-  if (hook) {
-    deadline = SteadyDeadline(timeout);
-    hook(timeout);
-  }
   std::unique_lock<std::mutex> lock(mu_);
+  while (!completed_.load(std::memory_order_relaxed) && wait_hook_) {
+    if (deadline && std::chrono::steady_clock::now() >= *deadline) break;
+    std::function<void(absl::Duration)> superseded;
+    superseded.swap(hook);
+    hook.swap(wait_hook_);
+    if (!deadline) deadline = SteadyDeadline(timeout);
+    lock.unlock();
+    superseded = nullptr;  // What it holds is released outside the lock.
+    hook(timeout);
+    lock.lock();
+  }
   if (completed_.load(std::memory_order_relaxed)) return status_;
   if (hook && !wait_hook_) wait_hook_.swap(hook);
   if (!deadline) deadline = SteadyDeadline(timeout);

@@ -94,7 +94,9 @@ class Work {
 
   // Lets a producer use the waiting thread: each Wait(timeout) on an incomplete Work first
   // calls `hook(timeout)` (outside any lock), which may run the operation right there instead
-  // of waking another thread - but only if the operation's own timeout is no longer.
+  // of waking another thread - but only if the operation's own timeout is no longer. A hook
+  // set while one runs (the producer's next stage, e.g. a copy back after a host collective)
+  // replaces it and is run next by the same Wait, while the wait's deadline allows.
   void SetWaitHook(std::function<void(absl::Duration wait_timeout)> hook);
 
   // Orders what is queued later on a device stream (a cudaStream_t on CUDA device `device`)

@@ -209,5 +209,30 @@ TEST(WorkTest, OfferToWaiterRunsBeforeAWaitBlocksAndNotOnceComplete) {
   EXPECT_EQ(idle.offers(), 1);
 }
 
+TEST(WorkTest, AHookInstalledWhileOneRunsRunsNextWithinTheSameWait) {
+  // A producer with stages: the first stage's hook installs the next stage's.
+  auto work = std::make_shared<Work>("all_reduce", 2);
+  std::vector<std::string> ran;
+  Work* raw = work.get();
+  work->SetWaitHook([&ran, raw](absl::Duration) {
+    ran.push_back("host");
+    raw->SetWaitHook([&ran, raw](absl::Duration) {
+      ran.push_back("copy back");
+      raw->Complete(absl::OkStatus());
+    });
+  });
+  EXPECT_TRUE(work->Wait(absl::Seconds(5)).ok());
+  EXPECT_EQ(ran, (std::vector<std::string>{"host", "copy back"}));
+}
+
+TEST(WorkTest, AHookThatDoesNotFinishIsKeptForTheNextWait) {
+  auto work = std::make_shared<Work>("all_reduce", 2);
+  int calls = 0;
+  work->SetWaitHook([&calls](absl::Duration) { ++calls; });
+  EXPECT_EQ(work->Wait(absl::Milliseconds(5)).code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(work->Wait(absl::Milliseconds(5)).code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(calls, 2);
+}
+
 }  // namespace
 }  // namespace plexus
