@@ -1,8 +1,9 @@
 """Per-call time of all_reduce at world size 1 on a CUDA tensor, from Python: torch.distributed
-over NCCL ("torch-nccl"), torch.distributed over plexus ("torch-plexus", plexus.torch) or
-plexus's own API over its nccl backend ("plexus"). At one rank nothing moves, so this is what
-each layer costs per call. --cpu: CPU tensors instead, torch.distributed over gloo
-("torch-gloo"), plexus on "tcp" (runs without a GPU).
+over NCCL ("torch-nccl"), torch.distributed over plexus ("torch-plexus", plexus.torch),
+plexus's own API over its nccl backend ("plexus"), or plexus staged through host memory on its
+tcp backend ("plexus-staged"). At one rank nothing moves, so this is what each layer costs per
+call. --cpu: CPU tensors instead, torch.distributed over gloo ("torch-gloo"), plexus on "tcp"
+(runs without a GPU).
 
     python3 per_call.py MODE [ITERS] [--host-wait] [--cpu]
 
@@ -32,13 +33,13 @@ def main():
         import torch.distributed as dist
         import plexus.torch  # noqa: F401 - registers "plexus"
         dist.init_process_group("plexus", init_method=init, rank=0, world_size=1)
-    elif mode == "plexus":
+    elif mode in ("plexus", "plexus-staged"):
         import plexus as dist
-        dist.init_process_group("tcp" if on_cpu else "cpu:tcp,cuda:nccl", init_method=init,
-                                rank=0, world_size=1)
+        backend = "tcp" if on_cpu or mode == "plexus-staged" else "cpu:tcp,cuda:nccl"
+        dist.init_process_group(backend, init_method=init, rank=0, world_size=1)
     else:
-        sys.exit("per_call.py: MODE is torch-nccl, torch-gloo, torch-plexus or plexus, not %r"
-                 % mode)
+        sys.exit("per_call.py: MODE is torch-nccl, torch-gloo, torch-plexus, plexus or "
+                 "plexus-staged, not %r" % mode)
     device = "cpu" if on_cpu else "cuda"
     drain = (lambda: None) if on_cpu else torch.cuda.synchronize
     limit = datetime.timedelta(seconds=10)
@@ -46,7 +47,7 @@ def main():
     def call(tensor):
         if not host_wait:
             dist.all_reduce(tensor)
-        elif mode == "plexus":
+        elif mode.startswith("plexus"):
             dist.all_reduce(tensor, async_op=True).wait(timeout=limit)
         else:
             dist.all_reduce(tensor)
