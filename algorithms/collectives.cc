@@ -132,11 +132,21 @@ void Collectives::RunInWaiter(Queue& queue, uint64_t sequence, absl::Duration wa
   Task task;
   {
     std::lock_guard<std::mutex> lock(queue.mu);
-    queue.waiters_expected = true;  // Someone waits on an unfinished collective.
-    if (queue.stopping || queue.running || queue.tasks.empty() ||
-        queue.tasks.front().sequence != sequence || queue.tasks.front().timeout > wait_timeout) {
+    const bool ours = !queue.stopping && !queue.running && !queue.tasks.empty() &&
+                      queue.tasks.front().sequence == sequence;
+    if (ours && queue.tasks.front().timeout > wait_timeout) {
+      // This wait may end before the collective would, so it cannot run it: the worker starts
+      // it now rather than after its grace for a waiter, and does not hold later ones for one.
+      queue.waiters_expected = false;
+      Task& front = queue.tasks.front();
+      if (front.deferred) {
+        front.deferred = false;
+        queue.ready.notify_all();
+      }
       return;
     }
+    queue.waiters_expected = true;  // Someone waits on an unfinished collective.
+    if (!ours) return;
     task = TakeFront(queue);
     ++queue.waiter_runs;
   }
@@ -148,6 +158,11 @@ void Collectives::RunInWaiter(Queue& queue, uint64_t sequence, absl::Duration wa
 uint64_t Collectives::worker_looks() const {
   std::lock_guard<std::mutex> lock(queue_->mu);
   return queue_->worker_looks;
+}
+
+uint64_t Collectives::unclaimed_after_grace() const {
+  std::lock_guard<std::mutex> lock(queue_->mu);
+  return queue_->unclaimed_after_grace;
 }
 
 void Collectives::Worker() {
@@ -172,7 +187,10 @@ void Collectives::Worker() {
         const Task& front = queue.tasks.front();
         if (!front.deferred || now >= front.issued + kWaiterGrace) {
           // A deferred task nobody claimed: collectives here are issued now, waited on later.
-          if (front.deferred) queue.waiters_expected = false;
+          if (front.deferred) {
+            queue.waiters_expected = false;
+            ++queue.unclaimed_after_grace;
+          }
           task = TakeFront(queue);
           look_every = kWaiterGrace;
         } else {

@@ -87,6 +87,9 @@ class Collectives {
   // How often the worker has woken to look for unclaimed tasks while waiting threads ran them
   // (for tests).
   uint64_t worker_looks() const;
+  // How many tasks the worker started only once their grace for a waiting thread ran out
+  // (for tests).
+  uint64_t unclaimed_after_grace() const;
 
  private:
   // A collective's Work, holding the body that runs it (one allocation for both): a thread
@@ -117,8 +120,10 @@ class Collectives {
     bool worker_asleep = false;
     uint64_t waiter_runs = 0;  // Tasks run by waiting threads so far.
     uint64_t worker_looks = 0;  // Times the worker woke to look while waiting threads ran them.
-    // Threads wait on their collectives (set by any wait on an unfinished one; cleared when a
-    // deferred task went unclaimed for kWaiterGrace).
+    uint64_t unclaimed_after_grace = 0;  // Deferred tasks the worker took once the grace ran out.
+    // Threads wait on their collectives and may run them (set by a wait on an unfinished one
+    // that may; cleared by one that may not, and when a deferred task went unclaimed for
+    // kWaiterGrace).
     bool waiters_expected = true;
   };
 
@@ -127,7 +132,8 @@ class Collectives {
   // Runs `task`, completes its Work and clears `running`; on the worker or on a waiting thread.
   void Execute(Task& task);
   // A Wait() on task `sequence`: run it here if it is next, the worker is idle, and its own
-  // timeout is no longer than the wait's (so the waiter is not held past its deadline).
+  // timeout is no longer than the wait's (so the waiter is not held past its deadline). A wait
+  // that is shorter hands the task to the worker at once instead of leaving it its grace.
   static void RunInWaiter(Queue& queue, uint64_t sequence, absl::Duration wait_timeout);
   // Submit for a body of any callable type, stored in the Work itself.
   template <typename F>
