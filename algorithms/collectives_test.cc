@@ -30,17 +30,25 @@ class SoloTransport : public Transport {
   void Abort(absl::Status) override {}
 };
 
+// Submits a collective with timeout `own`, waits on it for `wait`, and returns the thread it
+// ran on (the default id if the wait failed).
+std::thread::id SubmitAndWait(Collectives& collectives, absl::Duration own, absl::Duration wait) {
+  std::thread::id ran_on;
+  WorkPtr work = collectives.Submit(CollectiveKind::kBarrier, DType::kUInt8, 0, own,
+                                    [&](CollectiveContext&) {
+                                      ran_on = std::this_thread::get_id();
+                                      return absl::OkStatus();
+                                    });
+  if (!work->Wait(wait).ok()) return std::thread::id();
+  return ran_on;
+}
+
 TEST(CollectivesTest, TheWaitingThreadRunsTheCollective) {
   Collectives collectives(std::make_shared<SoloTransport>(), AlgorithmTable::Default());
   for (int i = 0; i < 100; ++i) {
-    std::thread::id ran_on;
-    WorkPtr work = collectives.Submit(CollectiveKind::kBarrier, DType::kUInt8, 0,
-                                      absl::Seconds(30), [&](CollectiveContext&) {
-                                        ran_on = std::this_thread::get_id();
-                                        return absl::OkStatus();
-                                      });
-    ASSERT_TRUE(work->Wait(absl::Seconds(30)).ok());
-    EXPECT_EQ(ran_on, std::this_thread::get_id()) << "iteration " << i;
+    EXPECT_EQ(SubmitAndWait(collectives, absl::Seconds(30), absl::Seconds(30)),
+              std::this_thread::get_id())
+        << "iteration " << i;
   }
 }
 
@@ -102,13 +110,8 @@ TEST(CollectivesTest, AWaitShorterThanTheCollectiveHandsItToTheWorkerAtOnce) {
   Collectives collectives(std::make_shared<SoloTransport>(), AlgorithmTable::Default());
   constexpr int kCalls = 100;
   for (int i = 0; i < kCalls; ++i) {
-    std::thread::id ran_on;
-    WorkPtr work = collectives.Submit(CollectiveKind::kBarrier, DType::kUInt8, 0,
-                                      absl::Minutes(30), [&](CollectiveContext&) {
-                                        ran_on = std::this_thread::get_id();
-                                        return absl::OkStatus();
-                                      });
-    ASSERT_TRUE(work->Wait(absl::Seconds(30)).ok());
+    const std::thread::id ran_on = SubmitAndWait(collectives, absl::Minutes(30), absl::Seconds(30));
+    ASSERT_NE(ran_on, std::thread::id()) << "call " << i;
     EXPECT_NE(ran_on, std::this_thread::get_id()) << "call " << i;
   }
   // Before, about every other call waited out the grace; a preempted test thread may still

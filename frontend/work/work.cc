@@ -41,9 +41,7 @@ absl::Status Work::Wait(absl::Duration timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   while (!completed_.load(std::memory_order_relaxed) && wait_hook_) {
     if (deadline && std::chrono::steady_clock::now() >= *deadline) break;
-    std::function<void(absl::Duration)> superseded;
-    superseded.swap(hook);
-    hook.swap(wait_hook_);
+    auto superseded = std::exchange(hook, std::exchange(wait_hook_, nullptr));
     if (!deadline) deadline = SteadyDeadline(timeout);
     lock.unlock();
     superseded = nullptr;  // What it holds is released outside the lock.

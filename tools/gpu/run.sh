@@ -61,7 +61,9 @@ for test in "$here"/bin/*_test; do
   echo "$name: $result ($passed passed, $failures failed, $skipped skipped${reason:+: $reason})"
 done
 echo "# Python $(python3 --version 2>&1 | cut -d' ' -f2): the extension built for it"
+python_built=0
 if wait "$python_build"; then
+  python_built=1
   if PYTHONPATH="$here/python:$here/python/tests" timeout -k 10 "$suite_deadline" python3 -m pytest -q -p no:cacheprovider \
        "$here/python/tests/test_gpu.py" "$here/python/tests/test_collectives.py" \
        > "$logs/pytest.log" 2>&1; then result=passed; else result=FAILED; failed=1; fi
@@ -79,7 +81,7 @@ echo "# bench --device=cuda through host memory (tcp, staged), 2 ranks"
 timeout -k 10 120 "$here/bin/bench" --device=cuda --backends=tcp --ranks=2 \
   --ops=all_reduce,all_gather,broadcast --sizes=1K:64M --iters=10 --warmup=2 \
   --json="$logs/bench_staged.json" 2> "$logs/bench_staged.err" || failed=1
-if [[ -f "$logs/pytest.log" ]]; then
+if (( python_built )); then
   echo "# per-call cost from Python at one rank (per_call.py), beside torch.distributed on NCCL"
   for mode in torch-nccl plexus torch-plexus; do
     PYTHONPATH="$here/python" timeout -k 10 60 python3 "$here/per_call.py" "$mode" 2>&1 | grep -E 'per call|Error'
