@@ -4,10 +4,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -20,6 +22,13 @@ namespace plexus {
 namespace {
 
 constexpr size_t kDefaultCapacity = 2000;
+
+// The wall clock to the last scheduler tick, in nanoseconds: read by people, to the millisecond.
+int64_t CoarseUnixNanos() {
+  timespec now;
+  clock_gettime(CLOCK_REALTIME_COARSE, &now);
+  return int64_t{now.tv_sec} * 1000000000 + now.tv_nsec;
+}
 
 std::string Quote(absl::string_view text) {
   std::string out = "\"";
@@ -168,36 +177,53 @@ std::shared_ptr<FlightRecorder> FlightRecorder::Create(Group group) {
 }
 
 FlightRecorder::FlightRecorder(Group group, size_t capacity)
-    : group_(std::move(group)), entries_(capacity) {}
+    : group_(std::move(group)),
+      capacity_(std::max<size_t>(capacity, 1)),
+      entries_(new Entry[capacity_]) {}
 
 FlightRecorder::~FlightRecorder() = default;
 
 uint64_t FlightRecorder::Record(const Operation& operation, bool point_to_point) {
-  const absl::Time now = CoarseNow();  // Read by people, to the millisecond.
-  std::lock_guard<std::mutex> lock(mu_);
-  const uint64_t handle = next_handle_++;
-  Entry& entry = entries_[handle % entries_.size()];
-  entry.handle = handle;
-  entry.point_to_point = point_to_point;
-  entry.sequence = point_to_point ? next_point_to_point_++ : next_collective_++;
-  entry.operation = operation;
-  entry.state = State::kIssued;
-  entry.issued = now;
-  entry.finished = absl::InfinitePast();
-  entry.error.clear();
+  const uint64_t handle = next_handle_.fetch_add(1, std::memory_order_relaxed);
+  std::atomic<uint64_t>& numbering = point_to_point ? next_point_to_point_ : next_collective_;
+  Entry& entry = entries_[handle % capacity_];
+  constexpr auto kRelaxed = std::memory_order_relaxed;
+  // A seqlock's writer: the cleared stamp is ordered before the new fields.
+  entry.stamp.store(0, kRelaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  entry.sequence.store(numbering.fetch_add(1, kRelaxed), kRelaxed);
+  entry.point_to_point.store(point_to_point, kRelaxed);
+  entry.op.store(operation.op.data(), kRelaxed);
+  entry.op_size.store(operation.op.size(), kRelaxed);
+  entry.dtype.store(operation.dtype, kRelaxed);
+  entry.count.store(operation.count, kRelaxed);
+  entry.root.store(operation.root, kRelaxed);
+  entry.peer.store(operation.peer, kRelaxed);
+  entry.reduce_op.store(operation.reduce_op.data(), kRelaxed);
+  entry.reduce_op_size.store(operation.reduce_op.size(), kRelaxed);
+  entry.timeout_ns.store(absl::ToInt64Nanoseconds(operation.timeout), kRelaxed);
+  entry.issued_ns.store(CoarseUnixNanos(), kRelaxed);
+  entry.stamp.store(Stamp(handle, State::kIssued), std::memory_order_release);
   return handle;
 }
 
 void FlightRecorder::Finish(uint64_t handle, const absl::Status& status) {
-  const absl::Time now = CoarseNow();
-  {
+  Entry& entry = entries_[handle % capacity_];
+  const State state = status.ok() ? State::kCompleted : State::kFailed;
+  uint64_t issued = Stamp(handle, State::kIssued);
+  if (entry.stamp.load(std::memory_order_relaxed) != issued) return;  // Overwritten already.
+  if (!status.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
-    Entry& entry = entries_[handle % entries_.size()];
-    if (entry.handle != handle) return;  // Overwritten by newer entries already.
-    entry.state = status.ok() ? State::kCompleted : State::kFailed;
-    entry.finished = now;
-    if (!status.ok()) entry.error = status.ToString();
+    errors_.emplace(handle, status.ToString());
+    // Kept for twice the ring: a dump that just read this entry may still ask for it.
+    const uint64_t next = next_handle_.load(std::memory_order_relaxed);
+    const uint64_t oldest = next > 2 * capacity_ ? next - 2 * capacity_ : 0;
+    while (!errors_.empty() && errors_.begin()->first < oldest) errors_.erase(errors_.begin());
   }
+  entry.finished_ns.store(CoarseUnixNanos(), std::memory_order_relaxed);
+  // Fails, changing nothing, if the entry was overwritten meanwhile.
+  entry.stamp.compare_exchange_strong(issued, Stamp(handle, state), std::memory_order_release,
+                                      std::memory_order_relaxed);
   // status.ok() first: it is inline, absl::IsDeadlineExceeded a call into Debian's Abseil.
   if (!status.ok() && absl::IsDeadlineExceeded(status) && !dumped_on_timeout_.exchange(true)) {
     absl::StatusOr<std::string> path =
@@ -215,26 +241,51 @@ std::string FlightRecorder::ToJson() const {
                                  ", \"size\": ", group_.size, ", \"global_ranks\": [",
                                  absl::StrJoin(group_.global_ranks, ", "),
                                  "], \"backend\": ", Quote(group_.backend), ", \"entries\": [");
-  std::lock_guard<std::mutex> lock(mu_);
-  const size_t capacity = entries_.size();
-  const uint64_t first = next_handle_ > capacity ? next_handle_ - capacity : 1;
+  constexpr auto kRelaxed = std::memory_order_relaxed;
+  const uint64_t next = next_handle_.load(std::memory_order_acquire);
+  const uint64_t first = next > capacity_ ? next - capacity_ : 1;
   bool comma = false;
-  for (uint64_t handle = first; handle < next_handle_; ++handle) {
-    const Entry& entry = entries_[handle % capacity];
-    if (entry.handle != handle) continue;
-    const Operation& op = entry.operation;
-    const std::string finished = entry.state == State::kIssued
-                                     ? std::string("null")
-                                     : absl::StrCat(absl::ToUnixMicros(entry.finished));
-    absl::StrAppend(&out, comma ? ",\n  " : "\n  ", "{\"sequence\": ", entry.sequence,
-                    ", \"kind\": \"", entry.point_to_point ? "p2p" : "collective",
-                    "\", \"op\": ", Quote(op.op), ", \"dtype\": ", Quote(DTypeName(op.dtype)),
-                    ", \"count\": ", op.count, ", \"root\": ", op.root, ", \"peer\": ", op.peer,
-                    ", \"reduce_op\": ", Quote(op.reduce_op),
-                    ", \"timeout_s\": ", absl::ToDoubleSeconds(op.timeout),
-                    ", \"state\": \"", StateName(entry.state),
-                    "\", \"issued_unix_us\": ", absl::ToUnixMicros(entry.issued),
-                    ", \"finished_unix_us\": ", finished, ", \"error\": ", Quote(entry.error), "}");
+  for (uint64_t handle = first; handle < next; ++handle) {
+    const Entry& entry = entries_[handle % capacity_];
+    // A seqlock's reader: the fields count only if the handle was the same before and after.
+    const uint64_t before = entry.stamp.load(std::memory_order_acquire);
+    if (before >> 2 != handle) continue;
+    const uint64_t sequence = entry.sequence.load(kRelaxed);
+    const bool point_to_point = entry.point_to_point.load(kRelaxed);
+    const absl::string_view op(entry.op.load(kRelaxed), entry.op_size.load(kRelaxed));
+    const DType dtype = entry.dtype.load(kRelaxed);
+    const int64_t count = entry.count.load(kRelaxed);
+    const int root = entry.root.load(kRelaxed);
+    const int peer = entry.peer.load(kRelaxed);
+    const absl::string_view reduce_op(entry.reduce_op.load(kRelaxed),
+                                      entry.reduce_op_size.load(kRelaxed));
+    const int64_t timeout_ns = entry.timeout_ns.load(kRelaxed);
+    const int64_t issued_ns = entry.issued_ns.load(kRelaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    const uint64_t after = entry.stamp.load(std::memory_order_acquire);  // The latest state.
+    const int64_t finished_ns = entry.finished_ns.load(kRelaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    const auto state = static_cast<State>(after & 3);
+    std::string error;
+    if (state == State::kFailed) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = errors_.find(handle); it != errors_.end()) error = it->second;
+    }
+    // Still this operation's entry (so its error, kept longer than the entry, was still there).
+    if (after >> 2 != handle || entry.stamp.load(std::memory_order_acquire) >> 2 != handle) {
+      continue;
+    }
+    const std::string finished =
+        state == State::kIssued ? std::string("null") : absl::StrCat(finished_ns / 1000);
+    absl::StrAppend(&out, comma ? ",\n  " : "\n  ", "{\"sequence\": ", sequence,
+                    ", \"kind\": \"", point_to_point ? "p2p" : "collective",
+                    "\", \"op\": ", Quote(op), ", \"dtype\": ", Quote(DTypeName(dtype)),
+                    ", \"count\": ", count, ", \"root\": ", root, ", \"peer\": ", peer,
+                    ", \"reduce_op\": ", Quote(reduce_op),
+                    ", \"timeout_s\": ", static_cast<double>(timeout_ns) / 1e9,
+                    ", \"state\": \"", StateName(state),
+                    "\", \"issued_unix_us\": ", issued_ns / 1000,
+                    ", \"finished_unix_us\": ", finished, ", \"error\": ", Quote(error), "}");
     comma = true;
   }
   out += "]}";

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -72,24 +73,40 @@ class FlightRecorder : public Work::Listener {
   const Group& group() const { return group_; }
 
  private:
+  // Written without a lock (Record and Finish cost a few plain stores and three atomic
+  // read-modify-writes per operation): every field is an atomic, and `stamp` (handle and state)
+  // is cleared while Record rewrites the fields, so ToJson skips an entry that changed under it.
   struct Entry {
-    uint64_t handle = 0;  // 0: empty slot.
-    uint64_t sequence = 0;
-    bool point_to_point = false;
-    Operation operation;
-    State state = State::kIssued;
-    absl::Time issued;
-    absl::Time finished;
-    std::string error;
+    std::atomic<uint64_t> stamp{0};  // handle << 2 | state; 0 while empty or being rewritten.
+    std::atomic<uint64_t> sequence{0};
+    std::atomic<bool> point_to_point{false};
+    std::atomic<const char*> op{nullptr};
+    std::atomic<size_t> op_size{0};
+    std::atomic<DType> dtype{DType::kFloat32};
+    std::atomic<int64_t> count{0};
+    std::atomic<int> root{-1};
+    std::atomic<int> peer{-1};
+    std::atomic<const char*> reduce_op{nullptr};
+    std::atomic<size_t> reduce_op_size{0};
+    std::atomic<int64_t> timeout_ns{0};
+    std::atomic<int64_t> issued_ns{0};  // Unix time.
+    std::atomic<int64_t> finished_ns{0};
   };
 
+  static uint64_t Stamp(uint64_t handle, State state) {
+    return handle << 2 | static_cast<uint64_t>(state);
+  }
+
   const Group group_;
-  mutable std::mutex mu_;
-  std::vector<Entry> entries_ ABSL_GUARDED_BY(mu_);  // A ring: handle % capacity.
-  uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;
-  uint64_t next_collective_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t next_point_to_point_ ABSL_GUARDED_BY(mu_) = 0;
+  const size_t capacity_;
+  const std::unique_ptr<Entry[]> entries_;  // A ring: handle % capacity.
+  std::atomic<uint64_t> next_handle_{1};
+  std::atomic<uint64_t> next_collective_{0};
+  std::atomic<uint64_t> next_point_to_point_{0};
   std::atomic<bool> dumped_on_timeout_{false};
+  mutable std::mutex mu_;
+  // Failed operations' errors by handle (the latest `capacity_` handles' only).
+  std::map<uint64_t, std::string> errors_ ABSL_GUARDED_BY(mu_);
 };
 
 // One JSON document with every live recorder of this process; `reason` is recorded in it.
