@@ -8,15 +8,23 @@ namespace plexus {
 namespace {
 
 constexpr size_t kHeaderBytes = 64;  // Header, padded so payloads stay cache-line aligned.
+// Small collectives' payload places per slot, and their size.
+constexpr size_t kRotatingPlaces = 4;
+constexpr size_t kRotatingPlaceBytes = 4096;
 
 }  // namespace
 
-ArenaSlots::ArenaSlots(CollectiveContext& ctx, SharedArena& arena)
+ArenaSlots::ArenaSlots(CollectiveContext& ctx, SharedArena& arena, size_t largest_piece_bytes)
     : ctx_(ctx),
       arena_(arena),
       base_(arena.Published(arena.rank()) & ~(kArenaFailed | kArenaCodeBits)) {
   slot_bytes_ = (arena.region_bytes() / 2) & ~size_t{63};
   payload_bytes_ = slot_bytes_ - kHeaderBytes;
+  if (largest_piece_bytes <= kRotatingPlaceBytes &&
+      payload_bytes_ >= kRotatingPlaces * kRotatingPlaceBytes) {
+    rotating_ = true;
+    payload_bytes_ = kRotatingPlaceBytes;
+  }
 }
 
 bool ArenaSlots::Usable(const SharedArena& arena, uint64_t sequence) {
@@ -40,7 +48,10 @@ ArenaSlots::Header* ArenaSlots::header(int rank, uint64_t piece) const {
 }
 
 uint8_t* ArenaSlots::payload(int rank, uint64_t piece) const {
-  return reinterpret_cast<uint8_t*>(header(rank, piece)) + kHeaderBytes;
+  uint8_t* first = reinterpret_cast<uint8_t*>(header(rank, piece)) + kHeaderBytes;
+  if (!rotating_) return first;
+  // Every other piece uses this slot: the places take turns among those.
+  return first + ((base_ / 2 + piece) / 2 % kRotatingPlaces) * kRotatingPlaceBytes;
 }
 
 void ArenaSlots::PublishInput(uint64_t piece, uint64_t bytes) {

@@ -5,11 +5,15 @@
 // collective a rank's value is even again.
 //
 // Safety of reuse: a rank writes a slot for piece k + 2 only after every peer published the
-// input of piece k + 1, which each does only after it finished reading piece k.
+// input of piece k + 1, which each does only after it finished reading piece k. A collective of
+// one small piece (up to 4 KiB) puts its payload in one of four places in its slot, in turn
+// (the header stays at the slot's start), so the same payload lines are rewritten every eighth
+// small collective instead of every second.
 #ifndef PLEXUS_ALGORITHMS_ARENA_SLOTS_H_
 #define PLEXUS_ALGORITHMS_ARENA_SLOTS_H_
 
 #include <cstdint>
+#include <cstddef>
 
 #include "absl/status/status.h"
 #include "algorithms/collective_context.h"
@@ -26,7 +30,9 @@ class ArenaSlots {
     uint64_t bytes;
   };
 
-  ArenaSlots(CollectiveContext& ctx, SharedArena& arena);
+  // `largest_piece_bytes`: the most any piece of this collective holds, when the caller knows
+  // (small collectives then take turns over several places in the slot, see payload()).
+  ArenaSlots(CollectiveContext& ctx, SharedArena& arena, size_t largest_piece_bytes = SIZE_MAX);
 
   // Whether collective `sequence` may run in the arena: no rank failed there in an earlier
   // collective (after a failure the group stops using it). A failure in this very collective
@@ -35,8 +41,11 @@ class ArenaSlots {
   // The context's arena when this collective may run there (see Usable), else nullptr.
   static SharedArena* UsableArena(const CollectiveContext& ctx);
 
-  // Bytes each slot holds after its header.
+  // Bytes each slot holds after its header (for this collective).
   size_t payload_bytes() const { return payload_bytes_; }
+  // Where `rank` puts the payload of `piece`. A small collective's takes turns among places in
+  // the slot: overwriting lines a peer read two collectives ago measured slower than lines it
+  // read eight ago (2 ranks, 1 KiB all-reduce on the 2-core VM: 0.665 -> 0.593 us median).
   uint8_t* payload(int rank, uint64_t piece) const;
   // This rank's header for `piece`: fills it, then publishes the piece's input step.
   void PublishInput(uint64_t piece, uint64_t bytes);
@@ -65,6 +74,7 @@ class ArenaSlots {
   const uint64_t base_;   // This rank's published value when the collective began.
   size_t slot_bytes_;
   size_t payload_bytes_;
+  bool rotating_ = false;  // Small: the payload moves among kRotatingPlaces places.
 };
 
 }  // namespace plexus

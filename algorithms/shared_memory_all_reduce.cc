@@ -13,7 +13,7 @@ namespace plexus {
 
 absl::Status SharedMemoryAllReduce(CollectiveContext& ctx, SharedArena& arena, void* data,
                                    int64_t count, DType dtype, ReduceOpKind op) {
-  ArenaSlots slots(ctx, arena);
+  ArenaSlots slots(ctx, arena, static_cast<size_t>(count) * DTypeSize(dtype));
   const size_t element = DTypeSize(dtype);
   const int64_t per_piece = static_cast<int64_t>(slots.payload_bytes() / element);
   auto* bytes = static_cast<uint8_t*>(data);

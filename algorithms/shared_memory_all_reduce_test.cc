@@ -19,8 +19,8 @@ constexpr size_t kRegionBytes = 4096;
 
 // What every rank maps: regions and the published/announced words.
 struct SharedState {
-  explicit SharedState(int size)
-      : regions(size, std::vector<uint8_t>(kRegionBytes)),
+  explicit SharedState(int size, size_t region_bytes = kRegionBytes)
+      : regions(size, std::vector<uint8_t>(region_bytes)),
         published(size),
         announced(size),
         failed_sequence(size) {}
@@ -38,7 +38,7 @@ class FakeArena : public SharedArena {
 
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(state_->regions.size()); }
-  size_t region_bytes() const override { return kRegionBytes; }
+  size_t region_bytes() const override { return state_->regions[0].size(); }
   uint8_t* region(int rank) const override { return state_->regions[rank].data(); }
   uint64_t Published(int rank) const override { return state_->published[rank].load(); }
   void Publish(uint64_t value) override { state_->published[rank_].store(value); }
@@ -102,7 +102,14 @@ class SilentTransport : public Transport {
 struct Rank {
   Rank(std::shared_ptr<SharedState> state, int rank, int size, int64_t count)
       : transport(rank, size), arena(std::move(state), rank), data(count) {
-    for (int64_t i = 0; i < count; ++i) data[i] = static_cast<float>((rank + 1) * 1000 + i);
+    Fill(0);
+  }
+  // Inputs that differ from collective to collective (`round`), so a stale one shows.
+  void Fill(int round) {
+    for (size_t i = 0; i < data.size(); ++i) data[i] = Input(transport.rank(), i, round);
+  }
+  static float Input(int rank, size_t i, int round) {
+    return static_cast<float>((rank + 1) * 1000 + i % 4096 + 7 * round);
   }
   absl::Status Run(uint64_t sequence) {
     const uint64_t signature =
@@ -125,11 +132,11 @@ struct Rank {
   std::vector<float> data;
 };
 
-void ExpectSummed(const Rank& rank, int size) {
+void ExpectSummed(const Rank& rank, int size, int round = 0) {
   for (size_t i = 0; i < rank.data.size(); ++i) {
     float expected = 0;
-    for (int r = 0; r < size; ++r) expected += static_cast<float>((r + 1) * 1000 + i);
-    ASSERT_EQ(rank.data[i], expected) << "element " << i;
+    for (int r = 0; r < size; ++r) expected += Rank::Input(r, i, round);
+    ASSERT_EQ(rank.data[i], expected) << "element " << i << " of round " << round;
   }
 }
 
@@ -220,11 +227,7 @@ TEST(SharedMemoryAllReduceTest, ManyPiecesOnThreeRanks) {
   std::vector<std::unique_ptr<Rank>> ranks;
   for (int r = 0; r < 3; ++r) ranks.push_back(std::make_unique<Rank>(state, r, 3, count));
   for (uint64_t sequence = 1; sequence <= 20; ++sequence) {
-    for (auto& rank : ranks) {
-      for (int64_t i = 0; i < count; ++i) {
-        rank->data[i] = static_cast<float>((rank->transport.rank() + 1) * 1000 + i);
-      }
-    }
+    for (auto& rank : ranks) rank->Fill(0);
     std::vector<absl::Status> statuses(3);
     std::vector<std::thread> threads;
     for (int r = 0; r < 3; ++r) {
@@ -236,6 +239,52 @@ TEST(SharedMemoryAllReduceTest, ManyPiecesOnThreeRanks) {
       ExpectSummed(*ranks[r], 3);
     }
   }
+}
+
+// Small all-reduces take turns among several places in a slot; mixed with ones of many pieces
+// and barriers on three threads, every rank reads every input of the right collective.
+TEST(SharedMemoryAllReduceTest, SmallCollectivesTakeTurnsAmongPlacesBesideLargeOnes) {
+  constexpr size_t kLargeRegion = 64 << 10;
+  auto state = std::make_shared<SharedState>(3, kLargeRegion);
+  const std::vector<int64_t> counts = {256, 1, 1024, 5 * kLargeRegion / sizeof(float), 16, 700};
+  std::vector<std::string> errors(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      for (int round = 1; round <= 40; ++round) {
+        Rank rank(state, r, 3, counts[round % counts.size()]);
+        rank.Fill(round);
+        const uint64_t sequence = static_cast<uint64_t>(round);
+        absl::Status status =
+            round % 7 == 0 ? rank.RunBarrier(sequence) : rank.Run(sequence);
+        if (!status.ok()) {
+          errors[r] = absl::StrCat("round ", round, ": ", status.ToString());
+          return;
+        }
+        if (round % 7 == 0) continue;
+        for (size_t i = 0; i < rank.data.size(); ++i) {
+          float expected = 0;
+          for (int peer = 0; peer < 3; ++peer) expected += Rank::Input(peer, i, round);
+          if (rank.data[i] != expected) {
+            errors[r] = absl::StrCat("round ", round, " element ", i, ": ", rank.data[i],
+                                     " instead of ", expected);
+            return;
+          }
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  // The places do take turns: consecutive small collectives in a slot use different ones.
+  SilentTransport transport(0, 3);
+  FakeArena arena(state, 0);
+  CollectiveContext ctx(transport, CollectiveKind::kAllReduce, 41, 1, absl::Seconds(1), nullptr);
+  ArenaSlots small(ctx, arena, 1024);
+  ArenaSlots large(ctx, arena);
+  EXPECT_EQ(small.payload_bytes(), 4096u);
+  EXPECT_NE(small.payload(0, 0), small.payload(0, 2));
+  EXPECT_EQ(large.payload(0, 0), large.payload(0, 2));
 }
 
 // Barriers between all-reduces on three threads: nobody leaves a barrier before the last rank
