@@ -12,8 +12,8 @@
 #ifndef PLEXUS_ALGORITHMS_ARENA_SLOTS_H_
 #define PLEXUS_ALGORITHMS_ARENA_SLOTS_H_
 
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 
 #include "absl/status/status.h"
 #include "algorithms/collective_context.h"

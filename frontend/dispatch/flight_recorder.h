@@ -76,6 +76,8 @@ class FlightRecorder : public Work::Listener {
   // Written without a lock (Record and Finish cost a few plain stores and three atomic
   // read-modify-writes per operation): every field is an atomic, and `stamp` (handle and state)
   // is cleared while Record rewrites the fields, so ToJson skips an entry that changed under it.
+  // One writer per entry at a time: only more threads recording at once than the ring has
+  // entries could mix two operations in one.
   struct Entry {
     std::atomic<uint64_t> stamp{0};  // handle << 2 | state; 0 while empty or being rewritten.
     std::atomic<uint64_t> sequence{0};
