@@ -62,7 +62,9 @@ class Collectives::QueuedWorkWith final : public QueuedWork {
 };
 
 Collectives::Collectives(std::shared_ptr<Transport> transport, AlgorithmTable table)
-    : transport_(std::move(transport)), table_(std::move(table)) {
+    : transport_(std::move(transport)),
+      table_(std::move(table)),
+      done_(Work::Finished(absl::OkStatus(), "collective", transport_->size())) {
   worker_ = std::thread([this] { Worker(); });
 }
 
@@ -77,12 +79,17 @@ Collectives::~Collectives() {
 
 WorkPtr Collectives::Submit(CollectiveKind kind, DType dtype, int64_t count,
                              absl::Duration timeout, Body body) {
-  return Enqueue(kind, dtype, count, timeout, std::move(body));
+  return Enqueue(kind, dtype, count, timeout, /*blocking=*/false, std::move(body));
 }
 
 template <typename F>
 WorkPtr Collectives::Enqueue(CollectiveKind kind, DType dtype, int64_t count,
-                             absl::Duration timeout, F body) {
+                             absl::Duration timeout, bool blocking, F body) {
+  if (blocking) {
+    if (std::optional<absl::Status> status = RunInPlace(kind, dtype, count, timeout, body)) {
+      return status->ok() ? done_ : Work::Finished(*status, CollectiveName(kind), size());
+    }
+  }
   std::lock_guard<std::mutex> lock(queue_->mu);
   const uint64_t sequence = next_sequence_++;
   const absl::Time now = FastNow();
@@ -96,6 +103,41 @@ WorkPtr Collectives::Enqueue(CollectiveKind kind, DType dtype, int64_t count,
   // A worker with a timer looks by itself; waking it here would race the caller for the task.
   if (queue_->worker_asleep) queue_->ready.notify_one();
   return work;
+}
+
+template <typename F>
+std::optional<absl::Status> Collectives::RunInPlace(CollectiveKind kind, DType dtype,
+                                                    int64_t count, absl::Duration timeout,
+                                                    F& body) {
+  uint64_t sequence;
+  {
+    std::lock_guard<std::mutex> lock(queue_->mu);
+    if (queue_->running || !queue_->tasks.empty() || queue_->stopping) return std::nullopt;
+    sequence = next_sequence_++;
+    queue_->running = true;  // Keeps the worker, and waiters on other Works, off the queue.
+    queue_->waiters_expected = true;  // The caller waits on its collectives.
+  }
+  const uint64_t signature = MakeSignature(kind, dtype, sequence, count);
+  CollectiveContext ctx(*transport_, kind, sequence, signature, timeout, /*work=*/nullptr,
+                        &arena_);
+  if (SharedArena* shared = transport_->shared_arena()) {
+    shared->Announce(signature);
+    ctx.UseSharedArena(shared);
+  }
+  absl::Status status = body(ctx);
+  if (!status.ok()) status = ctx.Fail(status);
+  FinishRunning();
+  return status;
+}
+
+void Collectives::FinishRunning() {
+  bool more;
+  {
+    std::lock_guard<std::mutex> lock(queue_->mu);
+    queue_->running = false;
+    more = !queue_->tasks.empty() || queue_->stopping;
+  }
+  if (more) queue_->ready.notify_all();
 }
 
 Collectives::Task Collectives::TakeFront(Queue& queue) {
@@ -119,13 +161,7 @@ void Collectives::Execute(Task& task) {
   absl::Status status = task.work->Run(ctx);
   if (!status.ok()) status = ctx.Fail(status);
   task.work->Complete(status);
-  bool more;
-  {
-    std::lock_guard<std::mutex> lock(queue_->mu);
-    queue_->running = false;
-    more = !queue_->tasks.empty() || queue_->stopping;
-  }
-  if (more) queue_->ready.notify_all();
+  FinishRunning();
 }
 
 void Collectives::RunInWaiter(Queue& queue, uint64_t sequence, absl::Duration wait_timeout) {
@@ -223,7 +259,8 @@ absl::Status Collectives::RunAllReduce(CollectiveContext& ctx, void* data, int64
 }
 
 WorkPtr Collectives::AllReduce(const Tensor& tensor, const AllReduceOptions& options) {
-  return Enqueue(CollectiveKind::kAllReduce, tensor.dtype(), tensor.numel(), options.timeout,
+  return Enqueue(CollectiveKind::kAllReduce, tensor.dtype(), tensor.numel(),
+                 options.timeout, options.blocking,
                  [this, data = tensor.data(), count = tensor.numel(), dtype = tensor.dtype(),
                   op = options.op](CollectiveContext& ctx) {
                    return RunAllReduce(ctx, data, count, dtype, op);
@@ -236,6 +273,7 @@ WorkPtr Collectives::AllReduceCoalesced(absl::Span<const Tensor> tensors,
   for (const Tensor& t : tensors) total += t.numel();
   return Enqueue(
       CollectiveKind::kAllReduceCoalesced, tensors[0].dtype(), total, options.timeout,
+      options.blocking,
       [this, list = Copy(tensors), total, options](CollectiveContext& ctx) {
         // One fused reduction over the tensors packed end to end.
         uint8_t* packed = ctx.Scratch(ScratchArena::kPacked,
@@ -249,7 +287,8 @@ WorkPtr Collectives::AllReduceCoalesced(absl::Span<const Tensor> tensors,
 }
 
 WorkPtr Collectives::Broadcast(const Tensor& tensor, const BroadcastOptions& options) {
-  return Enqueue(CollectiveKind::kBroadcast, tensor.dtype(), tensor.numel(), options.timeout,
+  return Enqueue(CollectiveKind::kBroadcast, tensor.dtype(), tensor.numel(),
+                 options.timeout, options.blocking,
                  [tensor, options](CollectiveContext& ctx) {
                    return BinomialBroadcast(ctx, tensor.data(), tensor.nbytes(),
                                             options.root_rank);
@@ -257,7 +296,8 @@ WorkPtr Collectives::Broadcast(const Tensor& tensor, const BroadcastOptions& opt
 }
 
 WorkPtr Collectives::Reduce(const Tensor& tensor, const ReduceOptions& options) {
-  return Enqueue(CollectiveKind::kReduce, tensor.dtype(), tensor.numel(), options.timeout,
+  return Enqueue(CollectiveKind::kReduce, tensor.dtype(), tensor.numel(),
+                 options.timeout, options.blocking,
                  [this, tensor, options](CollectiveContext& ctx) {
                    const int64_t count = tensor.numel();
                    const DType dtype = tensor.dtype();
@@ -283,7 +323,8 @@ WorkPtr Collectives::Reduce(const Tensor& tensor, const ReduceOptions& options) 
 
 WorkPtr Collectives::AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
                                const AllGatherOptions& options) {
-  return Enqueue(CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
+  return Enqueue(CollectiveKind::kAllGather, input.dtype(), input.numel(),
+                 options.timeout, options.blocking,
                  [this, list = Copy(outputs), input](CollectiveContext& ctx) {
                    std::vector<uint8_t*> blocks;
                    std::vector<size_t> bytes;
@@ -300,7 +341,8 @@ WorkPtr Collectives::AllGather(absl::Span<const Tensor> outputs, const Tensor& i
 
 WorkPtr Collectives::AllGatherIntoTensor(const Tensor& output, const Tensor& input,
                                          const AllGatherOptions& options) {
-  return Enqueue(CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
+  return Enqueue(CollectiveKind::kAllGather, input.dtype(), input.numel(),
+                 options.timeout, options.blocking,
                  [this, output, input](CollectiveContext& ctx) {
                    std::vector<uint8_t*> blocks;
                    std::vector<size_t> bytes(size(), input.nbytes());
@@ -316,7 +358,8 @@ WorkPtr Collectives::AllGatherIntoTensor(const Tensor& output, const Tensor& inp
 
 WorkPtr Collectives::Gather(absl::Span<const Tensor> outputs, const Tensor& input,
                             const GatherOptions& options) {
-  return Enqueue(CollectiveKind::kGather, input.dtype(), input.numel(), options.timeout,
+  return Enqueue(CollectiveKind::kGather, input.dtype(), input.numel(),
+                 options.timeout, options.blocking,
                  [list = Copy(outputs), input, options](CollectiveContext& ctx) {
                    std::vector<void*> pointers;
                    for (const Tensor& t : list) pointers.push_back(t.data());
@@ -327,7 +370,8 @@ WorkPtr Collectives::Gather(absl::Span<const Tensor> outputs, const Tensor& inpu
 
 WorkPtr Collectives::Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
                              const ScatterOptions& options) {
-  return Enqueue(CollectiveKind::kScatter, output.dtype(), output.numel(), options.timeout,
+  return Enqueue(CollectiveKind::kScatter, output.dtype(), output.numel(),
+                 options.timeout, options.blocking,
                  [list = Copy(inputs), output, options](CollectiveContext& ctx) {
                    std::vector<const void*> pointers;
                    for (const Tensor& t : list) pointers.push_back(t.data());
@@ -357,7 +401,8 @@ absl::Status Collectives::RunReduceScatter(CollectiveContext& ctx, uint8_t* pack
 
 WorkPtr Collectives::ReduceScatter(const Tensor& output, absl::Span<const Tensor> inputs,
                                    const ReduceScatterOptions& options) {
-  return Enqueue(CollectiveKind::kReduceScatter, output.dtype(), output.numel(), options.timeout,
+  return Enqueue(CollectiveKind::kReduceScatter, output.dtype(), output.numel(),
+                 options.timeout, options.blocking,
                  [this, list = Copy(inputs), output, options](CollectiveContext& ctx) {
                    uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, output.nbytes() * list.size());
                    PackTensors(list, packed);
@@ -367,7 +412,8 @@ WorkPtr Collectives::ReduceScatter(const Tensor& output, absl::Span<const Tensor
 
 WorkPtr Collectives::ReduceScatterTensor(const Tensor& output, const Tensor& input,
                                          const ReduceScatterOptions& options) {
-  return Enqueue(CollectiveKind::kReduceScatter, output.dtype(), output.numel(), options.timeout,
+  return Enqueue(CollectiveKind::kReduceScatter, output.dtype(), output.numel(),
+                 options.timeout, options.blocking,
                  [this, input, output, options](CollectiveContext& ctx) {
                    // The input is the caller's: reduce in a copy.
                    uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, input.nbytes());
@@ -378,7 +424,8 @@ WorkPtr Collectives::ReduceScatterTensor(const Tensor& output, const Tensor& inp
 
 WorkPtr Collectives::AllToAll(absl::Span<const Tensor> outputs, absl::Span<const Tensor> inputs,
                               const AllToAllOptions& options) {
-  return Enqueue(CollectiveKind::kAllToAll, inputs[0].dtype(), 0, options.timeout,
+  return Enqueue(CollectiveKind::kAllToAll, inputs[0].dtype(), 0,
+                 options.timeout, options.blocking,
                  [outs = Copy(outputs), ins = Copy(inputs)](CollectiveContext& ctx) {
                    std::vector<ByteBlock> send, recv;
                    for (const Tensor& t : ins) send.push_back({t.bytes(), t.nbytes()});
@@ -394,7 +441,7 @@ WorkPtr Collectives::AllToAllSingle(const Tensor& output, const Tensor& input,
   std::vector<int64_t> out_splits(output_split_sizes.begin(), output_split_sizes.end());
   std::vector<int64_t> in_splits(input_split_sizes.begin(), input_split_sizes.end());
   return Enqueue(
-      CollectiveKind::kAllToAll, input.dtype(), 0, options.timeout,
+      CollectiveKind::kAllToAll, input.dtype(), 0, options.timeout, options.blocking,
       [output, input, out_splits, in_splits](CollectiveContext& ctx) {
         // Splits count rows of the first dimension; a row is numel / rows elements.
         auto blocks = [](const Tensor& t, const std::vector<int64_t>& splits) {
@@ -413,7 +460,8 @@ WorkPtr Collectives::AllToAllSingle(const Tensor& output, const Tensor& input,
 }
 
 WorkPtr Collectives::Barrier(const BarrierOptions& options) {
-  return Enqueue(CollectiveKind::kBarrier, DType::kUInt8, 0, options.timeout,
+  return Enqueue(CollectiveKind::kBarrier, DType::kUInt8, 0,
+                 options.timeout, options.blocking,
                  [this](CollectiveContext& ctx) { return plexus::Barrier(ctx, table_); });
 }
 

@@ -11,9 +11,10 @@
 // operation nobody waits on still starts by then; up to kLongestWorkerLook later where waiting
 // threads had been running every task back to back); after that the worker takes every task at
 // once (collectives issued now and waited on later, like DDP's buckets, lose no time) until a
-// thread waits on an unfinished one again. The
-// sequence number tags every message and, with the op, dtype and count, forms the signature
-// peers check: ranks that disagree fail with FailedPrecondition naming both sides. Arguments
+// thread waits on an unfinished one again. A collective whose options say `blocking` runs in the
+// calling thread at once when nothing is queued or running (no Work, no queue entry), and is
+// queued like the others otherwise. The sequence number tags every message and, with the op,
+// dtype and count, forms the signature peers check: ranks that disagree fail with FailedPrecondition naming both sides. Arguments
 // are assumed validated (frontend/dispatch/validate.h); timeouts already resolved.
 #ifndef PLEXUS_ALGORITHMS_COLLECTIVES_H_
 #define PLEXUS_ALGORITHMS_COLLECTIVES_H_
@@ -24,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "algorithms/algorithm_table.h"
@@ -135,10 +137,19 @@ class Collectives {
   // timeout is no longer than the wait's (so the waiter is not held past its deadline). A wait
   // that is shorter hands the task to the worker at once instead of leaving it its grace.
   static void RunInWaiter(Queue& queue, uint64_t sequence, absl::Duration wait_timeout);
-  // Submit for a body of any callable type, stored in the Work itself.
+  // Submit for a body of any callable type, stored in the Work itself. `blocking` (the
+  // options' flag): run it in the calling thread if the queue is idle (RunInPlace) and return
+  // a complete Work; otherwise it is queued as usual (the caller then waits on it).
   template <typename F>
   WorkPtr Enqueue(CollectiveKind kind, DType dtype, int64_t count, absl::Duration timeout,
-                  F body);
+                  bool blocking, F body);
+  // Runs `body` as the next collective in this thread if nothing runs or waits in the queue;
+  // its outcome, or nothing (then it must be queued). No Work: nobody else can wait on it.
+  template <typename F>
+  std::optional<absl::Status> RunInPlace(CollectiveKind kind, DType dtype, int64_t count,
+                                         absl::Duration timeout, F& body);
+  // Clears `running` after a task and wakes the worker if more is queued or it must stop.
+  void FinishRunning();
   // All-reduce of `data` in place, with PREMUL_SUM pre-scaling and AVG post-scaling.
   absl::Status RunAllReduce(CollectiveContext& ctx, void* data, int64_t count, DType dtype,
                             const ReduceOp& op);
@@ -150,6 +161,8 @@ class Collectives {
   const std::shared_ptr<Transport> transport_;
   const AlgorithmTable table_;
   const std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
+  // What a blocking collective run in place returns when it succeeded: complete, no statistics.
+  const WorkPtr done_;
   ScratchArena arena_;          // Used by whichever thread runs the (single) current task.
   uint64_t next_sequence_ = 1;  // Guarded by queue_->mu.
   std::thread worker_;

@@ -141,6 +141,73 @@ TEST(CollectivesTest, QueuedCollectivesRunInIssueOrderWhoeverRunsThem) {
   for (int i = 0; i < 50; ++i) EXPECT_EQ(order[i], i);
 }
 
+// A blocking collective with nothing queued runs before the call returns (PREMUL_SUM's scaling
+// shows it ran), and the Work it returns is finished; behind a queued one it waits its turn.
+TEST(CollectivesTest, ABlockingCollectiveRunsBeforeItReturnsAndKeepsIssueOrder) {
+  Collectives collectives(std::make_shared<SoloTransport>(), AlgorithmTable::Default());
+  std::vector<float> data = {1, 2, 3, 4};
+  const Tensor tensor = Tensor::Flat(data.data(), DType::kFloat32, 4);
+  AllReduceOptions options;
+  options.op = ReduceOp::PremulSum(2.0);
+  options.timeout = absl::Seconds(30);
+  options.blocking = true;
+  for (int i = 0; i < 10; ++i) {
+    WorkPtr work = collectives.AllReduce(tensor, options);
+    ASSERT_TRUE(work->IsCompleted()) << "iteration " << i;
+    ASSERT_TRUE(work->status().ok()) << work->status();
+  }
+  EXPECT_EQ(data[3], 4.0f * 1024);
+  BarrierOptions barrier;
+  barrier.blocking = true;
+  EXPECT_TRUE(collectives.Barrier(barrier)->IsCompleted());
+
+  // Behind a collective still running, a blocking one is queued and runs after it.
+  absl::Notification release;
+  std::vector<float> seen;
+  WorkPtr first = collectives.Submit(CollectiveKind::kBarrier, DType::kUInt8, 0,
+                                     absl::Seconds(30), [&](CollectiveContext&) {
+                                       release.WaitForNotification();
+                                       seen = data;
+                                       return absl::OkStatus();
+                                     });
+  std::thread runner([&] { EXPECT_TRUE(first->Wait(absl::Seconds(30)).ok()); });
+  WorkPtr second = collectives.AllReduce(tensor, options);
+  EXPECT_FALSE(second->IsCompleted());
+  release.Notify();
+  ASSERT_TRUE(second->Wait(absl::Seconds(30)).ok());
+  runner.join();
+  EXPECT_EQ(seen[3], 4.0f * 1024) << "the blocking collective ran before the one issued first";
+  EXPECT_EQ(data[3], 4.0f * 2048);
+}
+
+// Two ranks whose every send and receive fails: a blocking collective run in place returns a finished Work
+// with the failure, and the next call still runs.
+class BrokenPairTransport : public SoloTransport {
+ public:
+  int size() const override { return 2; }
+  WorkPtr Send(int, MessageTag, absl::Span<const uint8_t>, absl::Duration) override {
+    return Work::Finished(absl::UnavailableError("the wire is cut"), "send", 2);
+  }
+  WorkPtr Recv(int, MessageTag, absl::Span<uint8_t>, absl::Duration) override {
+    return Work::Finished(absl::UnavailableError("the wire is cut"), "recv", 2);
+  }
+};
+
+TEST(CollectivesTest, ABlockingCollectiveThatFailsReturnsItsFailure) {
+  Collectives collectives(std::make_shared<BrokenPairTransport>(), AlgorithmTable::Default());
+  std::vector<float> data(16, 1.0f);
+  AllReduceOptions options;
+  options.timeout = absl::Seconds(30);
+  options.blocking = true;
+  for (int i = 0; i < 2; ++i) {
+    WorkPtr work = collectives.AllReduce(Tensor::Flat(data.data(), DType::kFloat32, 16), options);
+    ASSERT_TRUE(work->IsCompleted());
+    EXPECT_EQ(work->status().code(), absl::StatusCode::kUnavailable) << work->status();
+    EXPECT_NE(work->status().message().find("the wire is cut"), absl::string_view::npos)
+        << work->status();
+  }
+}
+
 // A Work outlives its Collectives: queued ones fail Aborted when it goes, and waiting on any
 // of them afterwards answers at once. A body's captures are released once it has run.
 TEST(CollectivesTest, WorksOutliveTheirCollectivesAndBodiesReleaseTheirCaptures) {

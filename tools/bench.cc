@@ -65,6 +65,9 @@ struct Flags {
   // --tls: plexus's own connections (tcp backend, elastic) use TLS 1.3 with throwaway
   // certificates; their rows are labelled "+tls".
   bool tls = false;
+  // --blocking: each call blocks (options.blocking, as MPI's calls and torch's async_op=False)
+  // instead of issue-then-wait; rows labelled "+blocking".
+  bool blocking = false;
   int cuda_devices = 0;  // With --device=cuda: how many the ranks spread over.
 };
 
@@ -164,12 +167,14 @@ absl::Status ParseFlags(int argc, char** argv, Flags& flags) {
       flags.plot = InCallersDirectory(std::string(value));
     } else if (name == "--tls" && eq == std::string::npos) {
       flags.tls = true;
+    } else if (name == "--blocking" && eq == std::string::npos) {
+      flags.blocking = true;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown flag '", arg,
           "'; flags: --backends=cpu:tcp,... --ops=all_reduce,...|all "
           "--ranks=N --sizes=1K:64M|1K,16M --dtype=float32 --iters=N --warmup=N --json=FILE "
-          "--mpirun-args='--mca btl tcp,self' --device=cpu|cuda --plot=FILE.png --tls"));
+          "--mpirun-args='--mca btl tcp,self' --device=cpu|cuda --plot=FILE.png --tls --blocking"));
     }
   }
   if (flags.backends.empty() && flags.device == DeviceType::kCuda) {
@@ -252,7 +257,7 @@ Sample Decode(absl::string_view line) {
 Sample Measure(ProcessGroup& group, const std::string& op, const Flags& flags, int64_t size,
                Device device) {
   Sample sample;
-  auto runner = MakeRunner(op, group, flags.dtype, size, device);
+  auto runner = MakeRunner(op, group, flags.dtype, size, device, flags.blocking);
   if (!runner.ok()) {
     sample.error = std::string(runner.status().message());
     return sample;
@@ -405,7 +410,9 @@ void ReadRows(const Flags& flags, const std::vector<std::string>& backends,
       const size_t cases = op == "barrier" ? 1 : flags.sizes.size();
       for (size_t i = 0; i < cases; ++i) {
         const bool encrypted = flags.tls && absl::StrContains(backend, "tcp");
-        Row row{encrypted ? backend + "+tls" : backend, op, flags.ranks, 0, 0, std::string(DTypeName(flags.dtype)),
+        const std::string label =
+            absl::StrCat(backend, encrypted ? "+tls" : "", flags.blocking ? "+blocking" : "");
+        Row row{label, op, flags.ranks, 0, 0, std::string(DTypeName(flags.dtype)),
                 0,       0,  0,           0, 0, ""};
         double bus_factor = 1;
         for (FILE* in : inputs) {

@@ -50,8 +50,16 @@ const std::vector<std::string>& KnownOps() {
   return *ops;
 }
 
+// Default options of a collective, blocking or not.
+template <typename Options>
+Options With(bool blocking) {
+  Options options;
+  options.blocking = blocking;
+  return options;
+}
+
 absl::StatusOr<Runner> MakeRunner(const std::string& op, ProcessGroup& group, DType dtype,
-                                  int64_t bytes, Device device) {
+                                  int64_t bytes, Device device, bool blocking) {
   const int n = group.size();
   const int me = group.rank();
   const int64_t element = static_cast<int64_t>(DTypeSize(dtype));
@@ -70,18 +78,25 @@ absl::StatusOr<Runner> MakeRunner(const std::string& op, ProcessGroup& group, DT
     TypedBuffer* data = &list[0];
     // Tensors are described once, as a program reusing its buffers would (and as the anchors
     // pass theirs): the per-call figure is the library's, not the description's.
+    const Tensor tensor = data->AsTensor(device);
     if (op == "all_reduce") {
       runner.bus_factor = 2.0 * (n - 1) / n;
       runner.reset = [=] { Fill(*data, me); };
-      runner.issue = [pg, tensor = data->AsTensor(device)] { return pg->AllReduce(tensor); };
+      runner.issue = [pg, tensor, options = With<AllReduceOptions>(blocking)] {
+        return pg->AllReduce(tensor, options);
+      };
       runner.count_wrong = [=] { return CountWrong(*data, [=](int64_t i) { return Sum(n, i); }); };
     } else if (op == "broadcast") {
       runner.reset = [=] { Fill(*data, me); };
-      runner.issue = [pg, tensor = data->AsTensor(device)] { return pg->Broadcast(tensor); };
+      runner.issue = [pg, tensor, options = With<BroadcastOptions>(blocking)] {
+        return pg->Broadcast(tensor, options);
+      };
       runner.count_wrong = [=] { return CountWrong(*data, [](int64_t i) { return Pattern(0, i); }); };
     } else if (op == "reduce") {
       runner.reset = [=] { Fill(*data, me); };
-      runner.issue = [pg, tensor = data->AsTensor(device)] { return pg->Reduce(tensor); };
+      runner.issue = [pg, tensor, options = With<ReduceOptions>(blocking)] {
+        return pg->Reduce(tensor, options);
+      };
       runner.count_wrong = [=] {
         return me == 0 ? CountWrong(*data, [=](int64_t i) { return Sum(n, i); }) : 0;
       };
@@ -116,7 +131,7 @@ absl::StatusOr<Runner> MakeRunner(const std::string& op, ProcessGroup& group, DT
 
   if (op == "barrier") {
     runner.reset = [] {};
-    runner.issue = [=] { return pg->Barrier(); };
+    runner.issue = [=] { return pg->Barrier(With<BarrierOptions>(blocking)); };
     runner.count_wrong = [] { return int64_t{0}; };
     return runner;
   }
@@ -132,7 +147,10 @@ absl::StatusOr<Runner> MakeRunner(const std::string& op, ProcessGroup& group, DT
     TypedBuffer* input = &list[0];
     TypedBuffer* output = &list[1];
     runner.reset = [=] { Fill(*input, me); };
-    runner.issue = [=] { return pg->AllGatherIntoTensor(output->AsTensor(device), input->AsTensor(device)); };
+    runner.issue = [=] {
+      return pg->AllGatherIntoTensor(output->AsTensor(device), input->AsTensor(device),
+                                     With<AllGatherOptions>(blocking));
+    };
     runner.count_wrong = [=] {
       const int64_t block = std::max<int64_t>(per, 1);
       return CountWrong(*output,
@@ -144,7 +162,10 @@ absl::StatusOr<Runner> MakeRunner(const std::string& op, ProcessGroup& group, DT
     TypedBuffer* input = &list[0];
     TypedBuffer* output = &list[1];
     runner.reset = [=] { Fill(*input, me); };
-    runner.issue = [=] { return pg->ReduceScatterTensor(output->AsTensor(device), input->AsTensor(device)); };
+    runner.issue = [=] {
+      return pg->ReduceScatterTensor(output->AsTensor(device), input->AsTensor(device),
+                                     With<ReduceScatterOptions>(blocking));
+    };
     runner.count_wrong = [=] {
       return CountWrong(*output, [=](int64_t i) { return Sum(n, me * per + i); });
     };
@@ -154,7 +175,10 @@ absl::StatusOr<Runner> MakeRunner(const std::string& op, ProcessGroup& group, DT
     TypedBuffer* input = &list[0];
     TypedBuffer* output = &list[1];
     runner.reset = [=] { Fill(*input, me); };
-    runner.issue = [=] { return pg->AllToAllSingle(output->AsTensor(device), input->AsTensor(device)); };
+    runner.issue = [=] {
+      return pg->AllToAllSingle(output->AsTensor(device), input->AsTensor(device), {}, {},
+                                With<AllToAllOptions>(blocking));
+    };
     runner.count_wrong = [=] {
       // Block s came from rank s's block `me`.
       return CountWrong(*output, [=](int64_t i) {
@@ -172,7 +196,9 @@ absl::StatusOr<Runner> MakeRunner(const std::string& op, ProcessGroup& group, DT
     Buffers* b = state.get();
     if (op == "gather") {
       runner.reset = [=] { Fill(b->list[0], me); };
-      runner.issue = [=] { return pg->Gather(b->tensors, b->list[0].AsTensor(device)); };
+      runner.issue = [=] {
+        return pg->Gather(b->tensors, b->list[0].AsTensor(device), With<GatherOptions>(blocking));
+      };
       runner.count_wrong = [=] {
         int64_t wrong = 0;
         for (int r = 0; me == 0 && r < n; ++r) {
@@ -184,7 +210,9 @@ absl::StatusOr<Runner> MakeRunner(const std::string& op, ProcessGroup& group, DT
       runner.reset = [=] {
         for (int r = 0; me == 0 && r < n; ++r) Fill(b->list[1 + r], r, 1000);
       };
-      runner.issue = [=] { return pg->Scatter(b->list[0].AsTensor(device), b->tensors); };
+      runner.issue = [=] {
+        return pg->Scatter(b->list[0].AsTensor(device), b->tensors, With<ScatterOptions>(blocking));
+      };
       runner.count_wrong = [=] {
         return CountWrong(b->list[0], [=](int64_t i) { return Pattern(me, 1000 + i); });
       };

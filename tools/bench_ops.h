@@ -31,8 +31,10 @@ const std::vector<std::string>& KnownOps();
 // Builds the runner for `op` at `bytes` (the nccl-tests "size": the buffer for all_reduce and
 // broadcast, the gathered/scattered total for the others), its tensors on `device` (buffers
 // come from TypedBuffer's memory: CUDA device memory when the bench runs with --device=cuda).
+// `blocking`: collectives are called with options.blocking (point-to-point is unchanged).
 absl::StatusOr<Runner> MakeRunner(const std::string& op, ProcessGroup& group, DType dtype,
-                                  int64_t bytes, Device device = Device::Cpu());
+                                  int64_t bytes, Device device = Device::Cpu(),
+                                  bool blocking = false);
 
 }  // namespace plexus::bench
 

@@ -8,6 +8,7 @@ BackendCapabilities CollectivesBackend::CpuTransportCapabilities() {
   caps.dtypes.assign(std::begin(kAllDTypes), std::end(kAllDTypes));
   caps.recv_any_source = true;
   caps.survives_peer_loss = false;
+  caps.runs_blocking_in_place = true;  // Collectives runs them in the caller when it is idle.
   return caps;
 }
 

@@ -182,6 +182,8 @@ std::string StagingBackend::name() const { return absl::StrCat(host_->name(), "+
 BackendCapabilities StagingBackend::capabilities() const {
   BackendCapabilities capabilities = host_->capabilities();
   capabilities.devices = {DeviceType::kCuda};
+  // The host collective runs between two copies on the stream: never in the caller's thread.
+  capabilities.runs_blocking_in_place = false;
   return capabilities;
 }
 

@@ -48,6 +48,9 @@ struct BackendCapabilities {
     DType dtype;
   };
   std::vector<Reduction> unsupported_reductions;
+  // A collective whose options say `blocking` may run in the calling thread (it returns a
+  // complete Work). When false the ProcessGroup clears the flag and waits on the Work itself.
+  bool runs_blocking_in_place = false;
 };
 
 // Everything a backend factory needs to join its group.

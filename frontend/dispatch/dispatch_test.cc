@@ -2,6 +2,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "frontend/dispatch/backend_registry.h"
@@ -339,6 +340,80 @@ TEST_F(DispatchTest, BatchPointToPointIsValidatedAndRouted) {
   ASSERT_TRUE(batch.ok());
   EXPECT_TRUE((*batch)->Wait(absl::Seconds(1)).ok());
   EXPECT_THAT(beta_->calls(), ElementsAre("recv", "send"));
+}
+
+// All-reduces complete `delay` after the call, on a thread of their own (never, when infinite);
+// records what each call's `blocking` said.
+class LateBackend : public RecordingBackend {
+ public:
+  LateBackend(BackendCapabilities caps, absl::Duration delay)
+      : RecordingBackend("late", std::move(caps)), delay_(delay) {}
+  ~LateBackend() override {
+    for (std::thread& thread : threads_) thread.join();
+  }
+  WorkPtr AllReduce(const Tensor&, const AllReduceOptions& options) override {
+    blocking_seen.push_back(options.blocking);
+    auto work = std::make_shared<Work>("all_reduce", 4);
+    if (delay_ != absl::InfiniteDuration()) {
+      threads_.emplace_back([work, delay = delay_] {
+        absl::SleepFor(delay);
+        work->Complete(absl::OkStatus());
+      });
+    }
+    return work;
+  }
+  std::vector<bool> blocking_seen;
+
+ private:
+  const absl::Duration delay_;
+  std::vector<std::thread> threads_;
+};
+
+// A blocking call returns a finished Work. The flag reaches only a backend that runs blocking
+// collectives in place; the process group waits on the others, within the call's timeout.
+TEST_F(DispatchTest, BlockingCallsReturnFinishedWorkWhicheverBackendRunsThem) {
+  std::shared_ptr<LateBackend> backend;
+  auto register_late = [&](const std::string& name, bool in_place, absl::Duration delay) {
+    ASSERT_TRUE(registry_
+                    .Register({name, {DeviceType::kCpu},
+                               [&, in_place, delay](const BackendContext&)
+                                   -> absl::StatusOr<std::shared_ptr<Backend>> {
+                                 BackendCapabilities caps = Caps({DeviceType::kCpu});
+                                 caps.runs_blocking_in_place = in_place;
+                                 backend = std::make_shared<LateBackend>(caps, delay);
+                                 return std::static_pointer_cast<Backend>(backend);
+                               }})
+                    .ok());
+  };
+  register_late("waited", false, absl::Milliseconds(50));
+  register_late("in_place", true, absl::Milliseconds(50));
+  register_late("stuck", false, absl::InfiniteDuration());
+  AllReduceOptions blocking;
+  blocking.blocking = true;
+
+  auto waited = Group("waited");
+  auto work = waited->AllReduce(cpu_, blocking);
+  ASSERT_TRUE(work.ok()) << work.status();
+  EXPECT_TRUE((*work)->IsCompleted());
+  EXPECT_TRUE((*work)->status().ok());
+  work = waited->AllReduce(cpu_);
+  ASSERT_TRUE(work.ok());
+  EXPECT_FALSE((*work)->IsCompleted()) << "a call that does not block returns at once";
+  EXPECT_TRUE((*work)->Wait(absl::Seconds(10)).ok());
+  EXPECT_THAT(backend->blocking_seen, ElementsAre(false, false));
+
+  auto in_place = Group("in_place");
+  work = in_place->AllReduce(cpu_, blocking);
+  ASSERT_TRUE(work.ok());
+  EXPECT_TRUE((*work)->IsCompleted());
+  EXPECT_THAT(backend->blocking_seen, ElementsAre(true));
+
+  auto stuck = Group("stuck");
+  blocking.timeout = absl::Milliseconds(100);
+  const absl::Time start = absl::Now();
+  work = stuck->AllReduce(cpu_, blocking);
+  EXPECT_EQ(work.status().code(), absl::StatusCode::kDeadlineExceeded) << work.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
 
 }  // namespace

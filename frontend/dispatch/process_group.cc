@@ -141,9 +141,15 @@ ProcessGroup::ProcessGroup(Config config, const BackendRegistry& registry,
   }
 }
 
+bool ProcessGroup::Blocking(const Served& served, bool& requested) {
+  const bool blocking = requested;
+  requested = blocking && served.capabilities.runs_blocking_in_place;
+  return blocking;
+}
+
 absl::StatusOr<WorkPtr> ProcessGroup::Launch(
     const Served& served, const CollectiveDescription& description, absl::Duration timeout,
-    absl::FunctionRef<absl::StatusOr<WorkPtr>()> call) {
+    bool blocking, absl::FunctionRef<absl::StatusOr<WorkPtr>()> call) {
   if (is_aborted_.load(std::memory_order_acquire)) return aborted();
   RETURN_IF_ERROR(CheckAgreement(served, description));
   return Track({description.op, description.dtype, description.count, description.root, -1,
@@ -151,21 +157,33 @@ absl::StatusOr<WorkPtr> ProcessGroup::Launch(
                     ? ReduceOpName(static_cast<ReduceOpKind>(description.reduce_op))
                     : absl::string_view(),
                 timeout},
-               /*point_to_point=*/false, call);
+               /*point_to_point=*/false, blocking, call);
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::Track(const FlightRecorder::Operation& operation,
-                                            bool point_to_point,
+                                            bool point_to_point, bool blocking,
                                             absl::FunctionRef<absl::StatusOr<WorkPtr>()> call) {
   if (is_aborted_.load(std::memory_order_acquire)) return aborted();
-  if (recorder_ == nullptr) return call();
-  const uint64_t handle = recorder_->Record(operation, point_to_point);
+  const uint64_t handle = recorder_ != nullptr ? recorder_->Record(operation, point_to_point) : 0;
   absl::StatusOr<WorkPtr> work = call();
   if (!work.ok()) {
-    recorder_->Finish(handle, work.status());
+    if (recorder_ != nullptr) recorder_->Finish(handle, work.status());
     return work;
   }
-  (*work)->Listen(recorder_, handle);
+  if (blocking && !(*work)->IsCompleted()) {
+    // The operation ends by its own deadline; the second only covers a late completion.
+    absl::Status waited = (*work)->Wait(operation.timeout + absl::Seconds(1));
+    if (!(*work)->IsCompleted()) {
+      if (recorder_ != nullptr) (*work)->Listen(recorder_, handle);
+      return waited;
+    }
+  }
+  if (recorder_ == nullptr) return work;
+  if ((*work)->IsCompleted()) {
+    recorder_->Finish(handle, (*work)->status());  // No listener for a finished Work.
+  } else {
+    (*work)->Listen(recorder_, handle);
+  }
   return work;
 }
 
@@ -274,8 +292,9 @@ absl::StatusOr<WorkPtr> ProcessGroup::Broadcast(const Tensor& tensor, BroadcastO
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateBroadcast(position(), tensor, options));
   ASSIGN_OR_RETURN(const Served* served, Route("broadcast", tensor));
+  const bool blocking = Blocking(*served, options.blocking);
   return Launch(*served, {"broadcast", tensor.dtype(), tensor.numel(), options.root_rank},
-                options.timeout,
+                options.timeout, blocking,
                 [&] { return served->backend->Broadcast(tensor, options); });
 }
 
@@ -283,9 +302,10 @@ absl::StatusOr<WorkPtr> ProcessGroup::Reduce(const Tensor& tensor, ReduceOptions
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateReduce(position(), tensor, options));
   ASSIGN_OR_RETURN(const Served* served, Route("reduce", tensor, &options.op));
+  const bool blocking = Blocking(*served, options.blocking);
   return Launch(*served,
                 {"reduce", tensor.dtype(), tensor.numel(), options.root_rank, Kind(options.op)},
-                options.timeout,
+                options.timeout, blocking,
                 [&] { return served->backend->Reduce(tensor, options); });
 }
 
@@ -293,8 +313,9 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllReduce(const Tensor& tensor, AllReduceO
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllReduce(position(), tensor, options));
   ASSIGN_OR_RETURN(const Served* served, Route("all_reduce", tensor, &options.op));
+  const bool blocking = Blocking(*served, options.blocking);
   return Launch(*served, {"all_reduce", tensor.dtype(), tensor.numel(), -1, Kind(options.op)},
-                options.timeout,
+                options.timeout, blocking,
                 [&] { return served->backend->AllReduce(tensor, options); });
 }
 
@@ -303,10 +324,11 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllReduceCoalesced(absl::Span<const Tensor
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllReduceCoalesced(position(), tensors, options));
   ASSIGN_OR_RETURN(const Served* served, Route("all_reduce_coalesced", tensors[0], &options.op));
+  const bool blocking = Blocking(*served, options.blocking);
   return Launch(*served,
                 {"all_reduce_coalesced", tensors[0].dtype(), TotalElements(tensors), -1,
                  Kind(options.op)},
-                options.timeout,
+                options.timeout, blocking,
                 [&] { return served->backend->AllReduceCoalesced(tensors, options); });
 }
 
@@ -315,7 +337,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllGather(absl::Span<const Tensor> outputs
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllGather(position(), outputs, input));
   ASSIGN_OR_RETURN(const Served* served, Route("all_gather", input));
-  return Launch(*served, {"all_gather", input.dtype(), input.numel()}, options.timeout,
+  const bool blocking = Blocking(*served, options.blocking);
+  return Launch(*served, {"all_gather", input.dtype(), input.numel()}, options.timeout, blocking,
                 [&] { return served->backend->AllGather(outputs, input, options); });
 }
 
@@ -325,7 +348,9 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllGatherIntoTensor(const Tensor& output,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllGatherIntoTensor(position(), output, input));
   ASSIGN_OR_RETURN(const Served* served, Route("all_gather_into_tensor", input));
-  return Launch(*served, {"all_gather_into_tensor", input.dtype(), input.numel()}, options.timeout,
+  const bool blocking = Blocking(*served, options.blocking);
+  return Launch(*served, {"all_gather_into_tensor", input.dtype(), input.numel()},
+                options.timeout, blocking,
                 [&] { return served->backend->AllGatherIntoTensor(output, input, options); });
 }
 
@@ -334,8 +359,9 @@ absl::StatusOr<WorkPtr> ProcessGroup::Gather(absl::Span<const Tensor> outputs,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateGather(position(), outputs, input, options));
   ASSIGN_OR_RETURN(const Served* served, Route("gather", input));
+  const bool blocking = Blocking(*served, options.blocking);
   return Launch(*served, {"gather", input.dtype(), input.numel(), options.root_rank},
-                options.timeout,
+                options.timeout, blocking,
                 [&] { return served->backend->Gather(outputs, input, options); });
 }
 
@@ -345,8 +371,9 @@ absl::StatusOr<WorkPtr> ProcessGroup::Scatter(const Tensor& output,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateScatter(position(), output, inputs, options));
   ASSIGN_OR_RETURN(const Served* served, Route("scatter", output));
+  const bool blocking = Blocking(*served, options.blocking);
   return Launch(*served, {"scatter", output.dtype(), output.numel(), options.root_rank},
-                options.timeout,
+                options.timeout, blocking,
                 [&] { return served->backend->Scatter(output, inputs, options); });
 }
 
@@ -356,8 +383,9 @@ absl::StatusOr<WorkPtr> ProcessGroup::ReduceScatter(const Tensor& output,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateReduceScatter(position(), output, inputs, options));
   ASSIGN_OR_RETURN(const Served* served, Route("reduce_scatter", output, &options.op));
+  const bool blocking = Blocking(*served, options.blocking);
   return Launch(*served, {"reduce_scatter", output.dtype(), output.numel(), -1, Kind(options.op)},
-                options.timeout,
+                options.timeout, blocking,
                 [&] { return served->backend->ReduceScatter(output, inputs, options); });
 }
 
@@ -367,9 +395,10 @@ absl::StatusOr<WorkPtr> ProcessGroup::ReduceScatterTensor(const Tensor& output,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateReduceScatterTensor(position(), output, input, options));
   ASSIGN_OR_RETURN(const Served* served, Route("reduce_scatter_tensor", output, &options.op));
+  const bool blocking = Blocking(*served, options.blocking);
   return Launch(*served,
                 {"reduce_scatter_tensor", output.dtype(), output.numel(), -1, Kind(options.op)},
-                options.timeout,
+                options.timeout, blocking,
                 [&] { return served->backend->ReduceScatterTensor(output, input, options); });
 }
 
@@ -379,7 +408,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllToAll(absl::Span<const Tensor> outputs,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllToAll(position(), outputs, inputs));
   ASSIGN_OR_RETURN(const Served* served, Route("all_to_all", inputs[0]));
-  return Launch(*served, {"all_to_all", inputs[0].dtype()}, options.timeout,
+  const bool blocking = Blocking(*served, options.blocking);
+  return Launch(*served, {"all_to_all", inputs[0].dtype()}, options.timeout, blocking,
                 [&] { return served->backend->AllToAll(outputs, inputs, options); });
 }
 
@@ -391,7 +421,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllToAllSingle(const Tensor& output, const
   RETURN_IF_ERROR(ValidateAllToAllSingle(position(), output, input, output_split_sizes,
                                          input_split_sizes));
   ASSIGN_OR_RETURN(const Served* served, Route("all_to_all_single", input));
-  return Launch(*served, {"all_to_all_single", input.dtype()}, options.timeout,
+  const bool blocking = Blocking(*served, options.blocking);
+  return Launch(*served, {"all_to_all_single", input.dtype()}, options.timeout, blocking,
                 [&] {
                   return served->backend->AllToAllSingle(output, input, output_split_sizes,
                                                          input_split_sizes, options);
@@ -404,7 +435,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::Barrier(BarrierOptions options) {
   for (const Served& served : backends_) {
     if (served.device == DeviceType::kCpu) chosen = &served;
   }
-  return Launch(*chosen, {"barrier", DType::kUInt8}, options.timeout,
+  const bool blocking = Blocking(*chosen, options.blocking);
+  return Launch(*chosen, {"barrier", DType::kUInt8}, options.timeout, blocking,
                 [&] { return chosen->backend->Barrier(options); });
 }
 
@@ -414,7 +446,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::Send(const Tensor& tensor, int dst_rank,
   RETURN_IF_ERROR(ValidatePointToPoint(position(), "send", tensor, dst_rank, options.tag));
   ASSIGN_OR_RETURN(const Served* served, Route("send", tensor));
   return Track({"send", tensor.dtype(), tensor.numel(), -1, dst_rank, "", options.timeout},
-               /*point_to_point=*/true,
+               /*point_to_point=*/true, /*blocking=*/false,
                [&] { return served->backend->Send(tensor, dst_rank, options); });
 }
 
@@ -424,7 +456,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::Recv(const Tensor& tensor, int src_rank,
   RETURN_IF_ERROR(ValidatePointToPoint(position(), "recv", tensor, src_rank, options.tag));
   ASSIGN_OR_RETURN(const Served* served, Route("recv", tensor));
   return Track({"recv", tensor.dtype(), tensor.numel(), -1, src_rank, "", options.timeout},
-               /*point_to_point=*/true,
+               /*point_to_point=*/true, /*blocking=*/false,
                [&] { return served->backend->Recv(tensor, src_rank, options); });
 }
 
@@ -442,7 +474,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::RecvAnySource(const Tensor& tensor, RecvOp
                                                  "' cannot receive from any source"));
   }
   return Track({"recv_any_source", tensor.dtype(), tensor.numel(), -1, -1, "", options.timeout},
-               /*point_to_point=*/true,
+               /*point_to_point=*/true, /*blocking=*/false,
                [&] { return served->backend->RecvAnySource(tensor, options); });
 }
 
@@ -470,7 +502,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::BatchPointToPoint(std::vector<PointToPoint
   for (const PointToPointOp& op : ops) elements += op.tensor.numel();
   return Track({"batch_isend_irecv", ops[0].tensor.dtype(), elements, -1,
                 ops.size() == 1 ? ops[0].peer : -1, "", options.timeout},
-               /*point_to_point=*/true,
+               /*point_to_point=*/true, /*blocking=*/false,
                [&] { return served->backend->BatchPointToPoint(ops, options); });
 }
 

@@ -178,13 +178,17 @@ class ProcessGroup {
   GroupPosition position() const { return {config_.rank, config_.size}; }
   // Runs the pre-launch agreement check when `served` needs one (collective_check.h).
   absl::Status CheckAgreement(const Served& served, const CollectiveDescription& description);
+  // Whether a call's options ask it to block (returned); leaves `requested` set only where
+  // `served` runs blocking collectives in place (the ProcessGroup waits for the others).
+  static bool Blocking(const Served& served, bool& requested);
   // Checks agreement, then issues the collective through Track.
   absl::StatusOr<WorkPtr> Launch(const Served& served, const CollectiveDescription& description,
-                                 absl::Duration timeout,
+                                 absl::Duration timeout, bool blocking,
                                  absl::FunctionRef<absl::StatusOr<WorkPtr>()> call);
-  // Issues `call`, recording it in the flight recorder until its Work completes.
+  // Issues `call`, recording it in the flight recorder until its Work completes; with
+  // `blocking`, returns once it has (within the operation's timeout).
   absl::StatusOr<WorkPtr> Track(const FlightRecorder::Operation& operation, bool point_to_point,
-                                absl::FunctionRef<absl::StatusOr<WorkPtr>()> call);
+                                bool blocking, absl::FunctionRef<absl::StatusOr<WorkPtr>()> call);
 
   const Config config_;
   const BackendRegistry& registry_;  // Subgroups resolve their backends here too.

@@ -49,6 +49,66 @@ TEST_P(SemanticsTest, ManyOperationsInFlight) {
   });
 }
 
+// Blocking calls (options.blocking) interleaved with ones that return at once, and the other
+// way round on the other ranks: every blocking call returns finished, every result is right.
+TEST_P(SemanticsTest, BlockingCallsMixWithOnesThatReturnAtOnce) {
+  RunWorld(GetParam(), [](ProcessGroup& group, Checker& check) {
+    constexpr int kOps = 12;
+    const int n = group.size();
+    std::vector<Buffer> inputs, outputs;
+    std::vector<absl::StatusOr<WorkPtr>> works;
+    for (int i = 0; i < kOps; ++i) {
+      const int64_t count = i % 3 == 0 ? 5000 + i : 3 + i;
+      inputs.push_back(MakeInput(DType::kFloat32, ReduceOpKind::kSum, group.rank(), count, i));
+      outputs.push_back(Buffer(DType::kFloat32, i % 4 == 2 ? count * n : 0));
+    }
+    for (int i = 0; i < kOps; ++i) {
+      const bool blocking = (i + group.rank()) % 2 == 0;
+      Buffer& in = inputs[i];
+      const Tensor tensor = DeviceTensor(in.data(), DType::kFloat32, in.count());
+      absl::StatusOr<WorkPtr> work;
+      if (i % 4 == 1) {
+        BroadcastOptions options;
+        options.root_rank = i % n;
+        options.blocking = blocking;
+        work = group.Broadcast(tensor, options);
+      } else if (i % 4 == 2) {
+        AllGatherOptions options;
+        options.blocking = blocking;
+        work = group.AllGatherIntoTensor(
+            DeviceTensor(outputs[i].data(), DType::kFloat32, outputs[i].count()), tensor, options);
+      } else if (i % 4 == 3) {
+        BarrierOptions options;
+        options.blocking = blocking;
+        work = group.Barrier(options);
+      } else {
+        AllReduceOptions options;
+        options.blocking = blocking;
+        work = group.AllReduce(tensor, options);
+      }
+      if (blocking && work.ok() && !(*work)->IsCompleted()) {
+        check.Fail("op ", i, " was blocking but returned before it finished");
+      }
+      works.push_back(std::move(work));
+    }
+    for (int i = 0; i < kOps; ++i) {
+      if (!check.Ran(absl::StrCat("op ", i), works[i]) || i % 4 == 3) continue;
+      std::vector<double> expected;
+      const Buffer& got = i % 4 == 2 ? outputs[i] : inputs[i];
+      for (int64_t e = 0; e < got.count(); ++e) {
+        const int64_t count = inputs[i].count();
+        expected.push_back(
+            i % 4 == 1   ? InputValue(DType::kFloat32, ReduceOpKind::kSum, i % n, e, i)
+            : i % 4 == 2 ? InputValue(DType::kFloat32, ReduceOpKind::kSum,
+                                      static_cast<int>(e / count), e % count, i)
+                         : ReducedValue(DType::kFloat32, ReduceOpKind::kSum, n, e, i));
+      }
+      std::string diff = Compare(got, expected, ReduceOpKind::kSum);
+      if (!diff.empty()) check.Fail("op ", i, ": ", diff);
+    }
+  });
+}
+
 TEST_P(SemanticsTest, SubgroupsRunIndependently) {
   RunWorld(GetParam(), [](ProcessGroup& group, Checker& check) {
     std::vector<int> evens, odds;
