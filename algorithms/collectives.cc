@@ -83,6 +83,22 @@ WorkPtr Collectives::Submit(CollectiveKind kind, DType dtype, int64_t count,
 }
 
 template <typename F>
+absl::Status Collectives::RunCurrent(CollectiveKind kind, uint64_t sequence, uint64_t signature,
+                                      absl::Duration timeout, Work* work, absl::Time start,
+                                      F&& body) {
+  CollectiveContext ctx(*transport_, kind, sequence, signature, timeout, work, &arena_, start);
+  // Tasks run one at a time, so they may use the transport's shared-memory arena. Peers
+  // waiting there can tell from the announcement that this rank runs another collective.
+  if (SharedArena* shared = transport_->shared_arena()) {
+    shared->Announce(signature);
+    ctx.UseSharedArena(shared);
+  }
+  absl::Status status = body(ctx);
+  if (!status.ok()) status = ctx.Fail(status);
+  return status;
+}
+
+template <typename F>
 WorkPtr Collectives::Enqueue(CollectiveKind kind, DType dtype, int64_t count,
                              absl::Duration timeout, bool blocking, F body) {
   if (blocking) {
@@ -117,15 +133,9 @@ std::optional<absl::Status> Collectives::RunInPlace(CollectiveKind kind, DType d
     queue_->running = true;  // Keeps the worker, and waiters on other Works, off the queue.
     queue_->waiters_expected = true;  // The caller waits on its collectives.
   }
-  const uint64_t signature = MakeSignature(kind, dtype, sequence, count);
-  CollectiveContext ctx(*transport_, kind, sequence, signature, timeout, /*work=*/nullptr,
-                        &arena_);
-  if (SharedArena* shared = transport_->shared_arena()) {
-    shared->Announce(signature);
-    ctx.UseSharedArena(shared);
-  }
-  absl::Status status = body(ctx);
-  if (!status.ok()) status = ctx.Fail(status);
+  absl::Status status =
+      RunCurrent(kind, sequence, MakeSignature(kind, dtype, sequence, count), timeout,
+                 /*work=*/nullptr, absl::InfinitePast(), body);
   FinishRunning();
   return status;
 }
@@ -150,17 +160,9 @@ Collectives::Task Collectives::TakeFront(Queue& queue) {
 void Collectives::Execute(Task& task) {
   // A deferred task's deadline counts from its issue (recent: claimed by a waiter, or by the
   // worker after kWaiterGrace), which saves reading the clock again.
-  CollectiveContext ctx(*transport_, task.kind, task.sequence, task.signature, task.timeout,
-                        task.work.get(), &arena_, task.issued);
-  // Tasks run one at a time, so they may use the transport's shared-memory arena. Peers
-  // waiting there can tell from the announcement that this rank runs another collective.
-  if (SharedArena* shared = transport_->shared_arena()) {
-    shared->Announce(task.signature);
-    ctx.UseSharedArena(shared);
-  }
-  absl::Status status = task.work->Run(ctx);
-  if (!status.ok()) status = ctx.Fail(status);
-  task.work->Complete(status);
+  task.work->Complete(RunCurrent(task.kind, task.sequence, task.signature, task.timeout,
+                                 task.work.get(), task.issued,
+                                 [&](CollectiveContext& ctx) { return task.work->Run(ctx); }));
   FinishRunning();
 }
 

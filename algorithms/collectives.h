@@ -14,8 +14,9 @@
 // thread waits on an unfinished one again. A collective whose options say `blocking` runs in the
 // calling thread at once when nothing is queued or running (no Work, no queue entry), and is
 // queued like the others otherwise. The sequence number tags every message and, with the op,
-// dtype and count, forms the signature peers check: ranks that disagree fail with FailedPrecondition naming both sides. Arguments
-// are assumed validated (frontend/dispatch/validate.h); timeouts already resolved.
+// dtype and count, forms the signature peers check: ranks that disagree fail with
+// FailedPrecondition naming both sides. Arguments are assumed validated
+// (frontend/dispatch/validate.h); timeouts already resolved.
 #ifndef PLEXUS_ALGORITHMS_COLLECTIVES_H_
 #define PLEXUS_ALGORITHMS_COLLECTIVES_H_
 
@@ -148,6 +149,12 @@ class Collectives {
   template <typename F>
   std::optional<absl::Status> RunInPlace(CollectiveKind kind, DType dtype, int64_t count,
                                          absl::Duration timeout, F& body);
+  // Runs `body` as collective `sequence` with its context (deadline `timeout` after `start`,
+  // or after now when that is InfinitePast) and the shared-memory arena, failing it on every
+  // rank if it fails; for the one task that holds `running`.
+  template <typename F>
+  absl::Status RunCurrent(CollectiveKind kind, uint64_t sequence, uint64_t signature,
+                          absl::Duration timeout, Work* work, absl::Time start, F&& body);
   // Clears `running` after a task and wakes the worker if more is queued or it must stop.
   void FinishRunning();
   // All-reduce of `data` in place, with PREMUL_SUM pre-scaling and AVG post-scaling.

@@ -174,7 +174,8 @@ absl::Status ParseFlags(int argc, char** argv, Flags& flags) {
           "unknown flag '", arg,
           "'; flags: --backends=cpu:tcp,... --ops=all_reduce,...|all "
           "--ranks=N --sizes=1K:64M|1K,16M --dtype=float32 --iters=N --warmup=N --json=FILE "
-          "--mpirun-args='--mca btl tcp,self' --device=cpu|cuda --plot=FILE.png --tls --blocking"));
+          "--mpirun-args='--mca btl tcp,self' --device=cpu|cuda --plot=FILE.png --tls "
+          "--blocking"));
     }
   }
   if (flags.backends.empty() && flags.device == DeviceType::kCuda) {

@@ -6,7 +6,7 @@
 // semantics): the call returns once the operation has finished on this rank, with a complete
 // Work. A backend that can then run it in the calling thread does so without the Work and the
 // issue-order queue when nothing is queued before it (the tcp backend's collectives, and those
-// gloo and mpi run through plexus's algorithms): about half the per-call cost of a small
+// gloo and mpi run through plexus's algorithms): about 40% less per-call work for a small
 // collective. The Work such a call returns carries the outcome but no statistics. On CUDA
 // tensors it waits on the host, as Work::Wait does.
 #ifndef PLEXUS_FRONTEND_CORE_OPTIONS_H_

@@ -141,23 +141,21 @@ ProcessGroup::ProcessGroup(Config config, const BackendRegistry& registry,
   }
 }
 
-bool ProcessGroup::Blocking(const Served& served, bool& requested) {
-  const bool blocking = requested;
-  requested = blocking && served.capabilities.runs_blocking_in_place;
-  return blocking;
-}
-
 absl::StatusOr<WorkPtr> ProcessGroup::Launch(
     const Served& served, const CollectiveDescription& description, absl::Duration timeout,
-    bool blocking, absl::FunctionRef<absl::StatusOr<WorkPtr>()> call) {
+    bool& blocking, absl::FunctionRef<absl::StatusOr<WorkPtr>()> call) {
   if (is_aborted_.load(std::memory_order_acquire)) return aborted();
   RETURN_IF_ERROR(CheckAgreement(served, description));
+  // The backend sees the flag only if it runs blocking collectives itself; Track waits for
+  // the others.
+  const bool wait = blocking;
+  blocking = wait && served.capabilities.runs_blocking_in_place;
   return Track({description.op, description.dtype, description.count, description.root, -1,
                 description.reduce_op >= 0
                     ? ReduceOpName(static_cast<ReduceOpKind>(description.reduce_op))
                     : absl::string_view(),
                 timeout},
-               /*point_to_point=*/false, blocking, call);
+               /*point_to_point=*/false, wait, call);
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::Track(const FlightRecorder::Operation& operation,
@@ -170,19 +168,11 @@ absl::StatusOr<WorkPtr> ProcessGroup::Track(const FlightRecorder::Operation& ope
     if (recorder_ != nullptr) recorder_->Finish(handle, work.status());
     return work;
   }
+  if (recorder_ != nullptr) (*work)->Listen(recorder_, handle);
   if (blocking && !(*work)->IsCompleted()) {
     // The operation ends by its own deadline; the second only covers a late completion.
     absl::Status waited = (*work)->Wait(operation.timeout + absl::Seconds(1));
-    if (!(*work)->IsCompleted()) {
-      if (recorder_ != nullptr) (*work)->Listen(recorder_, handle);
-      return waited;
-    }
-  }
-  if (recorder_ == nullptr) return work;
-  if ((*work)->IsCompleted()) {
-    recorder_->Finish(handle, (*work)->status());  // No listener for a finished Work.
-  } else {
-    (*work)->Listen(recorder_, handle);
+    if (!(*work)->IsCompleted()) return waited;
   }
   return work;
 }
@@ -292,9 +282,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::Broadcast(const Tensor& tensor, BroadcastO
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateBroadcast(position(), tensor, options));
   ASSIGN_OR_RETURN(const Served* served, Route("broadcast", tensor));
-  const bool blocking = Blocking(*served, options.blocking);
   return Launch(*served, {"broadcast", tensor.dtype(), tensor.numel(), options.root_rank},
-                options.timeout, blocking,
+                options.timeout, options.blocking,
                 [&] { return served->backend->Broadcast(tensor, options); });
 }
 
@@ -302,10 +291,9 @@ absl::StatusOr<WorkPtr> ProcessGroup::Reduce(const Tensor& tensor, ReduceOptions
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateReduce(position(), tensor, options));
   ASSIGN_OR_RETURN(const Served* served, Route("reduce", tensor, &options.op));
-  const bool blocking = Blocking(*served, options.blocking);
   return Launch(*served,
                 {"reduce", tensor.dtype(), tensor.numel(), options.root_rank, Kind(options.op)},
-                options.timeout, blocking,
+                options.timeout, options.blocking,
                 [&] { return served->backend->Reduce(tensor, options); });
 }
 
@@ -313,9 +301,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllReduce(const Tensor& tensor, AllReduceO
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllReduce(position(), tensor, options));
   ASSIGN_OR_RETURN(const Served* served, Route("all_reduce", tensor, &options.op));
-  const bool blocking = Blocking(*served, options.blocking);
   return Launch(*served, {"all_reduce", tensor.dtype(), tensor.numel(), -1, Kind(options.op)},
-                options.timeout, blocking,
+                options.timeout, options.blocking,
                 [&] { return served->backend->AllReduce(tensor, options); });
 }
 
@@ -324,11 +311,10 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllReduceCoalesced(absl::Span<const Tensor
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllReduceCoalesced(position(), tensors, options));
   ASSIGN_OR_RETURN(const Served* served, Route("all_reduce_coalesced", tensors[0], &options.op));
-  const bool blocking = Blocking(*served, options.blocking);
   return Launch(*served,
                 {"all_reduce_coalesced", tensors[0].dtype(), TotalElements(tensors), -1,
                  Kind(options.op)},
-                options.timeout, blocking,
+                options.timeout, options.blocking,
                 [&] { return served->backend->AllReduceCoalesced(tensors, options); });
 }
 
@@ -337,8 +323,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllGather(absl::Span<const Tensor> outputs
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllGather(position(), outputs, input));
   ASSIGN_OR_RETURN(const Served* served, Route("all_gather", input));
-  const bool blocking = Blocking(*served, options.blocking);
-  return Launch(*served, {"all_gather", input.dtype(), input.numel()}, options.timeout, blocking,
+  return Launch(*served, {"all_gather", input.dtype(), input.numel()}, options.timeout,
+                options.blocking,
                 [&] { return served->backend->AllGather(outputs, input, options); });
 }
 
@@ -348,9 +334,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllGatherIntoTensor(const Tensor& output,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllGatherIntoTensor(position(), output, input));
   ASSIGN_OR_RETURN(const Served* served, Route("all_gather_into_tensor", input));
-  const bool blocking = Blocking(*served, options.blocking);
   return Launch(*served, {"all_gather_into_tensor", input.dtype(), input.numel()},
-                options.timeout, blocking,
+                options.timeout, options.blocking,
                 [&] { return served->backend->AllGatherIntoTensor(output, input, options); });
 }
 
@@ -359,9 +344,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::Gather(absl::Span<const Tensor> outputs,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateGather(position(), outputs, input, options));
   ASSIGN_OR_RETURN(const Served* served, Route("gather", input));
-  const bool blocking = Blocking(*served, options.blocking);
   return Launch(*served, {"gather", input.dtype(), input.numel(), options.root_rank},
-                options.timeout, blocking,
+                options.timeout, options.blocking,
                 [&] { return served->backend->Gather(outputs, input, options); });
 }
 
@@ -371,9 +355,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::Scatter(const Tensor& output,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateScatter(position(), output, inputs, options));
   ASSIGN_OR_RETURN(const Served* served, Route("scatter", output));
-  const bool blocking = Blocking(*served, options.blocking);
   return Launch(*served, {"scatter", output.dtype(), output.numel(), options.root_rank},
-                options.timeout, blocking,
+                options.timeout, options.blocking,
                 [&] { return served->backend->Scatter(output, inputs, options); });
 }
 
@@ -383,9 +366,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::ReduceScatter(const Tensor& output,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateReduceScatter(position(), output, inputs, options));
   ASSIGN_OR_RETURN(const Served* served, Route("reduce_scatter", output, &options.op));
-  const bool blocking = Blocking(*served, options.blocking);
   return Launch(*served, {"reduce_scatter", output.dtype(), output.numel(), -1, Kind(options.op)},
-                options.timeout, blocking,
+                options.timeout, options.blocking,
                 [&] { return served->backend->ReduceScatter(output, inputs, options); });
 }
 
@@ -395,10 +377,9 @@ absl::StatusOr<WorkPtr> ProcessGroup::ReduceScatterTensor(const Tensor& output,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateReduceScatterTensor(position(), output, input, options));
   ASSIGN_OR_RETURN(const Served* served, Route("reduce_scatter_tensor", output, &options.op));
-  const bool blocking = Blocking(*served, options.blocking);
   return Launch(*served,
                 {"reduce_scatter_tensor", output.dtype(), output.numel(), -1, Kind(options.op)},
-                options.timeout, blocking,
+                options.timeout, options.blocking,
                 [&] { return served->backend->ReduceScatterTensor(output, input, options); });
 }
 
@@ -408,8 +389,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllToAll(absl::Span<const Tensor> outputs,
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllToAll(position(), outputs, inputs));
   ASSIGN_OR_RETURN(const Served* served, Route("all_to_all", inputs[0]));
-  const bool blocking = Blocking(*served, options.blocking);
-  return Launch(*served, {"all_to_all", inputs[0].dtype()}, options.timeout, blocking,
+  return Launch(*served, {"all_to_all", inputs[0].dtype()}, options.timeout, options.blocking,
                 [&] { return served->backend->AllToAll(outputs, inputs, options); });
 }
 
@@ -421,8 +401,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllToAllSingle(const Tensor& output, const
   RETURN_IF_ERROR(ValidateAllToAllSingle(position(), output, input, output_split_sizes,
                                          input_split_sizes));
   ASSIGN_OR_RETURN(const Served* served, Route("all_to_all_single", input));
-  const bool blocking = Blocking(*served, options.blocking);
-  return Launch(*served, {"all_to_all_single", input.dtype()}, options.timeout, blocking,
+  return Launch(*served, {"all_to_all_single", input.dtype()}, options.timeout, options.blocking,
                 [&] {
                   return served->backend->AllToAllSingle(output, input, output_split_sizes,
                                                          input_split_sizes, options);
@@ -435,8 +414,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::Barrier(BarrierOptions options) {
   for (const Served& served : backends_) {
     if (served.device == DeviceType::kCpu) chosen = &served;
   }
-  const bool blocking = Blocking(*chosen, options.blocking);
-  return Launch(*chosen, {"barrier", DType::kUInt8}, options.timeout, blocking,
+  return Launch(*chosen, {"barrier", DType::kUInt8}, options.timeout, options.blocking,
                 [&] { return chosen->backend->Barrier(options); });
 }
 

@@ -178,12 +178,11 @@ class ProcessGroup {
   GroupPosition position() const { return {config_.rank, config_.size}; }
   // Runs the pre-launch agreement check when `served` needs one (collective_check.h).
   absl::Status CheckAgreement(const Served& served, const CollectiveDescription& description);
-  // Whether a call's options ask it to block (returned); leaves `requested` set only where
-  // `served` runs blocking collectives in place (the ProcessGroup waits for the others).
-  static bool Blocking(const Served& served, bool& requested);
-  // Checks agreement, then issues the collective through Track.
+  // Checks agreement, then issues the collective through Track. `blocking` is the call's
+  // options' flag, which `call` passes on: it is cleared unless `served` runs blocking
+  // collectives in place, and Track then waits for the Work instead.
   absl::StatusOr<WorkPtr> Launch(const Served& served, const CollectiveDescription& description,
-                                 absl::Duration timeout, bool blocking,
+                                 absl::Duration timeout, bool& blocking,
                                  absl::FunctionRef<absl::StatusOr<WorkPtr>()> call);
   // Issues `call`, recording it in the flight recorder until its Work completes; with
   // `blocking`, returns once it has (within the operation's timeout).
