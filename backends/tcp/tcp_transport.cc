@@ -37,6 +37,8 @@ constexpr absl::Duration kCallerGrace = absl::Milliseconds(1);
 constexpr absl::Duration kLongestLoopLook = absl::Milliseconds(8);
 // How long a waiting caller polls without sleeping (yielding the core between polls).
 constexpr absl::Duration kSpinBeforeSleep = absl::Microseconds(500);
+// A caller spinning on one socket polls every socket, ring and deadline this often.
+constexpr uint32_t kFullPollEvery = 4;
 
 }  // namespace
 
@@ -110,14 +112,17 @@ class TcpTransport::Engine {
 
   // A caller waiting on `work`: polls until it completes or `timeout` passes, or waits while
   // another thread polls. Leaves early when the transport stops. `source` (or -1): the peer
-  // the work receives from, whose socket a spinning round reads before asking epoll.
+  // the work receives from. While spinning on a socket peer, most rounds only read that
+  // socket (one system call where epoll and a read would take two; oversubscribed ranks feel
+  // every one); each kFullPollEvery-th round polls everything, so sends the loop holds, other
+  // peers and deadlines still move.
   void DriveUntilDone(const Work& work, absl::Duration timeout, int source) {
     const absl::Time start = FastNow();
     const absl::Time deadline =
         timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : start + timeout;
     const absl::Time spin_until = start + kSpinBeforeSleep;
-    // Worth it while it finds bytes: where they are not there yet, epoll says when they are.
-    bool read_first = source >= 0;
+    const bool read_socket = source >= 0 && ReadsSocket(source);
+    uint32_t spin_rounds = 0;
     std::unique_lock<std::mutex> role(role_mu_);
     ++caller_waiters_;
     while (!work.IsCompleted() && !stopping.load(std::memory_order_acquire)) {
@@ -129,12 +134,9 @@ class TcpTransport::Engine {
         // Spin briefly before sleeping: a reply due in microseconds costs less than a
         // wake-up. Each empty round yields the core, so oversubscribed ranks still run.
         const bool spin = now < spin_until;
-        bool done = false;
-        if (spin && read_first) {
-          read_first = ReadNow(source);
-          done = work.IsCompleted();
-        }
-        if (!done) {
+        if (spin && read_socket && ++spin_rounds % kFullPollEvery != 0) {
+          if (!ReadNow(source) && !work.IsCompleted()) sched_yield();
+        } else {
           const int timeout_ms = spin ? 0 : SleepMs(now, deadline);
           if (PollRound(timeout_ms, now) == 0 && spin) sched_yield();
         }
@@ -158,6 +160,12 @@ class TcpTransport::Engine {
   bool ReadNow(int source) {
     std::lock_guard<std::recursive_mutex> lock(loop_mu);
     return loop != nullptr && loop->ReadNow(source);
+  }
+
+  // Whether `source`'s frames come through its socket (not a shared-memory ring).
+  bool ReadsSocket(int source) {
+    std::lock_guard<std::recursive_mutex> lock(loop_mu);
+    return loop != nullptr && loop->ReadsSocket(source);
   }
 
   // How long a caller's poll round may sleep: to the loop's next deadline or the caller's.
