@@ -11,7 +11,8 @@ using ::testing::HasSubstr;
 TEST(AlgorithmTableTest, DefaultsSplitAllReduceBySize) {
   AlgorithmTable table = AlgorithmTable::Default();
   EXPECT_EQ(table.Choose("all_reduce", 1024), "rd");
-  EXPECT_EQ(table.Choose("all_reduce", 64 << 10), "hd");
+  EXPECT_EQ(table.Choose("all_reduce", (128 << 10) - 1), "rd");
+  EXPECT_EQ(table.Choose("all_reduce", 128 << 10), "hd");
   EXPECT_EQ(table.Choose("all_reduce", (8 << 20) - 1), "hd");
   EXPECT_EQ(table.Choose("all_reduce", 8 << 20), "ring");
   EXPECT_EQ(table.Choose("all_reduce", uint64_t{1} << 40), "ring");
