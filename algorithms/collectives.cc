@@ -93,7 +93,11 @@ absl::Status Collectives::RunCurrent(CollectiveKind kind, uint64_t sequence, uin
     shared->Announce(signature);
     ctx.UseSharedArena(shared);
   }
-  absl::Status status = body(ctx);
+  absl::Status status;
+  {
+    const ScopedSendsAwaited awaited;  // Bodies wait on their sends before they return.
+    status = body(ctx);
+  }
   if (!status.ok()) status = ctx.Fail(status);
   return status;
 }

@@ -11,6 +11,11 @@
 //     all-reduce, whose traffic per link is 2 (ranks - 1) / ranks of the message (24 MiB for
 //     16 MiB on 4 ranks), without the reduction. Reports the best round and the busbw that
 //     bounds an all-reduce of bytes * ranks / (2 (ranks - 1)).
+//   floors tcp-all-reduce [--ranks=4] [--bytes=16777216] [--rounds=20]
+//     The simplest complete ring all-reduce of `bytes` of float32 over the same loopback ring,
+//     one thread per rank: reduce-scatter steps that fold each 256 KiB as it lands, then
+//     all-gather steps; the result is checked. After two untimed rounds, reports the mean round
+//     (as the bench's time_us) and the best, with the mean's busbw: what a library adds shows against this.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -123,44 +128,163 @@ int Listener(int* port) {
   return fd;
 }
 
-// One ring member: returns its best round in seconds, or a negative value on failure.
-double RingMember(int listener, int next_port, int64_t bytes, int rounds) {
-  const int out = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+// Connects to the next ring member and accepts the previous one; both non-blocking.
+bool ConnectRing(int listener, int next_port, int* out, int* in) {
+  *out = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   address.sin_port = htons(static_cast<uint16_t>(next_port));
-  if (connect(out, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) return -1;
-  const int in = accept(listener, nullptr, nullptr);
-  if (in < 0) return -1;
+  if (connect(*out, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) return false;
+  *in = accept(listener, nullptr, nullptr);
+  if (*in < 0) return false;
   const int one = 1;
-  setsockopt(out, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  fcntl(out, F_SETFL, fcntl(out, F_GETFL) | O_NONBLOCK);
-  fcntl(in, F_SETFL, fcntl(in, F_GETFL) | O_NONBLOCK);
+  setsockopt(*out, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  fcntl(*out, F_SETFL, fcntl(*out, F_GETFL) | O_NONBLOCK);
+  fcntl(*in, F_SETFL, fcntl(*in, F_GETFL) | O_NONBLOCK);
+  return true;
+}
+
+// Sends `send_bytes` on `out` while receiving `receive_bytes` from `in` (poll, one thread).
+// With `accumulate`, each 256 KiB of float32 that lands is added into it at once, as a ring
+// reduce-scatter folds its segments. False on a closed or silent peer.
+bool Exchange(int out, int in, const char* send_data, int64_t send_bytes, char* receive_data,
+              int64_t receive_bytes, float* accumulate) {
+  constexpr int64_t kSegment = 256 << 10;
+  int64_t sent = 0, received = 0, folded = 0;
+  while (sent < send_bytes || received < receive_bytes) {
+    pollfd fds[2] = {{out, static_cast<short>(sent < send_bytes ? POLLOUT : 0), 0},
+                     {in, static_cast<short>(received < receive_bytes ? POLLIN : 0), 0}};
+    if (poll(fds, 2, 10000) <= 0) return false;
+    if (sent < send_bytes) {
+      const ssize_t n = send(out, send_data + sent, send_bytes - sent, MSG_NOSIGNAL);
+      if (n > 0) sent += n;
+    }
+    if (received < receive_bytes) {
+      const ssize_t n = recv(in, receive_data + received, receive_bytes - received, 0);
+      if (n == 0) return false;
+      if (n > 0) received += n;
+    }
+    while (accumulate != nullptr && folded < received &&
+           (received - folded >= kSegment || received == receive_bytes)) {
+      const int64_t end = std::min(folded + kSegment, received) & ~int64_t{3};
+      const auto* in_floats = reinterpret_cast<const float*>(receive_data + folded);
+      float* into = accumulate + folded / 4;
+      for (int64_t i = 0; i < (end - folded) / 4; ++i) into[i] += in_floats[i];
+      folded = end;
+    }
+  }
+  return true;
+}
+
+struct Timing {
+  double best = -1;  // Seconds; negative: this member failed.
+  double mean = -1;
+};
+
+// One ring member streaming `bytes` to the next while receiving as many: the best round.
+Timing StreamMember(int listener, int next_port, int64_t bytes, int rounds) {
+  int out, in;
+  if (!ConnectRing(listener, next_port, &out, &in)) return {};
   std::vector<char> send_buffer(bytes, 1), receive_buffer(bytes, 0);
-  double best = 1e30;
+  Timing timing{1e30, 0};
   for (int round = 0; round < rounds; ++round) {
     const double start = Seconds();
-    int64_t sent = 0, received = 0;
-    while (sent < bytes || received < bytes) {
-      pollfd fds[2] = {{out, static_cast<short>(sent < bytes ? POLLOUT : 0), 0},
-                       {in, static_cast<short>(received < bytes ? POLLIN : 0), 0}};
-      if (poll(fds, 2, 10000) <= 0) return -1;
-      if (sent < bytes) {
-        const ssize_t n = send(out, send_buffer.data() + sent, bytes - sent, MSG_NOSIGNAL);
-        if (n > 0) sent += n;
-      }
-      if (received < bytes) {
-        const ssize_t n = recv(in, receive_buffer.data() + received, bytes - received, 0);
-        if (n == 0) return -1;
-        if (n > 0) received += n;
-      }
+    if (!Exchange(out, in, send_buffer.data(), bytes, receive_buffer.data(), bytes, nullptr)) {
+      return {};
     }
-    best = std::min(best, Seconds() - start);
+    const double took = Seconds() - start;
+    timing.best = std::min(timing.best, took);
+    timing.mean += took / rounds;
   }
   close(out);
   close(in);
-  return best;
+  return timing;
+}
+
+// Untimed rounds first, as the bench's warm-up iterations (page faults, socket buffers).
+constexpr int kWarmupRounds = 2;
+
+// One member of the simplest ring all-reduce of `bytes` of float32 (a multiple of 4 * ranks):
+// ranks - 1 reduce-scatter steps, each folding its block as it lands, then ranks - 1
+// all-gather steps. Checks the sum; the mean and best round.
+Timing AllReduceMember(int listener, int next_port, int ranks, int rank, int64_t bytes,
+                       int rounds) {
+  int out, in;
+  if (!ConnectRing(listener, next_port, &out, &in)) return {};
+  const int64_t block = bytes / ranks;
+  std::vector<float> data(bytes / 4);
+  std::vector<char> scratch(block);
+  auto at = [&](int b) { return reinterpret_cast<char*>(data.data()) + ((b % ranks + ranks) % ranks) * block; };
+  Timing timing{1e30, 0};
+  for (int round = -kWarmupRounds; round < rounds; ++round) {
+    std::fill(data.begin(), data.end(), static_cast<float>(rank + 1));
+    const double start = Seconds();
+    for (int s = 0; s < ranks - 1; ++s) {
+      if (!Exchange(out, in, at(rank - s), block, scratch.data(), block,
+                    reinterpret_cast<float*>(at(rank - s - 1)))) {
+        return {};
+      }
+    }
+    for (int s = 0; s < ranks - 1; ++s) {
+      if (!Exchange(out, in, at(rank + 1 - s), block, at(rank - s), block, nullptr)) return {};
+    }
+    const double took = Seconds() - start;
+    if (round >= 0) {
+      timing.best = std::min(timing.best, took);
+      timing.mean += took / rounds;
+    }
+    const float expected = ranks * (ranks + 1) / 2.0f;
+    for (float value : data) {
+      if (value != expected) {
+        std::fprintf(stderr, "floors tcp-all-reduce: rank %d got %g, expected %g\n", rank,
+                     value, expected);
+        return {};
+      }
+    }
+  }
+  close(out);
+  close(in);
+  return timing;
+}
+
+// Forks `ranks` ring members running `member(rank, listener, next port)`; the slowest
+// member's timing, or a negative best when one failed.
+template <typename Member>
+Timing RunRing(int ranks, const char* mode, Member member) {
+  std::vector<int> listeners(ranks), ports(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    listeners[r] = Listener(&ports[r]);
+    if (listeners[r] < 0) return {};
+  }
+  int results[2];
+  if (pipe(results) != 0) return {};
+  std::vector<pid_t> children;
+  for (int r = 0; r < ranks; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const Timing timing = member(r, listeners[r], ports[(r + 1) % ranks]);
+      [[maybe_unused]] ssize_t n = write(results[1], &timing, sizeof(timing));
+      _exit(timing.best < 0 ? 1 : 0);
+    }
+    children.push_back(pid);
+  }
+  Timing slowest{0, 0};
+  bool failed = false;
+  for (int r = 0; r < ranks; ++r) {
+    Timing timing;
+    if (read(results[0], &timing, sizeof(timing)) != sizeof(timing) || timing.best < 0) {
+      failed = true;
+    }
+    slowest.best = std::max(slowest.best, timing.best);
+    slowest.mean = std::max(slowest.mean, timing.mean);
+  }
+  for (pid_t pid : children) waitpid(pid, nullptr, 0);
+  if (failed) {
+    std::fprintf(stderr, "floors %s: a ring member failed\n", mode);
+    return {};
+  }
+  return slowest;
 }
 
 int TcpRing(int ranks, int64_t bytes, int rounds) {
@@ -168,42 +292,38 @@ int TcpRing(int ranks, int64_t bytes, int rounds) {
     std::fprintf(stderr, "floors tcp-ring: need 2-64 --ranks, positive --bytes and --rounds\n");
     return 2;
   }
-  std::vector<int> listeners(ranks), ports(ranks);
-  for (int r = 0; r < ranks; ++r) {
-    listeners[r] = Listener(&ports[r]);
-    if (listeners[r] < 0) return 1;
-  }
-  int results[2];
-  if (pipe(results) != 0) return 1;
-  std::vector<pid_t> children;
-  for (int r = 0; r < ranks; ++r) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      const double best = RingMember(listeners[r], ports[(r + 1) % ranks], bytes, rounds);
-      [[maybe_unused]] ssize_t n = write(results[1], &best, sizeof(best));
-      _exit(best < 0 ? 1 : 0);
-    }
-    children.push_back(pid);
-  }
-  double slowest = 0;
-  bool failed = false;
-  for (int r = 0; r < ranks; ++r) {
-    double best = -1;
-    if (read(results[0], &best, sizeof(best)) != sizeof(best) || best < 0) failed = true;
-    slowest = std::max(slowest, best);
-  }
-  for (pid_t pid : children) waitpid(pid, nullptr, 0);
-  if (failed) {
-    std::fprintf(stderr, "floors tcp-ring: a ring member failed\n");
-    return 1;
-  }
+  const Timing slowest = RunRing(ranks, "tcp-ring", [&](int, int listener, int next_port) {
+    return StreamMember(listener, next_port, bytes, rounds);
+  });
+  if (slowest.best < 0) return 1;
   // An all-reduce of M bytes moves 2 (n - 1) / n * M per link; busbw = that over the time.
   const double message = static_cast<double>(bytes) * ranks / (2.0 * (ranks - 1));
   std::printf(
       "tcp-ring  %d ranks  %lld bytes per link  best %.2f ms  %.3f GB/s per link  "
       "all-reduce of %.0f bytes: busbw at most %.3f GB/s\n",
-      ranks, static_cast<long long>(bytes), slowest * 1e3, bytes / slowest / 1e9, message,
-      bytes / slowest / 1e9);
+      ranks, static_cast<long long>(bytes), slowest.best * 1e3, bytes / slowest.best / 1e9,
+      message, bytes / slowest.best / 1e9);
+  return 0;
+}
+
+int TcpAllReduce(int ranks, int64_t bytes, int rounds) {
+  if (ranks < 2 || ranks > 64 || bytes <= 0 || bytes % (4 * ranks) != 0 || rounds < 1) {
+    std::fprintf(stderr,
+                 "floors tcp-all-reduce: need 2-64 --ranks, --bytes a multiple of 4 * ranks, "
+                 "positive --rounds\n");
+    return 2;
+  }
+  const Timing slowest =
+      RunRing(ranks, "tcp-all-reduce", [&](int rank, int listener, int next_port) {
+        return AllReduceMember(listener, next_port, ranks, rank, bytes, rounds);
+      });
+  if (slowest.best < 0) return 1;
+  const double traffic = 2.0 * (ranks - 1) / ranks * static_cast<double>(bytes);
+  std::printf(
+      "tcp-all-reduce  %d ranks  %lld bytes  mean %.2f ms  best %.2f ms  busbw %.3f GB/s "
+      "(mean)\n",
+      ranks, static_cast<long long>(bytes), slowest.mean * 1e3, slowest.best * 1e3,
+      traffic / slowest.mean / 1e9);
   return 0;
 }
 
@@ -219,8 +339,14 @@ int main(int argc, char** argv) {
                    Flag(argc, argv, "bytes", 24 << 20),
                    static_cast<int>(Flag(argc, argv, "rounds", 5)));
   }
+  if (mode == "tcp-all-reduce") {
+    return TcpAllReduce(static_cast<int>(Flag(argc, argv, "ranks", 4)),
+                        Flag(argc, argv, "bytes", 16 << 20),
+                        static_cast<int>(Flag(argc, argv, "rounds", 20)));
+  }
   std::fprintf(stderr,
                "usage: floors shm-exchange [--bytes=1024] [--iters=1000000]\n"
-               "       floors tcp-ring [--ranks=4] [--bytes=25165824] [--rounds=5]\n");
+               "       floors tcp-ring [--ranks=4] [--bytes=25165824] [--rounds=5]\n"
+               "       floors tcp-all-reduce [--ranks=4] [--bytes=16777216] [--rounds=20]\n");
   return 2;
 }

@@ -51,13 +51,17 @@ class TcpTransport::Engine {
 
   Engine(ScopedFd epoll, ScopedFd wakeup) : epoll_(std::move(epoll)), wakeup_(std::move(wakeup)) {}
 
-  // Runs `command` on the loop state at the next poll round.
-  void Post(std::function<void(tcp::Loop&)> command) {
+  // Runs `command` on the loop state at the next poll round. With `caller_polls_next`, the
+  // calling thread is about to wait (and so poll) itself: the loop thread is left parked
+  // (it still looks by itself, should that wait not come).
+  void Post(std::function<void(tcp::Loop&)> command, bool caller_polls_next) {
     {
       std::lock_guard<std::mutex> lock(inbox_mu_);
       inbox_.push_back(std::move(command));
+      inbox_waiting_.store(true, std::memory_order_release);
     }
     Wake();
+    if (caller_polls_next) return;
     std::lock_guard<std::mutex> role(role_mu_);
     if (poller_ == Poller::kNone) {
       urgent_ = true;  // Nobody is polling: the loop thread takes over at once.
@@ -103,6 +107,7 @@ class TcpTransport::Engine {
     {
       std::lock_guard<std::mutex> inbox_lock(inbox_mu_);
       commands.swap(inbox_);
+      inbox_waiting_.store(false, std::memory_order_relaxed);
     }
     n += loop->PollRings();
     for (auto& command : commands) command(*loop);
@@ -114,8 +119,8 @@ class TcpTransport::Engine {
   // another thread polls. Leaves early when the transport stops. `source` (or -1): the peer
   // the work receives from. While spinning on a socket peer, most rounds only read that
   // socket (one system call where epoll and a read would take two; oversubscribed ranks feel
-  // every one); each kFullPollEvery-th round polls everything, so sends the loop holds, other
-  // peers and deadlines still move.
+  // every one); each kFullPollEvery-th round, and any round with posted commands waiting,
+  // polls everything, so sends the loop holds, other peers and deadlines still move.
   void DriveUntilDone(const Work& work, absl::Duration timeout, int source) {
     const absl::Time start = FastNow();
     const absl::Time deadline =
@@ -134,7 +139,8 @@ class TcpTransport::Engine {
         // Spin briefly before sleeping: a reply due in microseconds costs less than a
         // wake-up. Each empty round yields the core, so oversubscribed ranks still run.
         const bool spin = now < spin_until;
-        if (spin && read_socket && ++spin_rounds % kFullPollEvery != 0) {
+        if (spin && read_socket && ++spin_rounds % kFullPollEvery != 0 &&
+            !inbox_waiting_.load(std::memory_order_acquire)) {
           if (!ReadNow(source) && !work.IsCompleted()) sched_yield();
         } else {
           const int timeout_ms = spin ? 0 : SleepMs(now, deadline);
@@ -229,6 +235,7 @@ class TcpTransport::Engine {
   std::atomic<int64_t> next_wake_{0};
   std::mutex inbox_mu_;
   std::vector<std::function<void(tcp::Loop&)>> inbox_;
+  std::atomic<bool> inbox_waiting_{false};  // inbox_ holds commands; read without the lock.
 
   std::mutex role_mu_;
   std::condition_variable role_cv_;  // Callers waiting for the role or their completion.
@@ -398,7 +405,7 @@ WorkPtr TcpTransport::Send(int peer, MessageTag tag, absl::Span<const uint8_t> d
     return op->work;
   }
   AttachWaitHook(op);
-  engine_->Post([op](tcp::Loop& loop) { loop.PostSend(op); });
+  engine_->Post([op](tcp::Loop& loop) { loop.PostSend(op); }, SendsAwaitedByCaller());
   return op->work;
 }
 

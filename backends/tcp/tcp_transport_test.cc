@@ -269,6 +269,30 @@ TEST(TcpTransportTest, WhileCallersPollTheLoopThreadLooksLessOftenAndStillTakesO
   EXPECT_EQ(got, sent);
 }
 
+TEST(TcpTransportTest, ASendLeftForItsCallersWaitStillMovesWhenNobodyWaits) {
+  auto world = MakeWorld(2, "awaited", SocketsOnly);
+  ASSERT_NE(world[1], nullptr);
+  // Far more than loopback's socket buffers take at once: most of it is left to the loop.
+  std::vector<uint8_t> got(64 << 20, 0);
+  const std::vector<uint8_t> sent = Pattern(got.size(), 5);
+  const MessageTag tag{MakeTag(6, 0), 0};
+  WorkPtr send;
+  {
+    const ScopedSendsAwaited awaited;  // A hint only: this thread never waits on it.
+    EXPECT_TRUE(SendsAwaitedByCaller());
+    send = world[0]->Send(1, tag, Bytes(sent), kWait);
+  }
+  EXPECT_FALSE(SendsAwaitedByCaller());
+  // Only rank 1 polls (its own sockets); rank 0's loop thread has to move the rest.
+  WorkPtr recv = world[1]->Recv(0, tag, Bytes(got), kWait);
+  ASSERT_TRUE(recv->Wait(absl::Seconds(10)).ok()) << recv->status();
+  EXPECT_EQ(got, sent);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!send->IsCompleted() && absl::Now() < deadline) sched_yield();
+  ASSERT_TRUE(send->IsCompleted());
+  EXPECT_TRUE(send->status().ok()) << send->status();
+}
+
 TEST(TcpTransportTest, RecvFromAnyNamesTheSender) {
   auto world = MakeWorld(3);
   std::vector<uint8_t> from2 = {2, 2, 2};

@@ -82,6 +82,25 @@ class Transport {
   virtual absl::Span<const int> host_of() const { return {}; }
 };
 
+// Whether the calling thread will itself wait on every send it issues before it moves on, as a
+// collective's body does (algorithms end with a wait on their sends). A transport may then
+// leave what a send could not hand to the kernel at once for that wait to move, instead of
+// waking a thread of its own to do it (which the waiter would then have to take the work back
+// from). Only a hint: a send left so must still move, later, if nobody waits.
+bool SendsAwaitedByCaller();
+
+// Marks the calling thread as SendsAwaitedByCaller() while in scope.
+class ScopedSendsAwaited {
+ public:
+  ScopedSendsAwaited();
+  ~ScopedSendsAwaited();
+  ScopedSendsAwaited(const ScopedSendsAwaited&) = delete;
+  ScopedSendsAwaited& operator=(const ScopedSendsAwaited&) = delete;
+
+ private:
+  const bool before_;
+};
+
 }  // namespace plexus
 
 #endif  // PLEXUS_FRONTEND_TRANSPORT_TRANSPORT_H_
