@@ -55,6 +55,7 @@ def average_gradients(comm, parameters):
 def peer(master, steps, joining, wait_for_go):
     model = make_model()
     if wait_for_go:  # Demo only: started early (imports take a while), connects when told.
+        print("ready", flush=True)
         sys.stdin.readline()
     parameters = list(model.parameters())
     optimizer = torch.optim.SGD(parameters, lr=0.1)
@@ -99,8 +100,12 @@ def demo(steps):
                                 + (["--joining", "--wait-for-go"] if joining else []),
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, env=env)
-    peers = [start(False) for _ in range(3)]
+    # The newcomer finishes its imports before training starts: on a loaded machine they can
+    # take longer than the whole run, and it would then arrive to find everyone gone.
     joined = start(True)
+    if joined.stdout.readline().strip() != "ready":
+        raise SystemExit("demo: the newcomer did not start")
+    peers = [start(False) for _ in range(3)]
     losses = {}  # step -> loss, from every surviving peer's log
     try:
         killed = None
