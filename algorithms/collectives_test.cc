@@ -180,8 +180,8 @@ TEST(CollectivesTest, ABlockingCollectiveRunsBeforeItReturnsAndKeepsIssueOrder) 
   EXPECT_EQ(data[3], 4.0f * 2048);
 }
 
-// Two ranks whose every send and receive fails: a blocking collective run in place returns a finished Work
-// with the failure, and the next call still runs.
+// Two ranks whose every send and receive fails: a blocking collective run in place returns a
+// finished Work with the failure, and the next call still runs.
 class BrokenPairTransport : public SoloTransport {
  public:
   int size() const override { return 2; }

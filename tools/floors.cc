@@ -121,7 +121,7 @@ int Listener(int* port) {
   socklen_t length = sizeof(address);
   if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
       listen(fd, 4) != 0 || getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    std::perror("floors tcp-ring: listen");
+    std::perror("floors: listen");
     return -1;
   }
   *port = ntohs(address.sin_port);
@@ -180,22 +180,26 @@ bool Exchange(int out, int in, const char* send_data, int64_t send_bytes, char* 
 struct Timing {
   double best = -1;  // Seconds; negative: this member failed.
   double mean = -1;
+
+  static Timing Start() { return {1e30, 0}; }
+  void Add(double seconds, int rounds) {
+    best = std::min(best, seconds);
+    mean += seconds / rounds;
+  }
 };
 
-// One ring member streaming `bytes` to the next while receiving as many: the best round.
+// One ring member streaming `bytes` to the next while receiving as many, `rounds` times.
 Timing StreamMember(int listener, int next_port, int64_t bytes, int rounds) {
   int out, in;
   if (!ConnectRing(listener, next_port, &out, &in)) return {};
   std::vector<char> send_buffer(bytes, 1), receive_buffer(bytes, 0);
-  Timing timing{1e30, 0};
+  Timing timing = Timing::Start();
   for (int round = 0; round < rounds; ++round) {
     const double start = Seconds();
     if (!Exchange(out, in, send_buffer.data(), bytes, receive_buffer.data(), bytes, nullptr)) {
       return {};
     }
-    const double took = Seconds() - start;
-    timing.best = std::min(timing.best, took);
-    timing.mean += took / rounds;
+    timing.Add(Seconds() - start, rounds);
   }
   close(out);
   close(in);
@@ -215,8 +219,10 @@ Timing AllReduceMember(int listener, int next_port, int ranks, int rank, int64_t
   const int64_t block = bytes / ranks;
   std::vector<float> data(bytes / 4);
   std::vector<char> scratch(block);
-  auto at = [&](int b) { return reinterpret_cast<char*>(data.data()) + ((b % ranks + ranks) % ranks) * block; };
-  Timing timing{1e30, 0};
+  auto at = [&](int b) {
+    return reinterpret_cast<char*>(data.data()) + ((b % ranks + ranks) % ranks) * block;
+  };
+  Timing timing = Timing::Start();
   for (int round = -kWarmupRounds; round < rounds; ++round) {
     std::fill(data.begin(), data.end(), static_cast<float>(rank + 1));
     const double start = Seconds();
@@ -229,11 +235,7 @@ Timing AllReduceMember(int listener, int next_port, int ranks, int rank, int64_t
     for (int s = 0; s < ranks - 1; ++s) {
       if (!Exchange(out, in, at(rank + 1 - s), block, at(rank - s), block, nullptr)) return {};
     }
-    const double took = Seconds() - start;
-    if (round >= 0) {
-      timing.best = std::min(timing.best, took);
-      timing.mean += took / rounds;
-    }
+    if (round >= 0) timing.Add(Seconds() - start, rounds);
     const float expected = ranks * (ranks + 1) / 2.0f;
     for (float value : data) {
       if (value != expected) {

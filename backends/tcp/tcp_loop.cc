@@ -383,13 +383,11 @@ void Loop::OnEvent(int peer, uint32_t events) {
   if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) OnReadable(peer);
 }
 
-bool Loop::ReadsSocket(int peer) const {
-  return peer >= 0 && peer < static_cast<int>(peers_.size()) && peers_[peer].alive &&
-         peers_[peer].in == nullptr;
-}
-
 bool Loop::ReadNow(int peer) {
-  if (!ReadsSocket(peer)) return false;
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer].alive ||
+      peers_[peer].in != nullptr) {
+    return false;
+  }
   const uint64_t reads_before = socket_reads_;
   OnReadable(peer);
   return socket_reads_ != reads_before;

@@ -120,8 +120,6 @@ class Loop {
   // on that peer saves a system call when the bytes are already there. Peers on rings are
   // left to PollRings (reading a ring costs no system call). Whether any bytes came.
   bool ReadNow(int peer);
-  // Whether `peer` is alive and its frames arrive on its socket (not through a ring).
-  bool ReadsSocket(int peer) const;
 
   // Fails operations past their deadline by `now`; beats and looks for silent peers when due.
   void ExpireDeadlines(absl::Time now);

@@ -40,6 +40,15 @@ constexpr absl::Duration kSpinBeforeSleep = absl::Microseconds(500);
 // A caller spinning on one socket polls every socket, ring and deadline this often.
 constexpr uint32_t kFullPollEvery = 4;
 
+std::vector<bool> SocketPeers(int size, int rank, const tcp::ShmLinks* rings) {
+  std::vector<bool> socket(size, true);
+  socket[rank] = false;
+  for (int peer = 0; rings != nullptr && peer < size; ++peer) {
+    if (rings->Linked(peer)) socket[peer] = false;
+  }
+  return socket;
+}
+
 }  // namespace
 
 // Everything the sockets need, shared between the transport, its loop thread and threads
@@ -116,9 +125,9 @@ class TcpTransport::Engine {
   }
 
   // A caller waiting on `work`: polls until it completes or `timeout` passes, or waits while
-  // another thread polls. Leaves early when the transport stops. `source` (or -1): the peer
-  // the work receives from. While spinning on a socket peer, most rounds only read that
-  // socket (one system call where epoll and a read would take two; oversubscribed ranks feel
+  // another thread polls. Leaves early when the transport stops. `source`: the peer whose
+  // socket the work receives from (-1 for sends, any-source receives and ring peers). While
+  // spinning on it, most rounds only read that socket (one system call where epoll and a read would take two; oversubscribed ranks feel
   // every one); each kFullPollEvery-th round, and any round with posted commands waiting,
   // polls everything, so sends the loop holds, other peers and deadlines still move.
   void DriveUntilDone(const Work& work, absl::Duration timeout, int source) {
@@ -126,7 +135,6 @@ class TcpTransport::Engine {
     const absl::Time deadline =
         timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : start + timeout;
     const absl::Time spin_until = start + kSpinBeforeSleep;
-    const bool read_socket = source >= 0 && ReadsSocket(source);
     uint32_t spin_rounds = 0;
     std::unique_lock<std::mutex> role(role_mu_);
     ++caller_waiters_;
@@ -139,7 +147,7 @@ class TcpTransport::Engine {
         // Spin briefly before sleeping: a reply due in microseconds costs less than a
         // wake-up. Each empty round yields the core, so oversubscribed ranks still run.
         const bool spin = now < spin_until;
-        if (spin && read_socket && ++spin_rounds % kFullPollEvery != 0 &&
+        if (spin && source >= 0 && ++spin_rounds % kFullPollEvery != 0 &&
             !inbox_waiting_.load(std::memory_order_acquire)) {
           if (!ReadNow(source) && !work.IsCompleted()) sched_yield();
         } else {
@@ -166,12 +174,6 @@ class TcpTransport::Engine {
   bool ReadNow(int source) {
     std::lock_guard<std::recursive_mutex> lock(loop_mu);
     return loop != nullptr && loop->ReadNow(source);
-  }
-
-  // Whether `source`'s frames come through its socket (not a shared-memory ring).
-  bool ReadsSocket(int source) {
-    std::lock_guard<std::recursive_mutex> lock(loop_mu);
-    return loop != nullptr && loop->ReadsSocket(source);
   }
 
   // How long a caller's poll round may sleep: to the loop's next deadline or the caller's.
@@ -288,7 +290,8 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::vector<Connection> 
     : options_(std::move(options)),
       shm_peers_(rings != nullptr ? rings->linked : 0),
       arena_(rings != nullptr ? rings->arena.get() : nullptr),
-      host_of_(rings != nullptr ? rings->host_of : std::vector<int>()) {
+      host_of_(rings != nullptr ? rings->host_of : std::vector<int>()),
+      reads_socket_(SocketPeers(options_.size, options_.rank, rings.get())) {
   ScopedFd epoll(epoll_create1(EPOLL_CLOEXEC));
   ScopedFd wakeup(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   epoll_event event{};
@@ -341,7 +344,10 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::vector<Connection> 
 void TcpTransport::AttachWaitHook(const std::shared_ptr<tcp::Op>& op) {
   std::weak_ptr<Engine> weak = engine_;
   const Work* work = op->work.get();  // The hook only runs inside this Work's own Wait().
-  const int source = op->kind == tcp::Op::Kind::kRecv ? op->peer : -1;
+  const int source = op->kind == tcp::Op::Kind::kRecv && op->peer >= 0 &&
+                             op->peer < options_.size && reads_socket_[op->peer]
+                         ? op->peer
+                         : -1;
   op->work->SetWaitHook([weak, work, source](absl::Duration timeout) {
     if (std::shared_ptr<Engine> engine = weak.lock()) {
       engine->DriveUntilDone(*work, timeout, source);

@@ -104,6 +104,9 @@ class TcpTransport : public Transport {
   const int shm_peers_;
   SharedArena* arena_ = nullptr;  // Owned by the loop, which lives as long as this.
   const std::vector<int> host_of_;
+  // Per rank: whether its frames come over its socket (not a shared-memory ring), which a
+  // waiter may then read directly. Fixed once the rings are linked.
+  const std::vector<bool> reads_socket_;
   std::vector<std::unique_ptr<tcp::SendLane>> lanes_;  // One per peer; see tcp_loop.h.
   std::shared_ptr<Engine> engine_;
   std::thread thread_;
