@@ -85,6 +85,29 @@ cuda_repository = repository_rule(
     local = True,
 )
 
+def _torch_impl(rctx):
+    # Debian's libtorch-dev (torch 1.13): headers under /usr/include (the compiler's own search
+    # path), libraries in the multiarch directory. Another torch (pip's 2.x) is built against
+    # with tools/build_torch_extension.sh instead.
+    lib = "/usr/lib/x86_64-linux-gnu"
+    has_torch = rctx.path("/usr/include/torch/csrc/distributed/c10d/ProcessGroup.hpp").exists and \
+                rctx.path(lib + "/libtorch_python.so").exists
+    rctx.file("defs.bzl", "TORCH_AVAILABLE = %s\n" % has_torch)
+    build = ["package(default_visibility = [\"//visibility:public\"])", ""]
+    if has_torch:
+        build.append("""
+cc_library(
+    name = "libtorch",
+    linkopts = ["-ltorch_python", "-ltorch", "-ltorch_cpu", "-lc10"],
+)
+""")
+    rctx.file("BUILD", "\n".join(build))
+
+torch_repository = repository_rule(
+    implementation = _torch_impl,
+    local = True,
+)
+
 def _plexus_shim_impl(rctx):
     # The shim's files as they are in this plexus checkout (the repository holding this file).
     root = rctx.path(Label("//:WORKSPACE")).dirname
@@ -138,3 +161,4 @@ def plexus_system_repositories():
     )
     python_headers_repository(name = "python")
     cuda_repository(name = "cuda")
+    torch_repository(name = "torch")

@@ -11,15 +11,15 @@ def _python_package_dir_impl(ctx):
             rel = relative,
             src = src.path,
         ))
-    extension = ctx.file.extension
-    commands.append('cp "{src}" "{out}/{package}/{name}" && chmod u+w "{out}/{package}/{name}"'.format(
-        src = extension.path,
-        out = out.path,
-        package = ctx.attr.package,
-        name = extension.basename,
-    ))
+    for extension in ctx.files.extensions:
+        commands.append('cp "{src}" "{out}/{package}/{name}" && chmod u+w "{out}/{package}/{name}"'.format(
+            src = extension.path,
+            out = out.path,
+            package = ctx.attr.package,
+            name = extension.basename,
+        ))
     ctx.actions.run_shell(
-        inputs = ctx.files.srcs + [extension],
+        inputs = ctx.files.srcs + ctx.files.extensions,
         outputs = [out],
         command = "\n".join(commands),
         mnemonic = "PythonPackage",
@@ -29,10 +29,10 @@ def _python_package_dir_impl(ctx):
 
 python_package_dir = rule(
     implementation = _python_package_dir_impl,
-    doc = "Copies Python sources (paths relative to this package) and the extension into one directory.",
+    doc = "Copies Python sources (paths relative to this package) and the extensions into one directory.",
     attrs = {
         "srcs": attr.label_list(allow_files = [".py"]),
-        "extension": attr.label(allow_single_file = True, mandatory = True),
+        "extensions": attr.label_list(allow_files = [".so"], mandatory = True),
         "package": attr.string(mandatory = True),
     },
 )

@@ -1,0 +1,156 @@
+#include "bindings/torch/c10d_store.h"
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace plexus::torch_backend {
+namespace {
+
+std::vector<uint8_t> Bytes(absl::string_view text) {
+  return std::vector<uint8_t>(text.begin(), text.end());
+}
+
+std::string Text(const std::vector<uint8_t>& bytes) {
+  return std::string(bytes.begin(), bytes.end());
+}
+
+// Runs `call`, turning what torch's store throws into a status naming the operation.
+template <typename Call>
+absl::Status Guard(absl::string_view operation, absl::string_view key, Call&& call) {
+  try {
+    call();
+    return absl::OkStatus();
+  } catch (const std::exception& error) {
+    std::string message = absl::StrCat("torch store ", operation, "(", key, "): ", error.what());
+    std::string lower = absl::AsciiStrToLower(error.what());
+    if (absl::StrContains(lower, "timeout") || absl::StrContains(lower, "timed out")) {
+      return absl::DeadlineExceededError(message);
+    }
+    return absl::UnavailableError(message);
+  }
+}
+
+std::chrono::milliseconds ToTorch(absl::Duration timeout) {
+  // 0 ms is "no timeout" to c10d: the shortest real wait instead.
+  int64_t millis = absl::ToInt64Milliseconds(absl::Ceil(timeout, absl::Milliseconds(1)));
+  return std::chrono::milliseconds(std::max<int64_t>(millis, 1));
+}
+
+}  // namespace
+
+C10dStore::C10dStore(c10::intrusive_ptr<c10d::Store> store)
+    : Store(absl::Milliseconds(store->getTimeout().count())), store_(std::move(store)) {}
+
+absl::Status C10dStore::Set(absl::string_view key, absl::string_view value) {
+  return Guard("set", key, [&] { store_->set(std::string(key), Bytes(value)); });
+}
+
+absl::StatusOr<std::string> C10dStore::Get(absl::string_view key) {
+  // Waiting first bounds the get by this store's timeout rather than torch's.
+  absl::Status present = Wait({std::string(key)}, timeout());
+  if (!present.ok()) return present;
+  std::string value;
+  absl::Status status = Guard("get", key, [&] { value = Text(store_->get(std::string(key))); });
+  if (!status.ok()) return status;
+  return value;
+}
+
+absl::StatusOr<int64_t> C10dStore::Add(absl::string_view key, int64_t delta) {
+  int64_t value = 0;
+  absl::Status status = Guard("add", key, [&] { value = store_->add(std::string(key), delta); });
+  if (!status.ok()) return status;
+  return value;
+}
+
+absl::StatusOr<std::string> C10dStore::CompareSet(absl::string_view key,
+                                                  absl::string_view expected,
+                                                  absl::string_view desired) {
+  std::string value;
+  absl::Status status = Guard("compare_set", key, [&] {
+    value = Text(store_->compareSet(std::string(key), Bytes(expected), Bytes(desired)));
+  });
+  if (!status.ok()) return status;
+  return value;
+}
+
+absl::Status C10dStore::Wait(absl::Span<const std::string> keys, absl::Duration timeout) {
+  std::vector<std::string> names(keys.begin(), keys.end());
+  absl::Status status = Guard("wait", names.empty() ? "" : names.front(),
+                              [&] { store_->wait(names, ToTorch(timeout)); });
+  if (status.code() == absl::StatusCode::kDeadlineExceeded) {
+    return WaitTimeoutError(timeout, keys, status.message());
+  }
+  return status;
+}
+
+absl::StatusOr<bool> C10dStore::Check(absl::Span<const std::string> keys) {
+  std::vector<std::string> names(keys.begin(), keys.end());
+  bool present = false;
+  absl::Status status = Guard("check", names.empty() ? "" : names.front(),
+                              [&] { present = store_->check(names); });
+  if (!status.ok()) return status;
+  return present;
+}
+
+absl::StatusOr<bool> C10dStore::DeleteKey(absl::string_view key) {
+  bool existed = false;
+  absl::Status status =
+      Guard("delete_key", key, [&] { existed = store_->deleteKey(std::string(key)); });
+  if (!status.ok()) return status;
+  return existed;
+}
+
+absl::StatusOr<int64_t> C10dStore::NumKeys() {
+  int64_t count = 0;
+  absl::Status status = Guard("num_keys", "", [&] { count = store_->getNumKeys(); });
+  if (!status.ok()) return status;
+  return count;
+}
+
+absl::StatusOr<std::vector<std::string>> C10dStore::MultiGet(absl::Span<const std::string> keys) {
+  std::vector<std::string> values;
+  values.reserve(keys.size());
+  for (const std::string& key : keys) {
+    absl::StatusOr<std::string> value = Get(key);
+    if (!value.ok()) return value.status();
+    values.push_back(*std::move(value));
+  }
+  return values;
+}
+
+absl::Status C10dStore::MultiSet(absl::Span<const std::string> keys,
+                                 absl::Span<const std::string> values) {
+  absl::Status sizes = CheckMultiSetSizes(keys, values);
+  if (!sizes.ok()) return sizes;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    absl::Status status = Set(keys[i], values[i]);
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status C10dStore::Append(absl::string_view key, absl::string_view value) {
+  // Read, then compare-and-set the longer value; retry when another writer came in between.
+  while (true) {
+    absl::StatusOr<bool> exists = Check({std::string(key)});
+    if (!exists.ok()) return exists.status();
+    std::string current;
+    if (*exists) {
+      absl::StatusOr<std::string> read = Get(key);
+      if (!read.ok()) return read.status();
+      current = *std::move(read);
+    }
+    std::string desired = absl::StrCat(current, value);
+    absl::StatusOr<std::string> stored = CompareSet(key, current, desired);
+    if (!stored.ok()) return stored.status();
+    if (*stored == desired) return absl::OkStatus();
+  }
+}
+
+}  // namespace plexus::torch_backend

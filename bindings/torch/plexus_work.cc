@@ -1,0 +1,107 @@
+#include "bindings/torch/plexus_work.h"
+
+#include <ATen/core/jit_type.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "bindings/torch/torch_stream.h"
+#include "bindings/torch/torch_types.h"
+
+namespace plexus::torch_backend {
+namespace {
+
+// Beyond the operation's own deadline, a wait "without timeout" allows this much for the
+// failure to be delivered before it reports the wait itself as timed out.
+constexpr absl::Duration kCompletionGrace = absl::Seconds(30);
+
+c10::intrusive_ptr<c10::ivalue::Future> NewFuture(int cuda_device) {
+  auto type = c10::ListType::create(c10::TensorType::get());
+  if (cuda_device < 0) return c10::make_intrusive<c10::ivalue::Future>(std::move(type));
+  return c10::make_intrusive<c10::ivalue::Future>(
+      std::move(type), std::vector<c10::Device>{c10::Device(c10::kCUDA, cuda_device)});
+}
+
+}  // namespace
+
+PlexusWork::PlexusWork(WorkPtr work, Spec spec)
+    : c10d::Work(spec.rank, spec.type, spec.profiling_title,
+                 spec.profiling_title == nullptr
+                     ? c10::optional<std::vector<at::Tensor>>()
+                     : c10::optional<std::vector<at::Tensor>>(spec.inputs)),
+      work_(std::move(work)),
+      rank_(spec.rank),
+      outputs_(std::move(spec.outputs)),
+      inputs_(std::move(spec.inputs)),
+      timeout_(spec.timeout),
+      cuda_device_(spec.cuda_device),
+      future_(NewFuture(spec.cuda_device)) {}
+
+c10::intrusive_ptr<PlexusWork> PlexusWork::Create(WorkPtr work, Spec spec) {
+  auto self = c10::make_intrusive<PlexusWork>(std::move(work), std::move(spec));
+  // The callback holds the Work (and so the tensors) until the operation ends; it runs at once
+  // when the operation has already finished.
+  self->work_->OnComplete([self](const absl::Status& status) { self->Completed(status); });
+  return self;
+}
+
+void PlexusWork::Completed(const absl::Status& status) {
+  std::exception_ptr error = status.ok() ? nullptr : ToException(status, rank_);
+  inputs_.clear();
+  finish(error);  // torch's own bookkeeping: its profiler event ends here.
+  if (error == nullptr) {
+    future_->markCompleted(c10::IValue(outputs_));
+  } else {
+    future_->setError(error);
+  }
+}
+
+bool PlexusWork::isCompleted() { return work_->IsCompleted(); }
+
+bool PlexusWork::isSuccess() const { return work_->IsCompleted() && work_->status().ok(); }
+
+std::exception_ptr PlexusWork::exception() const {
+  if (!work_->IsCompleted()) return nullptr;
+  absl::Status status = work_->status();
+  return status.ok() ? nullptr : ToException(status, rank_);
+}
+
+int PlexusWork::sourceRank() const {
+  int source = work_->source_rank();
+  TORCH_CHECK(source >= 0, "[plexus, rank ", rank_, "] sourceRank: ", work_->op_name(),
+              " is not a completed receive from any source");
+  return source;
+}
+
+std::vector<at::Tensor> PlexusWork::result() { return outputs_; }
+
+void PlexusWork::synchronize() {
+  if (cuda_device_ < 0) return;
+  absl::Status status = work_->WaitOnStream(cuda_device_, TorchCurrentStream(cuda_device_));
+  if (!status.ok()) Throw(status, rank_);
+}
+
+bool PlexusWork::wait(std::chrono::milliseconds timeout) {
+  const bool unbounded = timeout == ::kNoTimeout;
+  absl::Status status;
+  if (unbounded && cuda_device_ >= 0) {
+    // As ProcessGroupNCCL: the caller's stream waits for the operation, not the host.
+    status = work_->WaitOnStream(cuda_device_, TorchCurrentStream(cuda_device_));
+  } else {
+    absl::Duration limit =
+        unbounded ? timeout_ + kCompletionGrace : absl::Milliseconds(timeout.count());
+    status = work_->Wait(limit);
+    if (!status.ok() && !work_->IsCompleted()) {
+      status = absl::DeadlineExceededError(absl::StrCat(
+          work_->op_name(), " #", work_->sequence(), " did not complete within the ",
+          absl::FormatDuration(limit), unbounded ? " of its timeout" : " given to wait()",
+          "; it is still running"));
+    }
+  }
+  if (!status.ok()) Throw(status, rank_);
+  return true;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> PlexusWork::getFuture() { return future_; }
+
+}  // namespace plexus::torch_backend

@@ -1,0 +1,396 @@
+#include "bindings/torch/process_group_plexus.h"
+
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "bindings/torch/c10d_store.h"
+#include "bindings/torch/torch_stream.h"
+#include "devices/cuda/current_stream.h"
+#include "frontend/dispatch/init.h"
+
+namespace plexus::torch_backend {
+namespace {
+
+int CudaDeviceOf(const std::vector<at::Tensor>& tensors) {
+  for (const at::Tensor& tensor : tensors) {
+    if (tensor.defined() && tensor.is_cuda()) return tensor.get_device();
+  }
+  return -1;
+}
+
+std::vector<at::Tensor> Flatten(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<at::Tensor> flat;
+  for (const std::vector<at::Tensor>& list : lists) flat.insert(flat.end(), list.begin(), list.end());
+  return flat;
+}
+
+}  // namespace
+
+c10::intrusive_ptr<ProcessGroupPlexus> ProcessGroupPlexus::Create(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+    std::chrono::milliseconds timeout, const std::string& backend) {
+  InitOptions options;
+  options.backend = backend;
+  options.rank = rank;
+  options.world_size = size;
+  options.timeout = timeout.count() > 0 ? absl::Milliseconds(timeout.count()) : kDefaultGroupTimeout;
+  options.store = std::make_shared<C10dStore>(store);
+  options.group_name = "torch";
+  return c10::make_intrusive<ProcessGroupPlexus>(
+      ValueOrThrow(InitProcessGroup(std::move(options)), rank));
+}
+
+ProcessGroupPlexus::ProcessGroupPlexus(std::shared_ptr<plexus::ProcessGroup> group)
+    : TorchGroupBase(group->rank(), group->size()), group_(std::move(group)) {
+#if !PLEXUS_TORCH_BACKEND_API
+  init();  // torch's logging of the group.
+#endif
+}
+
+ProcessGroupPlexus::~ProcessGroupPlexus() = default;
+
+const at::Tensor& ProcessGroupPlexus::Single(const std::vector<at::Tensor>& tensors,
+                                             const char* op, const char* which) const {
+  if (tensors.size() != 1) {
+    Throw(absl::InvalidArgumentError(absl::StrCat(
+              op, ": takes one ", which, " tensor per process, got ", tensors.size())),
+          rank_);
+  }
+  return tensors.front();
+}
+
+template <typename Issue>
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::Run(const char* op, c10d::OpType type,
+                                                       const char* title,
+                                                       std::vector<at::Tensor> outputs,
+                                                       std::vector<at::Tensor> inputs,
+                                                       std::chrono::milliseconds timeout,
+                                                       Issue&& issue) {
+  const absl::Duration requested = ToTimeout(timeout);
+  int cuda_device = CudaDeviceOf(outputs);
+  if (cuda_device < 0) cuda_device = CudaDeviceOf(inputs);
+  absl::StatusOr<WorkPtr> work;
+  if (cuda_device >= 0) {
+    // Ordered after what the caller queued on torch's current stream, as ProcessGroupNCCL.
+    cuda::StreamGuard current(cuda_device, TorchCurrentStream(cuda_device));
+    work = issue(requested);
+  } else {
+    work = issue(requested);
+  }
+  if (!work.ok()) Throw(work.status(), rank_);
+  sequence_.fetch_add(1, std::memory_order_relaxed);
+  PlexusWork::Spec spec;
+  spec.rank = rank_;
+  spec.type = type;
+  spec.profiling_title = title;
+  spec.outputs = std::move(outputs);
+  spec.inputs = std::move(inputs);
+  spec.timeout = ResolveTimeout(requested, group_->timeout());
+  spec.cuda_device = cuda_device;
+  (void)op;
+  return PlexusWork::Create(*std::move(work), std::move(spec));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::broadcast(
+    std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
+  const at::Tensor& tensor = Single(tensors, "broadcast", "");
+  Tensor view = ValueOrThrow(View(tensor, "broadcast", "tensor"), rank_);
+  return Run("broadcast", c10d::OpType::BROADCAST, "plexus:broadcast", tensors, {}, opts.timeout,
+             [&](absl::Duration timeout) {
+               BroadcastOptions options;
+               options.root_rank = static_cast<int>(opts.rootRank);
+               options.timeout = timeout;
+               return group_->Broadcast(view, options);
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allreduce(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  const at::Tensor& tensor = Single(tensors, "all_reduce", "");
+  Tensor view = ValueOrThrow(View(tensor, "all_reduce", "tensor"), rank_);
+  ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "all_reduce"), rank_);
+  return Run("all_reduce", c10d::OpType::ALLREDUCE, "plexus:all_reduce", tensors, {},
+             opts.timeout, [&](absl::Duration timeout) {
+               AllReduceOptions options;
+               options.op = op;
+               options.timeout = timeout;
+               return group_->AllReduce(view, options);
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  std::vector<Tensor> views =
+      ValueOrThrow(Views(tensors, "all_reduce_coalesced", "tensor"), rank_);
+  ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "all_reduce_coalesced"), rank_);
+  return Run("all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED,
+             "plexus:all_reduce_coalesced", tensors, {}, opts.timeout,
+             [&](absl::Duration timeout) {
+               AllReduceCoalescedOptions options;
+               options.op = op;
+               options.timeout = timeout;
+               return group_->AllReduceCoalesced(views, options);
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce(std::vector<at::Tensor>& tensors,
+                                                          const c10d::ReduceOptions& opts) {
+  const at::Tensor& tensor = Single(tensors, "reduce", "");
+  Tensor view = ValueOrThrow(View(tensor, "reduce", "tensor"), rank_);
+  ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "reduce"), rank_);
+  return Run("reduce", c10d::OpType::REDUCE, "plexus:reduce", tensors, {}, opts.timeout,
+             [&](absl::Duration timeout) {
+               ReduceOptions options;
+               options.op = op;
+               options.root_rank = static_cast<int>(opts.rootRank);
+               options.timeout = timeout;
+               return group_->Reduce(view, options);
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  const at::Tensor& input = Single(inputs, "all_gather", "input");
+  if (outputs.size() != 1) {
+    Throw(absl::InvalidArgumentError(absl::StrCat(
+              "all_gather: takes one output list per process, got ", outputs.size())),
+          rank_);
+  }
+  std::vector<Tensor> output_views =
+      ValueOrThrow(Views(outputs.front(), "all_gather", "output"), rank_);
+  Tensor input_view = ValueOrThrow(View(input, "all_gather", "input"), rank_);
+  return Run("all_gather", c10d::OpType::ALLGATHER, "plexus:all_gather", outputs.front(), inputs,
+             opts.timeout, [&](absl::Duration timeout) {
+               AllGatherOptions options;
+               options.timeout = timeout;
+               return group_->AllGather(output_views, input_view, options);
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  Tensor output_view = ValueOrThrow(View(output, "all_gather_into_tensor", "output"), rank_);
+  Tensor input_view = ValueOrThrow(View(input, "all_gather_into_tensor", "input"), rank_);
+  return Run("all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE,
+             "plexus:all_gather_into_tensor", {output}, {input}, opts.timeout,
+             [&](absl::Duration timeout) {
+               AllGatherOptions options;
+               options.timeout = timeout;
+               return group_->AllGatherIntoTensor(output_view, input_view, options);
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  constexpr const char* kOp = "all_gather_coalesced";
+  if (static_cast<int>(outputs.size()) != size_) {
+    Throw(absl::InvalidArgumentError(absl::StrCat(
+              kOp, ": the output holds ", outputs.size(),
+              " lists; it needs one per rank (", size_, "), each as long as the input list")),
+          rank_);
+  }
+  // outputs[rank][i] receives rank's inputs[i]: per input, the column of outputs.
+  std::vector<std::vector<Tensor>> columns(inputs.size());
+  for (int rank = 0; rank < size_; ++rank) {
+    if (outputs[rank].size() != inputs.size()) {
+      Throw(absl::InvalidArgumentError(absl::StrCat(
+                kOp, ": output list ", rank, " holds ", outputs[rank].size(),
+                " tensors and the input list ", inputs.size(), "; they must match")),
+            rank_);
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      columns[i].push_back(ValueOrThrow(
+          View(outputs[rank][i], kOp, absl::StrCat("output [", rank, "][", i, "]")), rank_));
+    }
+  }
+  std::vector<Tensor> input_views = ValueOrThrow(Views(inputs, kOp, "input"), rank_);
+  return Run(kOp, c10d::OpType::ALLGATHER_COALESCED, "plexus:all_gather_coalesced",
+             Flatten(outputs), inputs, opts.timeout,
+             [&](absl::Duration timeout) -> absl::StatusOr<WorkPtr> {
+               AllGatherOptions options;
+               options.timeout = timeout;
+               std::vector<WorkPtr> works;
+               for (size_t i = 0; i < inputs.size(); ++i) {
+                 absl::StatusOr<WorkPtr> work =
+                     group_->AllGather(columns[i], input_views[i], options);
+                 if (!work.ok()) return work.status();
+                 works.push_back(*std::move(work));
+               }
+               return WhenAll(std::move(works), kOp, size_);
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::GatherOptions& opts) {
+  const at::Tensor& input = Single(inputs, "gather", "input");
+  Tensor input_view = ValueOrThrow(View(input, "gather", "input"), rank_);
+  std::vector<at::Tensor> output_list;
+  if (!outputs.empty()) {
+    if (outputs.size() != 1) {
+      Throw(absl::InvalidArgumentError(absl::StrCat(
+                "gather: takes one output list per process, got ", outputs.size())),
+            rank_);
+    }
+    output_list = outputs.front();
+  }
+  std::vector<Tensor> output_views =
+      ValueOrThrow(Views(output_list, "gather", "output"), rank_);
+  return Run("gather", c10d::OpType::GATHER, "plexus:gather", output_list, inputs, opts.timeout,
+             [&](absl::Duration timeout) {
+               GatherOptions options;
+               options.root_rank = static_cast<int>(opts.rootRank);
+               options.timeout = timeout;
+               return group_->Gather(output_views, input_view, options);
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  const at::Tensor& output = Single(outputs, "scatter", "output");
+  Tensor output_view = ValueOrThrow(View(output, "scatter", "output"), rank_);
+  std::vector<at::Tensor> input_list;
+  if (!inputs.empty()) {
+    if (inputs.size() != 1) {
+      Throw(absl::InvalidArgumentError(absl::StrCat(
+                "scatter: takes one input list per process, got ", inputs.size())),
+            rank_);
+    }
+    input_list = inputs.front();
+  }
+  std::vector<Tensor> input_views = ValueOrThrow(Views(input_list, "scatter", "input"), rank_);
+  return Run("scatter", c10d::OpType::SCATTER, "plexus:scatter", outputs, input_list,
+             opts.timeout, [&](absl::Duration timeout) {
+               ScatterOptions options;
+               options.root_rank = static_cast<int>(opts.rootRank);
+               options.timeout = timeout;
+               return group_->Scatter(output_view, input_views, options);
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const at::Tensor& output = Single(outputs, "reduce_scatter", "output");
+  if (inputs.size() != 1) {
+    Throw(absl::InvalidArgumentError(absl::StrCat(
+              "reduce_scatter: takes one input list per process, got ", inputs.size())),
+          rank_);
+  }
+  Tensor output_view = ValueOrThrow(View(output, "reduce_scatter", "output"), rank_);
+  std::vector<Tensor> input_views =
+      ValueOrThrow(Views(inputs.front(), "reduce_scatter", "input"), rank_);
+  ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "reduce_scatter"), rank_);
+  return Run("reduce_scatter", c10d::OpType::REDUCE_SCATTER, "plexus:reduce_scatter", outputs,
+             inputs.front(), opts.timeout, [&](absl::Duration timeout) {
+               ReduceScatterOptions options;
+               options.op = op;
+               options.timeout = timeout;
+               return group_->ReduceScatter(output_view, input_views, options);
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  Tensor output_view = ValueOrThrow(View(output, "reduce_scatter_tensor", "output"), rank_);
+  Tensor input_view = ValueOrThrow(View(input, "reduce_scatter_tensor", "input"), rank_);
+  ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "reduce_scatter_tensor"), rank_);
+  return Run("reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE,
+             "plexus:reduce_scatter_tensor", {output}, {input}, opts.timeout,
+             [&](absl::Duration timeout) {
+               ReduceScatterOptions options;
+               options.op = op;
+               options.timeout = timeout;
+               return group_->ReduceScatterTensor(output_view, input_view, options);
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
+    std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
+  Tensor output_view = ValueOrThrow(View(output, "all_to_all_single", "output"), rank_);
+  Tensor input_view = ValueOrThrow(View(input, "all_to_all_single", "input"), rank_);
+  return Run("all_to_all_single", c10d::OpType::ALLTOALL_BASE, "plexus:all_to_all_single",
+             {output}, {input}, opts.timeout, [&](absl::Duration timeout) {
+               AllToAllOptions options;
+               options.timeout = timeout;
+               return group_->AllToAllSingle(output_view, input_view, output_split_sizes,
+                                             input_split_sizes, options);
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::alltoall(std::vector<at::Tensor>& outputs,
+                                                            std::vector<at::Tensor>& inputs,
+                                                            const c10d::AllToAllOptions& opts) {
+  std::vector<Tensor> output_views = ValueOrThrow(Views(outputs, "all_to_all", "output"), rank_);
+  std::vector<Tensor> input_views = ValueOrThrow(Views(inputs, "all_to_all", "input"), rank_);
+  return Run("all_to_all", c10d::OpType::ALLTOALL, "plexus:all_to_all", outputs, inputs,
+             opts.timeout, [&](absl::Duration timeout) {
+               AllToAllOptions options;
+               options.timeout = timeout;
+               return group_->AllToAll(output_views, input_views, options);
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::send(std::vector<at::Tensor>& tensors,
+                                                        int dst_rank, int tag) {
+  const at::Tensor& tensor = Single(tensors, "send", "");
+  Tensor view = ValueOrThrow(View(tensor, "send", "tensor"), rank_);
+  return Run("send", c10d::OpType::SEND, "plexus:send", {}, tensors, c10d::kUnsetTimeout,
+             [&](absl::Duration timeout) {
+               SendOptions options;
+               options.tag = tag;
+               options.timeout = timeout;
+               return group_->Send(view, dst_rank, options);
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::recv(std::vector<at::Tensor>& tensors,
+                                                        int src_rank, int tag) {
+  const at::Tensor& tensor = Single(tensors, "recv", "");
+  Tensor view = ValueOrThrow(View(tensor, "recv", "tensor"), rank_);
+  return Run("recv", c10d::OpType::RECV, "plexus:recv", tensors, {}, c10d::kUnsetTimeout,
+             [&](absl::Duration timeout) {
+               RecvOptions options;
+               options.tag = tag;
+               options.timeout = timeout;
+               return group_->Recv(view, src_rank, options);
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::recvAnysource(
+    std::vector<at::Tensor>& tensors, int tag) {
+  const at::Tensor& tensor = Single(tensors, "recv", "");
+  Tensor view = ValueOrThrow(View(tensor, "recv", "tensor"), rank_);
+  return Run("recv", c10d::OpType::RECVANYSOURCE, "plexus:recv_anysource", tensors, {},
+             c10d::kUnsetTimeout, [&](absl::Duration timeout) {
+               RecvOptions options;
+               options.tag = tag;
+               options.timeout = timeout;
+               return group_->RecvAnySource(view, options);
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::barrier(const c10d::BarrierOptions& opts) {
+  return Run("barrier", c10d::OpType::BARRIER, "plexus:barrier", {}, {}, opts.timeout,
+             [&](absl::Duration timeout) {
+               BarrierOptions options;
+               options.timeout = timeout;
+               return group_->Barrier(options);
+             });
+}
+
+void ProcessGroupPlexus::setSequenceNumberForGroup() {
+  sequence_.store(0, std::memory_order_relaxed);
+}
+
+uint64_t ProcessGroupPlexus::getSequenceNumberForGroup() {
+  return sequence_.load(std::memory_order_relaxed);
+}
+
+}  // namespace plexus::torch_backend

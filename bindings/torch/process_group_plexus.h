@@ -1,0 +1,112 @@
+// ProcessGroupPlexus: a torch c10d backend in C++ (the route of the c10d extension RFC,
+// pytorch/pytorch#39662) whose every collective runs on a plexus::ProcessGroup.
+//
+// torch's calls reach it without Python: torch.distributed's functions and DDP call these
+// virtual methods, which validate, hand the tensors' memory to plexus (no copies) and return a
+// PlexusWork. Tensor lists hold one tensor per process, as on Gloo's CPU path. Errors: bad
+// arguments throw from the call (a RuntimeError naming the op, this rank and the values);
+// failures while running throw from wait() and from synchronous calls, and fail the future.
+// Thread-safe, as the plexus group is.
+#ifndef PLEXUS_BINDINGS_TORCH_PROCESS_GROUP_PLEXUS_H_
+#define PLEXUS_BINDINGS_TORCH_PROCESS_GROUP_PLEXUS_H_
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bindings/torch/plexus_work.h"
+#include "bindings/torch/torch_types.h"
+#include "frontend/dispatch/process_group.h"
+
+namespace plexus::torch_backend {
+
+inline constexpr char kBackendName[] = "plexus";
+
+class ProcessGroupPlexus : public TorchGroupBase {
+ public:
+  // Forms a plexus group over torch's `store` (the creator's PrefixStore), as every rank of
+  // the group does; `backend` is a plexus backend string ("cpu:tcp,cuda:nccl").
+  static c10::intrusive_ptr<ProcessGroupPlexus> Create(
+      const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+      std::chrono::milliseconds timeout, const std::string& backend);
+  // Wraps an existing plexus group (from Shrink or Split).
+  explicit ProcessGroupPlexus(std::shared_ptr<plexus::ProcessGroup> group);
+  ~ProcessGroupPlexus() override;
+
+  const std::shared_ptr<plexus::ProcessGroup>& plexus_group() const { return group_; }
+
+  const std::string getBackendName() const override { return kBackendName; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  // outputs[rank][i] receives rank's inputs[i], as torch lays it out.
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank,
+                                      int tag) override;
+  // The Work's sourceRank() is the sender.
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                               int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  // Gloo's semantics and messages over the group's store (so it works when the data path is
+  // stuck): rank 0 waits up to opts.timeout (the group's when unset) for every other rank and
+  // throws naming the first missing one ("Rank 2 failed to pass monitoredBarrier in 100 ms"),
+  // or all of them with `wait_all_ranks`; the others wait for rank 0's release as long.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
+  // Collectives issued on this group, the same on every rank that issued the same ones.
+  void setSequenceNumberForGroup() override;
+  uint64_t getSequenceNumberForGroup() override;
+
+ private:
+  // Issues `issue` (plexus's call) and wraps its Work; throws when the call itself fails.
+  template <typename Issue>
+  c10::intrusive_ptr<c10d::Work> Run(const char* op, c10d::OpType type, const char* title,
+                                     std::vector<at::Tensor> outputs,
+                                     std::vector<at::Tensor> inputs,
+                                     std::chrono::milliseconds timeout, Issue&& issue);
+  // InvalidArgument unless `tensors` holds exactly one tensor.
+  const at::Tensor& Single(const std::vector<at::Tensor>& tensors, const char* op,
+                           const char* which) const;
+
+  const std::shared_ptr<plexus::ProcessGroup> group_;
+  std::atomic<uint64_t> sequence_{0};
+  std::atomic<int64_t> monitored_rounds_{0};
+};
+
+}  // namespace plexus::torch_backend
+
+#endif  // PLEXUS_BINDINGS_TORCH_PROCESS_GROUP_PLEXUS_H_
