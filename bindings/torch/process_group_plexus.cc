@@ -1,5 +1,7 @@
 #include "bindings/torch/process_group_plexus.h"
 
+#include <Python.h>
+
 #include <optional>
 #include <utility>
 
@@ -49,7 +51,15 @@ ProcessGroupPlexus::ProcessGroupPlexus(std::shared_ptr<plexus::ProcessGroup> gro
 #endif
 }
 
-ProcessGroupPlexus::~ProcessGroupPlexus() = default;
+ProcessGroupPlexus::~ProcessGroupPlexus() {
+  // Dropping the group joins its threads, and one of them may be completing a future whose
+  // Python callback (a DDP communication hook's then()) waits for the GIL: release it first.
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    PyThreadState* state = PyEval_SaveThread();
+    group_.reset();
+    PyEval_RestoreThread(state);
+  }
+}
 
 const at::Tensor& ProcessGroupPlexus::Single(const std::vector<at::Tensor>& tensors,
                                              const char* op, const char* which) const {

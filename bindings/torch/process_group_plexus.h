@@ -102,7 +102,7 @@ class ProcessGroupPlexus : public TorchGroupBase {
   const at::Tensor& Single(const std::vector<at::Tensor>& tensors, const char* op,
                            const char* which) const;
 
-  const std::shared_ptr<plexus::ProcessGroup> group_;
+  std::shared_ptr<plexus::ProcessGroup> group_;  // Reset only by the destructor.
   std::atomic<uint64_t> sequence_{0};
   std::atomic<int64_t> monitored_rounds_{0};
 };

@@ -120,7 +120,7 @@ std::exception_ptr ToException(const absl::Status& status, int rank) {
   std::string message = absl::StrCat("[plexus, rank ", rank, "] ",
                                      absl::StatusCodeToString(status.code()), ": ");
   if (status.code() == absl::StatusCode::kDeadlineExceeded) {
-    absl::StrAppend(&message, "Timed out: ");
+    absl::StrAppend(&message, "Timed out waiting: ");
   }
   absl::StrAppend(&message, status.message());
   const c10::SourceLocation where{__func__, __FILE__, static_cast<uint32_t>(__LINE__)};

@@ -1,0 +1,249 @@
+"""torch.distributed on plexus behaves as on gloo, call by call: every failure raises (from
+synchronous calls, work.wait() and the future), coalesced layouts, every ProcessGroup call shape
+with torch's defaults, timeouts that are zero or given to wait(), the sender of an any-source
+receive, DDP communication hooks. Each scenario runs on "plexus" and on "gloo" and the outcomes
+are compared, so gloo is the reference for what torch users expect."""
+import datetime
+import time
+
+import numpy as np
+import pytest
+
+import multiproc
+
+torch = pytest.importorskip("torch")
+
+BACKENDS = ("plexus", "gloo")
+
+
+def outcome(call):
+    """("ok", value) or ("raised", exception class name, message)."""
+    try:
+        return ("ok", call())
+    except Exception as error:  # noqa: BLE001 - the outcome is what is compared.
+        return ("raised", type(error).__name__, str(error))
+
+
+def meet(rank, name, world=2):
+    """Every rank reaches `name` (through torch's store, with a timeout of its own)."""
+    import torch.distributed as dist
+    store = dist.distributed_c10d._get_default_store()
+    store.set("%s/%d" % (name, rank), "1")
+    store.wait(["%s/%d" % (name, r) for r in range(world)], datetime.timedelta(seconds=60))
+
+
+def run_both(fn, world, *args, **options):
+    return {backend: multiproc.run_world(fn, world, *args, backend=backend, init="torch",
+                                         **options)
+            for backend in BACKENDS}
+
+
+# --- failures raise ----------------------------------------------------------------------------
+
+def absent_peer(rank, world):
+    """Rank 1 skips every collective; rank 0's must all fail, however they are waited for."""
+    import torch.distributed as dist
+    report = {}
+    if rank == 0:
+        x = torch.ones(3)
+        start = time.monotonic()
+        report["sync_all_reduce"] = outcome(lambda: dist.all_reduce(x))
+        report["sync_seconds"] = time.monotonic() - start
+        report["input_kept"] = x.tolist()
+        work = dist.all_reduce(torch.ones(3), async_op=True)
+        report["work_wait"] = outcome(work.wait)
+        report["is_success"] = work.is_success()
+        report["is_completed"] = work.is_completed()
+        report["future_wait"] = outcome(lambda: work.get_future().wait())
+        start = time.monotonic()
+        report["barrier"] = outcome(dist.barrier)
+        report["barrier_seconds"] = time.monotonic() - start
+    # Rank 1 outlives rank 0's failures (so they are timeouts, not lost peers), then leaves.
+    meet(rank, "done")
+    return report
+
+
+def test_a_collective_that_fails_raises_everywhere_as_on_gloo():
+    reports = run_both(absent_peer, 2, op_timeout=2, destroy=False)
+    for backend, (report, _) in reports.items():
+        for call in ("sync_all_reduce", "work_wait", "future_wait", "barrier"):
+            assert report[call][0] == "raised", (backend, call, report[call])
+            assert report[call][1] == "RuntimeError", (backend, call, report[call])
+        assert report["is_completed"] and not report["is_success"], backend
+        assert report["input_kept"] == [1.0, 1.0, 1.0], backend
+        # torch's own barrier-timeout test matches this on gloo.
+        assert any(word in report["barrier"][2] for word in (" Timed out ", " timeout ")), \
+            (backend, report["barrier"])
+        # Not before the group's 2 s timeout, and not much after.
+        assert 1.9 <= report["sync_seconds"] < 10, (backend, report["sync_seconds"])
+        # (gloo fails at once here: its connection is broken by the earlier timeouts.)
+        assert report["barrier_seconds"] < 10, (backend, report["barrier_seconds"])
+    assert "DEADLINE_EXCEEDED" in reports["plexus"][0]["sync_all_reduce"][2]
+
+
+def lost_peer(rank, world):
+    import os
+    import torch.distributed as dist
+    dist.barrier()
+    if rank == 1:
+        os._exit(0)  # Gone without a word: its connections close.
+    start = time.monotonic()
+    result = outcome(lambda: dist.all_reduce(torch.ones(3)))
+    return result, time.monotonic() - start
+
+
+def test_a_lost_peer_raises_promptly_as_on_gloo():
+    for backend in BACKENDS:
+        (result, seconds), _ = multiproc.run_world(lost_peer, 2, backend=backend, init="torch",
+                                                   op_timeout=60, may_exit=(1,), destroy=False)
+        assert result[0] == "raised" and result[1] == "RuntimeError", (backend, result)
+        assert seconds < 30, (backend, seconds)
+
+
+# --- layouts and call shapes -------------------------------------------------------------------
+
+def coalesced_and_shapes(rank, world):
+    import torch.distributed as dist
+    report = {}
+    outs = [[torch.zeros(2), torch.zeros(3)] for _ in range(world)]
+    dist.all_gather_coalesced(outs, [torch.full((2,), float(rank)), torch.full((3,), 10.0 + rank)])
+    report["all_gather_coalesced"] = [[t.tolist() for t in row] for row in outs]
+    pg = dist.distributed_c10d._get_default_group()
+    t = torch.full((2,), float(rank + 1))
+    shapes = {
+        "allreduce([t])": lambda: pg.allreduce([t]),
+        "allreduce([t], op)": lambda: pg.allreduce([t], dist.ReduceOp.MAX),
+        "allreduce(t)": lambda: pg.allreduce(t),
+        "allreduce(t, op)": lambda: pg.allreduce(t, dist.ReduceOp.MIN),
+        "allreduce_coalesced([t])": lambda: pg.allreduce_coalesced([t]),
+        "broadcast([t])": lambda: pg.broadcast([t]),
+        "broadcast(t, 0)": lambda: pg.broadcast(t, 0),
+        "reduce([t])": lambda: pg.reduce([t]),
+        "reduce(t, 0)": lambda: pg.reduce(t, 0),
+        "reduce(t, 0, op)": lambda: pg.reduce(t, 0, dist.ReduceOp.MAX),
+        "barrier()": lambda: pg.barrier(),
+    }
+    for name, call in shapes.items():
+        t.fill_(float(rank + 1))
+        report[name] = outcome(lambda: (call().wait(), t.tolist())[1])
+        if name.startswith("reduce") and rank != 0 and report[name][0] == "ok":
+            report[name] = ("ok", "(not the root: contents unspecified)")
+    report["size"] = pg.size()
+    report["rank"] = pg.rank()
+    return report
+
+
+def test_coalesced_layouts_and_every_call_shape_match_gloo():
+    reports = run_both(coalesced_and_shapes, 3)
+    assert reports["plexus"] == reports["gloo"]
+    # [rank][input], as torch documents it.
+    assert reports["plexus"][0]["all_gather_coalesced"] == [
+        [[float(r)] * 2, [10.0 + r] * 3] for r in range(3)]
+    assert all(value[0] == "ok" for key, value in reports["plexus"][0].items()
+               if key not in ("all_gather_coalesced", "size", "rank"))
+
+
+# --- timeouts ----------------------------------------------------------------------------------
+
+def timeouts(rank, world):
+    import torch.distributed as dist
+    report = {}
+    pg = dist.distributed_c10d._get_default_group()
+    if rank == 0:
+        # A timeout given to wait() is honoured (the operation goes on, and is completed later).
+        x = torch.ones(2)
+        work = pg.allreduce([x])
+        start = time.monotonic()
+        report["wait_timeout"] = outcome(lambda: work.wait(datetime.timedelta(milliseconds=300)))
+        report["wait_seconds"] = time.monotonic() - start
+        meet(rank, "late")
+        report["late_wait"] = outcome(lambda: (work.wait(), x.tolist())[1])
+        # A zero timeout is expired, not "forever" (rank 1 never comes to this barrier).
+        start = time.monotonic()
+        report["zero_monitored"] = outcome(
+            lambda: pg.monitored_barrier(datetime.timedelta(seconds=0)))
+        report["zero_seconds"] = time.monotonic() - start
+        start = time.monotonic()
+        report["missing_monitored"] = outcome(
+            lambda: pg.monitored_barrier(datetime.timedelta(milliseconds=500)))
+        report["missing_seconds"] = time.monotonic() - start
+    else:
+        meet(rank, "late")
+        dist.all_reduce(torch.ones(2))
+    meet(rank, "done")
+    return report
+
+
+def test_zero_and_wait_timeouts_as_on_gloo():
+    reports = run_both(timeouts, 2, op_timeout=30, destroy=False)
+    for backend, (report, _) in reports.items():
+        assert report["wait_timeout"][0] == "raised", (backend, report["wait_timeout"])
+        assert report["wait_seconds"] < 5, (backend, report["wait_seconds"])
+        assert report["late_wait"] == ("ok", [2.0, 2.0]), (backend, report["late_wait"])
+        assert report["zero_monitored"][0] == "raised", (backend, report)
+        assert "Rank 0 timed out in monitoredBarrier" in report["zero_monitored"][2], backend
+        assert report["zero_seconds"] < 5, (backend, report["zero_seconds"])
+        assert "Rank 1 failed to pass monitoredBarrier" in report["missing_monitored"][2], backend
+        assert 0.4 < report["missing_seconds"] < 5, (backend, report["missing_seconds"])
+
+
+# --- point-to-point ----------------------------------------------------------------------------
+
+def any_source(rank, world):
+    import torch.distributed as dist
+    if rank == 0:
+        senders = []
+        for _ in range(world - 1):
+            t = torch.zeros(2)
+            sender = dist.recv(t)
+            senders.append((sender, t.tolist()))
+        return sorted(senders)
+    dist.send(torch.full((2,), float(rank)), dst=0)
+    return None
+
+
+def test_a_receive_from_any_source_reports_the_sender():
+    reports = run_both(any_source, 3)
+    expected = [(r, [float(r)] * 2) for r in (1, 2)]
+    assert reports["plexus"][0] == expected
+    assert reports["gloo"][0] == expected
+
+
+# --- DDP communication hooks -------------------------------------------------------------------
+
+def ddp_with_hooks(rank, world):
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel
+    results = {}
+    for name, hook in (("allreduce", default_hooks.allreduce_hook),
+                       ("fp16", default_hooks.fp16_compress_hook)):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+        ddp = DistributedDataParallel(model)
+        ddp.register_comm_hook(state=None, hook=hook)
+        optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
+        generator = torch.Generator().manual_seed(rank)
+        for _ in range(5):
+            optimizer.zero_grad()
+            ddp(torch.randn(4, 6, generator=generator)).sum().backward()
+            optimizer.step()
+        results[name] = [p.detach().numpy().copy() for p in model.parameters()]
+    return results
+
+
+def test_ddp_communication_hooks_match_gloo():
+    reports = run_both(ddp_with_hooks, 2)
+    for rank in range(2):
+        for hook in ("allreduce", "fp16"):
+            for mine, theirs in zip(reports["plexus"][rank][hook], reports["gloo"][rank][hook]):
+                np.testing.assert_allclose(mine, theirs, rtol=0, atol=1e-6)
+
+
+# --- registration ------------------------------------------------------------------------------
+
+def test_register_twice_is_harmless():
+    import plexus.torch
+    plexus.torch.register()
+    plexus.torch.register()
+    import torch.distributed as dist
+    assert "PLEXUS" in dist.Backend._plugins
