@@ -68,6 +68,10 @@ install -D -m 644 -t "$out/include/bindings/python/src" bindings/python/src/*.h
 cp bindings/python/tests/multiproc.py bindings/python/tests/test_gpu.py \
    bindings/python/tests/test_collectives.py "$out/python/tests/"
 install -m 755 tools/gpu/build_python.sh "$out/build_python.sh"
+# The torch backend, built there for that torch: build_torch_extension.sh python <its python> include
+install -D -m 644 -t "$out/include/bindings/torch" bindings/torch/*.h
+install -D -m 644 -t "$out/torch_src" bindings/torch/*.cc
+install -m 755 tools/build_torch_extension.sh "$out/build_torch_extension.sh"
 install -m 644 tools/gpu/per_call.py "$out/per_call.py"
 
 cuda_root=$(readlink -f /usr/local/cuda)
