@@ -15,6 +15,7 @@ packages=(
   libopenmpi-dev openmpi-bin  # the mpi backend and mpirun
   pybind11-dev python3-dev    # Python bindings
   python3-numpy python3-pytest python3-torch  # Python tests; plexus.torch and DDP
+  libtorch-dev         # torch 1.13 headers and libraries: the C++ torch backend (bindings/torch)
   python3-matplotlib   # bench --plot
   cmake pkg-config     # building C++ services against an install (sdk:install_test)
   debootstrap          # a clean Debian 12 to install the .deb into (sdk:deb_clean_install_test)
