@@ -56,12 +56,14 @@ void PlexusWork::Completed(const absl::Status& status) {
   }
 }
 
-bool PlexusWork::isCompleted() { return work_->IsCompleted(); }
+// Complete once Completed() has run (torch's bookkeeping, the future), not merely once plexus's
+// Work has: a caller that then leaves a profiler scope must not race the profiler event's end.
+bool PlexusWork::isCompleted() { return future_->completed(); }
 
-bool PlexusWork::isSuccess() const { return work_->IsCompleted() && work_->status().ok(); }
+bool PlexusWork::isSuccess() const { return future_->completed() && work_->status().ok(); }
 
 std::exception_ptr PlexusWork::exception() const {
-  if (!work_->IsCompleted()) return nullptr;
+  if (!future_->completed()) return nullptr;
   absl::Status status = work_->status();
   return status.ok() ? nullptr : ToException(status, rank_);
 }
@@ -99,6 +101,10 @@ bool PlexusWork::wait(std::chrono::milliseconds timeout) {
     }
   }
   if (!status.ok()) Throw(status, rank_);
+  // plexus's Work is done; Completed() may still be running on the completing thread (ending
+  // torch's profiler event, completing the future): it is brief, and the caller must not see
+  // the Work half-finished (torch 1.13's profiler crashed when its scope ended meanwhile).
+  if (!(unbounded && cuda_device_ >= 0)) future_->wait();
   return true;
 }
 
