@@ -114,43 +114,16 @@ absl::StatusOr<int64_t> C10dStore::NumKeys() {
 }
 
 absl::StatusOr<std::vector<std::string>> C10dStore::MultiGet(absl::Span<const std::string> keys) {
-  std::vector<std::string> values;
-  values.reserve(keys.size());
-  for (const std::string& key : keys) {
-    absl::StatusOr<std::string> value = Get(key);
-    if (!value.ok()) return value.status();
-    values.push_back(*std::move(value));
-  }
-  return values;
+  return MultiGetEach(*this, keys);
 }
 
 absl::Status C10dStore::MultiSet(absl::Span<const std::string> keys,
                                  absl::Span<const std::string> values) {
-  absl::Status sizes = CheckMultiSetSizes(keys, values);
-  if (!sizes.ok()) return sizes;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    absl::Status status = Set(keys[i], values[i]);
-    if (!status.ok()) return status;
-  }
-  return absl::OkStatus();
+  return MultiSetEach(*this, keys, values);
 }
 
 absl::Status C10dStore::Append(absl::string_view key, absl::string_view value) {
-  // Read, then compare-and-set the longer value; retry when another writer came in between.
-  while (true) {
-    absl::StatusOr<bool> exists = Check({std::string(key)});
-    if (!exists.ok()) return exists.status();
-    std::string current;
-    if (*exists) {
-      absl::StatusOr<std::string> read = Get(key);
-      if (!read.ok()) return read.status();
-      current = *std::move(read);
-    }
-    std::string desired = absl::StrCat(current, value);
-    absl::StatusOr<std::string> stored = CompareSet(key, current, desired);
-    if (!stored.ok()) return stored.status();
-    if (*stored == desired) return absl::OkStatus();
-  }
+  return AppendByCompareSet(*this, key, value);
 }
 
 }  // namespace plexus::torch_backend

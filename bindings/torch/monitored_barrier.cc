@@ -48,14 +48,15 @@ void ProcessGroupPlexus::monitoredBarrier(const c10d::BarrierOptions& opts,
             rank_);
     }
     // Once a rank is missing, the others are only checked (wait_all_ranks).
-    absl::Status status = missing.empty()
-                              ? store.Wait({arrived(rank)}, remaining)
-                              : [&] {
-                                  absl::StatusOr<bool> present = store.Check({arrived(rank)});
-                                  if (!present.ok()) return present.status();
-                                  return *present ? absl::OkStatus()
-                                                  : absl::DeadlineExceededError("absent");
-                                }();
+    absl::Status status;
+    if (missing.empty()) {
+      status = store.Wait({arrived(rank)}, remaining);
+    } else {
+      absl::StatusOr<bool> present = store.Check({arrived(rank)});
+      status = !present.ok() ? present.status()
+               : *present    ? absl::OkStatus()
+                             : absl::DeadlineExceededError("absent");
+    }
     if (status.code() == absl::StatusCode::kDeadlineExceeded) {
       missing.push_back(rank);
     } else if (!status.ok()) {

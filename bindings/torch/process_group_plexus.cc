@@ -61,19 +61,19 @@ ProcessGroupPlexus::~ProcessGroupPlexus() {
   }
 }
 
-const at::Tensor& ProcessGroupPlexus::Single(const std::vector<at::Tensor>& tensors,
-                                             const char* op, const char* which) const {
-  if (tensors.size() != 1) {
-    Throw(absl::InvalidArgumentError(absl::StrCat(
-              op, ": takes one ", which, " tensor per process, got ", tensors.size())),
+template <typename T>
+const T& ProcessGroupPlexus::Single(const std::vector<T>& items, const char* op,
+                                    const char* what) const {
+  if (items.size() != 1) {
+    Throw(absl::InvalidArgumentError(
+              absl::StrCat(op, ": takes one ", what, " per process, got ", items.size())),
           rank_);
   }
-  return tensors.front();
+  return items.front();
 }
 
 template <typename Issue>
-c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::Run(const char* op, c10d::OpType type,
-                                                       const char* title,
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::Run(c10d::OpType type, const char* title,
                                                        std::vector<at::Tensor> outputs,
                                                        std::vector<at::Tensor> inputs,
                                                        std::chrono::milliseconds timeout,
@@ -99,15 +99,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::Run(const char* op, c10d::OpT
   spec.inputs = std::move(inputs);
   spec.timeout = ResolveTimeout(requested, group_->timeout());
   spec.cuda_device = cuda_device;
-  (void)op;
   return PlexusWork::Create(*std::move(work), std::move(spec));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::broadcast(
     std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
-  const at::Tensor& tensor = Single(tensors, "broadcast", "");
+  const at::Tensor& tensor = Single(tensors, "broadcast", "tensor");
   Tensor view = ValueOrThrow(View(tensor, "broadcast", "tensor"), rank_);
-  return Run("broadcast", c10d::OpType::BROADCAST, "plexus:broadcast", tensors, {}, opts.timeout,
+  return Run(c10d::OpType::BROADCAST, "plexus:broadcast", tensors, {}, opts.timeout,
              [&](absl::Duration timeout) {
                BroadcastOptions options;
                options.root_rank = static_cast<int>(opts.rootRank);
@@ -118,10 +117,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::broadcast(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allreduce(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
-  const at::Tensor& tensor = Single(tensors, "all_reduce", "");
+  const at::Tensor& tensor = Single(tensors, "all_reduce", "tensor");
   Tensor view = ValueOrThrow(View(tensor, "all_reduce", "tensor"), rank_);
   ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "all_reduce"), rank_);
-  return Run("all_reduce", c10d::OpType::ALLREDUCE, "plexus:all_reduce", tensors, {},
+  return Run(c10d::OpType::ALLREDUCE, "plexus:all_reduce", tensors, {},
              opts.timeout, [&](absl::Duration timeout) {
                AllReduceOptions options;
                options.op = op;
@@ -135,7 +134,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allreduce_coalesced(
   std::vector<Tensor> views =
       ValueOrThrow(Views(tensors, "all_reduce_coalesced", "tensor"), rank_);
   ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "all_reduce_coalesced"), rank_);
-  return Run("all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED,
+  return Run(c10d::OpType::ALLREDUCE_COALESCED,
              "plexus:all_reduce_coalesced", tensors, {}, opts.timeout,
              [&](absl::Duration timeout) {
                AllReduceCoalescedOptions options;
@@ -147,10 +146,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allreduce_coalesced(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::ReduceOptions& opts) {
-  const at::Tensor& tensor = Single(tensors, "reduce", "");
+  const at::Tensor& tensor = Single(tensors, "reduce", "tensor");
   Tensor view = ValueOrThrow(View(tensor, "reduce", "tensor"), rank_);
   ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "reduce"), rank_);
-  return Run("reduce", c10d::OpType::REDUCE, "plexus:reduce", tensors, {}, opts.timeout,
+  return Run(c10d::OpType::REDUCE, "plexus:reduce", tensors, {}, opts.timeout,
              [&](absl::Duration timeout) {
                ReduceOptions options;
                options.op = op;
@@ -163,16 +162,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce(std::vector<at::Tensor
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  const at::Tensor& input = Single(inputs, "all_gather", "input");
-  if (outputs.size() != 1) {
-    Throw(absl::InvalidArgumentError(absl::StrCat(
-              "all_gather: takes one output list per process, got ", outputs.size())),
-          rank_);
-  }
+  const at::Tensor& input = Single(inputs, "all_gather", "input tensor");
+  const std::vector<at::Tensor>& output_list = Single(outputs, "all_gather", "output list");
   std::vector<Tensor> output_views =
-      ValueOrThrow(Views(outputs.front(), "all_gather", "output"), rank_);
+      ValueOrThrow(Views(output_list, "all_gather", "output"), rank_);
   Tensor input_view = ValueOrThrow(View(input, "all_gather", "input"), rank_);
-  return Run("all_gather", c10d::OpType::ALLGATHER, "plexus:all_gather", outputs.front(), inputs,
+  return Run(c10d::OpType::ALLGATHER, "plexus:all_gather", output_list, inputs,
              opts.timeout, [&](absl::Duration timeout) {
                AllGatherOptions options;
                options.timeout = timeout;
@@ -184,7 +179,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
   Tensor output_view = ValueOrThrow(View(output, "all_gather_into_tensor", "output"), rank_);
   Tensor input_view = ValueOrThrow(View(input, "all_gather_into_tensor", "input"), rank_);
-  return Run("all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE,
+  return Run(c10d::OpType::_ALLGATHER_BASE,
              "plexus:all_gather_into_tensor", {output}, {input}, opts.timeout,
              [&](absl::Duration timeout) {
                AllGatherOptions options;
@@ -218,7 +213,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather_coalesced(
     }
   }
   std::vector<Tensor> input_views = ValueOrThrow(Views(inputs, kOp, "input"), rank_);
-  return Run(kOp, c10d::OpType::ALLGATHER_COALESCED, "plexus:all_gather_coalesced",
+  return Run(c10d::OpType::ALLGATHER_COALESCED, "plexus:all_gather_coalesced",
              Flatten(outputs), inputs, opts.timeout,
              [&](absl::Duration timeout) -> absl::StatusOr<WorkPtr> {
                AllGatherOptions options;
@@ -237,20 +232,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather_coalesced(
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::gather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::GatherOptions& opts) {
-  const at::Tensor& input = Single(inputs, "gather", "input");
+  const at::Tensor& input = Single(inputs, "gather", "input tensor");
   Tensor input_view = ValueOrThrow(View(input, "gather", "input"), rank_);
+  // Only the root passes outputs.
   std::vector<at::Tensor> output_list;
-  if (!outputs.empty()) {
-    if (outputs.size() != 1) {
-      Throw(absl::InvalidArgumentError(absl::StrCat(
-                "gather: takes one output list per process, got ", outputs.size())),
-            rank_);
-    }
-    output_list = outputs.front();
-  }
+  if (!outputs.empty()) output_list = Single(outputs, "gather", "output list");
   std::vector<Tensor> output_views =
       ValueOrThrow(Views(output_list, "gather", "output"), rank_);
-  return Run("gather", c10d::OpType::GATHER, "plexus:gather", output_list, inputs, opts.timeout,
+  return Run(c10d::OpType::GATHER, "plexus:gather", output_list, inputs, opts.timeout,
              [&](absl::Duration timeout) {
                GatherOptions options;
                options.root_rank = static_cast<int>(opts.rootRank);
@@ -262,19 +251,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::gather(
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ScatterOptions& opts) {
-  const at::Tensor& output = Single(outputs, "scatter", "output");
+  const at::Tensor& output = Single(outputs, "scatter", "output tensor");
   Tensor output_view = ValueOrThrow(View(output, "scatter", "output"), rank_);
+  // Only the root passes inputs.
   std::vector<at::Tensor> input_list;
-  if (!inputs.empty()) {
-    if (inputs.size() != 1) {
-      Throw(absl::InvalidArgumentError(absl::StrCat(
-                "scatter: takes one input list per process, got ", inputs.size())),
-            rank_);
-    }
-    input_list = inputs.front();
-  }
+  if (!inputs.empty()) input_list = Single(inputs, "scatter", "input list");
   std::vector<Tensor> input_views = ValueOrThrow(Views(input_list, "scatter", "input"), rank_);
-  return Run("scatter", c10d::OpType::SCATTER, "plexus:scatter", outputs, input_list,
+  return Run(c10d::OpType::SCATTER, "plexus:scatter", outputs, input_list,
              opts.timeout, [&](absl::Duration timeout) {
                ScatterOptions options;
                options.root_rank = static_cast<int>(opts.rootRank);
@@ -286,18 +269,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::scatter(
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  const at::Tensor& output = Single(outputs, "reduce_scatter", "output");
-  if (inputs.size() != 1) {
-    Throw(absl::InvalidArgumentError(absl::StrCat(
-              "reduce_scatter: takes one input list per process, got ", inputs.size())),
-          rank_);
-  }
+  const at::Tensor& output = Single(outputs, "reduce_scatter", "output tensor");
+  const std::vector<at::Tensor>& input_list = Single(inputs, "reduce_scatter", "input list");
   Tensor output_view = ValueOrThrow(View(output, "reduce_scatter", "output"), rank_);
   std::vector<Tensor> input_views =
-      ValueOrThrow(Views(inputs.front(), "reduce_scatter", "input"), rank_);
+      ValueOrThrow(Views(input_list, "reduce_scatter", "input"), rank_);
   ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "reduce_scatter"), rank_);
-  return Run("reduce_scatter", c10d::OpType::REDUCE_SCATTER, "plexus:reduce_scatter", outputs,
-             inputs.front(), opts.timeout, [&](absl::Duration timeout) {
+  return Run(c10d::OpType::REDUCE_SCATTER, "plexus:reduce_scatter", outputs,
+             input_list, opts.timeout, [&](absl::Duration timeout) {
                ReduceScatterOptions options;
                options.op = op;
                options.timeout = timeout;
@@ -310,7 +289,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::_reduce_scatter_base(
   Tensor output_view = ValueOrThrow(View(output, "reduce_scatter_tensor", "output"), rank_);
   Tensor input_view = ValueOrThrow(View(input, "reduce_scatter_tensor", "input"), rank_);
   ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "reduce_scatter_tensor"), rank_);
-  return Run("reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE,
+  return Run(c10d::OpType::_REDUCE_SCATTER_BASE,
              "plexus:reduce_scatter_tensor", {output}, {input}, opts.timeout,
              [&](absl::Duration timeout) {
                ReduceScatterOptions options;
@@ -325,7 +304,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::alltoall_base(
     std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
   Tensor output_view = ValueOrThrow(View(output, "all_to_all_single", "output"), rank_);
   Tensor input_view = ValueOrThrow(View(input, "all_to_all_single", "input"), rank_);
-  return Run("all_to_all_single", c10d::OpType::ALLTOALL_BASE, "plexus:all_to_all_single",
+  return Run(c10d::OpType::ALLTOALL_BASE, "plexus:all_to_all_single",
              {output}, {input}, opts.timeout, [&](absl::Duration timeout) {
                AllToAllOptions options;
                options.timeout = timeout;
@@ -339,7 +318,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::alltoall(std::vector<at::Tens
                                                             const c10d::AllToAllOptions& opts) {
   std::vector<Tensor> output_views = ValueOrThrow(Views(outputs, "all_to_all", "output"), rank_);
   std::vector<Tensor> input_views = ValueOrThrow(Views(inputs, "all_to_all", "input"), rank_);
-  return Run("all_to_all", c10d::OpType::ALLTOALL, "plexus:all_to_all", outputs, inputs,
+  return Run(c10d::OpType::ALLTOALL, "plexus:all_to_all", outputs, inputs,
              opts.timeout, [&](absl::Duration timeout) {
                AllToAllOptions options;
                options.timeout = timeout;
@@ -349,9 +328,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::alltoall(std::vector<at::Tens
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::send(std::vector<at::Tensor>& tensors,
                                                         int dst_rank, int tag) {
-  const at::Tensor& tensor = Single(tensors, "send", "");
+  const at::Tensor& tensor = Single(tensors, "send", "tensor");
   Tensor view = ValueOrThrow(View(tensor, "send", "tensor"), rank_);
-  return Run("send", c10d::OpType::SEND, "plexus:send", {}, tensors, c10d::kUnsetTimeout,
+  return Run(c10d::OpType::SEND, "plexus:send", {}, tensors, c10d::kUnsetTimeout,
              [&](absl::Duration timeout) {
                SendOptions options;
                options.tag = tag;
@@ -362,9 +341,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::send(std::vector<at::Tensor>&
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::recv(std::vector<at::Tensor>& tensors,
                                                         int src_rank, int tag) {
-  const at::Tensor& tensor = Single(tensors, "recv", "");
+  const at::Tensor& tensor = Single(tensors, "recv", "tensor");
   Tensor view = ValueOrThrow(View(tensor, "recv", "tensor"), rank_);
-  return Run("recv", c10d::OpType::RECV, "plexus:recv", tensors, {}, c10d::kUnsetTimeout,
+  return Run(c10d::OpType::RECV, "plexus:recv", tensors, {}, c10d::kUnsetTimeout,
              [&](absl::Duration timeout) {
                RecvOptions options;
                options.tag = tag;
@@ -375,9 +354,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::recv(std::vector<at::Tensor>&
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::recvAnysource(
     std::vector<at::Tensor>& tensors, int tag) {
-  const at::Tensor& tensor = Single(tensors, "recv", "");
+  const at::Tensor& tensor = Single(tensors, "recv", "tensor");
   Tensor view = ValueOrThrow(View(tensor, "recv", "tensor"), rank_);
-  return Run("recv", c10d::OpType::RECVANYSOURCE, "plexus:recv_anysource", tensors, {},
+  return Run(c10d::OpType::RECVANYSOURCE, "plexus:recv_anysource", tensors, {},
              c10d::kUnsetTimeout, [&](absl::Duration timeout) {
                RecvOptions options;
                options.tag = tag;
@@ -387,7 +366,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::recvAnysource(
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::barrier(const c10d::BarrierOptions& opts) {
-  return Run("barrier", c10d::OpType::BARRIER, "plexus:barrier", {}, {}, opts.timeout,
+  return Run(c10d::OpType::BARRIER, "plexus:barrier", {}, {}, opts.timeout,
              [&](absl::Duration timeout) {
                BarrierOptions options;
                options.timeout = timeout;

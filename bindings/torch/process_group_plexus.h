@@ -94,13 +94,14 @@ class ProcessGroupPlexus : public TorchGroupBase {
  private:
   // Issues `issue` (plexus's call) and wraps its Work; throws when the call itself fails.
   template <typename Issue>
-  c10::intrusive_ptr<c10d::Work> Run(const char* op, c10d::OpType type, const char* title,
+  c10::intrusive_ptr<c10d::Work> Run(c10d::OpType type, const char* title,
                                      std::vector<at::Tensor> outputs,
                                      std::vector<at::Tensor> inputs,
                                      std::chrono::milliseconds timeout, Issue&& issue);
-  // InvalidArgument unless `tensors` holds exactly one tensor.
-  const at::Tensor& Single(const std::vector<at::Tensor>& tensors, const char* op,
-                           const char* which) const;
+  // The one element of `items` (a tensor, or a tensor list); throws InvalidArgument naming
+  // `op` and `what` otherwise.
+  template <typename T>
+  const T& Single(const std::vector<T>& items, const char* op, const char* what) const;
 
   std::shared_ptr<plexus::ProcessGroup> group_;  // Reset only by the destructor.
   std::atomic<uint64_t> sequence_{0};

@@ -85,6 +85,15 @@ absl::Status WaitTimeoutError(absl::Duration timeout, absl::Span<const std::stri
 absl::Status CheckMultiSetSizes(absl::Span<const std::string> keys,
                                 absl::Span<const std::string> values);
 
+// For stores over a service without multi-key operations or append (torch's stores, stores
+// written in Python): MultiGet and MultiSet key by key (not atomic across keys), and Append as
+// read-then-compare-set, retried while other writers race it, for up to store.timeout().
+absl::StatusOr<std::vector<std::string>> MultiGetEach(Store& store,
+                                                      absl::Span<const std::string> keys);
+absl::Status MultiSetEach(Store& store, absl::Span<const std::string> keys,
+                          absl::Span<const std::string> values);
+absl::Status AppendByCompareSet(Store& store, absl::string_view key, absl::string_view value);
+
 }  // namespace plexus
 
 #endif  // PLEXUS_FRONTEND_STORE_STORE_H_

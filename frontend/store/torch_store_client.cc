@@ -227,30 +227,11 @@ absl::StatusOr<std::vector<std::string>> TorchStoreClient::MultiGet(
 
 absl::Status TorchStoreClient::MultiSet(absl::Span<const std::string> keys,
                                         absl::Span<const std::string> values) {
-  RETURN_IF_ERROR(CheckMultiSetSizes(keys, values));
-  for (size_t i = 0; i < keys.size(); ++i) RETURN_IF_ERROR(Set(keys[i], values[i]));
-  return absl::OkStatus();
+  return MultiSetEach(*this, keys, values);
 }
 
 absl::Status TorchStoreClient::Append(absl::string_view key, absl::string_view value) {
-  // Read the current value without blocking (absent = ""), then swap in the longer one; a
-  // concurrent writer makes the swap fail and the loop read again.
-  const absl::Time deadline = absl::Now() + timeout();
-  while (true) {
-    std::string current;
-    ASSIGN_OR_RETURN(bool exists, Check({std::string(key)}));
-    if (exists) {
-      std::lock_guard<std::mutex> lock(mu_);
-      ASSIGN_OR_RETURN(current, GetLocked(key));
-    }
-    const std::string desired = absl::StrCat(current, value);
-    ASSIGN_OR_RETURN(std::string stored, CompareSet(key, current, desired));
-    if (stored == desired) return absl::OkStatus();
-    if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("torch TCPStore: append to '", key, "' kept racing other writers"));
-    }
-  }
+  return AppendByCompareSet(*this, key, value);
 }
 
 }  // namespace plexus

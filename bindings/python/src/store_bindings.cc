@@ -120,41 +120,16 @@ class PythonStore : public Store {
     return count;
   }
   absl::StatusOr<std::vector<std::string>> MultiGet(absl::Span<const std::string> keys) override {
-    std::vector<std::string> values;
-    for (const std::string& key : keys) {
-      absl::StatusOr<std::string> value = Get(key);
-      if (!value.ok()) return value.status();
-      values.push_back(*std::move(value));
-    }
-    return values;
+    return MultiGetEach(*this, keys);
   }
   // Not atomic across keys: the Python store's own methods are all there is.
   absl::Status MultiSet(absl::Span<const std::string> keys,
                         absl::Span<const std::string> values) override {
-    absl::Status sizes = CheckMultiSetSizes(keys, values);
-    if (!sizes.ok()) return sizes;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      absl::Status status = Set(keys[i], values[i]);
-      if (!status.ok()) return status;
-    }
-    return absl::OkStatus();
+    return MultiSetEach(*this, keys, values);
   }
   // torch's stores have no append: a compare_set loop does it atomically.
   absl::Status Append(absl::string_view key, absl::string_view value) override {
-    while (true) {
-      absl::StatusOr<bool> exists = Check({std::string(key)});
-      if (!exists.ok()) return exists.status();
-      std::string current;
-      if (*exists) {
-        absl::StatusOr<std::string> got = Get(key);
-        if (!got.ok()) return got.status();
-        current = *std::move(got);
-      }
-      std::string desired = absl::StrCat(current, value);
-      absl::StatusOr<std::string> stored = CompareSet(key, current, desired);
-      if (!stored.ok()) return stored.status();
-      if (*stored == desired) return absl::OkStatus();
-    }
+    return AppendByCompareSet(*this, key, value);
   }
 
  private:
