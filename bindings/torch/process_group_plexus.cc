@@ -118,6 +118,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::broadcast(
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allreduce(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   const at::Tensor& tensor = Single(tensors, "all_reduce", "tensor");
+  if (tensor.is_sparse()) return SparseAllReduce(tensors, opts);
   Tensor view = ValueOrThrow(View(tensor, "all_reduce", "tensor"), rank_);
   ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "all_reduce"), rank_);
   return Run(c10d::OpType::ALLREDUCE, "plexus:all_reduce", tensors, {},

@@ -41,6 +41,7 @@ class ProcessGroupPlexus : public TorchGroupBase {
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
+  // Sparse COO tensors: SUM only, CPU only, in the calling thread (sparse_all_reduce.cc).
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
@@ -92,6 +93,11 @@ class ProcessGroupPlexus : public TorchGroupBase {
   uint64_t getSequenceNumberForGroup() override;
 
  private:
+  c10::intrusive_ptr<c10d::Work> SparseAllReduce(std::vector<at::Tensor>& tensors,
+                                                 const c10d::AllreduceOptions& opts);
+  // all_gather_into_tensor, waited for here.
+  absl::Status GatherBlocking(const at::Tensor& output, const at::Tensor& input,
+                              absl::Duration timeout);
   // Issues `issue` (plexus's call) and wraps its Work; throws when the call itself fails.
   template <typename Issue>
   c10::intrusive_ptr<c10d::Work> Run(c10d::OpType type, const char* title,

@@ -211,6 +211,43 @@ def test_a_receive_from_any_source_reports_the_sender():
     assert reports["gloo"][0] == expected
 
 
+# --- sparse all_reduce -------------------------------------------------------------------------
+
+def sparse_sums(rank, world):
+    import torch.distributed as dist
+    report = {}
+    # Rank r holds entries at rows 0..r (overlapping) and one row of its own, values 2-wide.
+    rows = list(range(rank + 1)) + [world + rank]
+    indices = torch.tensor([rows], dtype=torch.int64)
+    values = torch.arange(len(rows) * 2, dtype=torch.float64).reshape(len(rows), 2) + rank
+    tensor = torch.sparse_coo_tensor(indices, values, (2 * world, 2))
+    work = dist.all_reduce(tensor, async_op=True)
+    work.wait()
+    report["sum"] = tensor.to_dense().tolist()
+    report["result"] = [t.to_dense().tolist() for t in work.result()]
+    empty = torch.sparse_coo_tensor(torch.zeros((1, 0), dtype=torch.int64), torch.zeros(0), (3,))
+    if rank == 0:
+        empty = torch.sparse_coo_tensor(torch.tensor([[1]]), torch.tensor([5.0]), (3,))
+    dist.all_reduce(empty)
+    report["one_holder"] = empty.to_dense().tolist()
+    report["max"] = outcome(lambda: dist.all_reduce(tensor.clone(), op=dist.ReduceOp.MAX))[0]
+    return report
+
+
+def test_sparse_all_reduce_sums_as_gloo():
+    reports = run_both(sparse_sums, 3)
+    assert reports["plexus"] == reports["gloo"]
+    dense = np.zeros((6, 2))
+    for rank in range(3):
+        rows = list(range(rank + 1)) + [3 + rank]
+        dense[rows] += np.arange(len(rows) * 2).reshape(len(rows), 2) + rank
+    for report in reports["plexus"]:
+        np.testing.assert_array_equal(report["sum"], dense)
+        assert report["result"] == [report["sum"]]
+        assert report["one_holder"] == [0.0, 5.0, 0.0]
+        assert report["max"] == "raised"  # SUM only, as on gloo.
+
+
 # --- DDP communication hooks -------------------------------------------------------------------
 
 def ddp_with_hooks(rank, world):

@@ -47,8 +47,6 @@ import torch.distributed.distributed_c10d as c10d  # noqa: E402
 KNOWN_GAPS = {
     # It asserts dist.get_backend() == $BACKEND ("gloo"); on plexus's groups it is "plexus".
     "test_get_backend": "torch checks the backend's name",
-    # Not built yet (issue 33 asks for it): the torch backend refuses sparse tensors.
-    "test_sparse_all_reduce_sum": "sparse all_reduce not implemented yet",
     # torch.distributed.monitored_barrier() itself refuses every backend but gloo by name
     # ("monitored_barrier is only implemented for GLOO backend"); group.monitored_barrier(),
     # which plexus implements with gloo's semantics, is tested in test_torch_semantics.py.
