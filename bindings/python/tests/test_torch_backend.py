@@ -1,5 +1,9 @@
 """plexus as a torch.distributed backend: torch.distributed calls and DistributedDataParallel
 on groups created with backend "plexus", checked against numpy references and against gloo."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -143,3 +147,14 @@ def test_ddp_matches_gloo(world):
     moved = max(float(np.abs(p.detach().numpy() - q).max())
                 for p, q in zip(initial.parameters(), plexus_params[0]))
     assert moved > 1e-3
+
+
+def test_ddp_bench_runs_and_compares_backends():
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples",
+                          "ddp_bench.py")
+    done = subprocess.run([sys.executable, script, "--ranks=2", "--widths=16,32,8", "--steps=2",
+                           "--warmup=1"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "gloo    ranks 2  808 parameters" in done.stdout, done.stdout
+    assert "plexus  ranks 2  808 parameters" in done.stdout, done.stdout
+    assert "ranks 2  gloo/plexus step time:" in done.stdout, done.stdout

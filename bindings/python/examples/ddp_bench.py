@@ -1,0 +1,112 @@
+"""DistributedDataParallel step time on torch.distributed's gloo and on plexus ("plexus",
+plexus.torch), side by side: local CPU ranks train one MLP (default ~25M parameters:
+1024 -> 4096 -> 4096 -> 1024) on synthetic data, forward, backward (gradients all-reduced by the
+backend in DDP's buckets) and an SGD step. torch's intra-op threads stay on (its default), as in
+training; the ranks share the machine's cores.
+
+    /usr/bin/python3 bindings/python/examples/ddp_bench.py --ranks=2,4 --steps=10
+
+Prints, per backend and rank count, the median and best step time (ms) over --steps timed
+steps after --warmup, and the gloo/plexus ratio of the medians. Every run ends by checking that
+all ranks hold identical parameters, and that both backends trained to the same parameters.
+"""
+import argparse
+import datetime
+import multiprocessing
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+
+
+def rank_main(rank, ranks, backend, args, results):
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    if backend == "plexus":
+        import plexus.torch  # noqa: F401 - registers "plexus"
+    dist.init_process_group(backend, init_method="file://" + args.store + backend + str(ranks),
+                            rank=rank, world_size=ranks,
+                            timeout=datetime.timedelta(seconds=300))
+    torch.manual_seed(0)
+    widths = [int(w) for w in args.widths.split(",")]
+    layers = []
+    for fan_in, fan_out in zip(widths, widths[1:]):
+        layers += [torch.nn.Linear(fan_in, fan_out), torch.nn.ReLU()]
+    model = DistributedDataParallel(torch.nn.Sequential(*layers[:-1]))
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    generator = torch.Generator().manual_seed(rank)
+    inputs = torch.randn(args.batch, widths[0], generator=generator)
+    targets = torch.randn(args.batch, widths[-1], generator=generator)
+    times = []
+    for step in range(args.warmup + args.steps):
+        dist.barrier()
+        start = time.perf_counter()
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(inputs), targets).backward()
+        optimizer.step()
+        if step >= args.warmup:
+            times.append(time.perf_counter() - start)
+    # Replicas must be identical; rank 0 reports a fingerprint to compare across backends.
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    gathered = [torch.zeros_like(flat) for _ in range(ranks)]
+    dist.all_gather(gathered, flat)
+    identical = all(torch.equal(g, flat) for g in gathered)
+    dist.destroy_process_group()
+    results.put((rank, times, identical, flat[:1000].tolist(), flat.numel()))
+
+
+def run(backend, ranks, args):
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    processes = [context.Process(target=rank_main, args=(r, ranks, backend, args, results))
+                 for r in range(ranks)]
+    for process in processes:
+        process.start()
+    reports = sorted(results.get(timeout=args.timeout) for _ in range(ranks))
+    for process in processes:
+        process.join()
+    if not all(report[2] for report in reports):
+        sys.exit("ddp_bench: replicas differ on %s at %d ranks" % (backend, ranks))
+    # A step's time is the slowest rank's.
+    steps = [max(report[1][i] for report in reports) for i in range(args.steps)]
+    return steps, reports[0][3], reports[0][4]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--ranks", default="2,4")
+    parser.add_argument("--backends", default="gloo,plexus")
+    parser.add_argument("--widths", default="1024,4096,4096,1024")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=1800)
+    args = parser.parse_args()
+    args.store = os.path.join(tempfile.gettempdir(), "ddp_bench-" + uuid.uuid4().hex + "-")
+    backends = args.backends.split(",")
+    for ranks in (int(r) for r in args.ranks.split(",")):
+        medians, fingerprints = {}, {}
+        for backend in backends:
+            steps, fingerprint, parameters = run(backend, ranks, args)
+            medians[backend] = statistics.median(steps)
+            fingerprints[backend] = fingerprint
+            print("%-7s ranks %d  %d parameters  step median %8.1f ms  best %8.1f ms"
+                  % (backend, ranks, parameters, medians[backend] * 1e3, min(steps) * 1e3),
+                  flush=True)
+        if len(backends) > 1:
+            first = fingerprints[backends[0]]
+            for backend in backends[1:]:
+                worst = max(abs(a - b) for a, b in zip(first, fingerprints[backend]))
+                if worst > 1e-4:
+                    sys.exit("ddp_bench: %s and %s trained to different parameters (%g)"
+                             % (backends[0], backend, worst))
+        if "gloo" in medians and "plexus" in medians:
+            print("ranks %d  gloo/plexus step time: %.2fx" % (ranks, medians["gloo"] /
+                                                              medians["plexus"]), flush=True)
+
+
+if __name__ == "__main__":
+    main()
