@@ -14,6 +14,7 @@ import argparse
 import datetime
 import multiprocessing
 import os
+import queue
 import statistics
 import sys
 import tempfile
@@ -65,7 +66,21 @@ def run(backend, ranks, args):
                  for r in range(ranks)]
     for process in processes:
         process.start()
-    reports = sorted(results.get(timeout=args.timeout) for _ in range(ranks))
+    reports = []
+    deadline = time.monotonic() + args.timeout
+    while len(reports) < ranks:
+        try:
+            reports.append(results.get(timeout=1.0))
+        except queue.Empty:
+            # A rank that died cannot report: say so instead of waiting out the timeout.
+            gone = [r for r, p in enumerate(processes) if p.exitcode not in (None, 0)]
+            if gone or time.monotonic() > deadline:
+                for process in processes:
+                    process.kill()
+                sys.exit("ddp_bench: %s at %d ranks: %s" % (
+                    backend, ranks, "ranks %s exited with %s" % (
+                        gone, [processes[r].exitcode for r in gone]) if gone else "timed out"))
+    reports.sort()
     for process in processes:
         process.join()
     if not all(report[2] for report in reports):

@@ -54,11 +54,6 @@ KNOWN_GAPS = {
     "test_monitored_barrier_gloo_subgroup": "torch checks the backend's name",
     "test_monitored_barrier_failure_order": "torch checks the backend's name",
     "test_monitored_barrier_wait_all_ranks": "torch checks the backend's name",
-    "test_ddp_model_diff_across_ranks": "torch checks the backend's name (monitored barrier)",
-    "test_ddp_model_diff_shape_across_ranks": "torch checks the backend's name (monitored "
-                                              "barrier)",
-    "test_ddp_model_diff_num_params_across_ranks": "torch checks the backend's name "
-                                                   "(monitored barrier)",
 }
 
 
