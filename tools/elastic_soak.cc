@@ -1,7 +1,10 @@
 // Churn soak of the elastic communicator, in PCCL's style: up to --max-peers peer processes
-// train together (update_topology when peers are pending, sync_shared_state, a batch of
+// train together (a topology check, sync_shared_state, a batch of
 // all_reduce_multiple_with_retry, a cross-peer agreement check, revision + 1) while this
-// supervisor spawns or SIGKILLs one of them every 0.5-2 s. It fails on any wrong or diverged
+// supervisor spawns or SIGKILLs one of them every 0.5-2 s. Each peer checks the topology in
+// one of the loop shapes users write, drawn at random: PCCL's (update_topology from its second
+// iteration on: a newcomer enters with sync_shared_state), plexus's (update_topology when
+// are_peers_pending), or either with 0-3 extra topology calls per step (peers' call counts differ). It fails on any wrong or diverged
 // result a peer sees, on a peer failing, or on 30 s without a completed step anywhere.
 //
 //   bazel run //tools:elastic_soak -- --minutes=30 [--max-peers=8] [--seed=1]
@@ -47,8 +50,26 @@ bool Retryable(const absl::Status& status) {
          status.code() == absl::StatusCode::kDeadlineExceeded;
 }
 
+enum class LoopShape { kPccl, kPlexus, kExtraCalls };
+
+// The topology check at the top of iteration `iteration` in `shape`.
+absl::Status CheckTopology(Communicator& comm, LoopShape shape, int64_t iteration,
+                           std::mt19937_64& random) {
+  if (shape == LoopShape::kPccl) return iteration > 0 ? comm.UpdateTopology() : absl::OkStatus();
+  if (shape == LoopShape::kExtraCalls) {
+    for (int extra = std::uniform_int_distribution<int>(0, 3)(random); extra > 0; --extra) {
+      absl::Status status = random() % 2 ? comm.UpdateTopology() : comm.ArePeersPending().status();
+      if (!status.ok()) return status;
+    }
+  }
+  auto pending = comm.ArePeersPending();
+  if (!pending.ok()) return pending.status();
+  return *pending ? comm.UpdateTopology() : absl::OkStatus();
+}
+
 // One peer: trains until killed. A founder's state is the authority; a joiner receives first.
-[[noreturn]] void PeerMain(int port, bool founder, int report_fd) {
+[[noreturn]] void PeerMain(int port, bool founder, LoopShape shape, uint64_t seed, int report_fd) {
+  std::mt19937_64 random(seed);
   CommunicatorOptions options;
   options.master_address = absl::StrCat("127.0.0.1:", port);
   options.operation_timeout = absl::Seconds(20);
@@ -63,17 +84,10 @@ bool Retryable(const absl::Status& status) {
   state.tensors = {{"weights", weights.data(), kElements, DType::kFloat32, false}};
   std::vector<std::vector<float>> grads(kTensors, std::vector<float>(kElements));
   bool holds_state = founder;
-  while (true) {
-    auto pending = comm->ArePeersPending();
-    if (!pending.ok()) {
-      if (Retryable(pending.status())) continue;
-      PeerFail(id, "are_peers_pending: " + pending.status().ToString());
-    }
-    if (*pending) {
-      if (absl::Status s = comm->UpdateTopology(); !s.ok()) {
-        if (Retryable(s)) continue;
-        PeerFail(id, "update_topology: " + s.ToString());
-      }
+  for (int64_t iteration = 0;; ++iteration) {
+    if (absl::Status s = CheckTopology(*comm, shape, iteration, random); !s.ok()) {
+      if (Retryable(s)) continue;
+      PeerFail(id, "topology check: " + s.ToString());
     }
     auto synced = comm->SyncSharedState(
         state, holds_state ? SyncStrategy::kEnforcePopular : SyncStrategy::kReceiveOnly);
@@ -157,9 +171,11 @@ int Soak(const Options& options) {
   auto spawn = [&](bool founder) {
     fflush(stdout);
     const pid_t pid = fork();
+    const LoopShape shape = static_cast<LoopShape>(random() % 3);
+    const uint64_t seed = random();
     if (pid == 0) {
       close(report[0]);
-      PeerMain(port, founder, report[1]);
+      PeerMain(port, founder, shape, seed, report[1]);
     }
     peers[pid] = false;
     ++spawned;

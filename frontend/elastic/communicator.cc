@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -10,6 +11,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "algorithms/algorithm_table.h"
 #include "algorithms/algorithms.h"
@@ -37,6 +39,31 @@ uint64_t OperationId(const OpKey& key) {
 
 // How long one Connect() keeps retrying a master that refuses connections (not yet started).
 constexpr absl::Duration kReachMasterTimeout = absl::Seconds(5);
+
+// An unset timeout: PLEXUS_ELASTIC_TIMEOUT (seconds), else 10 minutes.
+absl::StatusOr<absl::Duration> ResolveTimeout(std::optional<absl::Duration> set, const char* what) {
+  absl::Duration timeout = absl::Minutes(10);
+  if (set.has_value()) {
+    timeout = *set;
+  } else if (const char* env = std::getenv("PLEXUS_ELASTIC_TIMEOUT"); env != nullptr && *env) {
+    double seconds = 0;
+    if (!absl::SimpleAtod(env, &seconds) || !(seconds > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "PLEXUS_ELASTIC_TIMEOUT=\"", env, "\" is not a positive number of seconds"));
+    }
+    timeout = absl::Seconds(seconds);
+  }
+  if (timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("elastic communicator ", what,
+                                                   " must be positive, not ",
+                                                   absl::FormatDuration(timeout)));
+  }
+  return timeout;
+}
+
+int64_t TimeoutMilliseconds(absl::Duration timeout) {
+  return absl::ToInt64Milliseconds(std::min(timeout, absl::Hours(24 * 365)));
+}
 
 }  // namespace
 
@@ -104,10 +131,9 @@ struct Communicator::Op {
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(CommunicatorOptions options) {
   ASSIGN_OR_RETURN(auto host_port, ParseHostPort(options.master_address));
-  if (options.operation_timeout <= absl::ZeroDuration() ||
-      options.accept_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("elastic communicator timeouts must be positive");
-  }
+  ASSIGN_OR_RETURN(options.operation_timeout,
+                   ResolveTimeout(options.operation_timeout, "operation_timeout"));
+  ASSIGN_OR_RETURN(options.accept_timeout, ResolveTimeout(options.accept_timeout, "accept_timeout"));
   if (options.peer_group < 0 || options.peer_group > 0xffffffffll) {
     return absl::InvalidArgumentError(
         absl::StrCat("peer group ", options.peer_group, " is not a 32-bit unsigned number"));
@@ -124,6 +150,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(CommunicatorO
 
 Communicator::Communicator(CommunicatorOptions options, std::string master_host, int master_port)
     : options_(std::move(options)),
+      operation_timeout_(*options_.operation_timeout),
+      accept_timeout_(*options_.accept_timeout),
       master_host_(std::move(master_host)),
       master_port_(master_port),
       runner_(std::make_unique<OpRunner>()),
@@ -172,8 +200,19 @@ absl::Status Communicator::Usable() const {
   return absl::OkStatus();
 }
 
+void Communicator::AdoptTopology() {
+  std::lock_guard<std::mutex> lock(mu_);
+  AdoptTopologyLocked();
+}
+
+void Communicator::AdoptTopologyLocked() {
+  if (!has_topology_) return;
+  view_ = topology_;
+  has_view_ = true;
+}
+
 absl::Status Communicator::Connect(absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + std::min(timeout, options_.accept_timeout);
+  const absl::Time deadline = absl::Now() + std::min(timeout, accept_timeout_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (link_ && lost_.ok()) {
@@ -208,6 +247,7 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
     link_.reset();
     lost_ = absl::OkStatus();
     has_topology_ = false;
+    has_view_ = false;
     instances_.clear();
     old_mesh = std::move(mesh_);
     mesh_epoch_ = -1;
@@ -268,6 +308,7 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
                         Result::kMasterConnectionFailed);
     }
     epoch = topology_.epoch;
+    AdoptTopologyLocked();
   }
   // The peers that accepted this one build the new epoch's connections now: so does this one.
   auto mesh = EnsureMesh(epoch);
@@ -278,11 +319,21 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
 absl::Status Communicator::UpdateTopology() {
   RETURN_IF_ERROR(Usable());
   RETURN_IF_ERROR(NoOpsInFlight("update_topology"));
-  auto updated = link()->Request(MessageType::kUpdateTopology,
-                                 absl::Now() + options_.operation_timeout);
-  if (!updated.ok()) return WithResult(updated.status(), Result::kUpdateTopologyFailed);
-  if (*updated == 0) return absl::OkStatus();
+  AdoptTopology();
+  auto updated = link()->Call(MessageType::kUpdateTopology, {TimeoutMilliseconds(operation_timeout_)},
+                              "", absl::Now() + operation_timeout_ + kMasterAnswerGrace);
+  if (!updated.ok()) {
+    AdoptTopology();
+    return WithResult(absl::Status(updated.status().code(),
+                                   absl::StrCat("update_topology: ", updated.status().message())),
+                      Result::kUpdateTopologyFailed);
+  }
+  if (updated->empty() || (*updated)[0] == 0) {
+    AdoptTopology();
+    return absl::OkStatus();
+  }
   auto mesh = EnsureMesh(CurrentEpoch());
+  AdoptTopology();
   if (!mesh.ok() && !IsRetryableFailure(mesh.status())) {
     return WithResult(mesh.status(), Result::kUpdateTopologyFailed);
   }
@@ -291,28 +342,46 @@ absl::Status Communicator::UpdateTopology() {
 
 absl::StatusOr<bool> Communicator::ArePeersPending() {
   RETURN_IF_ERROR(Usable());
+  AdoptTopology();
   ASSIGN_OR_RETURN(int64_t pending, link()->Request(MessageType::kArePeersPending,
-                                                    absl::Now() + options_.operation_timeout));
+                                                    absl::Now() + operation_timeout_));
   return pending != 0;
 }
 
+namespace {
+
+absl::StatusOr<int64_t> AttributeOf(const Topology& topology, Attribute attribute) {
+  switch (attribute) {
+    case Attribute::kGlobalWorldSize:
+      return topology.global_world_size;
+    case Attribute::kLocalWorldSize:
+      return static_cast<int64_t>(topology.ring.size());
+    case Attribute::kNumDistinctPeerGroups:
+      return topology.num_groups;
+    case Attribute::kLargestPeerGroupWorldSize:
+      return topology.largest_group;
+  }
+  return absl::InvalidArgumentError("unknown attribute");
+}
+
+}  // namespace
+
 absl::StatusOr<int64_t> Communicator::GetAttribute(Attribute attribute) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!has_view_) {
+    return WithResult(absl::FailedPreconditionError("not connected: call connect() first"),
+                      Result::kNotInitialized);
+  }
+  return AttributeOf(view_, attribute);  // The caller's epoch, not the latest announcement.
+}
+
+absl::StatusOr<int64_t> Communicator::AnnouncedAttribute(Attribute attribute) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (!has_topology_) {
     return WithResult(absl::FailedPreconditionError("not connected: call connect() first"),
                       Result::kNotInitialized);
   }
-  switch (attribute) {
-    case Attribute::kGlobalWorldSize:
-      return topology_.global_world_size;
-    case Attribute::kLocalWorldSize:
-      return static_cast<int64_t>(topology_.ring.size());
-    case Attribute::kNumDistinctPeerGroups:
-      return topology_.num_groups;
-    case Attribute::kLargestPeerGroupWorldSize:
-      return topology_.largest_group;
-  }
-  return absl::InvalidArgumentError("unknown attribute");
+  return AttributeOf(topology_, attribute);
 }
 
 void Communicator::OnTopology(uint64_t generation, const Topology& topology) {
@@ -401,7 +470,7 @@ absl::StatusOr<std::shared_ptr<Transport>> Communicator::EnsureMesh(int64_t epoc
     setup.size = static_cast<int>(ring.size());
     setup.group_name = name;
     setup.address = data_address_;
-    setup.connect_timeout = options_.operation_timeout;
+    setup.connect_timeout = operation_timeout_;
     setup.describe_signature = DescribeSignature;
     setup.secret = options_.secret;
     setup.tls = options_.tls;
@@ -437,7 +506,7 @@ WorkPtr Communicator::AllReduceAsync(const void* send, void* recv,
 absl::StatusOr<ReduceInfo> Communicator::AllReduce(const void* send, void* recv,
                                                    const ReduceDescriptor& descriptor) {
   WorkPtr work = AllReduceAsync(send, recv, descriptor);
-  RETURN_IF_ERROR(work->Wait(options_.operation_timeout + absl::Seconds(30)));
+  RETURN_IF_ERROR(work->Wait(operation_timeout_ + absl::Seconds(30)));
   const Work::Stats stats = work->stats();
   return ReduceInfo{stats.world_size, stats.bytes_sent, stats.bytes_received};
 }
@@ -484,6 +553,7 @@ WorkPtr Communicator::Launch(const void* send, void* recv, const ReduceDescripto
                                    topology_.epoch, ")")),
                                Result::kRankConnectionLost));
     }
+    AdoptTopologyLocked();  // Launching is the caller's call: its view moves to this epoch.
     op->key.group = topology_.group;
     op->key.epoch = topology_.epoch;
     op->key.tag = static_cast<int64_t>(descriptor.tag);
@@ -508,7 +578,7 @@ WorkPtr Communicator::Launch(const void* send, void* recv, const ReduceDescripto
 }
 
 void Communicator::Run(const std::shared_ptr<Op>& op) {
-  const absl::Time deadline = absl::Now() + options_.operation_timeout;
+  const absl::Time deadline = absl::Now() + operation_timeout_;
   std::shared_ptr<MasterLink> master = link();
   absl::Status local;
   auto mesh = EnsureMesh(op->key.epoch);
@@ -578,6 +648,7 @@ void Communicator::Run(const std::shared_ptr<Op>& op) {
     op->mesh.reset();
   }
   if (!outcome.ok()) {
+    if (IsRetryableFailure(outcome)) AdoptTopology();  // The peers changed: the caller sees it.
     const uint8_t* original = op->restore_from ? op->restore_from : op->backup.data.get();
     if (op->bytes > 0) std::memcpy(op->recv, original, op->bytes);
     if (!local.ok() && local.code() != outcome.code()) {

@@ -11,8 +11,16 @@
 // again is a correct retry; AllReduceMultipleWithRetry does that itself and returns only when
 // every operation succeeded over one and the same set of peers.
 //
+// What a caller reads between calls (GetAttribute, Ring) is its current epoch's view, as in PCCL:
+// it changes only inside the caller's own elastic calls (connect, update_topology,
+// are_peers_pending, sync_shared_state, optimize_topology, launching an all-reduce, and an
+// all-reduce that failed because the peers changed), never under the caller's feet when the
+// master announces a change.
+//
 // Thread-safe. Deadlines: connecting waits at most `accept_timeout` to be accepted; every
-// other call at most `operation_timeout`. Errors carry a Result payload (elastic_types.h).
+// other call at most `operation_timeout` (PLEXUS_ELASTIC_TIMEOUT, seconds, when not set in the
+// options); the master answers a collective still waiting then with DeadlineExceeded naming the
+// peers it waited for. Errors carry a Result payload (elastic_types.h).
 #ifndef PLEXUS_FRONTEND_ELASTIC_COMMUNICATOR_H_
 #define PLEXUS_FRONTEND_ELASTIC_COMMUNICATOR_H_
 
@@ -49,10 +57,11 @@ class OpRunner;
 struct CommunicatorOptions {
   std::string master_address;  // "host:port" of the MasterNode.
   int64_t peer_group = 0;      // All-reduces and shared state stay within a peer group.
-  // One operation (data movement and the master's decision), and each update_topology.
-  absl::Duration operation_timeout = absl::Minutes(10);
-  // How long Connect() waits for the accepted peers to take this peer in.
-  absl::Duration accept_timeout = absl::Minutes(10);
+  // One operation (data movement and the master's decision), each update_topology,
+  // sync_shared_state and optimize_topology. Unset: PLEXUS_ELASTIC_TIMEOUT (seconds), else 10 min.
+  std::optional<absl::Duration> operation_timeout;
+  // How long Connect() waits for the accepted peers to take this peer in. Unset: as above.
+  std::optional<absl::Duration> accept_timeout;
   // Address peers reach this one's data port at; empty: the local end of the route to the master.
   std::string address;
   std::string transport = "tcp";  // A registered transport (frontend/transport).
@@ -86,7 +95,11 @@ class Communicator {
   // round, and a "no" counts as this peer's pass through that round.
   absl::StatusOr<bool> ArePeersPending();
 
+  // An attribute of the caller's current epoch (see above).
   absl::StatusOr<int64_t> GetAttribute(Attribute attribute) const;
+  // The same attribute as the master last announced it, which the caller's view adopts at its
+  // next elastic call: for monitoring, and for tests of the view.
+  absl::StatusOr<int64_t> AnnouncedAttribute(Attribute attribute) const;
 
   // Starts an all-reduce of `send` into `recv` (the same pointer for in place; otherwise they
   // must not overlap), both descriptor.count elements. The Work completes when the master has
@@ -159,9 +172,14 @@ class Communicator {
   void OnOutcome(uint64_t generation, const OpKey& key, const absl::Status& outcome);
   void OnLost(uint64_t generation, const absl::Status& status);
   absl::Status Usable() const;  // Connected, accepted and not lost.
+  // The caller's view becomes the latest topology the master announced.
+  void AdoptTopology();
+  void AdoptTopologyLocked();
   std::shared_ptr<MasterLink> link() const;
 
   const CommunicatorOptions options_;
+  const absl::Duration operation_timeout_;  // Resolved from the options.
+  const absl::Duration accept_timeout_;
   const std::string master_host_;
   const int master_port_;
   std::unique_ptr<OpRunner> runner_;
@@ -173,7 +191,9 @@ class Communicator {
   uint64_t generation_ = 0;           // Connect() calls so far; guarded by mu_.
   absl::Status lost_;                 // Why the link broke; guarded by mu_.
   bool has_topology_ = false;
-  Topology topology_;
+  Topology topology_;  // The latest the master announced; what operations run in.
+  bool has_view_ = false;
+  Topology view_;  // What the caller reads (GetAttribute, Ring): adopted inside its calls.
   std::shared_ptr<Store> store_;
   std::string data_address_;
   std::map<uint64_t, std::shared_ptr<Op>> in_flight_;            // Tag -> op.

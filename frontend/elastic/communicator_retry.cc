@@ -67,7 +67,7 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduceMultipleWithRetry(
   std::vector<int64_t> committed(n, -1);  // Epoch each op last succeeded in.
   std::vector<bool> fresh(n, true);       // recv still holds the original contents.
   ReduceInfo info;
-  const absl::Time deadline = absl::Now() + options_.operation_timeout;
+  const absl::Time deadline = absl::Now() + operation_timeout_;
   while (true) {
     int64_t target = -1;
     for (int64_t epoch : committed) target = std::max(target, epoch);

@@ -39,18 +39,20 @@ absl::StatusOr<SyncInfo> Communicator::SyncSharedState(SharedState& state, SyncS
     entry.allow_content_inequality = t.allow_content_inequality;
     ballot.tensors.push_back(std::move(entry));
   }
-  const absl::Time deadline = absl::Now() + options_.operation_timeout;
+  const absl::Time deadline = absl::Now() + operation_timeout_;
   SyncInfo info;
   while (true) {
     RETURN_IF_ERROR(Usable());
+    AdoptTopology();
     const int64_t epoch = CurrentEpoch();
-    std::vector<int64_t> arguments = {epoch};
+    std::vector<int64_t> arguments = {
+        epoch, absl::ToInt64Milliseconds(std::max(deadline - absl::Now(), absl::ZeroDuration()))};
     std::string names;
     AppendBallot(ballot, arguments, names);
     std::shared_ptr<MasterLink> master = link();
     absl::Status status;
     auto plan = master->Call(MessageType::kSyncState, std::move(arguments), std::move(names),
-                             deadline);
+                             deadline + kMasterAnswerGrace);
     if (!plan.ok()) {
       status = plan.status();
     } else {

@@ -52,7 +52,7 @@ void Communicator::AwaitEpochAfter(int64_t epoch) {
 
 std::vector<int64_t> Communicator::Ring() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return has_topology_ ? topology_.ring : std::vector<int64_t>{};
+  return has_view_ ? view_.ring : std::vector<int64_t>{};
 }
 
 absl::Status Communicator::NoOpsInFlight(const char* what) const {
@@ -66,7 +66,7 @@ absl::Status Communicator::NoOpsInFlight(const char* what) const {
 absl::StatusOr<bool> Communicator::OptimizeTopology() {
   RETURN_IF_ERROR(Usable());
   RETURN_IF_ERROR(NoOpsInFlight("optimize_topology"));
-  const absl::Time deadline = absl::Now() + options_.operation_timeout;
+  const absl::Time deadline = absl::Now() + operation_timeout_;
   while (true) {
     RETURN_IF_ERROR(Usable());
     int64_t epoch;
@@ -79,7 +79,10 @@ absl::StatusOr<bool> Communicator::OptimizeTopology() {
     if (members < 3) return false;  // Two peers (or one) have only one ring.
     std::shared_ptr<MasterLink> master = link();
     absl::Status status;
-    auto started = master->Call(MessageType::kOptimizeStart, {epoch}, "", deadline);
+    const int64_t timeout_ms =
+        absl::ToInt64Milliseconds(std::max(deadline - absl::Now(), absl::ZeroDuration()));
+    auto started = master->Call(MessageType::kOptimizeStart, {epoch, timeout_ms}, "",
+                                deadline + kMasterAnswerGrace);
     if (!started.ok()) {
       status = started.status();
     } else {
@@ -93,6 +96,7 @@ absl::StatusOr<bool> Communicator::OptimizeTopology() {
       if (status.ok()) {
         if ((*decided)[0] == 0) return false;
         auto mesh = EnsureMesh(CurrentEpoch());  // Everyone connects the new ring now, as after a join.
+        AdoptTopology();
         if (!mesh.ok() && !IsRetryableFailure(mesh.status())) {
           return WithResult(mesh.status(), Result::kTopologyOptimizationFailed);
         }

@@ -315,6 +315,7 @@ class MasterNode::Server {
       }
     }
     for (const auto& [id, reason] : doomed) Close(id, reason);
+    state_.Expire(now);
   }
 
   void Dispatch() {

@@ -16,28 +16,32 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "frontend/elastic/elastic_types.h"
 #include "frontend/elastic/shared_state.h"
 
 namespace plexus::elastic {
 
 inline constexpr int64_t kMagic = 0x45584C50;  // "PLXE"
-inline constexpr int64_t kProtocolVersion = 1;
+inline constexpr int64_t kProtocolVersion = 2;
 inline constexpr uint64_t kMaxFrameBytes = 4 << 20;
 inline constexpr int64_t kMaxInts = 1 << 18;
+// How much later than the master a peer gives up waiting for a reply to a request that carries
+// a timeout: the master's answer, which names whom it waited for, arrives first.
+inline constexpr absl::Duration kMasterAnswerGrace = absl::Seconds(5);
 
 enum class MessageType : uint8_t {
   // Peer to master.
   kHello = 1,            // magic, version, peer_group
   kHeartbeat = 2,        // (both directions)
-  kUpdateTopology = 3,   // request id
+  kUpdateTopology = 3,   // request id, timeout (ms)
   kArePeersPending = 4,  // request id
   kOpStart = 5,          // OpKey, OpSignature
   kOpDone = 6,           // OpKey, absl status code; text: the error
   kLeave = 7,            // (graceful goodbye)
-  kSyncState = 8,        // request id, epoch, SyncBallot (ballot ints); text: tensor names
+  kSyncState = 8,        // request id, epoch, timeout (ms), SyncBallot ints; text: tensor names
   kSyncDone = 9,         // request id, epoch, absl status code; text: the error
-  kOptimizeStart = 10,   // request id, epoch
+  kOptimizeStart = 10,   // request id, epoch, timeout (ms)
   kOptimizeReport = 11,  // request id, epoch, absl status code, bytes/s from each ring member
   // Master to peer.
   kWelcome = 20,    // peer id, store port, heartbeat timeout (ms)

@@ -8,6 +8,14 @@
 #include "frontend/elastic/ring_order.h"
 
 namespace plexus::elastic {
+namespace {
+
+// When a request carrying a timeout of `milliseconds` from now expires.
+absl::Time ExpiresAfter(int64_t milliseconds) {
+  return absl::Now() + absl::Milliseconds(std::max<int64_t>(milliseconds, 0));
+}
+
+}  // namespace
 
 MasterState::MasterState(int64_t store_port, absl::Duration heartbeat_timeout)
     : store_port_(store_port), heartbeat_timeout_(heartbeat_timeout) {}
@@ -40,12 +48,6 @@ int64_t MasterState::Join(int64_t group, const std::string& address) {
   return id;
 }
 
-bool MasterState::RoundIsUpdate(int64_t round) {
-  auto it = rounds_.find(round);
-  if (it == rounds_.end()) it = rounds_.emplace(round, pending_count() > 0).first;
-  return it->second;
-}
-
 absl::Status MasterState::Handle(int64_t id, const Message& message) {
   auto it = peers_.find(id);
   if (it == peers_.end()) return absl::NotFoundError(absl::StrCat("unknown peer ", id));
@@ -54,39 +56,17 @@ absl::Status MasterState::Handle(int64_t id, const Message& message) {
     case MessageType::kHeartbeat:
       return absl::OkStatus();
     case MessageType::kUpdateTopology:
+      return HandleUpdateTopology(id, message);
     case MessageType::kArePeersPending: {
       if (message.ints.size() != 1) return absl::InvalidArgumentError("malformed request");
-      const int64_t request = message.ints[0];
       if (!peer.accepted) {
-        Reply(id, request,
+        Reply(id, message.ints[0],
               absl::FailedPreconditionError(
                   "this peer has not been accepted yet: connect() must return first"),
               0);
         return absl::OkStatus();
       }
-      if (peer.waiting_request >= 0) {
-        return absl::InvalidArgumentError("a second update_topology while one is waiting");
-      }
-      if (peer.round == peer.joined_in_round) {
-        // Accepted in this round, it has taken part in it: "no" / nothing to do.
-        ++peer.round;
-        peer.joined_in_round = -1;
-        Reply(id, request, absl::OkStatus(), 0);
-        return absl::OkStatus();
-      }
-      const bool update = RoundIsUpdate(peer.round);
-      if (message.type == MessageType::kArePeersPending) {
-        Reply(id, request, absl::OkStatus(), update ? 1 : 0);
-        if (!update) ++peer.round;  // The answer "no" is this peer's pass through the round.
-        return absl::OkStatus();
-      }
-      if (!update) {
-        ++peer.round;
-        Reply(id, request, absl::OkStatus(), 0);
-        return absl::OkStatus();
-      }
-      peer.waiting_request = request;
-      CompleteRoundIfReady();
+      Reply(id, message.ints[0], absl::OkStatus(), pending_count() > 0 ? 1 : 0);
       return absl::OkStatus();
     }
     case MessageType::kOpStart:
@@ -110,39 +90,183 @@ absl::Status MasterState::Handle(int64_t id, const Message& message) {
   }
 }
 
-void MasterState::CompleteRoundIfReady() {
-  int64_t round = -1;
+absl::Status MasterState::HandleUpdateTopology(int64_t id, const Message& message) {
+  if (message.ints.size() != 2) return absl::InvalidArgumentError("malformed update_topology");
+  const int64_t request = message.ints[0];
+  Peer& peer = peers_.at(id);
+  if (!peer.accepted) {
+    Reply(id, request,
+          absl::FailedPreconditionError(
+              "this peer has not been accepted yet: connect() must return first"),
+          0);
+    return absl::OkStatus();
+  }
+  if (peer.waiting_request >= 0) {
+    Reply(id, request,
+          absl::FailedPreconditionError(
+              "update_topology is already waiting for this peer (called from two threads?)"),
+          0);
+    return absl::OkStatus();
+  }
+  if (pending_count() == 0) {
+    Reply(id, request, absl::OkStatus(), 0);
+    return absl::OkStatus();
+  }
+  peer.waiting_request = request;
+  peer.waiting_since = absl::Now();
+  peer.waiting_expires = ExpiresAfter(message.ints[1]);
+  SettleUpdateRound();
+  return absl::OkStatus();
+}
+
+void MasterState::SettleUpdateRound() {
+  bool everyone = true, anyone = false;
   for (const auto& [id, peer] : peers_) {
     if (!peer.accepted) continue;
-    if (peer.waiting_request < 0) return;  // Someone has not reached the round yet.
-    round = peer.round;
+    if (peer.waiting_request < 0) {
+      everyone = false;
+    } else {
+      anyone = true;
+    }
   }
-  if (round < 0) return;
-  std::vector<std::pair<int64_t, int64_t>> waiting;
+  if (!anyone) return;
+  const bool pending = pending_count() > 0;
+  std::vector<std::pair<int64_t, int64_t>> released;
   for (auto& [id, peer] : peers_) {
-    if (peer.accepted) waiting.emplace_back(id, peer.waiting_request);
-  }
-  AcceptPending();  // Pushes the new topologies before the replies below.
-  for (auto& [id, peer] : peers_) {
-    const bool joined_now = peer.accepted && peer.waiting_request < 0;
-    peer.round = joined_now ? round : round + 1;
-    peer.joined_in_round = joined_now ? round : -1;
+    if (!peer.accepted || peer.waiting_request < 0) continue;
+    if (everyone && pending) {
+      released.emplace_back(id, peer.waiting_request);
+    } else if (!pending || NeededElsewhere(id)) {
+      Reply(id, peer.waiting_request, absl::OkStatus(), 0);  // No change: go and join it.
+    } else {
+      continue;
+    }
     peer.waiting_request = -1;
   }
-  for (const auto& [id, request] : waiting) Reply(id, request, absl::OkStatus(), 1);
-  rounds_.erase(rounds_.begin(), rounds_.upper_bound(round));
+  if (released.empty()) return;
+  AcceptPending();  // Pushes the new topologies before the replies below.
+  for (const auto& [id, request] : released) Reply(id, request, absl::OkStatus(), 1);
+}
+
+bool MasterState::NeededElsewhere(int64_t id, std::string* what) const {
+  const Peer& peer = peers_.at(id);
+  auto group_it = groups_.find(peer.group);
+  if (group_it == groups_.end()) return false;
+  const Group& group = group_it->second;
+  auto say = [&](std::string text) {
+    if (what != nullptr) *what = std::move(text);
+    return true;
+  };
+  if (!group.sync.planned && !group.sync.ballots.empty() && !group.sync.ballots.count(id)) {
+    return say("sync_shared_state");
+  }
+  if (!group.optimize.measuring && !group.optimize.started.empty() &&
+      !group.optimize.started.count(id)) {
+    return say("optimize_topology");
+  }
+  for (const auto& [key, vote] : group.ops) {
+    if (!vote.decided && !vote.started.empty() && !vote.started.count(id)) {
+      return say(absl::StrCat("the all-reduce with tag ", key.tag));
+    }
+  }
+  return false;
+}
+
+std::string MasterState::Activity(int64_t id) const {
+  const Peer& peer = peers_.at(id);
+  if (!peer.accepted) return "pending";
+  if (peer.waiting_request >= 0) return "in update_topology";
+  auto group_it = groups_.find(peer.group);
+  if (group_it != groups_.end()) {
+    const Group& group = group_it->second;
+    if (group.sync.ballots.count(id)) return "in sync_shared_state";
+    if (group.optimize.started.count(id)) return "in optimize_topology";
+    std::vector<std::string> tags;
+    for (const auto& [key, vote] : group.ops) {
+      if (vote.started.count(id) && !vote.done.count(id)) tags.push_back(absl::StrCat(key.tag));
+    }
+    if (!tags.empty()) return absl::StrCat("in all-reduces with tags ", absl::StrJoin(tags, ","));
+  }
+  return "in none of the elastic calls";
+}
+
+std::string MasterState::Missing(const std::vector<int64_t>& among,
+                                 const std::set<int64_t>& arrived) const {
+  std::vector<std::string> missing;
+  for (int64_t id : among) {
+    if (arrived.count(id) || !peers_.count(id)) continue;
+    missing.push_back(absl::StrCat(Describe(id), " (", Activity(id), ")"));
+  }
+  return missing.empty() ? "nobody" : absl::StrJoin(missing, ", ");
+}
+
+void MasterState::Expire(absl::Time now) {
+  std::vector<int64_t> accepted, pending;
+  std::set<int64_t> in_update;
+  for (const auto& [id, peer] : peers_) {
+    (peer.accepted ? accepted : pending).push_back(id);
+    if (peer.waiting_request >= 0) in_update.insert(id);
+  }
+  for (auto& [id, peer] : peers_) {
+    if (peer.waiting_request < 0 || now < peer.waiting_expires) continue;
+    std::vector<std::string> joining;
+    for (int64_t p : pending) joining.push_back(Describe(p));
+    Reply(id, peer.waiting_request,
+          absl::DeadlineExceededError(absl::StrCat(
+              "update_topology waited ", absl::FormatDuration(now - peer.waiting_since),
+              " to accept ", absl::StrJoin(joining, ", "),
+              "; these accepted peers never called it: ", Missing(accepted, in_update))),
+          0);
+    peer.waiting_request = -1;
+  }
+  for (auto& [group_id, group] : groups_) {
+    std::set<int64_t> voted;
+    for (const auto& [id, entry] : group.sync.ballots) voted.insert(id);
+    for (auto it = group.sync.ballots.begin(); !group.sync.planned && it != group.sync.ballots.end();) {
+      if (now < it->second.first.expires) {
+        ++it;
+        continue;
+      }
+      Reply(it->first, it->second.first.request,
+            absl::DeadlineExceededError(absl::StrCat(
+                "sync_shared_state of peer group ", group_id, " (epoch ", group.epoch,
+                ") timed out waiting for ", Missing(group.ring, voted))),
+            0);
+      it = group.sync.ballots.erase(it);
+    }
+    std::set<int64_t> started;
+    for (const auto& [id, waiting] : group.optimize.started) started.insert(id);
+    for (auto it = group.optimize.started.begin();
+         !group.optimize.measuring && it != group.optimize.started.end();) {
+      if (now < it->second.expires) {
+        ++it;
+        continue;
+      }
+      Reply(it->first, it->second.request,
+            absl::DeadlineExceededError(absl::StrCat(
+                "optimize_topology of peer group ", group_id, " (epoch ", group.epoch,
+                ") timed out waiting for ", Missing(group.ring, started))),
+            0);
+      it = group.optimize.started.erase(it);
+    }
+  }
+}
+
+size_t MasterState::HeldEntries() const {
+  size_t entries = 0;
+  for (const auto& [id, peer] : peers_) entries += peer.waiting_request >= 0 ? 1 : 0;
+  for (const auto& [id, group] : groups_) {
+    entries += group.ops.size() + group.sync.ballots.size() + group.sync.done.size() +
+               group.optimize.started.size() + group.optimize.reports.size();
+  }
+  return entries;
 }
 
 void MasterState::AcceptPending() {
-  int64_t frontier = rounds_.empty() ? 0 : rounds_.rbegin()->first + 1;
-  for (const auto& [id, peer] : peers_) {
-    if (peer.accepted) frontier = std::max(frontier, peer.round);
-  }
   std::set<int64_t> changed;
   for (auto& [id, peer] : peers_) {
     if (peer.accepted) continue;
     peer.accepted = true;
-    peer.round = frontier;
     groups_[peer.group].ring.push_back(id);
     changed.insert(peer.group);
   }
@@ -209,7 +333,7 @@ void MasterState::Drop(int64_t id, const std::string& reason) {
   if (accepted_count() == 0) {
     AcceptPending();
   } else {
-    CompleteRoundIfReady();
+    SettleUpdateRound();
   }
 }
 
@@ -234,7 +358,7 @@ void MasterState::AbandonSync(Group& group, const absl::Status& reason) {
     if (peers_.count(peer)) Reply(peer, request, reason, 0);
   };
   if (!sync.planned) {
-    for (const auto& [peer, ballot] : sync.ballots) fail(peer, ballot.first);
+    for (const auto& [peer, ballot] : sync.ballots) fail(peer, ballot.first.request);
   }
   if (sync.failure.ok()) {  // After a failure every report was answered already.
     for (const auto& [peer, request] : sync.done) fail(peer, request);
@@ -248,7 +372,7 @@ void MasterState::AbandonOptimize(Group& group, const absl::Status& reason) {
     if (peers_.count(peer)) Reply(peer, request, reason, 0);
   };
   if (!optimize.measuring) {
-    for (const auto& [peer, request] : optimize.started) fail(peer, request);
+    for (const auto& [peer, waiting] : optimize.started) fail(peer, waiting.request);
   }
   if (optimize.failure.ok()) {
     for (const auto& [peer, report] : optimize.reports) fail(peer, report.first);
@@ -274,7 +398,7 @@ bool MasterState::RequestInCurrentEpoch(int64_t id, int64_t request, int64_t epo
 }
 
 absl::Status MasterState::HandleOptimizeStart(int64_t id, const Message& message) {
-  if (message.ints.size() != 2) return absl::InvalidArgumentError("malformed optimize start");
+  if (message.ints.size() != 3) return absl::InvalidArgumentError("malformed optimize start");
   const int64_t request = message.ints[0];
   if (!RequestInCurrentEpoch(id, request, message.ints[1])) return absl::OkStatus();
   Group& group = groups_[peers_.at(id).group];
@@ -284,11 +408,16 @@ absl::Status MasterState::HandleOptimizeStart(int64_t id, const Message& message
     return absl::OkStatus();
   }
   optimize.epoch = group.epoch;
-  optimize.started[id] = request;
-  if (optimize.started.size() < group.ring.size()) return absl::OkStatus();
+  optimize.started[id] = Waiting{request, ExpiresAfter(message.ints[2])};
+  if (optimize.started.size() < group.ring.size()) {
+    SettleUpdateRound();  // Members waiting in update_topology are needed here.
+    return absl::OkStatus();
+  }
   optimize.measuring = true;
   const int64_t number = group.optimizations++;
-  for (const auto& [peer, waiting] : optimize.started) Reply(peer, waiting, absl::OkStatus(), number);
+  for (const auto& [peer, waiting] : optimize.started) {
+    Reply(peer, waiting.request, absl::OkStatus(), number);
+  }
   return absl::OkStatus();
 }
 
@@ -353,10 +482,11 @@ void MasterState::FinishOptimize(int64_t group_id) {
 }
 
 absl::Status MasterState::HandleSyncState(int64_t id, const Message& message) {
-  if (message.ints.size() < 2) return absl::InvalidArgumentError("malformed shared-state sync");
+  if (message.ints.size() < 3) return absl::InvalidArgumentError("malformed shared-state sync");
   const int64_t request = message.ints[0];
   const int64_t epoch = message.ints[1];
-  auto ballot = ReadBallot(message.ints, 2, message.text);
+  const absl::Time expires = ExpiresAfter(message.ints[2]);
+  auto ballot = ReadBallot(message.ints, 3, message.text);
   if (!ballot.ok()) return ballot.status();
   if (!RequestInCurrentEpoch(id, request, epoch)) return absl::OkStatus();
   Peer& peer = peers_.at(id);
@@ -372,8 +502,12 @@ absl::Status MasterState::HandleSyncState(int64_t id, const Message& message) {
   sync.epoch = epoch;
   ballot->peer = id;
   ballot->description = Describe(id);
-  sync.ballots[id] = {request, std::move(ballot).value()};
-  if (sync.ballots.size() == group.ring.size()) PlanGroupSync(peer.group);
+  sync.ballots[id] = {Waiting{request, expires}, std::move(ballot).value()};
+  if (sync.ballots.size() == group.ring.size()) {
+    PlanGroupSync(peer.group);
+  } else {
+    SettleUpdateRound();  // Members waiting in update_topology are needed here.
+  }
   return absl::OkStatus();
 }
 
@@ -403,7 +537,8 @@ void MasterState::PlanGroupSync(int64_t group_id) {
     std::vector<int64_t> extra = {number};
     const std::vector<int64_t>& mine = transfers[peer];
     extra.insert(extra.end(), mine.begin(), mine.end());
-    Reply(peer, entry.first, absl::OkStatus(), static_cast<int64_t>(plan->revision), extra);
+    Reply(peer, entry.first.request, absl::OkStatus(), static_cast<int64_t>(plan->revision),
+          extra);
   }
   sync.planned = true;
 }
@@ -487,6 +622,7 @@ absl::Status MasterState::HandleOpStart(int64_t id, const Message& message) {
     vote.signature = std::move(signature);
     vote.first_peer = id;
     vote.first_description = message.text;
+    SettleUpdateRound();  // Members waiting in update_topology are needed here (last use of vote).
   } else if (signature != vote.signature) {
     Decide(key, vote,
            absl::FailedPreconditionError(absl::StrCat(
@@ -510,8 +646,13 @@ absl::Status MasterState::HandleOpDone(int64_t id, const Message& message) {
   }
   const absl::Status reported = StatusFromWire(message.ints[kOpKeyInts], message.text);
   if (!vote.decided && !reported.ok()) {
-    Decide(key, vote,
-           absl::Status(reported.code(), absl::StrCat(Describe(id), ": ", reported.message())));
+    std::string absent;
+    if (reported.code() == absl::StatusCode::kDeadlineExceeded &&
+        vote.started.size() < group.ring.size()) {
+      absent = absl::StrCat("; never started it: ", Missing(group.ring, vote.started));
+    }
+    Decide(key, vote, absl::Status(reported.code(), absl::StrCat(Describe(id), ": ",
+                                                                 reported.message(), absent)));
   }
   if (!vote.decided && vote.done.size() == group.ring.size()) {
     Decide(key, vote, absl::OkStatus());

@@ -6,14 +6,20 @@
 // accepted at once. Each peer group has an epoch, bumped whenever its membership or ring order
 // changes; a loss or leave bumps it at once.
 //
-// Update-topology rounds: every accepted peer counts its update_topology (and are_peers_pending)
-// calls; round k is decided by the first peer to reach it - "update" if someone is pending then,
-// else "skip" - and every peer sees that decision for its own k-th call, so peers never disagree
-// about whether a round is a barrier. An update round completes when every accepted peer reached
-// it; then the pending peers are accepted. A peer accepted in round k has taken part in it:
-// its first call answers for round k ("no" / returns at once), so a newcomer that enters the
-// usual loop (check the topology, sync the state, all-reduce) lines up with the peers that just
-// accepted it and went on to sync.
+// Update-topology: a call returns at once when nobody is pending. Otherwise the caller waits,
+// and when every accepted peer waits in update_topology the pending peers are accepted and all
+// of them return. The master agrees on states, not on call counts: a waiting peer that another
+// peer of its group needs - in a shared-state sync, a topology optimisation or an all-reduce the
+// waiting peer has not joined - is let go without accepting anyone ("no change"), so it can
+// join that collective; the round completes at a later call. So peers that made different
+// numbers of topology calls, retries or failed operations never wait on each other across two
+// different collectives, and a newcomer may enter with sync_shared_state (PCCL's loop) or with
+// update_topology / are_peers_pending (which return "no change" / "no" while nobody else is
+// pending). are_peers_pending answers whether anyone is pending now.
+//
+// Deadlines: a peer's update_topology, shared-state ballot and optimize_topology start carry its
+// timeout; Expire() answers each one still waiting past it with DeadlineExceeded naming the
+// peers it waited for and what each is doing, and forgets it, so the group stays usable.
 //
 // Operations: every all-reduce is voted on. Peers announce (OpStart) what they run under an
 // OpKey and report (OpDone) how their part ended; the master decides once - success only when
@@ -31,6 +37,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "frontend/elastic/master_protocol.h"
 
 namespace plexus::elastic {
@@ -48,6 +55,8 @@ class MasterState {
   int64_t Join(int64_t group, const std::string& address);
   // Any message after the hello. A protocol violation returns an error (drop the peer).
   absl::Status Handle(int64_t peer, const Message& message);
+  // Answers the requests that waited past their deadline (DeadlineExceeded).
+  void Expire(absl::Time now);
   // The peer is gone (connection lost, silent, or left); `reason` reaches the survivors.
   void Drop(int64_t peer, const std::string& reason);
 
@@ -56,15 +65,22 @@ class MasterState {
   int64_t accepted_count() const;
   int64_t pending_count() const;
   std::string Describe(int64_t peer) const;
+  // Entries of per-call state the master holds (waiting requests, votes, ballots): bounded by
+  // the peers and their operations in flight, whatever the number of calls made.
+  size_t HeldEntries() const;
 
  private:
   struct Peer {
     int64_t group = 0;
     std::string address;
     bool accepted = false;
-    int64_t round = 0;             // Index of its next update-topology call.
-    int64_t waiting_request = -1;  // Its update_topology request parked at an update round.
-    int64_t joined_in_round = -1;  // The update round that accepted it, until it calls for it.
+    int64_t waiting_request = -1;  // Its update_topology request, while it waits.
+    absl::Time waiting_since;
+    absl::Time waiting_expires;
+  };
+  struct Waiting {  // A request parked until its collective forms.
+    int64_t request = -1;
+    absl::Time expires;
   };
   struct OpVote {
     std::vector<int64_t> signature;
@@ -79,7 +95,7 @@ class MasterState {
   // and the members report how their transfers went.
   struct SyncRound {
     int64_t epoch = -1;
-    std::map<int64_t, std::pair<int64_t, SyncBallot>> ballots;  // Peer -> (request, ballot).
+    std::map<int64_t, std::pair<Waiting, SyncBallot>> ballots;  // Peer -> (request, ballot).
     bool planned = false;
     std::map<int64_t, int64_t> done;  // Peer -> its kSyncDone request (waiting for the end).
     absl::Status failure;             // The first failure reported after the plan.
@@ -88,7 +104,7 @@ class MasterState {
   // report what they received at; the master then picks the ring.
   struct OptimizeRound {
     int64_t epoch = -1;
-    std::map<int64_t, int64_t> started;  // Peer -> request.
+    std::map<int64_t, Waiting> started;  // Peer -> request.
     bool measuring = false;
     std::map<int64_t, std::pair<int64_t, std::vector<int64_t>>> reports;  // Peer -> (request, row).
     absl::Status failure;
@@ -103,9 +119,17 @@ class MasterState {
     int64_t optimizations = 0;
   };
 
-  // The decision for round `round`, made now if nobody made it yet.
-  bool RoundIsUpdate(int64_t round);
-  void CompleteRoundIfReady();
+  absl::Status HandleUpdateTopology(int64_t peer, const Message& message);
+  // Accepts the pending peers if every accepted peer waits in update_topology; else lets go the
+  // waiting peers a collective of their group needs (or all of them when nobody is pending).
+  void SettleUpdateRound();
+  // Whether a collective of `peer`'s group waits for it: a sync, optimisation or undecided
+  // all-reduce another member entered and it did not. `what` (if set) says which.
+  bool NeededElsewhere(int64_t peer, std::string* what = nullptr) const;
+  // What `peer` is doing as the master sees it ("in sync_shared_state", ...).
+  std::string Activity(int64_t peer) const;
+  // "peer 3 (addr, group 0) (in ...), peer 5 (...)" for the members of `among` not in `arrived`.
+  std::string Missing(const std::vector<int64_t>& among, const std::set<int64_t>& arrived) const;
   void AcceptPending();
   // Bumps the group's epoch; every undecided operation of the old one fails with `reason`, and
   // so do the group's shared-state sync and topology optimisation in progress. What that tells
@@ -141,7 +165,6 @@ class MasterState {
   int64_t next_peer_ = 1;
   std::map<int64_t, Peer> peers_;
   std::map<int64_t, Group> groups_;
-  std::map<int64_t, bool> rounds_;  // Round -> is an update round.
   std::vector<Outgoing> outgoing_;
   // While NewEpoch runs, outcomes and replies go to deferred_ instead of outgoing_.
   bool deferring_ = false;

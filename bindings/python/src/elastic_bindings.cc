@@ -205,8 +205,9 @@ void RegisterElastic(py::module_& module) {
             options.master_address = address;
             options.peer_group = group;
             options.bandwidth_probe_bytes = probe_bytes;
-            options.operation_timeout = absl::Seconds(operation_timeout_s);
-            options.accept_timeout = absl::Seconds(accept_timeout_s);
+            // Negative: unset (PLEXUS_ELASTIC_TIMEOUT or the default decides).
+            if (operation_timeout_s >= 0) options.operation_timeout = absl::Seconds(operation_timeout_s);
+            if (accept_timeout_s >= 0) options.accept_timeout = absl::Seconds(accept_timeout_s);
             auto made = Communicator::Create(options);
             if (!made.ok()) return Outcome(made.status());
             return py::make_tuple(0, std::string(), py::cast(std::move(made).value()));
@@ -224,11 +225,12 @@ void RegisterElastic(py::module_& module) {
       .def("are_peers_pending",
            [](Communicator& c) { return OutcomeWithoutGil([&] { return c.ArePeersPending(); }); })
       .def("get_attribute",
-           [](Communicator& c, int attribute) {
+           [](Communicator& c, int attribute, bool announced) {
              if (attribute < 0 || attribute > 3) {
                return Outcome(absl::StatusOr<int64_t>(absl::InvalidArgumentError("unknown attribute")));
              }
-             return Outcome(c.GetAttribute(static_cast<elastic::Attribute>(attribute)));
+             const auto which = static_cast<elastic::Attribute>(attribute);
+             return Outcome(announced ? c.AnnouncedAttribute(which) : c.GetAttribute(which));
            })
       .def("all_reduce_async",
            [](Communicator& c, py::handle send, py::handle recv, const Spec& spec) -> py::tuple {

@@ -291,13 +291,20 @@ def _secret(secret):
 
 
 class Communicator:
-    """A peer. `address` is the master's "host:port"; peers all-reduce within `peer_group`."""
+    """A peer. `address` is the master's "host:port"; peers all-reduce within `peer_group`.
+
+    `operation_timeout` bounds every call (seconds); None: PLEXUS_ELASTIC_TIMEOUT, else 600.
+    `accept_timeout` bounds how long connect() waits to be accepted; None: the same default.
+    """
 
     def __init__(self, address, peer_group=0, p2p_connection_pool_size=0, *,
-                 operation_timeout=600.0, accept_timeout=600.0,
+                 operation_timeout=None, accept_timeout=None,
                  bandwidth_probe_bytes=4 << 20, secret=None):
+        unset = -1.0
         self._comm = _check(_plexus._ElasticCommunicator.create(
-            address, int(peer_group), float(operation_timeout), float(accept_timeout),
+            address, int(peer_group),
+            unset if operation_timeout is None else float(operation_timeout),
+            unset if accept_timeout is None else float(accept_timeout),
             int(bandwidth_probe_bytes), _secret(secret)), "Communicator")
 
     def connect(self, n_attempts=5):
@@ -337,7 +344,14 @@ class Communicator:
         return bool(_check(self._comm.are_peers_pending(), "are_peers_pending"))
 
     def get_attribute(self, attribute):
-        return _check(self._comm.get_attribute(attribute.value), "get_attribute")
+        """The attribute in this peer's current epoch: as in PCCL, it changes only inside this
+        peer's own calls (update_topology, an all-reduce that failed because peers changed, ...)."""
+        return _check(self._comm.get_attribute(attribute.value, False), "get_attribute")
+
+    def announced_attribute(self, attribute):
+        """The attribute as the master last announced it (plexus's; for monitoring): the value
+        get_attribute() takes at this peer's next elastic call."""
+        return _check(self._comm.get_attribute(attribute.value, True), "announced_attribute")
 
     def _spec(self, send, recv, op, tag, operand_descriptor, quantization_options):
         dtype = _dtype_of(send)
