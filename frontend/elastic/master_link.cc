@@ -50,22 +50,55 @@ absl::StatusOr<std::unique_ptr<MasterLink>> MasterLink::Connect(const std::strin
   if (tls != nullptr) {
     auto session =
         tls->Secure(connection.fd.get(), auth::TlsContext::Role::kClient, master, deadline);
-    if (!session.ok()) return session.status();  // Unauthenticated, naming the master.
+    if (!session.ok()) {
+      return WithResult(
+          absl::UnauthenticatedError(absl::StrCat(
+              session.status().message(),
+              " (this peer and the master must each trust the CA that signed the other's "
+              "certificate, PLEXUS_TLS_CA, and neither certificate may have expired)")),
+          Result::kMasterConnectionFailed);
+    }
     connection.cipher = std::move(session).value();
   }
   if (!secret.empty()) {
     absl::Status authenticated =
         auth::AuthenticateToServer(connection.fd.get(), secret, auth::Purpose::kMaster, master,
                                    deadline, connection.cipher.get());
-    if (!authenticated.ok()) return authenticated;  // Unauthenticated, naming the master.
+    if (!authenticated.ok()) {
+      return WithResult(
+          absl::Status(authenticated.code(),
+                       absl::StrCat(authenticated.message(),
+                                    authenticated.code() == absl::StatusCode::kUnauthenticated
+                                        ? ": this peer's shared secret differs from the master's "
+                                          "(PLEXUS_SECRET / PLEXUS_SECRET_FILE, or secret=)"
+                                        : "")),
+          Result::kMasterConnectionFailed);
+    }
   }
   absl::Status sent = SendAll(
       connection.fd.get(), connection.cipher.get(),
       EncodeFrame({MessageType::kHello, {kMagic, kProtocolVersion, group}, ""}), deadline);
   auto welcome = sent.ok() ? ReadFrame(connection, deadline) : absl::StatusOr<Message>(sent);
   if (!welcome.ok()) {
+    // A master closes a connection it refuses without saying why: name the likely causes.
+    std::string causes;
+    if (secret.empty()) {
+      causes = " (a master that requires a shared secret closes connections from peers without "
+               "one: set PLEXUS_SECRET or secret=";
+    }
+    if (tls == nullptr) {
+      absl::StrAppend(&causes, causes.empty() ? " (" : "; ",
+                      "a master that requires TLS closes clear-text connections: set "
+                      "PLEXUS_TLS_CERT, PLEXUS_TLS_KEY and PLEXUS_TLS_CA");
+    } else {
+      absl::StrAppend(&causes, causes.empty() ? " (" : "; ",
+                      "a master that does not trust this peer's certificate closes the "
+                      "connection: is it signed by the CA the master trusts, and unexpired?");
+    }
+    causes += ")";
     return MasterFailure(absl::StrCat("the elastic master at ", where,
-                                      " did not welcome this peer: ", welcome.status().message()));
+                                      " did not welcome this peer: ", welcome.status().message(),
+                                      causes));
   }
   if (welcome->type != MessageType::kWelcome || welcome->ints.size() != 3) {
     return MasterFailure(absl::StrCat(where, " answered the hello with something else than a "

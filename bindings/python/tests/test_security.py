@@ -119,7 +119,7 @@ def test_ten_thousand_wrong_secret_connections_leave_a_running_job_correct_and_s
 
 
 def test_the_elastic_master_refuses_a_peer_without_the_secret():
-    from plexus.elastic import Communicator, ElasticError, MasterNode
+    from plexus.elastic import Communicator, ElasticError, MasterNode, Result
     master = MasterNode("127.0.0.1:0", secret=SECRET)
     master.run()
     try:
@@ -127,6 +127,12 @@ def test_the_elastic_master_refuses_a_peer_without_the_secret():
         with pytest.raises(ElasticError) as refused:
             Communicator(address, secret="not the secret, but long enough").connect(n_attempts=1)
         assert "UNAUTHENTICATED" in str(refused.value), refused.value
+        assert refused.value.result == Result.MASTER_CONNECTION_FAILED, refused.value
+        assert "shared secret differs from the master's" in str(refused.value), refused.value
+        with pytest.raises(ElasticError) as refused:
+            Communicator(address, secret="").connect(n_attempts=1)  # None at all.
+        assert refused.value.result == Result.MASTER_CONNECTION_FAILED, refused.value
+        assert "requires a shared secret" in str(refused.value), refused.value
         comm = Communicator(address, secret=SECRET)
         comm.connect(n_attempts=1)
         assert comm.ring == [comm.peer_id]

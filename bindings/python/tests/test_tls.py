@@ -79,7 +79,7 @@ print("SUM", float(y[0]), float(y[-1]), flush=True)
 
 
 def test_the_elastic_master_and_its_peers_run_over_tls(tls_environment):
-    from plexus.elastic import Communicator, ElasticError
+    from plexus.elastic import Communicator, ElasticError, Result
     master = subprocess.Popen([sys.executable, "-m", "plexus.elastic.master", "--listen-address",
                                "127.0.0.1:0"], stdout=subprocess.PIPE, text=True)
     try:
@@ -94,8 +94,28 @@ def test_the_elastic_master_and_its_peers_run_over_tls(tls_environment):
         for name in TLS_VARIABLES:
             os.environ.pop(name)
         try:
-            with pytest.raises(ElasticError):
+            with pytest.raises(ElasticError) as refused:
                 Communicator(address).connect(n_attempts=1)
+            assert refused.value.result == Result.MASTER_CONNECTION_FAILED, refused.value
+            assert "requires TLS" in str(refused.value), refused.value
+            # A certificate from another CA: each side distrusts the other; the peer says so.
+            foreign = os.path.join(os.path.dirname(tls_environment["PLEXUS_TLS_CA"]), "foreign")
+            os.makedirs(foreign, exist_ok=True)
+            subprocess.run([MAKE_CERTIFICATES, foreign, "node"], check=True)
+            os.environ.update({"PLEXUS_TLS_CERT": os.path.join(foreign, "node.pem"),
+                               "PLEXUS_TLS_KEY": os.path.join(foreign, "node.key"),
+                               "PLEXUS_TLS_CA": os.path.join(foreign, "ca.pem")})
+            with pytest.raises(ElasticError) as refused:
+                Communicator(address).connect(n_attempts=1)
+            assert refused.value.result == Result.MASTER_CONNECTION_FAILED, refused.value
+            assert "certificate verify failed" in str(refused.value), refused.value
+            assert "PLEXUS_TLS_CA" in str(refused.value), refused.value
+            # Trusting the master's CA, but with its own certificate from another one.
+            os.environ["PLEXUS_TLS_CA"] = tls_environment["PLEXUS_TLS_CA"]
+            with pytest.raises(ElasticError) as refused:
+                Communicator(address).connect(n_attempts=1)
+            assert refused.value.result == Result.MASTER_CONNECTION_FAILED, refused.value
+            assert "certificate" in str(refused.value), refused.value
         finally:
             os.environ.update(tls_environment)
     finally:
