@@ -1,4 +1,5 @@
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -6,6 +7,8 @@
 #include "frontend/core/device.h"
 #include "frontend/core/dtype.h"
 #include "frontend/core/heartbeat.h"
+#include "frontend/core/host_twin.h"
+#include "frontend/core/tensor.h"
 #include "frontend/core/options.h"
 #include "frontend/core/reduce_op.h"
 #include "frontend/core/status_macros.h"
@@ -164,6 +167,19 @@ TEST(ClockTest, TimespecsConvertAsAbseilConvertsThem) {
   const absl::Time now = absl::Now();
   EXPECT_LE(fast, now);
   EXPECT_LT(now - fast, absl::Seconds(1));
+}
+
+TEST(HostTwinTest, ADeviceWithoutSupportIsAClearError) {
+  float data[4] = {};
+  const Tensor tensor = Tensor::Flat(data, DType::kFloat32, 4, Device::Cuda(0));
+  auto twin = MakeHostTwin(tensor, /*copy_in=*/true, "sync_shared_state: tensor 'w'");
+  ASSERT_FALSE(twin.ok());
+  EXPECT_EQ(twin.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(twin.status().message().find("sync_shared_state: tensor 'w': a cuda:0 tensor"),
+            std::string::npos)
+      << twin.status();
+  auto cpu = MakeHostTwin(Tensor::Flat(data, DType::kFloat32, 4), true, "x");
+  EXPECT_EQ(cpu.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

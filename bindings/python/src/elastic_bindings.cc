@@ -11,6 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "bindings/python/src/tensor_convert.h"
+#include "bindings/python/src/work_bindings.h"
+#include "devices/cuda/current_stream.h"
+#include "frontend/core/host_twin.h"
 #include "frontend/elastic/communicator.h"
 #include "frontend/elastic/master_node.h"
 
@@ -85,16 +88,44 @@ absl::StatusOr<ReduceDescriptor> ToDescriptor(const Spec& spec) {
   return d;
 }
 
-// Views of send and recv checked against the descriptor.
-absl::Status Bind(py::handle send, py::handle recv, const ReduceDescriptor& d, Tensor& send_view,
-                  Tensor& recv_view, Keepalive& keepalive) {
+// Device tensors (CUDA) go through host twins (frontend/core/host_twin.h): read into the twin
+// before the call, on the caller's current stream (torch's), and written back after the call
+// succeeded. A failed call writes nothing back, so the device tensor stays as it was.
+class Staged {
+ public:
+  // The host pointer the communicator uses for `tensor`; `copy_in`: the twin starts with the
+  // tensor's bytes; `write_back`: CopyBack() writes the twin into the tensor. Needs the GIL.
+  absl::StatusOr<void*> HostPointer(const Tensor& tensor, bool copy_in, bool write_back,
+                                    const std::string& what) {
+    if (tensor.device().type == DeviceType::kCpu) return tensor.data();
+    const int device = tensor.device().index;
+    cuda::StreamGuard stream(device, TorchCurrentStream(device));
+    auto twin = MakeHostTwin(tensor, copy_in, what);
+    if (!twin.ok()) return twin.status();
+    void* host = (*twin)->data();
+    if (write_back) write_back_.push_back(twin->get());
+    twins_.push_back(std::move(twin).value());
+    return host;
+  }
+  absl::Status CopyBack() {
+    for (HostTwin* twin : write_back_) {
+      if (absl::Status copied = twin->CopyBack(); !copied.ok()) return copied;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<std::unique_ptr<HostTwin>> twins_;
+  std::vector<HostTwin*> write_back_;
+};
+
+// Host pointers for send and recv, checked against the descriptor.
+absl::Status Bind(py::handle send, py::handle recv, const ReduceDescriptor& d, void*& send_data,
+                  void*& recv_data, Keepalive& keepalive, Staged& staged) {
   auto s = ToTensor(send, "all_reduce", "send", Access::kRead, keepalive);
   if (!s.ok()) return s.status();
   auto r = ToTensor(recv, "all_reduce", "recv", Access::kWrite, keepalive);
   if (!r.ok()) return r.status();
-  if (s->device().type != DeviceType::kCpu || r->device().type != DeviceType::kCpu) {
-    return absl::InvalidArgumentError("all_reduce: the elastic communicator takes CPU tensors");
-  }
   if (s->dtype() != r->dtype() || s->numel() != r->numel()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "all_reduce: send is ", s->numel(), " ", DTypeName(s->dtype()), ", recv ", r->numel(),
@@ -109,21 +140,34 @@ absl::Status Bind(py::handle send, py::handle recv, const ReduceDescriptor& d, T
     return absl::InvalidArgumentError(absl::StrCat("all_reduce: count ", d.count, " but the "
                                                    "tensors hold ", r->numel(), " elements"));
   }
-  send_view = *s;
-  recv_view = *r;
+  const std::string what = absl::StrCat("all_reduce with tag ", d.tag);
+  const bool in_place = s->data() == r->data() && s->device() == r->device();
+  auto recv_host = staged.HostPointer(*r, /*copy_in=*/in_place, /*write_back=*/true, what);
+  if (!recv_host.ok()) return recv_host.status();
+  recv_data = *recv_host;
+  if (in_place) {
+    send_data = recv_data;
+    return absl::OkStatus();
+  }
+  auto send_host = staged.HostPointer(*s, /*copy_in=*/true, /*write_back=*/false, what);
+  if (!send_host.ok()) return send_host.status();
+  send_data = *send_host;
   return absl::OkStatus();
 }
 
 class Handle {
  public:
-  Handle(WorkPtr work, Keepalive keepalive) : work_(std::move(work)), keepalive_(std::move(keepalive)) {}
+  Handle(WorkPtr work, Keepalive keepalive, std::unique_ptr<Staged> staged)
+      : work_(std::move(work)), keepalive_(std::move(keepalive)), staged_(std::move(staged)) {}
   // (is_success, result code, (local_world_size, tx, rx), message); waits without the GIL.
   py::tuple Wait() {
     absl::Status status;
     {
       py::gil_scoped_release release;
       status = work_->Wait(absl::InfiniteDuration());
+      if (status.ok() && staged_) status = staged_->CopyBack();
     }
+    staged_.reset();
     keepalive_.clear();
     const Work::Stats stats = work_->stats();
     return py::make_tuple(status.ok(), static_cast<int>(elastic::ResultOf(status)),
@@ -135,13 +179,15 @@ class Handle {
  private:
   WorkPtr work_;
   Keepalive keepalive_;
+  std::unique_ptr<Staged> staged_;  // Kept until the wait: the operation reads its twins.
 };
 
 // A shared-state tensor as the package describes it: (name, tensor or None, data pointer, numel,
 // dtype name, allow_content_inequality); the tensor, when given, is the authority.
 using SharedTensorSpec = std::tuple<std::string, py::object, uintptr_t, int64_t, std::string, bool>;
 
-absl::StatusOr<elastic::TensorInfo> ToTensorInfo(const SharedTensorSpec& spec, Keepalive& keepalive) {
+absl::StatusOr<elastic::TensorInfo> ToTensorInfo(const SharedTensorSpec& spec, Keepalive& keepalive,
+                                                 Staged& staged) {
   elastic::TensorInfo info;
   info.name = std::get<0>(spec);
   info.allow_content_inequality = std::get<5>(spec);
@@ -149,11 +195,10 @@ absl::StatusOr<elastic::TensorInfo> ToTensorInfo(const SharedTensorSpec& spec, K
   if (!tensor.is_none()) {
     auto view = ToTensor(tensor, "sync_shared_state", info.name.c_str(), Access::kWrite, keepalive);
     if (!view.ok()) return view.status();
-    if (view->device().type != DeviceType::kCpu) {
-      return absl::InvalidArgumentError(absl::StrCat("sync_shared_state: tensor '", info.name,
-                                                     "' is not a CPU tensor"));
-    }
-    info.data = view->data();
+    auto host = staged.HostPointer(*view, /*copy_in=*/true, /*write_back=*/true,
+                                   absl::StrCat("sync_shared_state: tensor '", info.name, "'"));
+    if (!host.ok()) return host.status();
+    info.data = *host;
     info.count = view->numel();
     info.dtype = view->dtype();
     return info;
@@ -237,13 +282,16 @@ void RegisterElastic(py::module_& module) {
              auto d = ToDescriptor(spec);
              if (!d.ok()) return Outcome(d.status());
              Keepalive keepalive;
-             Tensor s, r;
-             if (absl::Status bound = Bind(send, recv, *d, s, r, keepalive); !bound.ok()) {
+             auto staged = std::make_unique<Staged>();
+             void* s = nullptr;
+             void* r = nullptr;
+             if (absl::Status bound = Bind(send, recv, *d, s, r, keepalive, *staged); !bound.ok()) {
                return Outcome(bound);
              }
-             WorkPtr work = c.AllReduceAsync(s.data(), r.data(), *d);
+             WorkPtr work = c.AllReduceAsync(s, r, *d);
              return py::make_tuple(0, std::string(),
-                                   py::cast(std::make_unique<Handle>(std::move(work), std::move(keepalive))));
+                                   py::cast(std::make_unique<Handle>(
+                                       std::move(work), std::move(keepalive), std::move(staged))));
            })
       .def("sync_shared_state",
            [](Communicator& c, const std::vector<SharedTensorSpec>& tensors, uint64_t revision,
@@ -253,10 +301,11 @@ void RegisterElastic(py::module_& module) {
                    absl::StrCat("unknown SharedStateSyncStrategy ", strategy)));
              }
              Keepalive keepalive;
+             Staged staged;
              elastic::SharedState state;
              state.revision = revision;
              for (const SharedTensorSpec& spec : tensors) {
-               auto info = ToTensorInfo(spec, keepalive);
+               auto info = ToTensorInfo(spec, keepalive, staged);
                if (!info.ok()) return Outcome(info.status());
                state.tensors.push_back(std::move(info).value());
              }
@@ -264,6 +313,9 @@ void RegisterElastic(py::module_& module) {
              {
                py::gil_scoped_release release;
                info = c.SyncSharedState(state, static_cast<elastic::SyncStrategy>(strategy));
+               if (info.ok()) {
+                 if (absl::Status copied = staged.CopyBack(); !copied.ok()) info = copied;
+               }
              }
              if (!info.ok()) return Outcome(info.status());
              return py::make_tuple(0, std::string(),
@@ -272,20 +324,26 @@ void RegisterElastic(py::module_& module) {
       .def("all_reduce_multiple_with_retry",
            [](Communicator& c, const py::list& ops, int max_in_flight) -> py::tuple {
              Keepalive keepalive;
+             Staged staged;
              std::vector<elastic::ReduceOpDescriptor> descriptors;
              for (py::handle item : ops) {
                auto entry = item.cast<std::tuple<py::object, py::object, Spec>>();
                auto d = ToDescriptor(std::get<2>(entry));
                if (!d.ok()) return Outcome(d.status());
-               Tensor s, r;
-               absl::Status bound = Bind(std::get<0>(entry), std::get<1>(entry), *d, s, r, keepalive);
+               void* s = nullptr;
+               void* r = nullptr;
+               absl::Status bound =
+                   Bind(std::get<0>(entry), std::get<1>(entry), *d, s, r, keepalive, staged);
                if (!bound.ok()) return Outcome(bound);
-               descriptors.push_back({s.data(), r.data(), *d});
+               descriptors.push_back({s, r, *d});
              }
              absl::StatusOr<elastic::ReduceInfo> info;
              {
                py::gil_scoped_release release;
                info = c.AllReduceMultipleWithRetry(descriptors, max_in_flight);
+               if (info.ok()) {
+                 if (absl::Status copied = staged.CopyBack(); !copied.ok()) info = copied;
+               }
              }
              if (!info.ok()) return Outcome(info.status());
              return py::make_tuple(0, std::string(),

@@ -130,3 +130,115 @@ def _exchange(rank, world_size):
 def test_cuda_batch_isend_irecv(backend):
     for rank, got in enumerate(run_world(_exchange, 3, backend=backend)):
         assert got == [((rank - 1) % 3) * 1.5] * 1000
+
+
+class TorchLikeDeviceFloats(DeviceFloats):
+    """The face of a CUDA torch tensor that PCCL's TensorInfo.from_torch and ReduceOpDescriptor
+    read (dtype, numel, data_ptr, is_cuda); the memory goes to plexus through DLPack."""
+
+    def __init__(self, device, values):
+        import torch
+        super().__init__(device, values)
+        self.dtype = torch.float32
+        self.is_cuda = True
+
+    def numel(self):
+        return self.count
+
+    def data_ptr(self):
+        return self._pointer.value
+
+    def is_contiguous(self):
+        return True
+
+
+def _elastic_peers(count):
+    import threading
+    from plexus.elastic import Attribute, Communicator, MasterNode
+    master = MasterNode("127.0.0.1:0")
+    master.run()
+    address = "127.0.0.1:%d" % master.port
+    comms = [Communicator(address, operation_timeout=30) for _ in range(count)]
+    comms[0].connect()
+    joiners = [threading.Thread(target=c.connect) for c in comms[1:]]
+    for j in joiners:
+        j.start()
+    while comms[0].get_attribute(Attribute.GLOBAL_WORLD_SIZE) < count:
+        comms[0].update_topology()
+    for j in joiners:
+        j.join()
+    return master, comms
+
+
+def _on_threads(comms, call):
+    import threading
+    results = [None] * len(comms)
+
+    def run(i):
+        try:
+            results[i] = call(i, comms[i])
+        except Exception as error:  # Reported below, on the test's thread.
+            results[i] = error
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(comms))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for r in results:
+        if isinstance(r, Exception):
+            raise r
+    return results
+
+
+def test_elastic_all_reduce_and_shared_state_take_cuda_tensors():
+    from plexus.elastic import (PCCLError, ReduceDescriptor, ReduceOp, ReduceOpDescriptor,
+                                ReduceOperandDescriptor, QuantizationOptions,
+                                QuantizationAlgorithm, DataType, DistributionHint, SharedState,
+                                TensorInfo)
+    master, comms = _elastic_peers(2)
+    try:
+        # all_reduce_async in place and into another tensor, on two devices.
+        def reduce(i, comm):
+            data = TorchLikeDeviceFloats(i, [i + 1.0] * 7)
+            out = TorchLikeDeviceFloats(i, [0.0] * 7)
+            ok, _, info = comm.all_reduce_async(data, data, op=ReduceOp.SUM, tag=1).wait()
+            assert ok and info.local_world_size == 2
+            comm.all_reduce(data, out, op=ReduceOp.SUM, tag=2)
+            return data.read(), out.read()
+        assert _on_threads(comms, reduce) == [([3.0] * 7, [6.0] * 7)] * 2
+
+        # A failed all-reduce (the peers disagree on the count) leaves the device tensor alone.
+        def mismatch(i, comm):
+            data = TorchLikeDeviceFloats(i, [5.0] * (3 + i))
+            with pytest.raises(PCCLError):
+                comm.all_reduce(data, data, op=ReduceOp.SUM, tag=3)
+            return data.read()
+        assert _on_threads(comms, mismatch) == [[5.0] * 3, [5.0] * 4]
+
+        # all_reduce_multiple_with_retry as PCCL's documented example builds it.
+        def retry(i, comm):
+            tensors = [TorchLikeDeviceFloats(i, [float(t + i)] * 4) for t in range(3)]
+            descriptors = [ReduceOpDescriptor.from_torch(x, x, ReduceDescriptor(
+                count=4, op=ReduceOp.SUM, tag=10 + t,
+                operand_descriptor=ReduceOperandDescriptor(DataType.FLOAT,
+                                                           DistributionHint.NORMAL),
+                quantization_options=QuantizationOptions(DataType.FLOAT,
+                                                         QuantizationAlgorithm.NONE)))
+                for t, x in enumerate(tensors)]
+            comm.all_reduce_multiple_with_retry(descriptors, max_in_flight=2)
+            return [x.read() for x in tensors]
+        assert _on_threads(comms, retry) == [[[1.0] * 4, [3.0] * 4, [5.0] * 4]] * 2
+
+        # Shared state: peer 0 is ahead; peer 1's CUDA tensor receives its content.
+        def sync(i, comm):
+            weights = TorchLikeDeviceFloats(i, [1.5 if i == 0 else -1.0] * 9)
+            state = SharedState([TensorInfo.from_torch(weights, "weights")])
+            state.revision = 4 if i == 0 else 0
+            info = comm.sync_shared_state(state)
+            return weights.read(), state.revision, info.rx_bytes
+        (w0, r0, rx0), (w1, r1, rx1) = _on_threads(comms, sync)
+        assert w0 == w1 == [1.5] * 9 and r0 == r1 == 4
+        assert rx0 == 0 and rx1 == 36
+    finally:
+        master.interrupt()
+        master.await_termination(10)

@@ -72,3 +72,44 @@ def test_ddp_on_gpu():
     for params in results[1:]:
         for a, b in zip(results[0], params):
             assert torch.allclose(torch.tensor(a), torch.tensor(b))
+
+
+def test_elastic_with_cuda_tensors_on_gpu():
+    """plexus.elastic with torch CUDA tensors (staged through pinned host memory): two peers
+    in this process share the GPU; a side stream's pending work is read, shared state lands."""
+    import threading
+    from plexus.elastic import (Attribute, Communicator, MasterNode, ReduceOp, SharedState,
+                                TensorInfo)
+    master = MasterNode("127.0.0.1:0")
+    master.run()
+    address = "127.0.0.1:%d" % master.port
+    comms = [Communicator(address, operation_timeout=60) for _ in range(2)]
+    comms[0].connect()
+    joiner = threading.Thread(target=comms[1].connect)
+    joiner.start()
+    while comms[0].get_attribute(Attribute.GLOBAL_WORLD_SIZE) < 2:
+        comms[0].update_topology()
+    joiner.join()
+    results = [None, None]
+
+    def peer(i):
+        device = torch.device("cuda", 0)
+        side = torch.cuda.Stream(device)
+        with torch.cuda.stream(side):
+            x = torch.ones(1 << 20, device=device) * (i + 1)  # Queued on the side stream.
+            comms[i].all_reduce(x, x, op=ReduceOp.SUM, tag=0)
+        weights = torch.full((1000,), 7.0 if i == 0 else 0.0, device=device)
+        state = SharedState([TensorInfo.from_torch(weights, "w")])
+        state.revision = 3 if i == 0 else 0
+        comms[i].sync_shared_state(state)
+        torch.cuda.synchronize(device)
+        results[i] = (x[0].item(), x[-1].item(), weights.sum().item(), state.revision)
+
+    threads = [threading.Thread(target=peer, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    master.interrupt()
+    master.await_termination(10)
+    assert results == [(3.0, 3.0, 7000.0, 3)] * 2, results

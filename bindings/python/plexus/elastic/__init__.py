@@ -191,15 +191,17 @@ class ReduceInfo:
 
 
 class TensorInfo:
-    """One tensor of a SharedState, by reference (no copy): from_torch / from_numpy, or a raw
-    CPU pointer with its numel and DataType."""
+    """One tensor of a SharedState, by reference: from_torch (CPU or CUDA; a CUDA tensor moves
+    through pinned host memory during the sync) / from_numpy, or a raw CPU pointer with its
+    numel and DataType."""
 
     def __init__(self, name, data_ptr, *, numel, dtype, device_type=DeviceType.CPU,
-                 allow_content_inequality=False):
+                 allow_content_inequality=False, _from_tensor=False):
         if data_ptr == 0 and numel:
             raise ValueError("Invalid data pointer: nullptr")
-        if device_type != DeviceType.CPU:
-            raise ValueError(f"tensor '{name}': the elastic communicator takes CPU tensors")
+        if device_type != DeviceType.CPU and not _from_tensor:
+            raise ValueError(f"tensor '{name}': a raw {device_type.name} pointer does not say "
+                             "which device; pass the tensor (TensorInfo.from_torch)")
         self.name = name
         self.data_ptr = data_ptr
         self.numel = numel
@@ -215,7 +217,7 @@ class TensorInfo:
         info = cls(name, tensor.data_ptr(), numel=tensor.numel(),
                    dtype=DataType.from_torch_dtype(tensor.dtype),
                    device_type=DeviceType.CUDA if tensor.is_cuda else DeviceType.CPU,
-                   allow_content_inequality=allow_content_inequality)
+                   allow_content_inequality=allow_content_inequality, _from_tensor=True)
         info._tensor = tensor
         return info
 
