@@ -89,10 +89,12 @@ class Communicator {
   absl::Status Connect(absl::Duration timeout = absl::InfiniteDuration());
 
   // Collective among the accepted peers (every group): accepts the pending peers, if any (else
-  // returns at once on every peer). kPendingAsyncOps while this peer has operations in flight.
+  // returns at once). Returns without accepting anyone when another peer of the group needs
+  // this one in a collective (master_state.h). kPendingAsyncOps while this peer has operations
+  // in flight; DeadlineExceeded (kUpdateTopologyFailed) naming the absent peers after
+  // operation_timeout.
   absl::Status UpdateTopology();
-  // Whether UpdateTopology would accept someone; every peer gets the same answer for the same
-  // round, and a "no" counts as this peer's pass through that round.
+  // Whether a peer is pending now (so that UpdateTopology would wait to accept it).
   absl::StatusOr<bool> ArePeersPending();
 
   // An attribute of the caller's current epoch (see above).
@@ -138,6 +140,10 @@ class Communicator {
 
   // This peer's id at the master (0 before Connect).
   int64_t peer_id() const;
+
+  // Peers of the current epoch's connections that share this host and exchange data with this
+  // one through shared-memory rings (the tcp transport links them unless PLEXUS_TRANSPORT=tcp).
+  int SharedMemoryPeers();
 
  private:
   struct Op;

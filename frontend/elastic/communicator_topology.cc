@@ -55,6 +55,17 @@ std::vector<int64_t> Communicator::Ring() const {
   return has_view_ ? view_.ring : std::vector<int64_t>{};
 }
 
+int Communicator::SharedMemoryPeers() {
+  std::lock_guard<std::mutex> build(mesh_mu_);
+  if (!mesh_) return 0;
+  const absl::Span<const int> host_of = mesh_->host_of();
+  const int me = mesh_->rank();
+  if (host_of.size() != static_cast<size_t>(mesh_->size())) return 0;
+  int same = 0;
+  for (int peer = 0; peer < mesh_->size(); ++peer) same += peer != me && host_of[peer] == host_of[me];
+  return same;
+}
+
 absl::Status Communicator::NoOpsInFlight(const char* what) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (in_flight_.empty()) return absl::OkStatus();

@@ -267,6 +267,8 @@ void RegisterElastic(py::module_& module) {
            [](Communicator& c) { return OutcomeWithoutGil([&] { return c.OptimizeTopology(); }); })
       .def("ring", &Communicator::Ring)
       .def("peer_id", &Communicator::peer_id)
+      .def("shared_memory_peers", &Communicator::SharedMemoryPeers,
+           py::call_guard<py::gil_scoped_release>())
       .def("are_peers_pending",
            [](Communicator& c) { return OutcomeWithoutGil([&] { return c.ArePeersPending(); }); })
       .def("get_attribute",

@@ -90,7 +90,8 @@ def main():
         assert (result == total).all(), result
         w += total
         print(json.dumps({"r": revision, "sum": total, "world": reduced.local_world_size,
-                          "attr": attribute, "rx": info.rx_bytes, "failures": failures}),
+                          "attr": attribute, "rx": info.rx_bytes, "failures": failures,
+                          "shm": comm.shared_memory_peers}),
               flush=True)
         state.revision = revision + 1
         i += 1

@@ -147,6 +147,8 @@ def test_a_newcomer_joins_three_peers_in_each_loop_shape(master, shape):
     final = {p.output().rsplit("DONE ", 1)[1] for p in peers}
     assert len(final) == 1, final  # Same revision and the same state everywhere.
     assert max(by_revision) >= 59
+    # Peers on one host move their data through shared memory.
+    assert all(p.steps()[-1]["shm"] == 3 for p in peers), [p.steps()[-1] for p in peers]
 
 
 def test_peers_with_different_call_counts_line_up_when_two_join(master):

@@ -342,6 +342,11 @@ class Communicator:
         """The peer ids of this peer's group in ring order (plexus addition)."""
         return list(self._comm.ring())
 
+    @property
+    def shared_memory_peers(self):
+        """Peers of the current epoch on this host, reached through shared memory (plexus's)."""
+        return self._comm.shared_memory_peers()
+
     def are_peers_pending(self):
         return bool(_check(self._comm.are_peers_pending(), "are_peers_pending"))
 
