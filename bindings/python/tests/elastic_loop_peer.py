@@ -34,6 +34,8 @@ def main():
     parser.add_argument("--value", type=int, required=True)  # The bit this peer contributes.
     parser.add_argument("--state-elements", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
+    # Ends instead after this many steps alone that follow a step with company.
+    parser.add_argument("--alone-after-company", type=int, default=0)
     args = parser.parse_args()
     rng = random.Random(args.seed)
 
@@ -52,6 +54,7 @@ def main():
     contribution = np.full(16, float(args.value))
     result = np.zeros(16)
     i = 0
+    had_company, alone = False, 0
     while True:
         if args.shape == "pccl":
             if i > 0 or world == 1:
@@ -95,7 +98,12 @@ def main():
               flush=True)
         state.revision = revision + 1
         i += 1
-        if state.revision >= args.steps and reduced.local_world_size >= args.target:
+        if args.alone_after_company:
+            had_company = had_company or reduced.local_world_size > 1
+            alone = alone + 1 if had_company and reduced.local_world_size == 1 else 0
+            if alone >= args.alone_after_company:
+                break
+        elif state.revision >= args.steps and reduced.local_world_size >= args.target:
             break
     print("DONE " + json.dumps({"revision": state.revision, "w": float(w[0])}), flush=True)
 

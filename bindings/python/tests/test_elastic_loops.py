@@ -39,7 +39,7 @@ def master():
 class Peer:
     """One peer process; its JSON lines are collected by a thread as they come."""
 
-    def __init__(self, master, shape, index, steps, target, state_elements=64):
+    def __init__(self, master, shape, index, steps, target, state_elements=64, extra=()):
         self.index = index
         self.value = 1 << index
         self.lines = []
@@ -47,7 +47,7 @@ class Peer:
         self.proc = subprocess.Popen(
             [sys.executable, PEER, "--master", master, "--shape", shape, "--steps", str(steps),
              "--target", str(target), "--value", str(self.value), "--seed", str(index),
-             "--state-elements", str(state_elements)],
+             "--state-elements", str(state_elements)] + list(extra),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -213,13 +213,20 @@ def test_attributes_describe_the_callers_epoch(master):
 
 
 def test_two_peers_finishing_at_different_times(master):
-    """One peer leaves after 20 steps, the other goes on alone to 40: nothing waits for it."""
-    early = Peer(master, "plexus", 0, steps=20, target=1)
-    late = Peer(master, "plexus", 1, steps=40, target=1)
-    early.finish()
-    late.finish()
+    """One peer leaves once both ran 20 steps together; the other goes on alone for 20 more:
+    nothing waits for the one that left."""
+    early = Peer(master, "plexus", 0, steps=20, target=2)
+    late = Peer(master, "plexus", 1, steps=0, target=1, extra=["--alone-after-company", "20"])
+    for p in (early, late):
+        try:
+            p.finish()
+        except AssertionError as error:
+            raise AssertionError("%s\nthe other peer:\n%s" % (error, (late if p is early
+                                                                      else early).output()))
     check([early, late])
-    assert late.steps()[-1]["r"] >= 39
+    together = [s for s in late.steps() if s["world"] == 2]
+    assert together and together[-1]["r"] >= 19, late.output()
+    assert [s["world"] for s in late.steps()[-20:]] == [1] * 20, late.output()
 
 
 def test_update_topology_deadline_names_the_absent_peer(master):
