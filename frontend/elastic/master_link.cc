@@ -6,8 +6,10 @@
 #include <cerrno>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "frontend/auth/mutual_auth.h"
 #include "frontend/core/deadline.h"
 #include "frontend/core/status_macros.h"
@@ -17,6 +19,24 @@ namespace {
 
 absl::Status MasterFailure(absl::string_view what) {
   return WithResult(absl::UnavailableError(what), Result::kMasterConnectionFailed);
+}
+
+// The likely causes of a hello left unwelcomed: a master closes the connections it refuses
+// (no secret, no TLS, a distrusted certificate) without saying why.
+std::string WhyNoWelcome(const absl::Status& status, bool no_secret, bool no_tls) {
+  if (status.code() == absl::StatusCode::kDeadlineExceeded) {
+    return " (nothing answered the hello in time: is an elastic master serving there?)";
+  }
+  std::vector<std::string> causes;
+  if (no_secret) {
+    causes.push_back("a master that requires a shared secret closes connections from peers "
+                     "without one: set PLEXUS_SECRET or secret=");
+  }
+  causes.push_back(no_tls ? "a master that requires TLS closes clear-text connections: set "
+                            "PLEXUS_TLS_CERT, PLEXUS_TLS_KEY and PLEXUS_TLS_CA"
+                          : "a master that does not trust this peer's certificate closes the "
+                            "connection: is it signed by the CA the master trusts, and unexpired?");
+  return absl::StrCat(" (", absl::StrJoin(causes, "; "), ")");
 }
 
 // Reads one whole frame by `deadline` (used for the welcome, before the reader starts).
@@ -80,22 +100,7 @@ absl::StatusOr<std::unique_ptr<MasterLink>> MasterLink::Connect(const std::strin
       EncodeFrame({MessageType::kHello, {kMagic, kProtocolVersion, group}, ""}), deadline);
   auto welcome = sent.ok() ? ReadFrame(connection, deadline) : absl::StatusOr<Message>(sent);
   if (!welcome.ok()) {
-    // A master closes a connection it refuses without saying why: name the likely causes.
-    std::string causes;
-    if (secret.empty()) {
-      causes = " (a master that requires a shared secret closes connections from peers without "
-               "one: set PLEXUS_SECRET or secret=";
-    }
-    if (tls == nullptr) {
-      absl::StrAppend(&causes, causes.empty() ? " (" : "; ",
-                      "a master that requires TLS closes clear-text connections: set "
-                      "PLEXUS_TLS_CERT, PLEXUS_TLS_KEY and PLEXUS_TLS_CA");
-    } else {
-      absl::StrAppend(&causes, causes.empty() ? " (" : "; ",
-                      "a master that does not trust this peer's certificate closes the "
-                      "connection: is it signed by the CA the master trusts, and unexpired?");
-    }
-    causes += ")";
+    const std::string causes = WhyNoWelcome(welcome.status(), secret.empty(), tls == nullptr);
     return MasterFailure(absl::StrCat("the elastic master at ", where,
                                       " did not welcome this peer: ", welcome.status().message(),
                                       causes));

@@ -144,3 +144,18 @@ def test_unreachable_master():
         comm.connect(n_attempts=1)
     assert error.value.result == Result.MASTER_CONNECTION_FAILED
     assert "127.0.0.1:1" in str(error.value)
+
+
+def test_a_master_that_never_answers_is_a_clear_error_in_time():
+    import socket
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # Accepts connections (the kernel does) and never says a word.
+    address = "127.0.0.1:%d" % silent.getsockname()[1]
+    started = time.time()
+    with pytest.raises(PCCLError) as error:
+        Communicator(address, operation_timeout=3, accept_timeout=3).connect(n_attempts=1)
+    assert time.time() - started < 10
+    assert error.value.result == Result.MASTER_CONNECTION_FAILED
+    assert "nothing answered the hello in time" in str(error.value), error.value
+    silent.close()
