@@ -23,13 +23,15 @@ using Key = std::unique_ptr<EVP_PKEY, KeyFree>;
 using Certificate = std::unique_ptr<X509, CertificateFree>;
 
 // `issuer`/`issuer_key` null: self-signed.
+// Valid from an hour ago for ten years, or (`expired`) from two days ago until yesterday.
 Certificate Sign(const std::string& name, EVP_PKEY* key, X509* issuer, EVP_PKEY* issuer_key,
-                 bool authority, long serial) {
+                 bool authority, long serial, bool expired = false) {
   Certificate certificate(X509_new());
   X509_set_version(certificate.get(), 2);
   ASN1_INTEGER_set(X509_get_serialNumber(certificate.get()), serial);
-  X509_gmtime_adj(X509_getm_notBefore(certificate.get()), -3600);
-  X509_gmtime_adj(X509_getm_notAfter(certificate.get()), 10L * 365 * 24 * 3600);
+  constexpr long kDay = 24 * 3600;
+  X509_gmtime_adj(X509_getm_notBefore(certificate.get()), expired ? -2 * kDay : -3600);
+  X509_gmtime_adj(X509_getm_notAfter(certificate.get()), expired ? -kDay : 10L * 365 * kDay);
   X509_NAME* subject = X509_get_subject_name(certificate.get());
   X509_NAME_add_entry_by_txt(subject, "CN", MBSTRING_ASC,
                              reinterpret_cast<const unsigned char*>(name.c_str()), -1, -1, 0);
@@ -82,12 +84,14 @@ absl::Status WriteTlsCertificates(const std::string& directory,
   std::vector<std::pair<std::string, bool>> leaves;
   for (const std::string& name : names) leaves.emplace_back(name, false);
   leaves.emplace_back("rogue", true);
+  leaves.emplace_back("expired", false);
   long serial = 2;
   for (const auto& [name, rogue] : leaves) {
     Key key(EVP_EC_gen("P-256"));
     if (key == nullptr) return absl::InternalError("cannot generate an EC key");
     Certificate leaf = Sign(name, key.get(), rogue ? rogue_ca.get() : ca.get(),
-                            rogue ? rogue_ca_key.get() : ca_key.get(), false, serial++);
+                            rogue ? rogue_ca_key.get() : ca_key.get(), false, serial++,
+                            /*expired=*/name == "expired");
     if (absl::Status s = WritePem(absl::StrCat(directory, "/", name, ".pem"), leaf.get(), nullptr);
         !s.ok()) {
       return s;

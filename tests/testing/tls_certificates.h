@@ -12,7 +12,7 @@ namespace plexus::testing {
 
 // Writes into `directory` (which must exist): ca.pem (the trusted CA), and for each name
 // NAME.pem / NAME.key signed by it; rogue_ca.pem and rogue.pem / rogue.key signed by that
-// other CA.
+// other CA; expired.pem / expired.key, signed by the trusted CA but expired yesterday.
 absl::Status WriteTlsCertificates(const std::string& directory,
                                   const std::vector<std::string>& names);
 

@@ -116,6 +116,14 @@ def test_the_elastic_master_and_its_peers_run_over_tls(tls_environment):
                 Communicator(address).connect(n_attempts=1)
             assert refused.value.result == Result.MASTER_CONNECTION_FAILED, refused.value
             assert "certificate" in str(refused.value), refused.value
+            # The right CA, but a certificate that expired yesterday.
+            trusted = os.path.dirname(tls_environment["PLEXUS_TLS_CA"])
+            os.environ.update({"PLEXUS_TLS_CERT": os.path.join(trusted, "expired.pem"),
+                               "PLEXUS_TLS_KEY": os.path.join(trusted, "expired.key")})
+            with pytest.raises(ElasticError) as refused:
+                Communicator(address).connect(n_attempts=1)
+            assert refused.value.result == Result.MASTER_CONNECTION_FAILED, refused.value
+            assert "alert certificate expired" in str(refused.value), refused.value
         finally:
             os.environ.update(tls_environment)
     finally:
