@@ -25,6 +25,7 @@
 #include "frontend/net/route.h"
 #include "frontend/store/prefix_store.h"
 #include "frontend/store/tcp_store.h"
+#include "frontend/transport/transport.h"
 #include "frontend/transport/transport_registry.h"
 
 namespace plexus::elastic {
@@ -613,6 +614,9 @@ void Communicator::Run(const std::shared_ptr<Op>& op) {
                             std::max(deadline - absl::Now(), absl::ZeroDuration()),
                             op->work.get(), &arena);
       const QuantizationOptions& quantization = op->descriptor.quantization;
+      // The algorithms wait on their own sends: the transport leaves a send the kernel could
+      // not take at once to this thread's wait instead of waking a thread of its own for it.
+      const ScopedSendsAwaited awaited;
       if (quantization.algorithm == QuantizationAlgorithm::kNone) {
         local = AllReduceInPlace(ctx, table, op->recv, op->descriptor.count,
                                  op->descriptor.dtype, ReduceOp(op->descriptor.op));
