@@ -62,10 +62,6 @@ absl::StatusOr<absl::Duration> ResolveTimeout(std::optional<absl::Duration> set,
   return timeout;
 }
 
-int64_t TimeoutMilliseconds(absl::Duration timeout) {
-  return absl::ToInt64Milliseconds(std::min(timeout, absl::Hours(24 * 365)));
-}
-
 }  // namespace
 
 // Runs each operation on its own thread (the algorithms block), reusing idle threads; never
@@ -320,25 +316,19 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
 absl::Status Communicator::UpdateTopology() {
   RETURN_IF_ERROR(Usable());
   RETURN_IF_ERROR(NoOpsInFlight("update_topology"));
-  AdoptTopology();
-  auto updated = link()->Call(MessageType::kUpdateTopology, {TimeoutMilliseconds(operation_timeout_)},
-                              "", absl::Now() + operation_timeout_ + kMasterAnswerGrace);
-  if (!updated.ok()) {
-    AdoptTopology();
-    return WithResult(absl::Status(updated.status().code(),
-                                   absl::StrCat("update_topology: ", updated.status().message())),
-                      Result::kUpdateTopologyFailed);
+  const absl::Time deadline = absl::Now() + operation_timeout_;
+  auto updated = link()->Call(MessageType::kUpdateTopology, {MillisecondsLeft(deadline)}, "",
+                              deadline + kMasterAnswerGrace);
+  absl::Status status = updated.status();
+  if (status.ok() && !updated->empty() && (*updated)[0] != 0) {
+    // Peers were accepted: everyone builds the new epoch's connections now.
+    auto mesh = EnsureMesh(CurrentEpoch());
+    if (!mesh.ok() && !IsRetryableFailure(mesh.status())) status = mesh.status();
   }
-  if (updated->empty() || (*updated)[0] == 0) {
-    AdoptTopology();
-    return absl::OkStatus();
-  }
-  auto mesh = EnsureMesh(CurrentEpoch());
-  AdoptTopology();
-  if (!mesh.ok() && !IsRetryableFailure(mesh.status())) {
-    return WithResult(mesh.status(), Result::kUpdateTopologyFailed);
-  }
-  return absl::OkStatus();
+  AdoptTopology();  // The caller now sees the epoch it is in, whatever happened.
+  if (status.ok()) return status;
+  return WithResult(absl::Status(status.code(), absl::StrCat("update_topology: ", status.message())),
+                    Result::kUpdateTopologyFailed);
 }
 
 absl::StatusOr<bool> Communicator::ArePeersPending() {

@@ -45,8 +45,7 @@ absl::StatusOr<SyncInfo> Communicator::SyncSharedState(SharedState& state, SyncS
     RETURN_IF_ERROR(Usable());
     AdoptTopology();
     const int64_t epoch = CurrentEpoch();
-    std::vector<int64_t> arguments = {
-        epoch, absl::ToInt64Milliseconds(std::max(deadline - absl::Now(), absl::ZeroDuration()))};
+    std::vector<int64_t> arguments = {epoch, MillisecondsLeft(deadline)};
     std::string names;
     AppendBallot(ballot, arguments, names);
     std::shared_ptr<MasterLink> master = link();

@@ -90,10 +90,8 @@ absl::StatusOr<bool> Communicator::OptimizeTopology() {
     if (members < 3) return false;  // Two peers (or one) have only one ring.
     std::shared_ptr<MasterLink> master = link();
     absl::Status status;
-    const int64_t timeout_ms =
-        absl::ToInt64Milliseconds(std::max(deadline - absl::Now(), absl::ZeroDuration()));
-    auto started = master->Call(MessageType::kOptimizeStart, {epoch, timeout_ms}, "",
-                                deadline + kMasterAnswerGrace);
+    auto started = master->Call(MessageType::kOptimizeStart, {epoch, MillisecondsLeft(deadline)},
+                                "", deadline + kMasterAnswerGrace);
     if (!started.ok()) {
       status = started.status();
     } else {

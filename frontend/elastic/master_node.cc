@@ -173,11 +173,22 @@ class MasterNode::Server {
     }
   }
 
+  // Closing a socket with unread bytes makes the kernel reset the connection, and a reset
+  // destroys what the other side has not read yet: a TLS alert saying why it was refused (its
+  // hello frame may already be here). Read them away first, then end with a FIN.
+  static void DiscardUnread(int fd) {
+    char sink[4096];
+    for (int reads = 0; reads < 16 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; ++reads) {
+    }
+    shutdown(fd, SHUT_WR);
+  }
+
   void Close(int64_t id, const std::string& reason) {
     auto it = connections_.find(id);
     if (it == connections_.end()) return;
     const int64_t peer = it->second.peer;
     const std::string address = it->second.address;
+    DiscardUnread(it->second.fd.get());
     connections_.erase(it);
     if (peer < 0) {
       Log(LogLevel::kInfo, absl::StrCat("elastic master: closed ", address, ": ", reason));

@@ -9,6 +9,7 @@
 #ifndef PLEXUS_FRONTEND_ELASTIC_MASTER_PROTOCOL_H_
 #define PLEXUS_FRONTEND_ELASTIC_MASTER_PROTOCOL_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -29,6 +30,10 @@ inline constexpr int64_t kMaxInts = 1 << 18;
 // How much later than the master a peer gives up waiting for a reply to a request that carries
 // a timeout: the master's answer, which names whom it waited for, arrives first.
 inline constexpr absl::Duration kMasterAnswerGrace = absl::Seconds(5);
+// The timeout a request carries: milliseconds left until `deadline` (0 once it passed).
+inline int64_t MillisecondsLeft(absl::Time deadline) {
+  return absl::ToInt64Milliseconds(std::max(deadline - absl::Now(), absl::ZeroDuration()));
+}
 
 enum class MessageType : uint8_t {
   // Peer to master.

@@ -148,26 +148,19 @@ void MasterState::SettleUpdateRound() {
   for (const auto& [id, request] : released) Reply(id, request, absl::OkStatus(), 1);
 }
 
-bool MasterState::NeededElsewhere(int64_t id, std::string* what) const {
-  const Peer& peer = peers_.at(id);
-  auto group_it = groups_.find(peer.group);
+bool MasterState::NeededElsewhere(int64_t id) const {
+  auto group_it = groups_.find(peers_.at(id).group);
   if (group_it == groups_.end()) return false;
   const Group& group = group_it->second;
-  auto say = [&](std::string text) {
-    if (what != nullptr) *what = std::move(text);
-    return true;
-  };
   if (!group.sync.planned && !group.sync.ballots.empty() && !group.sync.ballots.count(id)) {
-    return say("sync_shared_state");
+    return true;
   }
   if (!group.optimize.measuring && !group.optimize.started.empty() &&
       !group.optimize.started.count(id)) {
-    return say("optimize_topology");
+    return true;
   }
   for (const auto& [key, vote] : group.ops) {
-    if (!vote.decided && !vote.started.empty() && !vote.started.count(id)) {
-      return say(absl::StrCat("the all-reduce with tag ", key.tag));
-    }
+    if (!vote.decided && !vote.started.empty() && !vote.started.count(id)) return true;
   }
   return false;
 }

@@ -124,8 +124,8 @@ class MasterState {
   // waiting peers a collective of their group needs (or all of them when nobody is pending).
   void SettleUpdateRound();
   // Whether a collective of `peer`'s group waits for it: a sync, optimisation or undecided
-  // all-reduce another member entered and it did not. `what` (if set) says which.
-  bool NeededElsewhere(int64_t peer, std::string* what = nullptr) const;
+  // all-reduce another member entered and it did not.
+  bool NeededElsewhere(int64_t peer) const;
   // What `peer` is doing as the master sees it ("in sync_shared_state", ...).
   std::string Activity(int64_t peer) const;
   // "peer 3 (addr, group 0) (in ...), peer 5 (...)" for the members of `among` not in `arrived`.

@@ -17,23 +17,8 @@ from plexus.elastic import Attribute, Communicator, PCCLError, ReduceOp, Result
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 PEER = os.path.join(HERE, "elastic_loop_peer.py")
-
-
-def start_master(heartbeat=2.0):
-    proc = subprocess.Popen([sys.executable, "-m", "plexus.elastic.master", "--listen-address",
-                             "127.0.0.1:0", "--heartbeat-timeout", str(heartbeat)],
-                            stdout=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()
-    assert "listening on" in line, line
-    return proc, line.split()[-1]
-
-
-@pytest.fixture
-def master():
-    proc, address = start_master()
-    yield address
-    proc.terminate()
-    proc.wait(timeout=10)
+sys.path.insert(0, HERE)
+from test_elastic import master  # noqa: E402,F401  (the fixture: a master process, 2 s heartbeat)
 
 
 class Peer:
