@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "algorithms/algorithm_table.h"
 #include "algorithms/algorithms.h"
+#include "algorithms/arena_slots.h"
 #include "algorithms/collective_context.h"
 #include "frontend/core/deadline.h"
 #include "frontend/core/logging.h"
@@ -123,6 +124,7 @@ struct Communicator::Op {
   bool decided = false;
   absl::Status outcome;
   std::shared_ptr<Transport> mesh;  // While the data phase runs; aborted by early outcomes.
+  int64_t turn = -1;                // Its shared-memory turn (kOpTurn), once the master gave it.
   std::function<void()> on_data_done;  // Called when this peer's data movement ended.
 };
 
@@ -256,6 +258,9 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
   callbacks.on_topology = [this, generation](const Topology& t) { OnTopology(generation, t); };
   callbacks.on_outcome = [this, generation](const OpKey& k, const absl::Status& s) {
     OnOutcome(generation, k, s);
+  };
+  callbacks.on_turn = [this, generation](const OpKey& k, int64_t turn) {
+    OnTurn(generation, k, turn);
   };
   callbacks.on_lost = [this, generation](const absl::Status& s) { OnLost(generation, s); };
   ASSIGN_OR_RETURN(std::shared_ptr<const auth::TlsContext> tls,
@@ -489,6 +494,110 @@ absl::StatusOr<std::shared_ptr<Transport>> Communicator::EnsureMesh(int64_t epoc
   return mesh;
 }
 
+namespace {
+
+const AlgorithmTable& ElasticAlgorithmTable() {
+  static const AlgorithmTable table = [] {
+    auto from_env = AlgorithmTable::FromEnvironment();
+    return from_env.ok() ? *from_env : AlgorithmTable::Default();
+  }();
+  return table;
+}
+
+// Below this an operation runs over the rings: waiting for the master's turn would cost more
+// than the arena saves.
+constexpr size_t kArenaTurnMinBytes = 256 << 10;
+
+}  // namespace
+
+bool Communicator::TakesArenaTurns(Transport& mesh, const Op& op) {
+  if (mesh.shared_arena() == nullptr || op.bytes < kArenaTurnMinBytes ||
+      op.descriptor.quantization.algorithm != QuantizationAlgorithm::kNone) {
+    return false;
+  }
+  const absl::string_view algorithm =
+      ElasticAlgorithmTable().Choose("all_reduce_same_host", op.bytes);
+  return algorithm == "shm" || algorithm == "shm_rs";
+}
+
+absl::Status Communicator::MoveData(const std::shared_ptr<Op>& op, Transport& mesh,
+                                    absl::Time deadline, const int64_t* turn) {
+  // In turn, the operation is the arena's alone: numbered by its turn, as every member does.
+  const uint64_t sequence = turn ? static_cast<uint64_t>(*turn) + 1 : OperationId(op->key);
+  const uint64_t instance = turn ? sequence : static_cast<uint64_t>(op->key.instance);
+  // Each runner thread runs one operation at a time: its scratch is reused, not refaulted.
+  thread_local ScratchArena scratch;
+  CollectiveContext ctx(mesh, CollectiveKind::kAllReduce, sequence,
+                        MakeSignature(CollectiveKind::kAllReduce, op->descriptor.dtype, instance,
+                                      op->descriptor.count),
+                        std::max(deadline - absl::Now(), absl::ZeroDuration()), op->work.get(),
+                        &scratch);
+  if (turn) {
+    SharedArena* arena = mesh.shared_arena();
+    arena->Announce(ctx.signature());  // Peers waiting there can tell which one this runs.
+    ctx.UseSharedArena(arena);
+    absl::Status decided;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (op->decided) decided = op->outcome.ok() ? absl::AbortedError("decided") : op->outcome;
+    }
+    // Failed while it waited for its turn: members already in the arena for it stop too.
+    if (!decided.ok()) return ArenaSlots(ctx, *arena).Fail(decided);
+  }
+  // The algorithms wait on their own sends: the transport leaves a send the kernel could not
+  // take at once to this thread's wait instead of waking a thread of its own for it.
+  const ScopedSendsAwaited awaited;
+  const QuantizationOptions& quantization = op->descriptor.quantization;
+  if (quantization.algorithm == QuantizationAlgorithm::kNone) {
+    return AllReduceInPlace(ctx, ElasticAlgorithmTable(), op->recv, op->descriptor.count,
+                            op->descriptor.dtype, ReduceOp(op->descriptor.op));
+  }
+  return QuantizedRingAllReduce(ctx, op->recv, op->descriptor.count, op->descriptor.dtype,
+                                ReduceOp(op->descriptor.op),
+                                {quantization.algorithm, quantization.quantized_dtype});
+}
+
+absl::Status Communicator::MoveDataInTurn(const std::shared_ptr<Op>& op, Transport& mesh,
+                                          absl::Time deadline) {
+  int64_t turn;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (op->turn < 0 && !op->decided && absl::Now() < deadline) {
+      changed_.wait_until(lock, SteadyDeadline(std::min(deadline - absl::Now(), absl::Seconds(1))));
+    }
+    if (op->turn < 0) {
+      if (op->decided) return absl::AbortedError("decided before the data moved");
+      return absl::DeadlineExceededError(
+          "the master gave no shared-memory turn in time: not every member started it");
+    }
+    turn = op->turn;
+  }
+  const int64_t epoch = op->key.epoch;
+  auto abandoned = [this, epoch] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !lost_.ok() || topology_.epoch != epoch;
+  };
+  // Runs on whichever thread holds the arena when this turn comes (see ArenaOrder).
+  std::function<absl::Status()> body = [&] {
+    if (ArenaSlots::Usable(*mesh.shared_arena(), static_cast<uint64_t>(turn) + 1)) {
+      return MoveData(op, mesh, deadline, &turn);
+    }
+    return MoveData(op, mesh, deadline, nullptr);  // The arena failed earlier this epoch.
+  };
+  return arena_order_.Run(epoch, turn, deadline, abandoned, body);
+}
+
+void Communicator::OnTurn(uint64_t generation, const OpKey& key, int64_t turn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (generation != generation_) return;
+    auto it = in_flight_.find(static_cast<uint64_t>(key.tag));
+    if (it == in_flight_.end() || !(it->second->key == key)) return;
+    it->second->turn = turn;
+  }
+  changed_.notify_all();
+}
+
 WorkPtr Communicator::AllReduceAsync(const void* send, void* recv,
                                      const ReduceDescriptor& descriptor) {
   return Launch(send, recv, descriptor, nullptr, -1, nullptr);
@@ -574,12 +683,16 @@ void Communicator::Run(const std::shared_ptr<Op>& op) {
   absl::Status local;
   auto mesh = EnsureMesh(op->key.epoch);
   if (!mesh.ok()) local = mesh.status();
-  Message start{MessageType::kOpStart, {}, DescribeReduce(op->descriptor)};
-  AppendOpKey(op->key, start.ints);
-  const std::vector<int64_t> signature = OpSignatureInts(op->descriptor);
-  start.ints.insert(start.ints.end(), signature.begin(), signature.end());
-  if (master) {
-    if (absl::Status sent = master->Send(start); !sent.ok() && local.ok()) local = sent;
+  const bool wants_turn = local.ok() && *mesh != nullptr && TakesArenaTurns(**mesh, *op);
+  // A peer that cannot move data reports that in its kOpDone alone: a start it could not keep
+  // would only make the peers disagree about the operation instead.
+  if (master && local.ok()) {
+    Message start{MessageType::kOpStart, {}, DescribeReduce(op->descriptor)};
+    AppendOpKey(op->key, start.ints);
+    const std::vector<int64_t> signature = OpSignatureInts(op->descriptor);
+    start.ints.insert(start.ints.end(), signature.begin(), signature.end());
+    start.ints.push_back(wants_turn ? 1 : 0);
+    if (absl::Status sent = master->Send(start); !sent.ok()) local = sent;
   }
   if (local.ok() && *mesh != nullptr) {
     bool decided;
@@ -590,31 +703,10 @@ void Communicator::Run(const std::shared_ptr<Op>& op) {
     }
     if (decided) {
       local = absl::AbortedError("decided before the data moved");
+    } else if (wants_turn) {
+      local = MoveDataInTurn(op, **mesh, deadline);
     } else {
-      static const AlgorithmTable table = [] {
-        auto from_env = AlgorithmTable::FromEnvironment();
-        return from_env.ok() ? *from_env : AlgorithmTable::Default();
-      }();
-      const uint64_t id = OperationId(op->key);
-      // Each runner thread runs one operation at a time: its scratch is reused, not refaulted.
-      thread_local ScratchArena arena;
-      CollectiveContext ctx(**mesh, CollectiveKind::kAllReduce, id,
-                            MakeSignature(CollectiveKind::kAllReduce, op->descriptor.dtype,
-                                          op->key.instance, op->descriptor.count),
-                            std::max(deadline - absl::Now(), absl::ZeroDuration()),
-                            op->work.get(), &arena);
-      const QuantizationOptions& quantization = op->descriptor.quantization;
-      // The algorithms wait on their own sends: the transport leaves a send the kernel could
-      // not take at once to this thread's wait instead of waking a thread of its own for it.
-      const ScopedSendsAwaited awaited;
-      if (quantization.algorithm == QuantizationAlgorithm::kNone) {
-        local = AllReduceInPlace(ctx, table, op->recv, op->descriptor.count,
-                                 op->descriptor.dtype, ReduceOp(op->descriptor.op));
-      } else {
-        local = QuantizedRingAllReduce(ctx, op->recv, op->descriptor.count, op->descriptor.dtype,
-                                       ReduceOp(op->descriptor.op),
-                                       {quantization.algorithm, quantization.quantized_dtype});
-      }
+      local = MoveData(op, **mesh, deadline, nullptr);
     }
   }
   if (LogEnabled(LogLevel::kDebug)) {

@@ -38,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "frontend/elastic/arena_order.h"
 #include "frontend/elastic/elastic_types.h"
 #include "frontend/elastic/master_protocol.h"
 #include "frontend/elastic/shared_state.h"
@@ -156,6 +157,15 @@ class Communicator {
                  const uint8_t* restore_from, int64_t required_epoch,
                  std::function<void()> on_data_done);
   void Run(const std::shared_ptr<Op>& op);
+  // Whether `op` takes a shared-memory turn on `mesh` (same on every member: the mesh's arena,
+  // the op's size and the algorithm table decide).
+  static bool TakesArenaTurns(Transport& mesh, const Op& op);
+  // This peer's data phase of `op`; with `turn`, in the shared-memory arena as that turn.
+  absl::Status MoveData(const std::shared_ptr<Op>& op, Transport& mesh, absl::Time deadline,
+                        const int64_t* turn);
+  // Waits for the master's turn for `op` and for the turns before it, then moves its data.
+  absl::Status MoveDataInTurn(const std::shared_ptr<Op>& op, Transport& mesh,
+                              absl::Time deadline);
   // Measures what this peer receives at from every other member (bytes/s, ring order, 0 for
   // itself) in optimize number `number` of the epoch.
   absl::StatusOr<std::vector<int64_t>> MeasureLinks(int64_t epoch, int64_t number,
@@ -176,6 +186,7 @@ class Communicator {
   // Reports of the master link of connection `generation` (stale ones are ignored).
   void OnTopology(uint64_t generation, const Topology& topology);
   void OnOutcome(uint64_t generation, const OpKey& key, const absl::Status& outcome);
+  void OnTurn(uint64_t generation, const OpKey& key, int64_t turn);
   void OnLost(uint64_t generation, const absl::Status& status);
   absl::Status Usable() const;  // Connected, accepted and not lost.
   // The caller's view becomes the latest topology the master announced.
@@ -190,6 +201,7 @@ class Communicator {
   const int master_port_;
   std::unique_ptr<OpRunner> runner_;
   std::unique_ptr<BackupPool> backups_;  // Receive-buffer backups, reused.
+  ArenaOrder arena_order_;               // Shared-memory turns run here one at a time.
 
   mutable std::mutex mu_;
   std::condition_variable changed_;

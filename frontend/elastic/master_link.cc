@@ -219,6 +219,11 @@ void MasterLink::OnMessage(const Message& message) {
                               StatusFromWire(message.ints[kOpKeyInts], message.text));
       }
       return;
+    case MessageType::kOpTurn:
+      if (message.ints.size() == kOpKeyInts + 1 && callbacks_.on_turn) {
+        callbacks_.on_turn(ReadOpKey(message.ints), message.ints[kOpKeyInts]);
+      }
+      return;
     case MessageType::kReply: {
       if (message.ints.size() < 3) return;
       {

@@ -28,6 +28,7 @@ class MasterLink {
   struct Callbacks {
     std::function<void(const Topology&)> on_topology;
     std::function<void(const OpKey&, const absl::Status&)> on_outcome;
+    std::function<void(const OpKey&, int64_t)> on_turn;  // kOpTurn: an operation's turn.
     std::function<void(const absl::Status&)> on_lost;  // Once, when the link breaks.
   };
 

@@ -77,6 +77,11 @@ std::vector<int64_t> OpSignatureInts(const ReduceDescriptor& d) {
               : static_cast<int64_t>(d.quantization.quantized_dtype)};
 }
 
+bool WantsArenaTurn(const std::vector<int64_t>& signature) {
+  return signature.size() == OpSignatureInts(ReduceDescriptor{}).size() + 1 &&
+         signature.back() == 1;
+}
+
 std::vector<int64_t> TopologyInts(const Topology& t) {
   std::vector<int64_t> ints = {t.group, t.epoch, t.global_world_size, t.num_groups,
                                t.largest_group, static_cast<int64_t>(t.ring.size())};

@@ -273,6 +273,7 @@ void MasterState::AcceptPending() {
 void MasterState::NewEpoch(int64_t group_id, const absl::Status& reason) {
   Group& group = groups_[group_id];
   ++group.epoch;
+  group.arena_turns = 0;
   const std::string over = absl::StrCat("; epoch ", group.epoch - 1, " of peer group ", group_id,
                                         " is over");
   deferring_ = true;  // What this says reaches peers after the new topology.
@@ -620,7 +621,22 @@ absl::Status MasterState::HandleOpStart(int64_t id, const Message& message) {
     Decide(key, vote,
            absl::FailedPreconditionError(absl::StrCat(
                "peers disagree on the operation with tag ", key.tag, ": ", Describe(vote.first_peer),
-               " runs ", vote.first_description, ", ", Describe(id), " runs ", message.text)));
+               " runs ", vote.first_description, ", ", Describe(id), " runs ", message.text,
+               WantsArenaTurn(signature) != WantsArenaTurn(vote.signature)
+                   ? " (and not both in shared memory)"
+                   : "")));
+  }
+  Group& group = groups_[key.group];
+  // Every member started it, so none waits in the arena for one that may never come: its turn.
+  if (!vote.decided && vote.turn < 0 && WantsArenaTurn(vote.signature) &&
+      vote.started.size() == group.ring.size()) {
+    vote.turn = group.arena_turns++;
+    for (int64_t peer : vote.started) {
+      Message turn{MessageType::kOpTurn, {}, ""};
+      AppendOpKey(key, turn.ints);
+      turn.ints.push_back(vote.turn);
+      outgoing_.push_back({peer, std::move(turn)});
+    }
   }
   return absl::OkStatus();
 }

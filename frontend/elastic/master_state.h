@@ -90,6 +90,7 @@ class MasterState {
     std::set<int64_t> done;
     bool decided = false;
     absl::Status outcome;
+    int64_t turn = -1;  // Its shared-memory turn, once every member started it (kOpTurn).
   };
   // One sync_shared_state of a group: ballots until every member voted, then the plan is out
   // and the members report how their transfers went.
@@ -117,6 +118,7 @@ class MasterState {
     int64_t syncs = 0;  // Planned syncs so far: names the transfers of each on the wire.
     OptimizeRound optimize;
     int64_t optimizations = 0;
+    int64_t arena_turns = 0;  // Shared-memory turns handed out in this epoch.
   };
 
   absl::Status HandleUpdateTopology(int64_t peer, const Message& message);

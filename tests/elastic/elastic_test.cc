@@ -106,9 +106,12 @@ TEST(ElasticTest, ConcurrentTagsInAnyOrderAndMismatchIsAnErrorOnEveryPeer) {
   ASSERT_NE(master, nullptr);
   const int port = master->port();
   absl::Status status = RunJoinedPeers(port, kWorld, [&](int peer, std::unique_ptr<Communicator>& comm) {
-    // 16 tags in flight, issued in a different order on every peer.
+    // 16 tags in flight, issued in a different order on every peer. The even ones are large
+    // enough to take shared-memory turns (the peers share this host), the odd ones go over the
+    // rings: both kinds interleave in every order.
     constexpr int kTags = 16;
-    std::vector<std::vector<float>> data(kTags, std::vector<float>(50000));
+    std::vector<std::vector<float>> data(kTags);
+    for (int tag = 0; tag < kTags; ++tag) data[tag].resize(tag % 2 == 0 ? 150000 : 50000);
     std::vector<WorkPtr> works(kTags);
     std::vector<int> order(kTags);
     for (int k = 0; k < kTags; ++k) order[k] = (peer % 2 == 0) ? k : kTags - 1 - k;

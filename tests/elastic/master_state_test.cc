@@ -23,10 +23,16 @@ class MasterStateTest : public ::testing::Test {
  protected:
   MasterState state_{/*store_port=*/1, absl::Seconds(5)};
   std::map<int64_t, Replies> replies_;
+  std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> turns_;  // Peer -> (tag, turn).
+  std::map<int64_t, std::vector<std::string>> outcomes_;              // Peer -> error texts.
   int64_t next_request_ = 100;
 
   void Drain() {
     for (auto& out : state_.TakeOutgoing()) {
+      if (out.message.type == MessageType::kOpTurn) {
+        turns_[out.peer].push_back({out.message.ints[2], out.message.ints[kOpKeyInts]});
+      }
+      if (out.message.type == MessageType::kOpOutcome) outcomes_[out.peer].push_back(out.message.text);
       if (out.message.type != MessageType::kReply) continue;
       Replies& r = replies_[out.peer];
       r.by_request[out.message.ints[0]] = {out.message.ints[1], out.message.ints[2]};
@@ -49,8 +55,10 @@ class MasterStateTest : public ::testing::Test {
   int64_t UpdateTopology(int64_t peer, int64_t timeout_ms = 60000) {
     return Send(peer, MessageType::kUpdateTopology, {timeout_ms});
   }
-  void StartOp(int64_t peer, int64_t epoch, int64_t tag) {
-    Message start{MessageType::kOpStart, {0, epoch, tag, 0, 16, 7, 0, 0, 0}, "op"};
+  // `shared_memory`: the flag that asks for a turn in the arena (kOpTurn).
+  void StartOp(int64_t peer, int64_t epoch, int64_t tag, int64_t shared_memory = 0) {
+    Message start{MessageType::kOpStart, {0, epoch, tag, 0, 16, 7, 0, 0, -1, shared_memory},
+                  "op"};
     ASSERT_TRUE(state_.Handle(peer, start).ok());
     Drain();
   }
@@ -142,6 +150,38 @@ TEST_F(MasterStateTest, TwoUpdateTopologiesFromOnePeerAreRefusedNotFatal) {
   EXPECT_FALSE(Answered(a, first));
   ASSERT_TRUE(Answered(a, second));
   EXPECT_EQ(Code(a, second), static_cast<int64_t>(absl::StatusCode::kFailedPrecondition));
+}
+
+TEST_F(MasterStateTest, SharedMemoryTurnsGoOutOnceEveryMemberStartedInThatOrder) {
+  const int64_t a = state_.Join(0, "a");
+  const int64_t b = state_.Join(0, "b");
+  UpdateTopology(a);  // b is accepted: epoch 2.
+  StartOp(a, 2, /*tag=*/1, 1);
+  StartOp(a, 2, /*tag=*/2, 1);
+  EXPECT_TRUE(turns_.empty());  // b started neither: nobody may wait in the arena for it.
+  StartOp(b, 2, 2, 1);
+  StartOp(b, 2, 1, 1);
+  using Turns = std::vector<std::pair<int64_t, int64_t>>;
+  EXPECT_EQ(turns_[a], (Turns{{2, 0}, {1, 1}}));  // In the order the last member started them.
+  EXPECT_EQ(turns_[b], (Turns{{2, 0}, {1, 1}}));
+  StartOp(a, 2, 3);  // Over the rings: no turn.
+  StartOp(b, 2, 3);
+  EXPECT_EQ(turns_[a].size(), 2u);
+  StartOp(a, 2, 4, 1);  // The members disagree on the arena: an error, and no turn.
+  StartOp(b, 2, 4, 0);
+  EXPECT_EQ(turns_[a].size(), 2u);
+  ASSERT_EQ(outcomes_[b].size(), 1u);
+  EXPECT_NE(outcomes_[b][0].find("not both in shared memory"), std::string::npos) << outcomes_[b][0];
+  // A new epoch numbers its turns from 0 again.
+  const int64_t c = state_.Join(0, "c");
+  const int64_t from_a = UpdateTopology(a);
+  const int64_t from_b = UpdateTopology(b);
+  ASSERT_TRUE(Answered(a, from_a) && Answered(b, from_b));
+  for (int64_t peer : {a, b, c}) StartOp(peer, 3, 7, 1);
+  for (int64_t peer : {a, b, c}) {
+    ASSERT_FALSE(turns_[peer].empty()) << peer;
+    EXPECT_EQ(turns_[peer].back(), (std::pair<int64_t, int64_t>{7, 0})) << peer;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,83 @@
+#include "frontend/elastic/arena_order.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "frontend/core/deadline.h"
+
+namespace plexus::elastic {
+
+namespace {
+
+// How many turns after its own one thread runs before it returns to its own caller: each
+// delays its own operation's report to the master.
+constexpr int kMostTurnsRunForOthers = 8;
+
+}  // namespace
+
+void ArenaOrder::RunReady(std::unique_lock<std::mutex>& lock, int64_t own) {
+  int for_others = 0;
+  while (!running_) {
+    auto it = waiting_.find(next_);
+    if (it == waiting_.end()) return;
+    if (it->first != own && for_others++ >= kMostTurnsRunForOthers) return;
+    Entry* entry = it->second;
+    waiting_.erase(it);
+    running_ = true;
+    const int64_t epoch = epoch_;
+    lock.unlock();
+    absl::Status status = (*entry->body)();
+    lock.lock();
+    entry->status = std::move(status);
+    entry->done = true;
+    running_ = false;
+    if (epoch_ == epoch) ++next_;  // A new epoch began meanwhile: its count starts at 0.
+    advanced_.notify_all();
+  }
+}
+
+absl::Status ArenaOrder::Run(int64_t epoch, int64_t turn, absl::Time deadline,
+                             const std::function<bool()>& abandoned,
+                             const std::function<absl::Status()>& body) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (epoch > epoch_) {  // The first turn of a new epoch: the old one's turns are over.
+    epoch_ = epoch;
+    next_ = 0;
+    waiting_.clear();  // Their callers see the epoch moved on.
+  }
+  if (epoch < epoch_) {
+    return absl::UnavailableError(
+        absl::StrCat("epoch ", epoch, " is over (the arena is in epoch ", epoch_, ")"));
+  }
+  Entry entry{&body};
+  waiting_[turn] = &entry;
+  while (true) {
+    RunReady(lock, turn);
+    if (entry.done) return entry.status;
+    const absl::Time now = absl::Now();
+    const bool gone = epoch_ != epoch || now >= deadline || [&] {
+      lock.unlock();
+      const bool result = abandoned();
+      lock.lock();
+      return result;
+    }();
+    if (entry.done) return entry.status;
+    if (gone) {
+      // Not running (running turns are done before they are forgotten): take it back.
+      if (epoch_ == epoch) {
+        auto it = waiting_.find(turn);
+        if (it != waiting_.end() && it->second == &entry) waiting_.erase(it);
+      }
+      if (now >= deadline) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "waited for shared-memory turn ", turn, " of epoch ", epoch, "; turn ", next_,
+            " has not run here"));
+      }
+      return absl::UnavailableError(absl::StrCat("epoch ", epoch, " ended while turn ", turn,
+                                                 " waited for the shared-memory arena"));
+    }
+    advanced_.wait_until(lock, SteadyDeadline(std::min(deadline - now, absl::Milliseconds(20))));
+  }
+}
+
+}  // namespace plexus::elastic

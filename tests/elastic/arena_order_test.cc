@@ -1,0 +1,73 @@
+// ArenaOrder: turns run one at a time in turn order whatever order their callers arrive in,
+// and a turn that cannot come ends by its deadline or when its epoch is abandoned.
+#include "frontend/elastic/arena_order.h"
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace plexus::elastic {
+namespace {
+
+const std::function<bool()> kNever = [] { return false; };
+
+TEST(ArenaOrderTest, TurnsRunOneAtATimeInTurnOrderWhateverOrderTheyArrive) {
+  ArenaOrder order;
+  constexpr int kTurns = 24;
+  std::mutex mu;
+  std::vector<int> ran;
+  std::atomic<int> inside{0};
+  std::atomic<bool> overlapped{false};
+  std::vector<std::thread> callers;
+  for (int i = 0; i < kTurns; ++i) {
+    const int turn = kTurns - 1 - i;  // The last turn arrives first.
+    callers.emplace_back([&, turn] {
+      std::function<absl::Status()> body = [&, turn] {
+        if (inside.fetch_add(1) != 0) overlapped = true;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          ran.push_back(turn);
+        }
+        inside.fetch_sub(1);
+        return turn == 5 ? absl::InternalError("five") : absl::OkStatus();
+      };
+      const absl::Status status =
+          order.Run(/*epoch=*/3, turn, absl::Now() + absl::Seconds(30), kNever, body);
+      EXPECT_EQ(status.ok(), turn != 5) << turn << ": " << status;  // Each gets its own status.
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  std::vector<int> want(kTurns);
+  for (int i = 0; i < kTurns; ++i) want[i] = i;
+  EXPECT_EQ(ran, want);
+  EXPECT_FALSE(overlapped);
+}
+
+TEST(ArenaOrderTest, ATurnWhoseTurnNeverComesEndsByItsDeadlineOrItsEpoch) {
+  ArenaOrder order;
+  bool ran = false;
+  std::function<absl::Status()> body = [&] {
+    ran = true;
+    return absl::OkStatus();
+  };
+  const absl::Time start = absl::Now();
+  absl::Status late = order.Run(1, /*turn=*/1, absl::Now() + absl::Milliseconds(100), kNever, body);
+  EXPECT_EQ(late.code(), absl::StatusCode::kDeadlineExceeded) << late;
+  EXPECT_NE(late.message().find("turn 0 has not run here"), absl::string_view::npos) << late;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  absl::Status gone = order.Run(1, 1, absl::Now() + absl::Seconds(30), [] { return true; }, body);
+  EXPECT_EQ(gone.code(), absl::StatusCode::kUnavailable) << gone;
+  EXPECT_FALSE(ran);
+  // A later epoch starts at turn 0; the earlier one is over for good.
+  EXPECT_TRUE(order.Run(2, 0, absl::Now() + absl::Seconds(5), kNever, body).ok());
+  EXPECT_TRUE(ran);
+  absl::Status over = order.Run(1, 0, absl::Now() + absl::Seconds(5), kNever, body);
+  EXPECT_EQ(over.code(), absl::StatusCode::kUnavailable) << over;
+}
+
+}  // namespace
+}  // namespace plexus::elastic
