@@ -23,6 +23,7 @@ void ArenaOrder::RunReady(std::unique_lock<std::mutex>& lock, int64_t own) {
     if (it->first != own && for_others++ >= kMostTurnsRunForOthers) return;
     Entry* entry = it->second;
     waiting_.erase(it);
+    entry->taken = true;
     running_ = true;
     const int64_t epoch = epoch_;
     lock.unlock();
@@ -62,8 +63,8 @@ absl::Status ArenaOrder::Run(int64_t epoch, int64_t turn, absl::Time deadline,
       return result;
     }();
     if (entry.done) return entry.status;
-    if (gone) {
-      // Not running (running turns are done before they are forgotten): take it back.
+    if (gone && !entry.taken) {
+      // Nobody runs it (a taken one is waited for: its body refers to this frame): withdraw.
       if (epoch_ == epoch) {
         auto it = waiting_.find(turn);
         if (it != waiting_.end() && it->second == &entry) waiting_.erase(it);
@@ -76,7 +77,9 @@ absl::Status ArenaOrder::Run(int64_t epoch, int64_t turn, absl::Time deadline,
       return absl::UnavailableError(absl::StrCat("epoch ", epoch, " ended while turn ", turn,
                                                  " waited for the shared-memory arena"));
     }
-    advanced_.wait_until(lock, SteadyDeadline(std::min(deadline - now, absl::Milliseconds(20))));
+    const absl::Duration slice =
+        entry.taken ? absl::Milliseconds(20) : std::min(deadline - now, absl::Milliseconds(20));
+    advanced_.wait_until(lock, SteadyDeadline(slice));
   }
 }
 

@@ -34,6 +34,7 @@ class ArenaOrder {
  private:
   struct Entry {
     const std::function<absl::Status()>* body;
+    bool taken = false;  // A thread runs it: its caller waits for it, whatever else happens.
     bool done = false;
     absl::Status status;
   };
