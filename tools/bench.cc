@@ -39,7 +39,10 @@
 #include "frontend/dispatch/init.h"
 #include "frontend/net/interfaces.h"
 #include "tests/testing/tls_certificates.h"
+#include "tools/bench_anchor.h"
 #include "tools/bench_elastic.h"
+#include "tools/bench_load.h"
+#include "tools/bench_report.h"
 #ifdef PLEXUS_BENCH_CUDA
 #include "tests/testing/cuda_memory.h"
 #endif
@@ -51,7 +54,8 @@ namespace {
 struct Flags {
   std::vector<std::string> backends;  // Empty: every registered backend serving cpu.
   std::vector<std::string> ops = {"all_reduce"};
-  int ranks = 4;
+  int ranks = 4;                       // The rank count being measured now.
+  std::vector<int> rank_counts = {4};  // --ranks=2,4,8: each in turn (a sweep).
   std::vector<int64_t> sizes;
   DType dtype = DType::kFloat32;
   int iters = 20;
@@ -69,6 +73,8 @@ struct Flags {
   // instead of issue-then-wait; rows labelled "+blocking".
   bool blocking = false;
   int cuda_devices = 0;  // With --device=cuda: how many the ranks spread over.
+  std::optional<LoadSpec> load;  // --load=KIND:N: every case also runs under this load.
+  std::string anchor;            // --anchor=mpi-shm|mpi-tcp: Open MPI beside, via run.sh.
 };
 
 absl::StatusOr<int64_t> ParseBytes(absl::string_view text) {
@@ -133,10 +139,28 @@ absl::Status ParseFlags(int argc, char** argv, Flags& flags) {
         }
       }
     } else if (name == "--ranks") {
-      if (!absl::SimpleAtoi(value, &flags.ranks) || flags.ranks < 1 || flags.ranks > 64) {
-        return absl::InvalidArgumentError("--ranks must be 1..64");
+      flags.rank_counts.clear();
+      for (absl::string_view item : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+        int ranks = 0;
+        if (!absl::SimpleAtoi(item, &ranks) || ranks < 1 || ranks > 64) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("--ranks: '", item, "' is not 1..64 (a list sweeps: --ranks=2,4,8)"));
+        }
+        flags.rank_counts.push_back(ranks);
       }
+      if (flags.rank_counts.empty()) return absl::InvalidArgumentError("--ranks: no rank count");
+      flags.ranks = flags.rank_counts.front();
       flags.ranks_given = true;
+    } else if (name == "--load") {
+      auto load = ParseLoad(value);
+      if (!load.ok()) return load.status();
+      flags.load = *load;
+    } else if (name == "--anchor") {
+      if (value != "mpi-shm" && value != "mpi-tcp") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--anchor=", value, ": known anchors are mpi-shm and mpi-tcp"));
+      }
+      flags.anchor = value;
     } else if (name == "--device") {
       auto device = ParseDeviceType(value);
       if (!device.ok()) return device.status();
@@ -173,9 +197,9 @@ absl::Status ParseFlags(int argc, char** argv, Flags& flags) {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown flag '", arg,
           "'; flags: --backends=cpu:tcp,... --ops=all_reduce,...|all "
-          "--ranks=N --sizes=1K:64M|1K,16M --dtype=float32 --iters=N --warmup=N --json=FILE "
-          "--mpirun-args='--mca btl tcp,self' --device=cpu|cuda --plot=FILE.png --tls "
-          "--blocking"));
+          "--ranks=N|2,4,8 --sizes=1K:64M|1K,16M --dtype=float32 --iters=N --warmup=N "
+          "--json=FILE --mpirun-args='--mca btl tcp,self' --device=cpu|cuda --plot=FILE.png "
+          "--tls --blocking --load=spin:N|compute:N|comm:N --anchor=mpi-shm|mpi-tcp"));
     }
   }
   if (flags.backends.empty() && flags.device == DeviceType::kCuda) {
@@ -381,31 +405,12 @@ int RunRank(int rank, const Flags& flags, const std::vector<std::string>& backen
   return 0;
 }
 
-struct Row {
-  std::string backend, op;
-  int ranks;
-  int64_t bytes, count;
-  std::string dtype;
-  double time_us, algbw, busbw;
-  int64_t wrong;
-  int64_t rss_growth;  // The largest over ranks.
-  std::string error;
-};
-
-std::string JsonEscape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\') out.push_back('\\');
-    if (static_cast<unsigned char>(c) >= 0x20) out.push_back(c);
-  }
-  return out;
-}
-
 // Reads one sample per rank for each (backend, op, size) from `inputs`, prints the rows and
 // appends them to `rows`. `launch_error` marks rows whose samples are missing.
+// `load`: the --load the samples ran under (empty: quiet).
 void ReadRows(const Flags& flags, const std::vector<std::string>& backends,
-              const std::vector<FILE*>& inputs, std::vector<Row>& rows, bool& failed,
-              const std::string& launch_error = "") {
+              const std::vector<FILE*>& inputs, const std::string& load, std::vector<Row>& rows,
+              bool& failed, const std::string& launch_error = "") {
   for (const std::string& backend : backends) {
     for (const std::string& op : flags.ops) {
       const size_t cases = op == "barrier" ? 1 : flags.sizes.size();
@@ -413,8 +418,12 @@ void ReadRows(const Flags& flags, const std::vector<std::string>& backends,
         const bool encrypted = flags.tls && absl::StrContains(backend, "tcp");
         const std::string label =
             absl::StrCat(backend, encrypted ? "+tls" : "", flags.blocking ? "+blocking" : "");
-        Row row{label, op, flags.ranks, 0, 0, std::string(DTypeName(flags.dtype)),
-                0,       0,  0,           0, 0, ""};
+        Row row;
+        row.backend = label;
+        row.op = op;
+        row.ranks = flags.ranks;
+        row.dtype = std::string(DTypeName(flags.dtype));
+        row.load = load;
         double bus_factor = 1;
         for (FILE* in : inputs) {
           char line[4096] = {0};
@@ -438,8 +447,9 @@ void ReadRows(const Flags& flags, const std::vector<std::string>& backends,
           row.busbw = row.algbw * bus_factor;
         }
         failed |= row.wrong > 0 || !row.error.empty();
+        const std::string shown = load.empty() ? row.backend : absl::StrCat(row.backend, "@", load);
         printf("%-10s %-15s %5d %12lld %11lld %-8s %11.1f %9.3f %9.3f %6lld %8.1f%s%s\n",
-               row.backend.c_str(), row.op.c_str(), row.ranks, static_cast<long long>(row.bytes),
+               shown.c_str(), row.op.c_str(), row.ranks, static_cast<long long>(row.bytes),
                static_cast<long long>(row.count), row.dtype.c_str(), row.time_us, row.algbw,
                row.busbw, static_cast<long long>(row.wrong), row.rss_growth / 1048576.0,
                row.error.empty() ? "" : "  ERROR: ", row.error.c_str());
@@ -466,12 +476,16 @@ absl::Status RunLaunched(const Flags& flags, const std::vector<std::string>& bac
   args.push_back(exe);
   for (int i = 1; i < argc; ++i) {
     const absl::string_view arg = argv[i];
+    // The parent measures one rank count at a time and runs the load and the anchor itself.
     if (absl::StartsWith(arg, "--backends=") || absl::StartsWith(arg, "--json=") ||
-        absl::StartsWith(arg, "--mpirun-args=")) {
+        absl::StartsWith(arg, "--mpirun-args=") || absl::StartsWith(arg, "--ranks=") ||
+        absl::StartsWith(arg, "--load=") || absl::StartsWith(arg, "--anchor=") ||
+        absl::StartsWith(arg, "--plot=")) {
       continue;
     }
     args.emplace_back(arg);
   }
+  args.push_back(absl::StrCat("--ranks=", flags.ranks));
   args.push_back("--backends=" + absl::StrJoin(backends, ","));
   args.push_back("--launched-output=" + dir);
   fflush(stdout);
@@ -496,26 +510,6 @@ absl::Status RunLaunched(const Flags& flags, const std::vector<std::string>& bac
       WIFEXITED(status) && WEXITSTATUS(status) == 127 ? "; is openmpi-bin installed?" : "", ")"));
 }
 
-bool WriteJson(const std::string& path, const std::vector<Row>& rows) {
-  FILE* json = fopen(path.c_str(), "w");
-  if (json == nullptr) return false;
-  fprintf(json, "[\n");
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
-    fprintf(json,
-            "  {\"backend\": \"%s\", \"op\": \"%s\", \"ranks\": %d, \"bytes\": %lld, "
-            "\"count\": %lld, \"dtype\": \"%s\", \"time_us\": %.3f, \"algbw_gbps\": %.6f, "
-            "\"busbw_gbps\": %.6f, \"wrong\": %lld, \"rss_growth_bytes\": %lld, "
-            "\"error\": \"%s\"}%s\n",
-            r.backend.c_str(), r.op.c_str(), r.ranks, static_cast<long long>(r.bytes),
-            static_cast<long long>(r.count), r.dtype.c_str(), r.time_us, r.algbw, r.busbw,
-            static_cast<long long>(r.wrong), static_cast<long long>(r.rss_growth),
-            JsonEscape(r.error).c_str(), i + 1 < rows.size() ? "," : "");
-  }
-  fprintf(json, "]\n");
-  return fclose(json) == 0;
-}
-
 // One core's memcpy bandwidth at each size of the run (best of several timed batches, each
 // long enough to time): rows with backend and op "memcpy".
 std::vector<Row> MeasureMemcpy(const Flags& flags) {
@@ -534,7 +528,14 @@ std::vector<Row> MeasureMemcpy(const Flags& flags) {
       best_us = std::min(best_us, absl::ToDoubleMicroseconds(absl::Now() - start) / repeats);
     }
     const double gbps = best_us > 0 ? bytes / best_us / 1e3 : 0;
-    rows.push_back({"memcpy", "memcpy", 1, bytes, bytes, "bytes", best_us, gbps, gbps, 0, 0, ""});
+    Row row;
+    row.backend = row.op = "memcpy";
+    row.ranks = 1;
+    row.bytes = row.count = bytes;
+    row.dtype = "bytes";
+    row.time_us = best_us;
+    row.algbw = row.busbw = gbps;
+    rows.push_back(row);
   }
   return rows;
 }
@@ -559,6 +560,91 @@ bool Plot(const char* argv0, const std::string& json, const std::string& out) {
   }
   fprintf(stderr, "bench: tools/bench_plot.py not found beside the bench\n");
   return false;
+}
+
+// Measures every case at flags.ranks: the forked backends, those under a launcher, and with
+// --anchor Open MPI through the reference script; rows are labelled with `load`.
+void MeasurePhase(const Flags& flags, const std::vector<std::string>& forked,
+                  const std::vector<std::string>& launched, int argc, char** argv,
+                  const std::string& dir, const std::string& load, std::vector<Row>& rows,
+                  bool& failed) {
+  if (!forked.empty()) {
+    std::vector<pid_t> pids;
+    std::vector<FILE*> pipes;
+    for (int rank = 0; rank < flags.ranks; ++rank) {
+      int fds[2];
+      if (pipe(fds) != 0) {
+        failed = true;
+        break;
+      }
+      fflush(stdout);
+      fflush(stderr);
+      pid_t pid = fork();
+      if (pid == 0) {
+        close(fds[0]);
+        FILE* out = fdopen(fds[1], "w");
+        _exit(RunRank(rank, flags, forked, dir, out));
+      }
+      close(fds[1]);
+      pids.push_back(pid);
+      pipes.push_back(fdopen(fds[0], "r"));
+    }
+    ReadRows(flags, forked, pipes, load, rows, failed);
+    for (FILE* in : pipes) fclose(in);
+    for (pid_t pid : pids) {
+      int status = 0;
+      waitpid(pid, &status, 0);
+      failed |= !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    // Each run makes a fresh group: the next rank count or phase must not meet this one's store.
+    for (size_t b = 0; b < forked.size(); ++b) unlink(absl::StrCat(dir, "/store.", b).c_str());
+  }
+  if (!launched.empty()) {
+    const absl::Status ran = RunLaunched(flags, launched, argc, argv, dir);
+    std::vector<FILE*> files;
+    for (int rank = 0; rank < flags.ranks; ++rank) {
+      FILE* in = fopen(absl::StrCat(dir, "/rank.", rank).c_str(), "r");
+      files.push_back(in != nullptr ? in : fopen("/dev/null", "r"));
+    }
+    ReadRows(flags, launched, files, load, rows, failed,
+             ran.ok() ? "" : std::string(ran.message()));
+    for (FILE* in : files) fclose(in);
+    for (int rank = 0; rank < flags.ranks; ++rank) unlink(absl::StrCat(dir, "/rank.", rank).c_str());
+    failed |= !ran.ok();
+  }
+  if (!flags.anchor.empty() && flags.dtype == DType::kFloat32 &&
+      std::find(flags.ops.begin(), flags.ops.end(), "all_reduce") != flags.ops.end()) {
+    const absl::StatusOr<std::string> script = FindAnchorScript();
+    const absl::StatusOr<std::vector<AnchorRow>> anchor =
+        script.ok() ? RunAnchor(*script, flags.anchor, flags.ranks, flags.sizes)
+                    : absl::StatusOr<std::vector<AnchorRow>>(script.status());
+    if (!anchor.ok()) {
+      fprintf(stderr, "bench: %s\n", std::string(anchor.status().message()).c_str());
+      failed = true;
+      return;
+    }
+    const std::string label = absl::StrCat("openmpi-", flags.anchor.substr(4));
+    for (const AnchorRow& a : *anchor) {
+      Row row;
+      row.backend = label;
+      row.op = "all_reduce";
+      row.ranks = flags.ranks;
+      row.bytes = a.bytes;
+      row.count = a.bytes / 4;
+      row.dtype = "float32";
+      row.time_us = a.time_us;
+      row.algbw = a.algbw;
+      row.busbw = a.busbw;
+      row.load = load;
+      const std::string shown = load.empty() ? label : absl::StrCat(label, "@", load);
+      printf("%-10s %-15s %5d %12lld %11lld %-8s %11.1f %9.3f %9.3f %6s %8s\n", shown.c_str(),
+             "all_reduce", flags.ranks, static_cast<long long>(a.bytes),
+             static_cast<long long>(a.bytes / 4), "float32", a.time_us, a.algbw, a.busbw, "-",
+             "-");
+      fflush(stdout);
+      rows.push_back(row);
+    }
+  }
 }
 
 int Main(int argc, char** argv) {
@@ -598,7 +684,7 @@ int Main(int argc, char** argv) {
     }
     flags.cuda_devices = *devices;
     // NCCL takes one device per rank.
-    if (!flags.ranks_given) flags.ranks = std::min(*devices, 8);
+    if (!flags.ranks_given) flags.rank_counts = {flags.ranks = std::min(*devices, 8)};
   }
   std::vector<std::string> forked, launched;
   for (const std::string& backend : flags.backends) {
@@ -618,10 +704,15 @@ int Main(int argc, char** argv) {
     setenv("PLEXUS_TLS_KEY", absl::StrCat(dir, "/rank.key").c_str(), 1);
     setenv("PLEXUS_TLS_CA", absl::StrCat(dir, "/ca.pem").c_str(), 1);
   }
-  printf("# plexus bench: %d ranks on loopback, dtype %s, %d iterations after %d warmup%s%s\n",
-         flags.ranks, std::string(DTypeName(flags.dtype)).c_str(), flags.iters, flags.warmup,
+  printf("# plexus bench: %s ranks on loopback, dtype %s, %d iterations after %d warmup%s%s%s\n",
+         absl::StrJoin(flags.rank_counts, ",").c_str(), std::string(DTypeName(flags.dtype)).c_str(),
+         flags.iters, flags.warmup,
          flags.device == DeviceType::kCuda ? ", tensors in CUDA device memory" : "",
-         flags.tls ? ", TLS 1.3 (mutual, P-256) on plexus's connections" : "");
+         flags.tls ? ", TLS 1.3 (mutual, P-256) on plexus's connections" : "",
+         flags.load ? absl::StrCat("; each case quiet, then beside load ", flags.load->label(),
+                                   " (rows @", flags.load->label(), ")")
+                          .c_str()
+                    : "");
   const char* transport = std::getenv("PLEXUS_TRANSPORT");
   if (flags.tls && (transport == nullptr || std::string(transport) != "tcp")) {
     printf("# note: same-host tcp ranks exchange data through shared memory, which TLS does not "
@@ -632,41 +723,30 @@ int Main(int argc, char** argv) {
   fflush(stdout);
   std::vector<Row> rows;
   bool failed = false;
-  if (!forked.empty()) {
-    std::vector<pid_t> pids;
-    std::vector<FILE*> pipes;
-    for (int rank = 0; rank < flags.ranks; ++rank) {
-      int fds[2];
-      if (pipe(fds) != 0) return 1;
-      pid_t pid = fork();
-      if (pid == 0) {
-        close(fds[0]);
-        FILE* out = fdopen(fds[1], "w");
-        _exit(RunRank(rank, flags, forked, dir, out));
+  for (int ranks : flags.rank_counts) {
+    flags.ranks = ranks;
+    // Quiet first, then (with --load) the same cases again beside the load.
+    for (int loaded = 0; loaded <= (flags.load ? 1 : 0); ++loaded) {
+      std::unique_ptr<Load> load;
+      const std::string load_label = loaded ? flags.load->label() : "";
+      if (loaded) {
+        auto started = Load::Start(*flags.load, dir);
+        if (!started.ok()) {
+          fprintf(stderr, "bench: %s\n", std::string(started.status().message()).c_str());
+          failed = true;
+          break;
+        }
+        load = std::move(started).value();
       }
-      close(fds[1]);
-      pids.push_back(pid);
-      pipes.push_back(fdopen(fds[0], "r"));
-    }
-    ReadRows(flags, forked, pipes, rows, failed);
-    for (FILE* in : pipes) fclose(in);
-    for (pid_t pid : pids) {
-      int status = 0;
-      waitpid(pid, &status, 0);
-      failed |= !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+      MeasurePhase(flags, forked, launched, argc, argv, dir, load_label, rows, failed);
+      if (load) {
+        printf("# load %s did %.0f units of work meanwhile\n", load_label.c_str(),
+               load->WorkDone());
+      }
     }
   }
-  if (!launched.empty()) {
-    const absl::Status ran = RunLaunched(flags, launched, argc, argv, dir);
-    std::vector<FILE*> files;
-    for (int rank = 0; rank < flags.ranks; ++rank) {
-      FILE* in = fopen(absl::StrCat(dir, "/rank.", rank).c_str(), "r");
-      files.push_back(in != nullptr ? in : fopen("/dev/null", "r"));
-    }
-    ReadRows(flags, launched, files, rows, failed, ran.ok() ? "" : std::string(ran.message()));
-    for (FILE* in : files) fclose(in);
-    failed |= !ran.ok();
-  }
+  PrintContention(rows, stdout);
+  if (flags.rank_counts.size() > 1) FitAndPrintScaling(rows, stdout);
   if (!flags.plot.empty()) {
     // The ceiling a same-host transport is judged against, measured at each size here.
     const std::vector<Row> memcpy_rows = MeasureMemcpy(flags);

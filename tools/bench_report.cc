@@ -1,0 +1,180 @@
+#include "tools/bench_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace plexus::bench {
+namespace {
+
+std::string JsonEscape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    if (static_cast<unsigned char>(c) >= 0x20) out.push_back(c);
+  }
+  return out;
+}
+
+bool Usable(const Row& row) { return row.error.empty() && row.wrong == 0 && row.time_us > 0; }
+
+std::string SizeLabel(int64_t bytes) {
+  if (bytes >= (1 << 20) && bytes % (1 << 20) == 0) return std::to_string(bytes >> 20) + "M";
+  if (bytes >= (1 << 10) && bytes % (1 << 10) == 0) return std::to_string(bytes >> 10) + "K";
+  return std::to_string(bytes);
+}
+
+// Solves the 3x3 system m * x = v (Gaussian elimination with pivoting); false if singular.
+bool Solve3(double m[3][3], double v[3], double x[3]) {
+  for (int col = 0; col < 3; ++col) {
+    int pivot = col;
+    for (int r = col + 1; r < 3; ++r) {
+      if (std::fabs(m[r][col]) > std::fabs(m[pivot][col])) pivot = r;
+    }
+    if (std::fabs(m[pivot][col]) < 1e-30) return false;
+    std::swap(m[col], m[pivot]);
+    std::swap(v[col], v[pivot]);
+    for (int r = 0; r < 3; ++r) {
+      if (r == col) continue;
+      const double f = m[r][col] / m[col][col];
+      for (int c = col; c < 3; ++c) m[r][c] -= f * m[col][c];
+      v[r] -= f * v[col];
+    }
+  }
+  for (int i = 0; i < 3; ++i) x[i] = v[i] / m[i][i];
+  return true;
+}
+
+void Terms(int ranks, int64_t bytes, double t[3]) {
+  t[0] = 1;
+  t[1] = ranks - 1;
+  t[2] = static_cast<double>(bytes) * 2.0 * (ranks - 1) / ranks;
+}
+
+}  // namespace
+
+bool WriteJson(const std::string& path, const std::vector<Row>& rows) {
+  FILE* json = fopen(path.c_str(), "w");
+  if (json == nullptr) return false;
+  fprintf(json, "[\n");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    fprintf(json,
+            "  {\"backend\": \"%s\", \"op\": \"%s\", \"ranks\": %d, \"bytes\": %lld, "
+            "\"count\": %lld, \"dtype\": \"%s\", \"time_us\": %.3f, \"algbw_gbps\": %.6f, "
+            "\"busbw_gbps\": %.6f, \"wrong\": %lld, \"rss_growth_bytes\": %lld, "
+            "\"load\": \"%s\", \"model_time_us\": %.3f, \"error\": \"%s\"}%s\n",
+            r.backend.c_str(), r.op.c_str(), r.ranks, static_cast<long long>(r.bytes),
+            static_cast<long long>(r.count), r.dtype.c_str(), r.time_us, r.algbw, r.busbw,
+            static_cast<long long>(r.wrong), static_cast<long long>(r.rss_growth),
+            JsonEscape(r.load).c_str(), r.model_time_us, JsonEscape(r.error).c_str(),
+            i + 1 < rows.size() ? "," : "");
+  }
+  fprintf(json, "]\n");
+  return fclose(json) == 0;
+}
+
+void PrintContention(const std::vector<Row>& rows, FILE* out) {
+  using Key = std::tuple<std::string, std::string, int, int64_t>;
+  std::map<Key, const Row*> quiet;
+  for (const Row& row : rows) {
+    if (row.load.empty() && Usable(row) && row.op != "memcpy") {
+      quiet[{row.backend, row.op, row.ranks, row.bytes}] = &row;
+    }
+  }
+  bool header = false;
+  for (const Row& row : rows) {
+    if (row.load.empty() || !Usable(row)) continue;
+    auto it = quiet.find({row.backend, row.op, row.ranks, row.bytes});
+    if (it == quiet.end()) continue;
+    if (!header) {
+      fprintf(out, "\n# quiet against under load (time_us; slowdown = loaded / quiet)\n");
+      fprintf(out, "%-14s %-12s %5s %10s %-11s %11s %11s %9s\n", "backend", "op", "ranks", "bytes",
+              "load", "quiet_us", "loaded_us", "slowdown");
+      header = true;
+    }
+    fprintf(out, "%-14s %-12s %5d %10lld %-11s %11.1f %11.1f %8.2fx\n", row.backend.c_str(),
+            row.op.c_str(), row.ranks, static_cast<long long>(row.bytes), row.load.c_str(),
+            it->second->time_us, row.time_us, row.time_us / it->second->time_us);
+  }
+}
+
+double CostModel::Time(int ranks, int64_t bytes) const {
+  double t[3];
+  Terms(ranks, bytes, t);
+  return alpha_us * t[0] + alpha_rank_us * t[1] + beta_us_per_byte * t[2];
+}
+
+void FitAndPrintScaling(std::vector<Row>& rows, FILE* out) {
+  using Series = std::pair<std::string, std::string>;  // (backend, op)
+  std::map<Series, std::set<int>> rank_counts;
+  for (const Row& row : rows) {
+    if (row.load.empty() && Usable(row) && row.op != "memcpy" && row.op != "barrier") {
+      rank_counts[{row.backend, row.op}].insert(row.ranks);
+    }
+  }
+  for (const auto& [series, counts] : rank_counts) {
+    if (counts.size() < 2) continue;
+    // Least squares on relative error: every size weighs alike, not only the largest.
+    double m[3][3] = {}, v[3] = {};
+    int points = 0;
+    for (const Row& row : rows) {
+      if (row.backend != series.first || row.op != series.second || !row.load.empty() ||
+          !Usable(row)) {
+        continue;
+      }
+      double t[3];
+      Terms(row.ranks, row.bytes, t);
+      const double w = 1.0 / (row.time_us * row.time_us);
+      for (int i = 0; i < 3; ++i) {
+        for (int j = 0; j < 3; ++j) m[i][j] += w * t[i] * t[j];
+        v[i] += w * t[i] * row.time_us;
+      }
+      ++points;
+    }
+    double x[3];
+    if (points < 3 || !Solve3(m, v, x)) continue;
+    const CostModel model{x[0], x[1], x[2], points};
+    std::set<int64_t> sizes;
+    for (Row& row : rows) {
+      if (row.backend == series.first && row.op == series.second && row.load.empty() &&
+          Usable(row)) {
+        row.model_time_us = model.Time(row.ranks, row.bytes);
+        sizes.insert(row.bytes);
+      }
+    }
+    fprintf(out, "\n# %s %s: time_us against ranks (measured / fitted model)\n",
+            series.first.c_str(), series.second.c_str());
+    fprintf(out, "%8s", "bytes");
+    for (int p : counts) fprintf(out, " %19d", p);
+    fprintf(out, "\n");
+    for (int64_t bytes : sizes) {
+      fprintf(out, "%8s", SizeLabel(bytes).c_str());
+      for (int p : counts) {
+        const Row* found = nullptr;
+        for (const Row& row : rows) {
+          if (row.backend == series.first && row.op == series.second && row.load.empty() &&
+              row.ranks == p && row.bytes == bytes && Usable(row)) {
+            found = &row;
+          }
+        }
+        if (found == nullptr) {
+          fprintf(out, " %19s", "-");
+        } else {
+          fprintf(out, " %9.1f / %7.1f", found->time_us, found->model_time_us);
+        }
+      }
+      fprintf(out, "\n");
+    }
+    // beta as ns per byte, and as the bandwidth it stands for (1 / beta).
+    fprintf(out,
+            "# model: time_us = %.2f + %.2f * (p - 1) + %.4f ns/B * n * 2(p - 1)/p"
+            "  (1/beta = %.3g GB/s; %d points)\n",
+            model.alpha_us, model.alpha_rank_us, model.beta_us_per_byte * 1e3,
+            model.beta_us_per_byte > 0 ? 1e-3 / model.beta_us_per_byte : 0.0, model.points);
+  }
+}
+
+}  // namespace plexus::bench

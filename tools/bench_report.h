@@ -1,0 +1,47 @@
+// The bench's rows and what it makes of them: the JSON file, the table of times quiet against
+// under --load, and, for a sweep over rank counts, time against ranks with a fitted cost model.
+#ifndef PLEXUS_TOOLS_BENCH_REPORT_H_
+#define PLEXUS_TOOLS_BENCH_REPORT_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace plexus::bench {
+
+struct Row {
+  std::string backend, op;
+  int ranks = 0;
+  int64_t bytes = 0, count = 0;
+  std::string dtype;
+  double time_us = 0, algbw = 0, busbw = 0;
+  int64_t wrong = 0;
+  int64_t rss_growth = 0;  // The largest over ranks.
+  std::string error;
+  std::string load;           // The --load it ran under ("spin:2"); empty: quiet.
+  double model_time_us = 0;   // The fitted cost model's time (rank sweeps); 0: none.
+};
+
+bool WriteJson(const std::string& path, const std::vector<Row>& rows);
+
+// For every row measured both quiet and under a load: both times and their ratio.
+void PrintContention(const std::vector<Row>& rows, FILE* out);
+
+// The cost model fitted to one (backend, op) over every rank count p and size n it ran at:
+//   time = alpha + alpha_rank * (p - 1) + beta * n * 2(p - 1) / p
+// (a fixed cost, a per-peer latency, and the bandwidth term of a reduce-scatter/all-gather
+// schedule), least squares over the successful quiet rows.
+struct CostModel {
+  double alpha_us = 0, alpha_rank_us = 0, beta_us_per_byte = 0;
+  int points = 0;
+  double Time(int ranks, int64_t bytes) const;
+};
+
+// With rows at two or more rank counts: fits each (backend, op) (fills model_time_us), prints
+// time against ranks per size with the model beside it, and the model's terms.
+void FitAndPrintScaling(std::vector<Row>& rows, FILE* out);
+
+}  // namespace plexus::bench
+
+#endif  // PLEXUS_TOOLS_BENCH_REPORT_H_
