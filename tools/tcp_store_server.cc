@@ -1,12 +1,16 @@
 // A standalone TCPStore server, for launches where no rank should host the store.
 //
 //   bazel run //tools:tcp_store_server -- --host=0.0.0.0 --port=29500 --world_size=16
-// Runs until SIGINT or SIGTERM.
+// Runs until SIGINT or SIGTERM. Honours the job's security settings as every rank does:
+// PLEXUS_SECRET / PLEXUS_SECRET_FILE (clients must prove the secret) and PLEXUS_TLS_CERT /
+// PLEXUS_TLS_KEY / PLEXUS_TLS_CA (every connection is TLS 1.3), docs/security.md.
 #include <csignal>
 #include <cstdio>
 #include <string>
 
 #include "absl/strings/numbers.h"
+#include "frontend/auth/mutual_auth.h"
+#include "frontend/auth/tls.h"
 #include "frontend/store/tcp_store_server.h"
 
 namespace {
@@ -39,13 +43,25 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  auto secret = plexus::auth::ResolveSecret(std::nullopt);
+  auto tls = plexus::auth::TlsContext::Resolve(std::nullopt);
+  for (const absl::Status& status : {secret.status(), tls.status()}) {
+    if (!status.ok()) {
+      fprintf(stderr, "tcp_store_server: %s\n", std::string(status.message()).c_str());
+      return 2;
+    }
+  }
+  options.secret = *secret;
+  options.tls = *tls;
   auto server = plexus::TCPStoreServer::Start(options);
   if (!server.ok()) {
     fprintf(stderr, "%s\n", std::string(server.status().message()).c_str());
     return 1;
   }
-  printf("TCPStore server listening on %s:%d\n", options.host.empty() ? "*" : options.host.c_str(),
-         (*server)->port());
+  printf("TCPStore server listening on %s:%d (%s, %s)\n",
+         options.host.empty() ? "*" : options.host.c_str(), (*server)->port(),
+         options.secret.empty() ? "no shared secret" : "shared secret required",
+         options.tls == nullptr ? "no TLS" : "TLS 1.3");
   fflush(stdout);
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);

@@ -89,3 +89,23 @@ def run_world(fn, world_size, *args, backend="tcp", init="plexus", timeout=120, 
         raise AssertionError("%s on %d ranks failed:\n%s"
                              % (fn.__name__, world_size, "\n".join(problems)))
     return [reports[rank][1] for rank in range(world_size)]
+
+
+def _rank_on_store_server(rank, port, secret):
+    import numpy as np
+    import plexus as dist
+    if secret is not None:
+        os.environ["PLEXUS_SECRET"] = secret
+    store = dist.TCPStore("127.0.0.1", port, timeout=60)
+    dist.init_process_group("tcp", store=store, rank=rank, world_size=2)
+    x = np.full(1000, rank + 1, np.float32)
+    dist.all_reduce(x)
+    dist.destroy_process_group()
+    return float(x[0])
+
+
+def job_on_store_server(port, secret=None):
+    """A 2-rank job whose ranks meet in the store server on `port`: each rank's sum."""
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        return pool.starmap_async(_rank_on_store_server,
+                                  [(rank, port, secret) for rank in range(2)]).get(timeout=120)

@@ -1,17 +1,31 @@
 """Shared-secret authentication as users run it: a job whose ranks share PLEXUS_SECRET or
 secret=, ranks with another secret refused, 10,000 wrong-secret connections against the store
-of a running job, and the elastic master refusing a peer without the secret."""
+of a running job, the standalone store server (tools/tcp_store_server) requiring the job's
+secret, and the elastic master refusing a peer without the secret."""
 import gc
 import multiprocessing
 import os
 import socket
+import subprocess
 
 import numpy as np
 import pytest
 
-from multiproc import run_world
+from multiproc import job_on_store_server, run_world
 
 SECRET = "a shared secret long enough to use"
+STORE_SERVER = os.path.join(os.getcwd(), "tools", "tcp_store_server")
+
+
+def start_store_server(env):
+    """tools/tcp_store_server on a free loopback port: (process, port, its banner line)."""
+    server = subprocess.Popen([STORE_SERVER, "--host=127.0.0.1", "--port=0"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    banner = server.stdout.readline()
+    if not banner.startswith("TCPStore server listening on"):
+        server.kill()
+        raise AssertionError("store server did not start: %r %s" % (banner, server.stderr.read()))
+    return server, int(banner.split("127.0.0.1:")[1].split()[0]), banner
 
 
 def _secret_for(rank, world):
@@ -36,6 +50,34 @@ def test_ranks_sharing_the_secret_work_and_a_rank_with_another_is_refused():
                   destroy=False)
     report = str(failure.value)
     assert "does not know the shared secret" in report or "refused this rank" in report, report
+
+
+def test_the_standalone_store_server_requires_the_jobs_secret():
+    import plexus as dist
+    env = dict(os.environ, PLEXUS_SECRET=SECRET)
+    server, port, banner = start_store_server(env)
+    try:
+        assert "shared secret required" in banner, banner
+        store = dist.TCPStore("127.0.0.1", port, secret=SECRET, timeout=10)
+        store.set("written", b"by a client with the secret")
+        assert store.get("written") == b"by a client with the secret"
+        for secret in (None, "another secret entirely, also long"):
+            with pytest.raises(dist.UnauthenticatedError):
+                dist.TCPStore("127.0.0.1", port, secret=secret, timeout=10)
+        # A job configured with the secret forms its group on it.
+        assert job_on_store_server(port, SECRET) == [3.0, 3.0]
+    finally:
+        server.terminate()
+        server.wait(10)
+    # Without PLEXUS_SECRET it says so, and takes anyone (the default, as before).
+    server, port, banner = start_store_server({k: v for k, v in os.environ.items()
+                                              if not k.startswith("PLEXUS_SECRET")})
+    try:
+        assert "no shared secret" in banner, banner
+        dist.TCPStore("127.0.0.1", port, timeout=10).set("open", b"1")
+    finally:
+        server.terminate()
+        server.wait(10)
 
 
 def _resident_kib():

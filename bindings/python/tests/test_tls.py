@@ -1,7 +1,8 @@
 """TLS as users configure it: PLEXUS_TLS_CERT, PLEXUS_TLS_KEY and PLEXUS_TLS_CA in every
 process's environment. A process group whose store and data connections are all TLS gives right
-answers; a rank without TLS is refused; the elastic master and its peers run over TLS and a peer
-without it is refused."""
+answers; a rank without TLS is refused; the standalone store server (tools/tcp_store_server)
+speaks TLS to the job and refuses a client without it; the elastic master and its peers run over
+TLS and a peer without it is refused."""
 import os
 import subprocess
 import sys
@@ -9,9 +10,10 @@ import sys
 import numpy as np
 import pytest
 
-from multiproc import run_world
+from multiproc import job_on_store_server, run_world
 
 MAKE_CERTIFICATES = os.path.join(os.getcwd(), "tests", "testing", "make_tls_certificates")
+STORE_SERVER = os.path.join(os.getcwd(), "tools", "tcp_store_server")
 TLS_VARIABLES = ("PLEXUS_TLS_CERT", "PLEXUS_TLS_KEY", "PLEXUS_TLS_CA")
 
 
@@ -58,6 +60,30 @@ def test_a_rank_without_tls_is_refused(tls_environment):
         run_world(collectives, 2, before_init=_without_tls_on_rank_one, op_timeout=3, timeout=60,
                   destroy=False)
     assert "TLS" in str(failure.value), failure.value
+
+
+def test_the_standalone_store_server_speaks_tls_and_refuses_a_client_without(tls_environment):
+    import plexus as dist
+    server = subprocess.Popen([STORE_SERVER, "--host=127.0.0.1", "--port=0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        banner = server.stdout.readline()
+        assert "TLS 1.3" in banner, (banner, server.stderr.read() if server.poll() else "")
+        port = int(banner.split("127.0.0.1:")[1].split()[0])
+        store = dist.TCPStore("127.0.0.1", port, timeout=10)
+        store.set("over", b"tls")
+        assert store.get("over") == b"tls"
+        # A job's ranks form their group on it (TLS from the environment, as the server's).
+        assert job_on_store_server(port) == [3.0, 3.0]
+        plain = {k: v for k, v in os.environ.items() if k not in TLS_VARIABLES}
+        client = subprocess.run(
+            [sys.executable, "-c", "import plexus; plexus.TCPStore('127.0.0.1', %d, timeout=5)"
+             % port], env=plain, capture_output=True, text=True, timeout=60)
+        assert client.returncode != 0
+        assert "TLS" in client.stderr, client.stderr
+    finally:
+        server.terminate()
+        server.wait(10)
 
 
 PEER = r"""
