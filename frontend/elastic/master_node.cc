@@ -19,6 +19,7 @@
 #include "frontend/core/status_macros.h"
 #include "frontend/elastic/master_protocol.h"
 #include "frontend/elastic/master_state.h"
+#include "frontend/store/accept_guard.h"
 
 namespace plexus::elastic {
 namespace {
@@ -84,7 +85,9 @@ class MasterNode::Server {
 
   void Loop() {
     while (!stopping_.load()) {
-      std::vector<pollfd> fds = {{listener_.get(), POLLIN, 0}, {wakeup_.get(), POLLIN, 0}};
+      const bool listening = absl::Now() >= listener_paused_until_;
+      std::vector<pollfd> fds = {{listener_.get(), static_cast<short>(listening ? POLLIN : 0), 0},
+                                 {wakeup_.get(), POLLIN, 0}};
       std::vector<int64_t> ids;
       for (auto& [id, c] : connections_) {
         const bool want_write = !c.tx.empty() || c.tls_wants_write ||
@@ -92,7 +95,7 @@ class MasterNode::Server {
         fds.push_back({c.fd.get(), static_cast<short>(POLLIN | (want_write ? POLLOUT : 0)), 0});
         ids.push_back(id);
       }
-      const int ready = poll(fds.data(), fds.size(), 100);
+      const int ready = poll(fds.data(), fds.size(), listening ? 100 : 10);
       if (ready < 0 && errno != EINTR) {
         Log(LogLevel::kError, absl::StrCat("elastic master: poll: ", strerror(errno)));
         break;
@@ -128,8 +131,8 @@ class MasterNode::Server {
   bool AdvanceTls(int64_t id, Connection& c) {
     absl::StatusOr<auth::TlsSession::Progress> progress = c.tls->Handshake();
     if (!progress.ok()) {
-      Log(LogLevel::kWarning, absl::StrCat("elastic master: refused ", c.address, ": ",
-                                           progress.status().message()));
+      LogRefusal(absl::StrCat("elastic master: refused ", c.address, ": ",
+                              progress.status().message()));
       Close(id, std::string(progress.status().message()));
       return false;
     }
@@ -154,10 +157,49 @@ class MasterNode::Server {
     Flush(id);
   }
 
+  // Logs a refused connection: the first ten, then every thousandth with the count, so a flood
+  // of bad connections cannot flood the log.
+  void LogRefusal(const std::string& text) {
+    ++refused_;
+    if (refused_ > 10 && refused_ % 1000 != 0) return;
+    Log(LogLevel::kWarning,
+        refused_ >= 10 ? absl::StrCat(text, " (", refused_, " refused so far)") : text);
+  }
+
+  // Out of descriptors: closes the oldest connection that has not said hello; false if none.
+  bool ShedOldestStranger() {
+    int64_t oldest = -1;
+    for (const auto& [id, c] : connections_) {
+      if (c.peer < 0 && (oldest < 0 || id < oldest)) oldest = id;
+    }
+    if (oldest < 0) return false;
+    Close(oldest, "closed to make room (out of file descriptors) before its hello");
+    return true;
+  }
+
   void AcceptAll() {
+    constexpr int kMostMadeRoomPerRound = 256;
+    int shed = 0, turned_away = 0, shortage = 0;
     while (true) {
       ScopedFd fd(accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-      if (!fd.valid()) return;
+      if (!fd.valid()) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (OutOfDescriptors(errno) && shed + turned_away < kMostMadeRoomPerRound) {
+          shortage = errno;
+          if (ShedOldestStranger()) {
+            ++shed;
+            continue;
+          }
+          if (accept_guard_.TurnAwayOne(listener_.get())) {
+            ++turned_away;
+            continue;
+          }
+          // Nothing could be freed: leave the listener out of the poll for a moment.
+          listener_paused_until_ = absl::Now() + absl::Milliseconds(100);
+        }
+        if (shortage != 0) accept_guard_.Note(shortage, shed, turned_away);
+        return;
+      }
       SetNoDelay(fd.get());
       Connection c;
       c.address = PeerAddress(fd.get());
@@ -190,8 +232,8 @@ class MasterNode::Server {
     const std::string address = it->second.address;
     DiscardUnread(it->second.fd.get());
     connections_.erase(it);
-    if (peer < 0) {
-      Log(LogLevel::kInfo, absl::StrCat("elastic master: closed ", address, ": ", reason));
+    if (peer < 0) {  // Refusals are logged (throttled) where they are decided.
+      Log(LogLevel::kDebug, absl::StrCat("elastic master: closed ", address, ": ", reason));
       return;
     }
     by_peer_.erase(peer);
@@ -229,7 +271,7 @@ class MasterNode::Server {
       Flush(id);
       if (connections_.find(id) == connections_.end()) return;
       if (step == auth::ServerHandshake::Step::kRejected) {
-        Log(LogLevel::kWarning, absl::StrCat("elastic master: refused ", c.address, ": ",
+        LogRefusal(absl::StrCat("elastic master: refused ", c.address, ": ",
                                              c.auth->reason()));
         return Close(id, absl::StrCat("authentication: ", c.auth->reason()));
       }
@@ -354,6 +396,9 @@ class MasterNode::Server {
   const ScopedFd listener_;
   const ScopedFd wakeup_;
   const std::string secret_;
+  AcceptGuard accept_guard_{"elastic master"};
+  absl::Time listener_paused_until_ = absl::InfinitePast();  // Out of descriptors: a pause.
+  uint64_t refused_ = 0;  // Connections refused (TLS, secret, hello), for the log's throttle.
   const std::shared_ptr<const auth::TlsContext> tls_;
   const std::unique_ptr<TCPStoreServer> store_;
   const absl::Duration heartbeat_timeout_;

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "frontend/store/key_value_table.h"
+#include "frontend/store/accept_guard.h"
 #include "frontend/store/socket_util.h"
 #include "frontend/auth/tls.h"
 #include "frontend/store/tcp_store_protocol.h"
@@ -59,6 +60,9 @@ class TCPStoreServer {
                  ScopedFd wakeup);
   void Loop();
   void AcceptAll();
+  // Out of descriptors: closes the oldest connection that has not completed its handshake;
+  // false if there is none.
+  bool ShedOldestUnauthenticated();
   void OnReadable(uint64_t id);
   void OnWritable(uint64_t id);
   // Advances a connection's TLS handshake; false if it was closed.
@@ -89,6 +93,9 @@ class TCPStoreServer {
   std::atomic<bool> stopping_{false};
   std::atomic<int> connected_{0};
   uint64_t refused_ = 0;  // Connections closed for a failed handshake or authentication.
+  AcceptGuard accept_guard_{"TCPStore server"};
+  // Set while the listener is left out of the loop's events (no descriptor could be freed).
+  absl::Time listener_paused_until_ = absl::InfinitePast();
 
   // Loop-thread state only.
   KeyValueTable table_;

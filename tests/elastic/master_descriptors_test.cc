@@ -1,0 +1,95 @@
+// An elastic master out of file descriptors, and under a flood of bad connections (issue 36):
+// idle connections hold every descriptor its limit allows and more wait in the backlog, then
+// hundreds of connections send garbage. A legitimate peer must still connect within moments,
+// and the master must neither spin nor write a log line per refusal.
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "frontend/elastic/communicator.h"
+#include "frontend/elastic/master_node.h"
+#include "frontend/store/socket_util.h"
+#include "gtest/gtest.h"
+#include "tests/testing/subprocess.h"
+
+namespace plexus::elastic {
+namespace {
+
+constexpr char kSecret[] = "a secret every legitimate peer knows";
+
+absl::Duration CpuTime(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  std::vector<std::string> fields = absl::StrSplit(text.substr(text.rfind(')') + 2), ' ');
+  int64_t user = 0, system = 0;
+  if (fields.size() < 13 || !absl::SimpleAtoi(fields[11], &user) ||
+      !absl::SimpleAtoi(fields[12], &system)) {
+    return absl::ZeroDuration();
+  }
+  return absl::Seconds(static_cast<double>(user + system) / sysconf(_SC_CLK_TCK));
+}
+
+int CountLines(const std::string& path) {
+  std::ifstream in(path);
+  int lines = 0;
+  for (std::string line; std::getline(in, line);) ++lines;
+  return lines;
+}
+
+TEST(MasterDescriptorsTest, OutOfDescriptorsAndFloodedTheMasterServesAPeerQuietly) {
+  const std::string log = testing::TempPath("master.log");
+  auto master = testing::ChildServer::Start(
+      [&](const std::function<void(int)>& report) {
+        rlimit limit{64, 64};
+        if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+        if (freopen(log.c_str(), "w", stderr) == nullptr) return;
+        MasterNodeOptions options;
+        options.listen_address = "127.0.0.1:0";
+        options.secret = kSecret;
+        auto node = MasterNode::Create(options);
+        if (!node.ok() || !(*node)->Run().ok()) return;
+        report((*node)->port());
+        (void)(*node)->AwaitTermination();
+      },
+      absl::Seconds(10));
+  ASSERT_TRUE(master.ok()) << master.status();
+  const int port = (*master)->port();
+  std::vector<ScopedFd> idle;
+  for (int i = 0; i < 150; ++i) {
+    auto fd = ConnectTcpWithRetry("127.0.0.1", port, absl::Now() + absl::Seconds(5));
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    idle.push_back(std::move(fd).value());
+  }
+  for (int i = 0; i < 300; ++i) {  // Garbage instead of the authentication.
+    auto fd = ConnectTcpWithRetry("127.0.0.1", port, absl::Now() + absl::Seconds(5));
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    const std::string junk(64, static_cast<char>('a' + i % 26));
+    (void)SendAll(fd->get(), junk, absl::Now() + absl::Seconds(1));
+  }
+  const absl::Time start = absl::Now();
+  CommunicatorOptions options;
+  options.master_address = absl::StrCat("127.0.0.1:", port);
+  options.secret = kSecret;
+  options.operation_timeout = absl::Seconds(30);
+  options.accept_timeout = absl::Seconds(30);
+  auto peer = Communicator::Create(options);
+  ASSERT_TRUE(peer.ok()) << peer.status();
+  absl::Status connected = (*peer)->Connect(absl::Seconds(20));
+  ASSERT_TRUE(connected.ok()) << connected;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  const absl::Duration before = CpuTime((*master)->pid());
+  absl::SleepFor(absl::Seconds(1));
+  EXPECT_LT(CpuTime((*master)->pid()) - before, absl::Milliseconds(300));
+  EXPECT_LT(CountLines(log), 40) << "the master's log grew by a line per refusal or failed accept";
+}
+
+}  // namespace
+}  // namespace plexus::elastic
