@@ -79,6 +79,38 @@ TEST(InitProcessGroupTest, TcpInitMethodFormsAWorldOfFour) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
+// Rank 1 knows another secret: the store rank 0 serves refuses it at once, and rank 0, left
+// waiting, says so when it times out instead of only "rank 1 never arrived".
+TEST(InitProcessGroupTest, ARankTheStoreRefusedIsNamedInTheTimeout) {
+  const std::string url = "tcp://127.0.0.1:" + std::to_string(FreePort());
+  absl::Status status = testing::RunInChildren(
+      2,
+      [&](int rank) {
+        InitOptions options = Options(url, rank);
+        options.world_size = 2;
+        options.timeout = absl::Seconds(rank == 0 ? 4 : 2);
+        options.secret = rank == 0 ? "the secret rank 0 and its store know"
+                                   : "another secret, which rank 1 was given";
+        auto group = InitProcessGroup(options);
+        if (rank == 1) {
+          if (group.status().code() == absl::StatusCode::kUnauthenticated) return 0;
+          fprintf(stderr, "rank 1: %s\n", group.status().ToString().c_str());
+          return 1;
+        }
+        const std::string message(group.status().message());
+        if (group.status().code() == absl::StatusCode::kDeadlineExceeded &&
+            message.find("never arrived: rank(s) 1") != std::string::npos &&
+            message.find("meanwhile this rank's store server 1 connection(s) refused") !=
+                std::string::npos) {
+          return 0;
+        }
+        fprintf(stderr, "rank 0: %s\n", group.status().ToString().c_str());
+        return 1;
+      },
+      absl::Seconds(60));
+  EXPECT_TRUE(status.ok()) << status;
+}
+
 TEST(InitProcessGroupTest, TcpInitMethodTakesRankFromTheUrl) {
   const int port = FreePort();
   absl::Status status = testing::RunInChildren(

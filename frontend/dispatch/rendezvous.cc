@@ -260,12 +260,16 @@ absl::Status StoreBarrier(Store& store, absl::string_view name, int rank, int si
       auto present = store.Check({absl::StrCat(here_prefix, r)});
       if (present.ok() && !*present) missing.push_back(r);
     }
+    // A rank that never arrives may have been refused by the store this rank serves.
+    const std::string refused = store.RefusalReport();
     return absl::DeadlineExceededError(absl::StrCat(
         name, ": rank ", rank, " timed out after ", absl::FormatDuration(timeout),
         " waiting for all ", size, " ranks; ", here, "/", size, " arrived",
         missing.empty() ? "" : absl::StrCat("; never arrived: rank(s) ",
                                             absl::StrJoin(missing, ", "),
-                                            missing.size() == 32 ? ", ..." : "")));
+                                            missing.size() == 32 ? ", ..." : ""),
+        refused.empty() ? "" : absl::StrCat("; meanwhile this rank's store server ", refused,
+                                            " (a rank with another secret, or without TLS?)")));
   }
   return waited;
 }

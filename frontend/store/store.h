@@ -70,6 +70,11 @@ class Store {
   // Appends `value` to the value at `key` (creating it when absent).
   virtual absl::Status Append(absl::string_view key, absl::string_view value) = 0;
 
+  // What a server this process hosts for the store refused so far ("2 connection(s) refused,
+  // the last from ADDR: why"), so a rank waiting for another can say why it may never come;
+  // "" when it refused nothing or the store has no server here.
+  virtual std::string RefusalReport() const { return ""; }
+
   absl::Duration timeout() const { return absl::Nanoseconds(timeout_ns_.load()); }
   void SetTimeout(absl::Duration timeout) { timeout_ns_.store(absl::ToInt64Nanoseconds(timeout)); }
 

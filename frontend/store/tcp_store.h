@@ -73,6 +73,9 @@ class TCPStore : public Store {
   const std::string& host() const { return options_.host; }
   int port() const { return port_; }
   bool is_server() const { return server_ != nullptr; }
+  std::string RefusalReport() const override {
+    return server_ != nullptr ? server_->RefusalReport() : "";
+  }
 
  private:
   TCPStore(TCPStoreOptions options, std::unique_ptr<TCPStoreServer> server, int port,

@@ -188,6 +188,12 @@ void TCPStoreServer::AcceptAll() {
   if (shortage != 0) accept_guard_.Note(shortage, shed, turned_away);
 }
 
+std::string TCPStoreServer::RefusalReport() const {
+  std::lock_guard<std::mutex> lock(refusals_mu_);
+  if (refused_count_ == 0) return "";
+  return absl::StrCat(refused_count_, " connection(s) refused, the last ", last_refusal_);
+}
+
 bool TCPStoreServer::ShedOldestUnauthenticated() {
   uint64_t oldest = 0;
   for (const auto& [id, connection] : connections_) {
@@ -227,7 +233,15 @@ void TCPStoreServer::OnReadable(uint64_t id) {
       continue;
     }
     if (n == 0) {
-      CloseConnection(id, "peer closed the connection", /*rejected=*/false);
+      // A client that gives up mid-authentication found this server's proof wrong: it knows
+      // another secret (or none).
+      const bool authenticating =
+          connection.auth != nullptr || (connection.tls != nullptr && !connection.tls_established);
+      CloseConnection(id,
+                      authenticating ? "it closed the connection during authentication (its "
+                                       "shared secret or TLS settings differ from this store's?)"
+                                     : "peer closed the connection",
+                      /*rejected=*/authenticating);
       return;
     }
     if (errno == EINTR) continue;
@@ -581,7 +595,12 @@ void TCPStoreServer::CloseConnection(uint64_t id, absl::string_view reason, bool
   if (connection.handshaken) connected_.fetch_sub(1);
   // Refusals are logged with the peer, the first ones each and then every 1000th, so a flood
   // of bad connections cannot flood the log.
-  if (rejected) ++refused_;
+  if (rejected) {
+    ++refused_;
+    std::lock_guard<std::mutex> lock(refusals_mu_);
+    refused_count_ = refused_;
+    last_refusal_ = absl::StrCat("from ", connection.peer, ": ", reason);
+  }
   if (!rejected || refused_ <= 10 || refused_ % 1000 == 0) {
     Log(rejected ? LogLevel::kWarning : LogLevel::kDebug,
         absl::StrCat("TCPStore server on port ", port_, ": closing connection ", id, " from ",

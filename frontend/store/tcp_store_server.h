@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -51,6 +52,8 @@ class TCPStoreServer {
   int port() const { return port_; }
   // Clients connected now that completed the handshake.
   int connected_clients() const { return connected_.load(); }
+  // "N connection(s) refused, the last from ADDR: why"; "" while none was (thread-safe).
+  std::string RefusalReport() const;
 
  private:
   struct Connection;
@@ -93,6 +96,9 @@ class TCPStoreServer {
   std::atomic<bool> stopping_{false};
   std::atomic<int> connected_{0};
   uint64_t refused_ = 0;  // Connections closed for a failed handshake or authentication.
+  mutable std::mutex refusals_mu_;
+  std::string last_refusal_;  // Guarded by refusals_mu_, with refused_count_.
+  uint64_t refused_count_ = 0;
   AcceptGuard accept_guard_{"TCPStore server"};
   // Set while the listener is left out of the loop's events (no descriptor could be freed).
   absl::Time listener_paused_until_ = absl::InfinitePast();
