@@ -178,7 +178,7 @@ absl::StatusOr<std::vector<Connection>> ConnectMesh(const MeshOptions& options) 
           auth::AuthenticateToServer(connection.fd.get(), options.secret, auth::Purpose::kData,
                                      them, deadline, connection.cipher.get());
       if (!authenticated.ok()) {
-        return absl::UnauthenticatedError(absl::StrCat(me, ": ", authenticated.message()));
+        return absl::Status(authenticated.code(), absl::StrCat(me, ": ", authenticated.message()));
       }
     }
     absl::Status sent = SendAll(connection.fd.get(), connection.cipher.get(), hello, deadline);

@@ -114,6 +114,12 @@ absl::Status AuthenticateToServer(int fd, absl::string_view secret, Purpose purp
   RETURN_IF_ERROR(SendAll(fd, cipher, ClientHello(purpose, client_nonce), deadline));
   char challenge[kServerChallengeBytes];
   absl::Status received = RecvExact(fd, cipher, challenge, sizeof(challenge), deadline);
+  if (absl::IsDeadlineExceeded(received)) {
+    // Silence is not a refusal: a refusing server closes at once.
+    return absl::DeadlineExceededError(absl::StrCat(
+        "authenticating to ", peer, ": no answer in time (is it overloaded or out of file "
+        "descriptors - its log says so - or not a plexus server?)"));
+  }
   if (!received.ok()) {
     return absl::UnauthenticatedError(absl::StrCat(
         "authenticating to ", peer, ": ", received.message(),

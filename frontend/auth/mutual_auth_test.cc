@@ -58,6 +58,20 @@ TEST(MutualAuthTest, AWrongSecretIsRefusedOnBothSides) {
   EXPECT_EQ(outcome.server.code(), absl::StatusCode::kUnauthenticated) << outcome.server;
 }
 
+// A server that says nothing (overloaded, out of descriptors, or no plexus server) is not a
+// refusal: the client reports the deadline and the likely causes.
+TEST(MutualAuthTest, ASilentServerIsADeadlineNotARefusal) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  ScopedFd client_fd(fds[0]);
+  ScopedFd silent(fds[1]);
+  absl::Status status = AuthenticateToServer(client_fd.get(), kSecret, Purpose::kMaster, "master",
+                                             absl::Now() + absl::Milliseconds(200));
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_THAT(status.message(), HasSubstr("no answer in time"));
+  EXPECT_THAT(status.message(), HasSubstr("out of file descriptors"));
+}
+
 TEST(MutualAuthTest, AClientSpeakingTheProtocolDirectlyIsRefusedAtOnce) {
   int fds[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);

@@ -69,8 +69,8 @@ absl::StatusOr<std::unique_ptr<TCPStore>> TCPStore::Create(TCPStoreOptions optio
         auth::AuthenticateToServer(socket.fd.get(), *options.secret, auth::Purpose::kStore,
                                    server_name, deadline, socket.cipher.get());
     if (!authenticated.ok()) {
-      return absl::UnauthenticatedError(
-          absl::StrCat("TCPStore client: ", authenticated.message()));
+      return absl::Status(authenticated.code(),
+                          absl::StrCat("TCPStore client: ", authenticated.message()));
     }
   }
   absl::Status handshake = SendAll(
