@@ -1,11 +1,17 @@
 #include "backends/tcp/tcp_connect.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "absl/base/internal/endian.h"
 #include "absl/strings/numbers.h"
@@ -106,6 +112,106 @@ absl::StatusOr<ScopedFd> ConnectUnlessCancelled(const MeshOptions& options,
   }
 }
 
+// Accepted connections handshaking at once, each on a thread of its own: a silent or slow one
+// (a scanner, a flood, a peer of another job) holds up only itself, never the peers behind it.
+class Handshakes {
+ public:
+  struct Done {
+    Connection connection;
+    absl::StatusOr<int> peer;  // The lower rank it introduced itself as, or why it was refused.
+    std::string from;
+  };
+
+  explicit Handshakes(const MeshOptions& options) : options_(options) {
+    if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
+  }
+  // Ends the handshakes still running (their sockets are shut down) and joins every thread.
+  ~Handshakes() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& [id, fd] : running_) shutdown(fd, SHUT_RDWR);
+    }
+    for (auto& [id, thread] : threads_) thread.join();
+    for (int fd : wake_) {
+      if (fd >= 0) close(fd);
+    }
+  }
+
+  // Readable when a handshake finished (poll it beside the listener).
+  int wake_fd() const { return wake_[0]; }
+  int running() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int>(running_.size());
+  }
+
+  void Start(Connection connection, absl::Time deadline) {
+    const uint64_t id = next_id_++;
+    std::lock_guard<std::mutex> lock(mu_);
+    running_[id] = connection.fd.get();
+    threads_[id] = std::thread(
+        [this, id, deadline, connection = std::move(connection)]() mutable {
+          const std::string from = PeerAddress(connection.fd.get());
+          absl::StatusOr<int> peer = Handshake(connection, from, deadline);
+          std::lock_guard<std::mutex> lock(mu_);
+          running_.erase(id);
+          done_.push_back({id, Done{std::move(connection), std::move(peer), from}});
+          if (wake_[1] >= 0) {
+            [[maybe_unused]] ssize_t n = write(wake_[1], "x", 1);
+          }
+        });
+  }
+
+  // The handshakes that finished since the last call (their threads joined).
+  std::vector<Done> TakeDone() {
+    std::vector<std::pair<uint64_t, Done>> done;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done.swap(done_);
+      char sink[64];
+      while (wake_[0] >= 0 && read(wake_[0], sink, sizeof(sink)) > 0) {
+      }
+    }
+    std::vector<Done> out;
+    for (auto& [id, result] : done) {
+      std::thread thread;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        thread = std::move(threads_[id]);
+        threads_.erase(id);
+      }
+      thread.join();
+      out.push_back(std::move(result));
+    }
+    return out;
+  }
+
+ private:
+  // TLS, then the secret, then the peer's hello, by `deadline`: the rank it claims.
+  absl::StatusOr<int> Handshake(Connection& connection, const std::string& from,
+                                absl::Time deadline) {
+    const int fd = connection.fd.get();
+    RETURN_IF_ERROR(SetNonBlocking(fd, false));
+    SetNoDelay(fd);
+    if (options_.tls != nullptr) {
+      ASSIGN_OR_RETURN(connection.cipher,
+                       options_.tls->Secure(fd, auth::TlsContext::Role::kServer, from, deadline));
+    }
+    if (!options_.secret.empty()) {
+      RETURN_IF_ERROR(auth::AuthenticateClient(fd, options_.secret, auth::Purpose::kData, from,
+                                               deadline, connection.cipher.get()));
+    }
+    return ReadHello(connection, options_, deadline);
+  }
+
+  const MeshOptions& options_;
+  int wake_[2];
+  uint64_t next_id_ = 0;  // Start() is called from one thread.
+  std::mutex mu_;
+  std::map<uint64_t, int> running_;             // Handshake -> its socket.
+  std::map<uint64_t, std::thread> threads_;
+  std::vector<std::pair<uint64_t, Done>> done_;
+};
+
 }  // namespace
 
 absl::StatusOr<int> ParseHello(absl::string_view bytes, const MeshOptions& options) {
@@ -140,7 +246,8 @@ absl::StatusOr<std::vector<Connection>> ConnectMesh(const MeshOptions& options) 
   const absl::Time deadline = absl::Now() + options.timeout;
   std::vector<Connection> peers(options.size);
   if (options.size == 1) return peers;
-  ASSIGN_OR_RETURN(ScopedFd listener, ListenTcp(options.address, 0, options.size));
+  // A backlog well past the group's size: strangers queued there must not crowd out peers.
+  ASSIGN_OR_RETURN(ScopedFd listener, ListenTcp(options.address, 0, std::max(options.size, 256)));
   ASSIGN_OR_RETURN(int port, LocalPort(listener.get()));
   const std::string here = HostPort(options.address, port);
   const std::string me = absl::StrCat("rank ", options.rank, " (listening at ", here, ")");
@@ -196,13 +303,43 @@ absl::StatusOr<std::vector<Connection>> ConnectMesh(const MeshOptions& options) 
     }
     peers[peer] = std::move(connection);
   }
-  // Lower ranks: accept until each has introduced itself.
+  // Lower ranks: accept until each has introduced itself. Connections handshake concurrently
+  // (at most kMostHandshakes at once; more wait in the backlog), and one that is not a peer of
+  // this group (a scanner, a stale or foreign job, a wrong secret or certificate) is dropped, not
+  // fatal: the real peers may still be on their way.
+  constexpr int kMostHandshakes = 64;
   std::string refused;  // The last connection dropped, for the timeout's message.
+  int refusals = 0;
+  Handshakes handshakes(options);
   for (int accepted = 0; accepted < options.rank;) {
     if (Cancelled(options)) return CancelledError(options);
-    pollfd pfd{listener.get(), POLLIN, 0};
+    for (Handshakes::Done& done : handshakes.TakeDone()) {
+      absl::StatusOr<int> peer = std::move(done.peer);
+      if (peer.ok() && (*peer > options.rank || peers[*peer].valid())) {
+        peer = absl::UnauthenticatedError(absl::StrCat("unexpected connection as rank ", *peer));
+      }
+      if (!peer.ok()) {
+        refused = absl::StrCat(done.from, ": ", peer.status().message());
+        // The first ten, then every hundredth: a flood must not flood the log.
+        if (++refusals <= 10 || refusals % 100 == 0) {
+          Log(LogLevel::kWarning,
+              absl::StrCat("tcp: ", me, " of group '", options.group_name,
+                           "' refused a connection from ", refused,
+                           refusals >= 10 ? absl::StrCat(" (", refusals, " refused so far)") : ""));
+        }
+        continue;
+      }
+      RETURN_IF_ERROR(SendAll(done.connection.fd.get(), done.connection.cipher.get(), hello,
+                              deadline));
+      peers[*peer] = std::move(done.connection);
+      ++accepted;
+    }
+    if (accepted == options.rank) break;
+    const bool room = handshakes.running() < kMostHandshakes;
+    pollfd fds[2] = {{listener.get(), static_cast<short>(room ? POLLIN : 0), 0},
+                     {handshakes.wake_fd(), POLLIN, 0}};
     const int64_t left_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
-    if (left_ms <= 0 || poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left_ms, 200))) < 0) {
+    if (left_ms <= 0 || poll(fds, 2, static_cast<int>(std::min<int64_t>(left_ms, 200))) < 0) {
       if (left_ms > 0 && errno == EINTR) continue;
       if (left_ms > 0) return absl::InternalError(absl::StrCat("poll: ", strerror(errno)));
       std::string missing;
@@ -213,49 +350,19 @@ absl::StatusOr<std::vector<Connection>> ConnectMesh(const MeshOptions& options) 
           me, " of group '", options.group_name, "': only ", accepted, " of ", options.rank,
           " lower ranks connected within ", absl::FormatDuration(options.timeout),
           "; missing: ", missing, " (can they reach ", here, "?)",
-          refused.empty() ? std::string() : absl::StrCat("; last refused: ", refused)));
+          refused.empty() ? std::string()
+                          : absl::StrCat("; last refused: ", refused,
+                                         refusals > 1 ? absl::StrCat(" (", refusals,
+                                                                     " refused in all)")
+                                                      : "")));
     }
-    if (!(pfd.revents & POLLIN)) continue;
-    Connection connection{ScopedFd(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC)),
-                          nullptr};
-    if (!connection.valid()) continue;
-    const int fd = connection.fd.get();
-    RETURN_IF_ERROR(SetNonBlocking(fd, false));
-    SetNoDelay(fd);
-    // A connection that is not a peer of this group (a scanner, a stale or foreign job, a
-    // wrong secret or certificate) is dropped, not fatal: the real peers may still be on
-    // their way.
-    const std::string from = PeerAddress(fd);
-    const absl::Time connection_deadline = std::min(deadline, absl::Now() + kHandshakeTimeout);
-    absl::Status authenticated = absl::OkStatus();
-    if (options.tls != nullptr) {
-      auto session =
-          options.tls->Secure(fd, auth::TlsContext::Role::kServer, from, connection_deadline);
-      if (session.ok()) {
-        connection.cipher = std::move(session).value();
-      } else {
-        authenticated = session.status();
-      }
+    while (room && (fds[0].revents & POLLIN) && handshakes.running() < kMostHandshakes) {
+      Connection connection{ScopedFd(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC)),
+                            nullptr};
+      if (!connection.valid()) break;
+      handshakes.Start(std::move(connection),
+                       std::min(deadline, absl::Now() + kHandshakeTimeout));
     }
-    if (authenticated.ok() && !options.secret.empty()) {
-      authenticated = auth::AuthenticateClient(fd, options.secret, auth::Purpose::kData, from,
-                                               connection_deadline, connection.cipher.get());
-    }
-    absl::StatusOr<int> peer = authenticated.ok()
-                                   ? ReadHello(connection, options, connection_deadline)
-                                   : absl::StatusOr<int>(authenticated);
-    if (peer.ok() && (*peer > options.rank || peers[*peer].valid())) {
-      peer = absl::UnauthenticatedError(absl::StrCat("unexpected connection as rank ", *peer));
-    }
-    if (!peer.ok()) {
-      refused = absl::StrCat(from, ": ", peer.status().message());
-      Log(LogLevel::kWarning, absl::StrCat("tcp: ", me, " of group '", options.group_name,
-                                           "' refused a connection from ", refused));
-      continue;
-    }
-    RETURN_IF_ERROR(SendAll(fd, connection.cipher.get(), hello, deadline));
-    peers[*peer] = std::move(connection);
-    ++accepted;
   }
   for (Connection& connection : peers) {
     if (connection.valid()) RETURN_IF_ERROR(SetNonBlocking(connection.fd.get(), true));

@@ -185,6 +185,55 @@ TEST(ListenerAbuseTest, AFormingMeshDropsHostileConnectionsAndStillForms) {
   EXPECT_EQ(received, sent);
 }
 
+// Connections that connect and then say nothing, more than the group has ranks: a forming
+// listener that took them one at a time gave each its 5-second handshake allowance in turn
+// (33 of them made all 3 ranks of a group miss a 120 s formation). They handshake side by side
+// now, so the peer behind them is let in at once.
+TEST(ListenerAbuseTest, SilentConnectionsDoNotHoldUpAFormingMesh) {
+  auto store = std::make_shared<HashStore>(absl::Seconds(60));
+  auto make = [&](int rank) {
+    TcpTransportOptions options;
+    options.store = store;
+    options.rank = rank;
+    options.size = 2;
+    options.group_name = "silenced";
+    options.address = "127.0.0.1";
+    options.connect_timeout = absl::Seconds(60);
+    options.secret = "";
+    options.tls = auth::TlsFiles{};
+    options.shared_memory_config = tcp::ShmConfig{tcp::ShmMode::kOff};
+    return TcpTransport::Create(options);
+  };
+  absl::StatusOr<std::unique_ptr<TcpTransport>> rank1 = absl::UnknownError("not created");
+  absl::Time formed;
+  std::thread waiting([&] {
+    rank1 = make(1);
+    formed = absl::Now();
+  });
+  ASSERT_TRUE(store->Wait({"addr/1"}, absl::Seconds(30)).ok());
+  const std::string address = *store->Get("addr/1");
+  const int port = std::stoi(address.substr(address.rfind(':') + 1));
+  std::vector<ScopedFd> silent;
+  for (int i = 0; i < 40; ++i) {
+    auto fd = ConnectTcpWithRetry("127.0.0.1", port, absl::Now() + absl::Seconds(5));
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    silent.push_back(std::move(fd).value());
+  }
+  const absl::Time start = absl::Now();
+  auto rank0 = make(0);
+  waiting.join();
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  ASSERT_TRUE(rank1.ok()) << rank1.status();
+  EXPECT_LT(formed - start, absl::Seconds(4));  // Less than one silent connection's allowance.
+  std::vector<uint8_t> sent(1000, 3), received(1000);
+  const MessageTag tag{MakeTag(1, 1), 0};
+  WorkPtr recv = (*rank1)->Recv(0, tag, {received.data(), received.size()}, absl::Seconds(20));
+  ASSERT_TRUE((*rank0)->Send(1, tag, {sent.data(), sent.size()}, absl::Seconds(20))
+                  ->Wait(absl::Seconds(20)).ok());
+  ASSERT_TRUE(recv->Wait(absl::Seconds(20)).ok());
+  EXPECT_EQ(received, sent);
+}
+
 TEST(ListenerAbuseTest, TheStoreClosesHostileConnectionsAndKeepsServing) {
   TCPStoreOptions options;
   options.is_server = true;
