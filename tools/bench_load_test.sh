@@ -49,5 +49,8 @@ refused "must be 1..64" --load=spin:0
 refused "needs N >= 2" --load=comm:1
 refused "'0' is not 1..64" --ranks=2,0
 refused "known anchors are mpi-shm and mpi-tcp" --anchor=nccl
-PLEXUS_ANCHORS="$tmp/none" refused "the reference script is not here" --backends=cpu:tcp --ranks=2 --sizes=1K --iters=1 --warmup=0 --anchor=mpi-shm
+# From a directory with no ../shared beside it, as in a user's clone.
+mkdir -p "$tmp/clone/work"
+(cd "$tmp/clone/work" && PLEXUS_ANCHORS="$tmp/none" refused "the reference script is not here" \
+  --backends=cpu:tcp --ranks=2 --sizes=1K --iters=1 --warmup=0 --anchor=mpi-shm)
 echo "PASS"

@@ -85,7 +85,7 @@ class MasterNode::Server {
 
   void Loop() {
     while (!stopping_.load()) {
-      const bool listening = absl::Now() >= listener_paused_until_;
+      const bool listening = absl::Now() >= accept_guard_.paused_until();
       std::vector<pollfd> fds = {{listener_.get(), static_cast<short>(listening ? POLLIN : 0), 0},
                                  {wakeup_.get(), POLLIN, 0}};
       std::vector<int64_t> ids;
@@ -178,28 +178,9 @@ class MasterNode::Server {
   }
 
   void AcceptAll() {
-    constexpr int kMostMadeRoomPerRound = 256;
-    int shed = 0, turned_away = 0, shortage = 0;
     while (true) {
-      ScopedFd fd(accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-      if (!fd.valid()) {
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        if (OutOfDescriptors(errno) && shed + turned_away < kMostMadeRoomPerRound) {
-          shortage = errno;
-          if (ShedOldestStranger()) {
-            ++shed;
-            continue;
-          }
-          if (accept_guard_.TurnAwayOne(listener_.get())) {
-            ++turned_away;
-            continue;
-          }
-          // Nothing could be freed: leave the listener out of the poll for a moment.
-          listener_paused_until_ = absl::Now() + absl::Milliseconds(100);
-        }
-        if (shortage != 0) accept_guard_.Note(shortage, shed, turned_away);
-        return;
-      }
+      ScopedFd fd(accept_guard_.Accept(listener_.get(), [this] { return ShedOldestStranger(); }));
+      if (!fd.valid()) break;
       SetNoDelay(fd.get());
       Connection c;
       c.address = PeerAddress(fd.get());
@@ -213,6 +194,7 @@ class MasterNode::Server {
       }
       connections_.emplace(next_connection_++, std::move(c));
     }
+    accept_guard_.EndRound();
   }
 
   // Closing a socket with unread bytes makes the kernel reset the connection, and a reset
@@ -397,7 +379,6 @@ class MasterNode::Server {
   const ScopedFd wakeup_;
   const std::string secret_;
   AcceptGuard accept_guard_{"elastic master"};
-  absl::Time listener_paused_until_ = absl::InfinitePast();  // Out of descriptors: a pause.
   uint64_t refused_ = 0;  // Connections refused (TLS, secret, hello), for the log's throttle.
   const std::shared_ptr<const auth::TlsContext> tls_;
   const std::unique_ptr<TCPStoreServer> store_;

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "frontend/core/logging.h"
@@ -15,15 +16,21 @@ namespace plexus {
 namespace {
 
 constexpr absl::Duration kLogEvery = absl::Seconds(10);
+// Connections shed or turned away per round, so other work is served between rounds while a
+// flood drains from the backlog.
+constexpr int kMostMadeRoomPerRound = 256;
+// How long the listener is left alone when no descriptor could be freed.
+constexpr absl::Duration kPause = absl::Milliseconds(100);
 
 int OpenReserve() { return open("/dev/null", O_RDONLY | O_CLOEXEC); }
 
-}  // namespace
-
+// Whether accept() failed for want of descriptors (or kernel memory for one).
 bool OutOfDescriptors(int accept_errno) {
   return accept_errno == EMFILE || accept_errno == ENFILE || accept_errno == ENOBUFS ||
          accept_errno == ENOMEM;
 }
+
+}  // namespace
 
 AcceptGuard::AcceptGuard(std::string server) : server_(std::move(server)) {
   reserve_.Reset(OpenReserve());
@@ -38,9 +45,36 @@ bool AcceptGuard::TurnAwayOne(int listener) {
   return fd >= 0;
 }
 
-void AcceptGuard::Note(int accept_errno, int shed, int turned_away) {
-  total_shed_ += shed;
-  total_turned_away_ += turned_away;
+int AcceptGuard::Accept(int listener, const std::function<bool()>& shed_one) {
+  while (true) {
+    const int fd = accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) return fd;
+    if (errno == EINTR || errno == ECONNABORTED) continue;
+    if (!OutOfDescriptors(errno)) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        Log(LogLevel::kWarning, absl::StrCat(server_, ": accept: ", strerror(errno)));
+      }
+      return -1;
+    }
+    round_errno_ = errno;
+    if (round_shed_ + round_turned_away_ >= kMostMadeRoomPerRound) return -1;
+    if (shed_one()) {
+      ++round_shed_;
+    } else if (TurnAwayOne(listener)) {
+      ++round_turned_away_;
+    } else {
+      // Nothing could be freed (the system, not this process, is out): no spinning on it.
+      paused_until_ = absl::Now() + kPause;
+      return -1;
+    }
+  }
+}
+
+void AcceptGuard::EndRound() {
+  const int accept_errno = std::exchange(round_errno_, 0);
+  total_shed_ += std::exchange(round_shed_, 0);
+  total_turned_away_ += std::exchange(round_turned_away_, 0);
+  if (accept_errno == 0) return;
   ++shortages_;
   const absl::Time now = absl::Now();
   if (now - last_log_ < kLogEvery) return;

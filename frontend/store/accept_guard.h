@@ -14,6 +14,7 @@
 #define PLEXUS_FRONTEND_STORE_ACCEPT_GUARD_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/time/time.h"
@@ -21,27 +22,34 @@
 
 namespace plexus {
 
-// Whether accept() failed for want of descriptors (or kernel memory for one).
-bool OutOfDescriptors(int accept_errno);
-
 class AcceptGuard {
  public:
   // `server`: names the server in log lines ("TCPStore server").
   explicit AcceptGuard(std::string server);
 
+  // Accepts the next waiting connection (non-blocking, close-on-exec) and returns it, or -1
+  // once this round of accepts should end: nothing waits, a bounded number of connections was
+  // already shed or turned away this round, or nothing could be freed (then the listener should
+  // be left alone until paused_until()). Out of descriptors it calls `shed_one` first (close the
+  // server's oldest connection that has not authenticated; false if there is none), else turns
+  // one waiting connection away. Other accept errors are logged.
+  int Accept(int listener, const std::function<bool()>& shed_one);
+  // Ends a round of Accept calls: a shortage met in it is logged (throttled).
+  void EndRound();
+  absl::Time paused_until() const { return paused_until_; }
+
+ private:
   // Accepts one waiting connection on the reserve descriptor and closes it; true if one was
   // waiting. Re-opens the reserve afterwards (best effort).
   bool TurnAwayOne(int listener);
-  // Records a shortage (`shed`: connections closed to make room, `turned_away`: accepted and
-  // closed at once) and logs a throttled line naming both.
-  void Note(int accept_errno, int shed, int turned_away);
 
-  uint64_t shed() const { return total_shed_; }
-  uint64_t turned_away() const { return total_turned_away_; }
-
- private:
   const std::string server_;
   ScopedFd reserve_;
+  absl::Time paused_until_ = absl::InfinitePast();
+  // This round's shortage (its errno, 0: none) and what was done about it.
+  int round_errno_ = 0;
+  int round_shed_ = 0;
+  int round_turned_away_ = 0;
   uint64_t total_shed_ = 0;
   uint64_t total_turned_away_ = 0;
   uint64_t shortages_ = 0;

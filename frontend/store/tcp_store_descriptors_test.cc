@@ -6,12 +6,9 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "frontend/store/socket_util.h"
 #include "frontend/store/tcp_store.h"
@@ -24,27 +21,6 @@ namespace {
 
 constexpr int kDescriptorLimit = 64;
 constexpr int kIdleConnections = 150;
-
-// User plus system CPU time the process has used.
-absl::Duration CpuTime(int pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  // Fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
-  std::vector<std::string> fields = absl::StrSplit(text.substr(text.rfind(')') + 2), ' ');
-  int64_t user = 0, system = 0;
-  if (fields.size() < 13 || !absl::SimpleAtoi(fields[11], &user) ||
-      !absl::SimpleAtoi(fields[12], &system)) {
-    return absl::ZeroDuration();
-  }
-  return absl::Seconds(static_cast<double>(user + system) / sysconf(_SC_CLK_TCK));
-}
-
-int CountLines(const std::string& path) {
-  std::ifstream in(path);
-  int lines = 0;
-  for (std::string line; std::getline(in, line);) ++lines;
-  return lines;
-}
 
 TEST(TCPStoreDescriptorsTest, OutOfDescriptorsTheServerStillServesAndNeitherSpinsNorFloods) {
   const std::string log = testing::TempPath("server.log");
@@ -82,10 +58,10 @@ TEST(TCPStoreDescriptorsTest, OutOfDescriptorsTheServerStillServesAndNeitherSpin
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
   // With the idle connections still open, the server must be idle too (a loop spinning on
   // its listener would use the whole second).
-  const absl::Duration before = CpuTime((*server)->pid());
+  const absl::Duration before = testing::CpuTime((*server)->pid());
   absl::SleepFor(absl::Seconds(1));
-  EXPECT_LT(CpuTime((*server)->pid()) - before, absl::Milliseconds(300));
-  EXPECT_LT(CountLines(log), 40) << "the server's log grew by a line per failed accept";
+  EXPECT_LT(testing::CpuTime((*server)->pid()) - before, absl::Milliseconds(300));
+  EXPECT_LT(testing::CountLines(log), 40) << "the server's log grew by a line per failed accept";
 }
 
 }  // namespace

@@ -122,8 +122,8 @@ void TCPStoreServer::Loop() {
     ExpireHandshakes();
     ServeWaiters();
     BeatToWaiters();
-    if (listener_paused_until_ != absl::InfinitePast() && absl::Now() >= listener_paused_until_) {
-      listener_paused_until_ = absl::InfinitePast();
+    if (listener_paused_ && absl::Now() >= accept_guard_.paused_until()) {
+      listener_paused_ = false;
       epoll_event event{};
       event.events = EPOLLIN;
       event.data.u64 = kListenerId;
@@ -134,38 +134,10 @@ void TCPStoreServer::Loop() {
 }
 
 void TCPStoreServer::AcceptAll() {
-  // Out of descriptors, each accept makes room first; a round does a bounded number, so other
-  // connections are served between rounds while a flood drains from the backlog.
-  constexpr int kMostMadeRoomPerRound = 256;
-  int shed = 0, turned_away = 0, shortage = 0;
   while (true) {
-    int fd = accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (OutOfDescriptors(errno)) {
-        shortage = errno;
-        if (shed + turned_away >= kMostMadeRoomPerRound) break;
-        if (ShedOldestUnauthenticated()) {
-          ++shed;
-          continue;
-        }
-        if (accept_guard_.TurnAwayOne(listener_.get())) {
-          ++turned_away;
-          continue;
-        }
-        // Nothing could be freed (the system, not this process, is out): stop watching the
-        // listener for a moment instead of spinning on it.
-        epoll_event event{};
-        event.data.u64 = kListenerId;
-        epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, listener_.get(), &event);
-        listener_paused_until_ = absl::Now() + absl::Milliseconds(100);
-        break;
-      }
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        Log(LogLevel::kWarning, absl::StrCat("TCPStore server: accept: ", strerror(errno)));
-      }
-      break;
-    }
+    const int fd =
+        accept_guard_.Accept(listener_.get(), [this] { return ShedOldestUnauthenticated(); });
+    if (fd < 0) break;
     SetNoDelay(fd);
     auto connection = std::make_unique<Connection>();
     connection->id = next_id_++;
@@ -185,7 +157,13 @@ void TCPStoreServer::AcceptAll() {
     epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event);
     connections_[connection->id] = std::move(connection);
   }
-  if (shortage != 0) accept_guard_.Note(shortage, shed, turned_away);
+  accept_guard_.EndRound();
+  if (absl::Now() < accept_guard_.paused_until()) {  // Off the loop's events until then.
+    epoll_event event{};
+    event.data.u64 = kListenerId;
+    epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, listener_.get(), &event);
+    listener_paused_ = true;
+  }
 }
 
 std::string TCPStoreServer::RefusalReport() const {
@@ -508,9 +486,8 @@ void TCPStoreServer::ExpireHandshakes() {
 }
 
 int TCPStoreServer::NextTimeoutMs() const {
-  absl::Time next = std::min(absl::Now() + absl::Seconds(1), listener_paused_until_ == absl::InfinitePast()
-                                                                 ? absl::InfiniteFuture()
-                                                                 : listener_paused_until_);
+  absl::Time next = absl::Now() + absl::Seconds(1);
+  if (listener_paused_) next = std::min(next, accept_guard_.paused_until());
   for (const auto& [id, connection] : connections_) {
     if (!connection->handshaken) next = std::min(next, connection->handshake_deadline);
     if (connection->waiter.has_value()) {

@@ -100,8 +100,9 @@ class TCPStoreServer {
   std::string last_refusal_;  // Guarded by refusals_mu_, with refused_count_.
   uint64_t refused_count_ = 0;
   AcceptGuard accept_guard_{"TCPStore server"};
-  // Set while the listener is left out of the loop's events (no descriptor could be freed).
-  absl::Time listener_paused_until_ = absl::InfinitePast();
+  // The listener is out of the loop's events (no descriptor could be freed) until the guard's
+  // paused_until().
+  bool listener_paused_ = false;
 
   // Loop-thread state only.
   KeyValueTable table_;

@@ -6,13 +6,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "frontend/elastic/communicator.h"
 #include "frontend/elastic/master_node.h"
@@ -24,25 +21,6 @@ namespace plexus::elastic {
 namespace {
 
 constexpr char kSecret[] = "a secret every legitimate peer knows";
-
-absl::Duration CpuTime(int pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  std::vector<std::string> fields = absl::StrSplit(text.substr(text.rfind(')') + 2), ' ');
-  int64_t user = 0, system = 0;
-  if (fields.size() < 13 || !absl::SimpleAtoi(fields[11], &user) ||
-      !absl::SimpleAtoi(fields[12], &system)) {
-    return absl::ZeroDuration();
-  }
-  return absl::Seconds(static_cast<double>(user + system) / sysconf(_SC_CLK_TCK));
-}
-
-int CountLines(const std::string& path) {
-  std::ifstream in(path);
-  int lines = 0;
-  for (std::string line; std::getline(in, line);) ++lines;
-  return lines;
-}
 
 TEST(MasterDescriptorsTest, OutOfDescriptorsAndFloodedTheMasterServesAPeerQuietly) {
   const std::string log = testing::TempPath("master.log");
@@ -85,10 +63,10 @@ TEST(MasterDescriptorsTest, OutOfDescriptorsAndFloodedTheMasterServesAPeerQuietl
   absl::Status connected = (*peer)->Connect(absl::Seconds(20));
   ASSERT_TRUE(connected.ok()) << connected;
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-  const absl::Duration before = CpuTime((*master)->pid());
+  const absl::Duration before = testing::CpuTime((*master)->pid());
   absl::SleepFor(absl::Seconds(1));
-  EXPECT_LT(CpuTime((*master)->pid()) - before, absl::Milliseconds(300));
-  EXPECT_LT(CountLines(log), 40) << "the master's log grew by a line per refusal or failed accept";
+  EXPECT_LT(testing::CpuTime((*master)->pid()) - before, absl::Milliseconds(300));
+  EXPECT_LT(testing::CountLines(log), 40) << "the master's log grew by a line per refusal or failed accept";
 }
 
 }  // namespace

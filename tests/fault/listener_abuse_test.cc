@@ -143,21 +143,25 @@ TEST(ListenerAbuseTest, TheElasticMasterClosesHostileConnectionsAndKeepsServing)
   EXPECT_EQ(out[999], 2.0f);
 }
 
+// Rank `rank` of a 2-rank tcp group on loopback (no shared memory, secret or TLS).
+absl::StatusOr<std::unique_ptr<TcpTransport>> MakeTransport(const std::shared_ptr<Store>& store,
+                                                            int rank, const std::string& group) {
+  TcpTransportOptions options;
+  options.store = store;
+  options.rank = rank;
+  options.size = 2;
+  options.group_name = group;
+  options.address = "127.0.0.1";
+  options.connect_timeout = absl::Seconds(60);
+  options.secret = "";
+  options.tls = auth::TlsFiles{};
+  options.shared_memory_config = tcp::ShmConfig{tcp::ShmMode::kOff};
+  return TcpTransport::Create(options);
+}
+
 TEST(ListenerAbuseTest, AFormingMeshDropsHostileConnectionsAndStillForms) {
   auto store = std::make_shared<HashStore>(absl::Seconds(60));
-  auto make = [&](int rank) {
-    TcpTransportOptions options;
-    options.store = store;
-    options.rank = rank;
-    options.size = 2;
-    options.group_name = "abused";
-    options.address = "127.0.0.1";
-    options.connect_timeout = absl::Seconds(60);
-    options.secret = "";
-    options.tls = auth::TlsFiles{};
-    options.shared_memory_config = tcp::ShmConfig{tcp::ShmMode::kOff};
-    return TcpTransport::Create(options);
-  };
+  auto make = [&](int rank) { return MakeTransport(store, rank, "abused"); };
   // Rank 1 accepts rank 0's connection: it listens, and waits, while the abuse goes on.
   absl::StatusOr<std::unique_ptr<TcpTransport>> rank1 = absl::UnknownError("not created");
   std::thread waiting([&] { rank1 = make(1); });
@@ -191,19 +195,7 @@ TEST(ListenerAbuseTest, AFormingMeshDropsHostileConnectionsAndStillForms) {
 // now, so the peer behind them is let in at once.
 TEST(ListenerAbuseTest, SilentConnectionsDoNotHoldUpAFormingMesh) {
   auto store = std::make_shared<HashStore>(absl::Seconds(60));
-  auto make = [&](int rank) {
-    TcpTransportOptions options;
-    options.store = store;
-    options.rank = rank;
-    options.size = 2;
-    options.group_name = "silenced";
-    options.address = "127.0.0.1";
-    options.connect_timeout = absl::Seconds(60);
-    options.secret = "";
-    options.tls = auth::TlsFiles{};
-    options.shared_memory_config = tcp::ShmConfig{tcp::ShmMode::kOff};
-    return TcpTransport::Create(options);
-  };
+  auto make = [&](int rank) { return MakeTransport(store, rank, "silenced"); };
   absl::StatusOr<std::unique_ptr<TcpTransport>> rank1 = absl::UnknownError("not created");
   absl::Time formed;
   std::thread waiting([&] {

@@ -8,9 +8,13 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace plexus::testing {
 
@@ -110,6 +114,30 @@ std::string TempPath(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");
   return absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name, ".", getpid(), ".",
                       counter.fetch_add(1));
+}
+
+absl::Duration CpuTime(int pid) {
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t command_end = text.rfind(')');
+  if (command_end == std::string::npos || command_end + 2 > text.size()) {
+    return absl::ZeroDuration();
+  }
+  // Fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
+  std::vector<std::string> fields = absl::StrSplit(text.substr(command_end + 2), ' ');
+  int64_t user = 0, system = 0;
+  if (fields.size() < 13 || !absl::SimpleAtoi(fields[11], &user) ||
+      !absl::SimpleAtoi(fields[12], &system)) {
+    return absl::ZeroDuration();
+  }
+  return absl::Seconds(static_cast<double>(user + system) / sysconf(_SC_CLK_TCK));
+}
+
+int CountLines(const std::string& path) {
+  std::ifstream in(path);
+  int lines = 0;
+  for (std::string line; std::getline(in, line);) ++lines;
+  return lines;
 }
 
 }  // namespace plexus::testing

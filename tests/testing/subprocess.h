@@ -40,6 +40,11 @@ class ChildServer {
 // A fresh path under $TEST_TMPDIR (or /tmp) that does not exist yet.
 std::string TempPath(const std::string& name);
 
+// User plus system CPU time process `pid` has used (zero if it cannot be read).
+absl::Duration CpuTime(int pid);
+// The lines in the file at `path` (0 if it cannot be read).
+int CountLines(const std::string& path);
+
 }  // namespace plexus::testing
 
 #endif  // PLEXUS_TESTS_TESTING_SUBPROCESS_H_
