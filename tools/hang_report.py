@@ -4,6 +4,7 @@ collective, which ranks disagree about one, and which never dumped.
 
     bazel run //tools:hang_report -- /tmp/dumps            # a directory of *.json dumps
     bazel run //tools:hang_report -- rank0.json rank1.json --json
+    bazel run //tools:hang_report -- /tmp/dumps --timeline=trace.json --plot=trace.png
 
 Dumps come from plexus.debug_dump(), SIGUSR1, or an operation's timeout (docs/debugging.md).
 """
@@ -13,6 +14,9 @@ import json
 import os
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import flight_timeline  # noqa: E402  (beside this file, also in Bazel's runfiles)
 
 FORMAT = "plexus-flight-recorder-1"
 
@@ -32,7 +36,9 @@ def load_dumps(paths):
         except (OSError, ValueError) as error:
             print("skipping %s: %s" % (name, error), file=sys.stderr)
             continue
-        if dump.get("format") != FORMAT:
+        if isinstance(dump, dict) and "traceEvents" in dump:
+            continue  # A timeline this tool wrote.
+        if not isinstance(dump, dict) or dump.get("format") != FORMAT:
             print("skipping %s: not a plexus flight-recorder dump" % name, file=sys.stderr)
             continue
         dump["_file"] = name
@@ -136,6 +142,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", nargs="+", help="dump files or directories holding them")
     parser.add_argument("--json", action="store_true", help="print the findings as JSON")
+    parser.add_argument("--timeline", metavar="OUT.json",
+                        help="write every rank's operations as a Chrome trace / Perfetto JSON "
+                             "(open it in ui.perfetto.dev or chrome://tracing)")
+    parser.add_argument("--plot", metavar="OUT.png",
+                        help="draw the same timeline as a picture (needs matplotlib)")
     args = parser.parse_args(argv)
     # Under `bazel run`, relative paths are the caller's.
     os.chdir(os.environ.get("BUILD_WORKING_DIRECTORY", "."))
@@ -145,6 +156,17 @@ def main(argv=None):
               file=sys.stderr)
         return 1
     findings = analyse(dumps)
+    if args.timeline:
+        flight_timeline.write_chrome_trace(dumps, args.timeline, findings)
+        print("timeline written to %s" % args.timeline, file=sys.stderr)
+    if args.plot:
+        try:
+            flight_timeline.plot(dumps, args.plot, findings)
+        except ImportError as error:
+            print("cannot draw %s: %s (install python3-matplotlib)" % (args.plot, error),
+                  file=sys.stderr)
+            return 1
+        print("timeline drawn to %s" % args.plot, file=sys.stderr)
     if args.json:
         print(json.dumps(findings, indent=2))
         return 0

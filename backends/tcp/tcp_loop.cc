@@ -10,6 +10,7 @@
 #include "absl/base/internal/endian.h"
 #include "absl/strings/str_cat.h"
 #include "frontend/core/deadline.h"
+#include "frontend/core/event_journal.h"
 #include "frontend/core/logging.h"
 
 namespace plexus::tcp {
@@ -660,8 +661,10 @@ void Loop::PeerLost(int peer_index, const std::string& reason) {
   CloseLane(peer_index);
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, peer.fd.get(), nullptr);
   peer.fd.Reset();
-  Log(LogLevel::kWarning, absl::StrCat("tcp transport rank ", rank_, ": lost rank ", peer_index,
-                                       ": ", reason));
+  const std::string lost =
+      absl::StrCat("tcp transport rank ", rank_, ": lost rank ", peer_index, ": ", reason);
+  Log(LogLevel::kWarning, lost);
+  NoteEvent("peer_lost", lost);
   if (broken_.ok()) {
     broken_ = absl::UnavailableError(
         absl::StrCat("rank ", rank_, " lost rank ", peer_index, ": ", reason));
@@ -678,6 +681,8 @@ void Loop::PeerDeparted(int peer_index) {
   peer.fd.Reset();
   const absl::Status gone =
       absl::UnavailableError(absl::StrCat("rank ", peer_index, " has shut down"));
+  NoteEvent("peer_departed",
+            absl::StrCat("tcp transport rank ", rank_, ": rank ", peer_index, " has shut down"));
   // The arena is not broken here: a rank leaving marked itself failed there (Leave), and a
   // failure that made it leave is this rank's to see for itself (naming the lost rank).
   std::vector<OpPtr> victims(peer.tx.begin(), peer.tx.end());

@@ -6,6 +6,7 @@
 #include "frontend/core/deadline.h"
 #include "frontend/core/device.h"
 #include "frontend/core/dtype.h"
+#include "frontend/core/event_journal.h"
 #include "frontend/core/heartbeat.h"
 #include "frontend/core/host_twin.h"
 #include "frontend/core/tensor.h"
@@ -180,6 +181,23 @@ TEST(HostTwinTest, ADeviceWithoutSupportIsAClearError) {
       << twin.status();
   auto cpu = MakeHostTwin(Tensor::Flat(data, DType::kFloat32, 4), true, "x");
   EXPECT_EQ(cpu.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+
+TEST(EventJournalTest, KeepsTheLatestEventsInOrderWithTheirTimes) {
+  const int64_t before = UnixNanos();
+  for (size_t i = 0; i < kJournalCapacity + 5; ++i) NoteEvent("test", std::to_string(i));
+  const int64_t after = UnixNanos();
+  std::vector<JournalEvent> events = JournalEvents();
+  ASSERT_EQ(events.size(), kJournalCapacity);
+  EXPECT_EQ(events.front().detail, "5");
+  EXPECT_EQ(events.back().detail, std::to_string(kJournalCapacity + 4));
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].kind, "test");
+    EXPECT_GE(events[i].unix_ns, before);
+    EXPECT_LE(events[i].unix_ns, after);
+    if (i > 0) EXPECT_GE(events[i].unix_ns, events[i - 1].unix_ns);
+  }
 }
 
 }  // namespace

@@ -5,17 +5,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "frontend/core/deadline.h"
+#include "frontend/core/event_journal.h"
 #include "frontend/core/logging.h"
 
 namespace plexus {
@@ -23,11 +26,38 @@ namespace {
 
 constexpr size_t kDefaultCapacity = 2000;
 
-// The wall clock to the last scheduler tick, in nanoseconds: read by people, to the millisecond.
 int64_t CoarseUnixNanos() {
   timespec now;
   clock_gettime(CLOCK_REALTIME_COARSE, &now);
   return int64_t{now.tv_sec} * 1000000000 + now.tv_nsec;
+}
+
+// The precise wall clock costs ~25 ns where the kernel serves it without a system call (a TSC
+// clock source), but a microsecond where it cannot (some virtual machines): there, stamps fall
+// back to the clock at the last scheduler tick (~5 ns, to the tick).
+bool PreciseClockIsCheap() {
+  static const bool cheap = [] {
+    constexpr int kReads = 64;
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kReads; ++i) (void)UnixNanos();
+    const auto spent = std::chrono::steady_clock::now() - start;
+    return spent < std::chrono::nanoseconds(kReads * 200);
+  }();
+  return cheap;
+}
+
+int64_t StampNanos() { return PreciseClockIsCheap() ? UnixNanos() : CoarseUnixNanos(); }
+
+// This process's clock against the store server's (SetFlightRecorderClock), for every dump.
+struct Clock {
+  std::mutex mu;
+  std::optional<ClockOffset> offset;
+  std::string reference;
+};
+
+Clock& GlobalClock() {
+  static Clock* clock = new Clock();  // Never destroyed: read by dumps from any thread.
+  return *clock;
 }
 
 std::string Quote(absl::string_view text) {
@@ -202,7 +232,7 @@ uint64_t FlightRecorder::Record(const Operation& operation, bool point_to_point)
   entry.reduce_op.store(operation.reduce_op.data(), kRelaxed);
   entry.reduce_op_size.store(operation.reduce_op.size(), kRelaxed);
   entry.timeout_ns.store(absl::ToInt64Nanoseconds(operation.timeout), kRelaxed);
-  entry.issued_ns.store(CoarseUnixNanos(), kRelaxed);
+  entry.issued_ns.store(StampNanos(), kRelaxed);
   entry.stamp.store(Stamp(handle, State::kIssued), std::memory_order_release);
   return handle;
 }
@@ -220,12 +250,14 @@ void FlightRecorder::Finish(uint64_t handle, const absl::Status& status) {
     const uint64_t oldest = next > 2 * capacity_ ? next - 2 * capacity_ : 0;
     while (!errors_.empty() && errors_.begin()->first < oldest) errors_.erase(errors_.begin());
   }
-  entry.finished_ns.store(CoarseUnixNanos(), std::memory_order_relaxed);
+  entry.finished_ns.store(StampNanos(), std::memory_order_relaxed);
   // Fails, changing nothing, if the entry was overwritten meanwhile.
   entry.stamp.compare_exchange_strong(issued, Stamp(handle, state), std::memory_order_release,
                                       std::memory_order_relaxed);
   // status.ok() first: it is inline, absl::IsDeadlineExceeded a call into Debian's Abseil.
   if (!status.ok() && absl::IsDeadlineExceeded(status) && !dumped_on_timeout_.exchange(true)) {
+    NoteEvent("timeout", absl::StrCat("group '", group_.name, "' rank ", group_.rank, ": ",
+                                      status.message()));
     absl::StatusOr<std::string> path =
         DumpFlightRecorders("", absl::StrCat("timeout in group ", group_.name));
     Log(LogLevel::kWarning,
@@ -299,13 +331,39 @@ std::string FlightRecordersJson(absl::string_view reason) {
   std::string out = absl::StrCat(
       "{\"format\": \"plexus-flight-recorder-1\", \"pid\": ", getpid(), ", \"host\": ",
       Quote(host), ", \"global_rank\": ", GlobalRank(recorders),
-      ", \"dumped_unix_us\": ", absl::ToUnixMicros(absl::Now()), ", \"reason\": ", Quote(reason),
-      ", \"groups\": [");
+      ", \"dumped_unix_us\": ", UnixNanos() / 1000, ", \"reason\": ", Quote(reason),
+      ", \"clock\": ");
+  {
+    Clock& clock = GlobalClock();
+    std::lock_guard<std::mutex> lock(clock.mu);
+    if (clock.offset.has_value()) {
+      absl::StrAppend(&out, "{\"offset_us\": ", clock.offset->offset_ns / 1000,
+                      ", \"error_us\": ", (clock.offset->error_ns + 999) / 1000,
+                      ", \"reference\": ", Quote(clock.reference), "}");
+    } else {
+      out += "null";
+    }
+  }
+  out += ", \"events\": [";
+  const std::vector<JournalEvent> events = JournalEvents();
+  for (size_t i = 0; i < events.size(); ++i) {
+    absl::StrAppend(&out, i > 0 ? ",\n  " : "\n  ", "{\"unix_us\": ", events[i].unix_ns / 1000,
+                    ", \"kind\": ", Quote(events[i].kind), ", \"detail\": ",
+                    Quote(events[i].detail), "}");
+  }
+  out += "], \"groups\": [";
   for (size_t i = 0; i < recorders.size(); ++i) {
     absl::StrAppend(&out, i > 0 ? ",\n" : "\n", recorders[i]->ToJson());
   }
   out += "]}\n";
   return out;
+}
+
+void SetFlightRecorderClock(const ClockOffset& offset, absl::string_view reference) {
+  Clock& clock = GlobalClock();
+  std::lock_guard<std::mutex> lock(clock.mu);
+  clock.offset = offset;
+  clock.reference = std::string(reference);
 }
 
 std::string DefaultFlightRecorderPath() {

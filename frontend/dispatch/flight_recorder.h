@@ -3,7 +3,9 @@
 // which rank is behind, in which collective. Every ProcessGroup keeps one (PLEXUS_FLIGHT_RECORDER
 // entries, default 2000; 0 turns it off).
 //
-// Dumps are JSON (one document per process, every live group in it), written to
+// Times are the wall clock, to the microsecond where it is cheap to read. Dumps are JSON (one
+// document per process, every live group in it, with the process's clock offset and its
+// journal of rare events), written to
 // PLEXUS_FLIGHT_RECORDER_DIR (default $TMPDIR, else /tmp) as plexus_flight_rank<R>_pid<P>.json:
 // when an operation times out (once per group), on SIGUSR1 (installed only where SIGUSR1 still
 // has its default action), and on request (DumpFlightRecorders). tools/hang_report merges the
@@ -25,6 +27,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "frontend/core/dtype.h"
+#include "frontend/store/clock_offset.h"
 #include "frontend/work/work.h"
 
 namespace plexus {
@@ -111,7 +114,11 @@ class FlightRecorder : public Work::Listener {
   std::map<uint64_t, std::string> errors_ ABSL_GUARDED_BY(mu_);
 };
 
-// One JSON document with every live recorder of this process; `reason` is recorded in it.
+// Every dump from now on says that this process's clock is `offset` from `reference`'s (a store
+// server); tools/hang_report --timeline subtracts it. init_process_group sets it.
+void SetFlightRecorderClock(const ClockOffset& offset, absl::string_view reference);
+// One JSON document with every live recorder of this process, the clock offset and the event
+// journal (frontend/core/event_journal.h); `reason` is recorded in it.
 std::string FlightRecordersJson(absl::string_view reason = "requested");
 // Writes FlightRecordersJson() to `path`, or to the default file when empty (whole, through a
 // rename); returns the path.

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "frontend/core/event_journal.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -103,6 +104,20 @@ TEST(FlightRecorderTest, ADumpBesideRecordingShowsOnlyWholeEntries) {
   EXPECT_THAT(last, HasSubstr("{\"sequence\": 199996, "));
   EXPECT_THAT(last, HasSubstr("{\"sequence\": 199999, "));
   EXPECT_LT(last.find("\"sequence\": 199998, "), last.find("\"sequence\": 199999, "));
+}
+
+TEST(FlightRecorderTest, ADumpCarriesTheClockOffsetAndTheEventJournal) {
+  auto recorder = FlightRecorder::Create({"clocked", 0, 1, {0}, "cpu:tcp"});
+  ASSERT_NE(recorder, nullptr);
+  EXPECT_THAT(FlightRecordersJson(), HasSubstr("\"clock\": null"));
+  SetFlightRecorderClock({-1'234'567'000, 2'500}, "store server on host-a");
+  NoteEvent("abort", "process group 'clocked' (rank 0) was aborted: \"test\"");
+  const std::string json = FlightRecordersJson("test");
+  EXPECT_THAT(json, HasSubstr("\"clock\": {\"offset_us\": -1234567, \"error_us\": 3, "
+                              "\"reference\": \"store server on host-a\"}"));
+  EXPECT_THAT(json, HasSubstr("\"kind\": \"abort\", \"detail\": \"process group 'clocked' "
+                              "(rank 0) was aborted: \\\"test\\\"\"}"));
+  EXPECT_THAT(json, HasSubstr("{\"name\": \"clocked\""));
 }
 
 }  // namespace

@@ -11,7 +11,9 @@
 #include "frontend/core/status_macros.h"
 #include "frontend/dispatch/advertise_address.h"
 #include "frontend/dispatch/backend_string.h"
+#include "frontend/dispatch/flight_recorder.h"
 #include "frontend/dispatch/launcher_env.h"
+#include "frontend/store/clock_offset.h"
 #include "frontend/store/prefix_store.h"
 #include "frontend/store/tcp_store.h"
 #include "frontend/store/torch_store_client.h"
@@ -80,6 +82,13 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(InitOptions optio
   }
   RETURN_IF_ERROR(
       StoreBarrier(*store, "init", rendezvous.rank, rendezvous.world_size, options.timeout));
+  // Puts every rank's flight records on the store server's clock (hang_report --timeline). A
+  // store without a server (a file, torch's TCPStore) leaves the clocks as they are.
+  if (absl::StatusOr<ClockOffset> clock = EstimateClockOffset(*store); clock.ok()) {
+    SetFlightRecorderClock(*clock, rendezvous.store_host.empty()
+                                       ? std::string("the store's server")
+                                       : absl::StrCat("store server on ", rendezvous.store_host));
+  }
   ProcessGroup::Config config;
   config.name = options.group_name;
   config.rank = rendezvous.rank;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "frontend/core/event_journal.h"
 #include "frontend/core/logging.h"
 #include "frontend/core/status_macros.h"
 #include "frontend/dispatch/process_group.h"
@@ -66,6 +67,7 @@ absl::Status ProcessGroup::Abort(absl::string_view reason) {
     status = aborted_;
     is_aborted_.store(true, std::memory_order_release);
   }
+  NoteEvent("abort", status.message());
   std::vector<std::string> unable;
   for (const Served& served : backends_) {
     if (!served.backend->Abort(status).ok()) unable.push_back(served.backend->name());

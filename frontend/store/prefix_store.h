@@ -34,6 +34,7 @@ class PrefixStore : public Store {
   const std::string& prefix() const { return prefix_; }
   const std::shared_ptr<Store>& base() const { return base_; }
   std::string RefusalReport() const override { return base_->RefusalReport(); }
+  absl::StatusOr<int64_t> ServerUnixNanos() override { return base_->ServerUnixNanos(); }
 
  private:
   std::string Prefixed(absl::string_view key) const;

@@ -75,6 +75,12 @@ class Store {
   // "" when it refused nothing or the store has no server here.
   virtual std::string RefusalReport() const { return ""; }
 
+  // The wall clock (Unix nanoseconds) of the machine that serves the store, for aligning the
+  // ranks' clocks (EstimateClockOffset); Unimplemented for a store without a server.
+  virtual absl::StatusOr<int64_t> ServerUnixNanos() {
+    return absl::UnimplementedError("this store has no server clock");
+  }
+
   absl::Duration timeout() const { return absl::Nanoseconds(timeout_ns_.load()); }
   void SetTimeout(absl::Duration timeout) { timeout_ns_.store(absl::ToInt64Nanoseconds(timeout)); }
 

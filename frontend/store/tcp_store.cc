@@ -240,6 +240,12 @@ absl::StatusOr<int64_t> TCPStore::NumKeys() {
   return out.I64();
 }
 
+absl::StatusOr<int64_t> TCPStore::ServerUnixNanos() {
+  ASSIGN_OR_RETURN(std::string reply, Call("clock", Encoder().U8(OpByte(Opcode::kClock))));
+  Decoder out(reply);
+  return out.I64();
+}
+
 absl::StatusOr<std::vector<std::string>> TCPStore::MultiGet(absl::Span<const std::string> keys) {
   const absl::Duration wait = timeout();
   ASSIGN_OR_RETURN(std::string reply,

@@ -62,6 +62,7 @@ class TCPStore : public Store {
   absl::StatusOr<bool> Check(absl::Span<const std::string> keys) override;
   absl::StatusOr<bool> DeleteKey(absl::string_view key) override;
   absl::StatusOr<int64_t> NumKeys() override;
+  absl::StatusOr<int64_t> ServerUnixNanos() override;
   absl::StatusOr<std::vector<std::string>> MultiGet(absl::Span<const std::string> keys) override;
   absl::Status MultiSet(absl::Span<const std::string> keys,
                         absl::Span<const std::string> values) override;

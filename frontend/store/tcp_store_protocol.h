@@ -29,7 +29,7 @@
 namespace plexus::tcp_store {
 
 inline constexpr uint32_t kMagic = 0x53584C50;  // "PLXS" on the wire.
-inline constexpr uint16_t kProtocolVersion = 2;
+inline constexpr uint16_t kProtocolVersion = 3;
 inline constexpr absl::Duration kBeatUnit = absl::Milliseconds(10);
 inline constexpr size_t kHandshakeBytes = 8;
 inline constexpr size_t kFrameHeaderBytes = 8;
@@ -49,6 +49,7 @@ enum class Opcode : uint8_t {
   kMultiSet = 10,      // keys, values
   kAppend = 11,        // key, value
   kWaitClients = 12,   // count, timeout_ms (waits until `count` clients have connected)
+  kClock = 13,         // -> the server's wall clock, Unix nanoseconds (new in version 3)
 };
 
 // `field`: the client's heartbeat period (BeatField), or the server's status.

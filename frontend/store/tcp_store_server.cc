@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "frontend/auth/mutual_auth.h"
+#include "frontend/core/event_journal.h"
 #include "frontend/core/logging.h"
 #include "frontend/core/status_macros.h"
 #include "frontend/store/store.h"
@@ -400,6 +401,11 @@ absl::Status TCPStoreServer::HandleRequest(Connection& connection, absl::string_
     case Opcode::kWaitClients: {
       ASSIGN_OR_RETURN(int64_t count, in.I64());
       return wait_for({}, count);
+    }
+    case Opcode::kClock: {
+      RETURN_IF_ERROR(in.Done());
+      Reply(connection, Encoder().U8(0).I64(UnixNanos()).Frame());
+      return absl::OkStatus();
     }
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown opcode ", raw_op));

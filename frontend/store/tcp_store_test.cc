@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 #include <memory>
@@ -15,6 +16,10 @@
 #include "absl/base/internal/endian.h"
 #include "absl/strings/str_cat.h"
 #include "frontend/auth/mutual_auth.h"
+#include "frontend/core/event_journal.h"
+#include "frontend/store/clock_offset.h"
+#include "frontend/store/hash_store.h"
+#include "frontend/store/prefix_store.h"
 #include "frontend/store/socket_util.h"
 #include "frontend/store/tcp_store.h"
 #include "frontend/store/tcp_store_protocol.h"
@@ -187,6 +192,26 @@ absl::StatusOr<std::unique_ptr<TCPStore>> StartServerWithSecret() {
   options.timeout = absl::Seconds(10);
   options.secret = std::string(kSecret);
   return TCPStore::Create(options);
+}
+
+// The offset of a clock that runs 2.5 s ahead of the server's is found within its error bound,
+// through a PrefixStore as ranks use it; a store without a server says it has no clock.
+TEST(TCPStoreTest, ClockOffsetFindsASkewedClockWithinItsErrorBound) {
+  auto server = StartServer();
+  auto store = std::make_shared<PrefixStore>("job", std::shared_ptr<TCPStore>(std::move(server)));
+  constexpr int64_t kSkew = 2'500'000'000;
+  auto skewed = [] { return UnixNanos() + kSkew; };
+  absl::StatusOr<ClockOffset> offset = EstimateClockOffset(*store, 8, skewed);
+  ASSERT_TRUE(offset.ok()) << offset.status();
+  EXPECT_GT(offset->error_ns, 0);
+  EXPECT_LT(offset->error_ns, 50'000'000);  // Loopback round trips, even on a busy machine.
+  EXPECT_LE(std::llabs(offset->offset_ns - kSkew), offset->error_ns + 1'000'000)
+      << offset->offset_ns << " +- " << offset->error_ns;
+  absl::StatusOr<ClockOffset> same = EstimateClockOffset(*store);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_LE(std::llabs(same->offset_ns), same->error_ns + 1'000'000);
+  HashStore local;
+  EXPECT_EQ(EstimateClockOffset(local).status().code(), absl::StatusCode::kUnimplemented);
 }
 
 TEST(TCPStoreTest, WithASecretOnlyClientsThatKnowItGetIn) {
