@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "algorithms/algorithms.h"
 #include "algorithms/reduce_kernels.h"
@@ -13,6 +15,20 @@
 
 namespace plexus {
 namespace {
+
+// A failure found outside the collective (a peer lost to its heartbeat breaks the transport)
+// says which operation it ended: "all_reduce #12 on rank 0: rank 0 lost rank 2: ...".
+absl::Status NameTheOperation(const absl::Status& status, CollectiveKind kind, uint64_t sequence,
+                              int rank) {
+  const std::string name = absl::StrCat(CollectiveName(kind), " #");
+  if (absl::StrContains(status.message(), name)) return status;
+  absl::Status named(status.code(), absl::StrCat(name, sequence, " on rank ", rank, ": ",
+                                                 status.message()));
+  status.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+    named.SetPayload(url, payload);
+  });
+  return named;
+}
 
 std::vector<Tensor> Copy(absl::Span<const Tensor> tensors) {
   return std::vector<Tensor>(tensors.begin(), tensors.end());
@@ -98,7 +114,9 @@ absl::Status Collectives::RunCurrent(CollectiveKind kind, uint64_t sequence, uin
     const ScopedSendsAwaited awaited;  // Bodies wait on their sends before they return.
     status = body(ctx);
   }
-  if (!status.ok()) status = ctx.Fail(status);
+  if (!status.ok()) {
+    status = NameTheOperation(ctx.Fail(status), kind, sequence, transport_->rank());
+  }
   return status;
 }
 

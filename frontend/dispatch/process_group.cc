@@ -116,6 +116,36 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Create(
       new ProcessGroup(std::move(config), registry, std::move(mapping), std::move(backends)));
 }
 
+class ProcessGroup::Outcomes : public Work::Listener {
+ public:
+  explicit Outcomes(std::shared_ptr<FlightRecorder> recorder) : recorder_(std::move(recorder)) {}
+
+  void WorkCompleted(uint64_t token, const absl::Status& status) override {
+    if (!status.ok() && BreaksTheGroup(status)) failed_.store(true, std::memory_order_relaxed);
+    if (recorder_ != nullptr) recorder_->Finish(token, status);
+  }
+  bool failed() const { return failed_.load(std::memory_order_relaxed); }
+
+  // Refusals of bad input leave the group as it was; anything else may have left a peer
+  // mid-exchange (a gloo context that timed out is unusable).
+  static bool BreaksTheGroup(const absl::Status& status) {
+    switch (status.code()) {
+      case absl::StatusCode::kInvalidArgument:
+      case absl::StatusCode::kFailedPrecondition:
+      case absl::StatusCode::kOutOfRange:
+      case absl::StatusCode::kUnimplemented:
+      case absl::StatusCode::kCancelled:
+        return false;
+      default:
+        return true;
+    }
+  }
+
+ private:
+  const std::shared_ptr<FlightRecorder> recorder_;
+  std::atomic<bool> failed_{false};
+};
+
 ProcessGroup::ProcessGroup(Config config, const BackendRegistry& registry,
                            std::vector<DeviceBackend> mapping,
                            std::vector<Served> backends)
@@ -124,7 +154,8 @@ ProcessGroup::ProcessGroup(Config config, const BackendRegistry& registry,
       mapping_(std::move(mapping)),
       backends_(std::move(backends)),
       recorder_(FlightRecorder::Create({config_.name, config_.rank, config_.size,
-                                        config_.global_ranks, BackendString(mapping_)})) {
+                                        config_.global_ranks, BackendString(mapping_)})),
+      outcomes_(std::make_shared<Outcomes>(recorder_)) {
   bool needed = false;
   std::shared_ptr<Backend> host;
   for (const Served& served : backends_) {
@@ -165,10 +196,10 @@ absl::StatusOr<WorkPtr> ProcessGroup::Track(const FlightRecorder::Operation& ope
   const uint64_t handle = recorder_ != nullptr ? recorder_->Record(operation, point_to_point) : 0;
   absl::StatusOr<WorkPtr> work = call();
   if (!work.ok()) {
-    if (recorder_ != nullptr) recorder_->Finish(handle, work.status());
+    outcomes_->WorkCompleted(handle, work.status());
     return work;
   }
-  if (recorder_ != nullptr) (*work)->Listen(recorder_, handle);
+  (*work)->Listen(outcomes_, handle);
   if (blocking && !(*work)->IsCompleted()) {
     // The operation ends by its own deadline; the second only covers a late completion.
     absl::Status waited = (*work)->Wait(operation.timeout + absl::Seconds(1));
@@ -248,7 +279,18 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::NewGroup(std::vector
   return Child(name, absl::StrCat("group.", id), ranks, "new_group", std::move(backend));
 }
 
+bool ProcessGroup::IsBroken() const {
+  return is_aborted_.load(std::memory_order_acquire) || outcomes_->failed() ||
+         !LostRanks().empty();
+}
+
 absl::Status ProcessGroup::Shutdown(absl::Duration timeout) {
+  if (IsBroken()) {
+    // Counted, so a healthy rank's barrier still opens; the store may be gone with the peers.
+    absl::StatusOr<int64_t> departed = config_.store->Add("departed", 1);
+    if (departed.ok() && *departed == config_.size) (void)config_.store->Set("all_departed", "1");
+    return absl::OkStatus();
+  }
   // A barrier: a rank that leaves while a peer still reads what it sent may reset that
   // connection and lose the data in flight. Once every rank is here, every rank's last
   // operation has completed, so nothing is in flight.

@@ -106,7 +106,9 @@ class ProcessGroup {
   // Collective departure, as destroy_process_group: every rank calls it before exiting, and it
   // returns (within `timeout`) once every rank has called it - so no rank closes connections
   // a peer still reads from. Rank 0 returns last, so a store it hosts outlives every other
-  // rank's last request.
+  // rank's last request. A group that is broken (aborted, a rank lost, an operation failed on
+  // the transport) has nothing in flight to protect: it counts itself departed, best effort,
+  // and returns without waiting for the others.
   absl::Status Shutdown(absl::Duration timeout);
 
   // --- Collectives and point-to-point, as torch.distributed's. ---
@@ -194,6 +196,9 @@ class ProcessGroup {
   const std::vector<DeviceBackend> mapping_;
   const std::vector<Served> backends_;
   const std::shared_ptr<FlightRecorder> recorder_;  // Null when PLEXUS_FLIGHT_RECORDER=0.
+  // Told of every operation's end: notes transport failures, then tells the recorder.
+  class Outcomes;
+  const std::shared_ptr<Outcomes> outcomes_;
   std::unique_ptr<CollectiveCheck> check_;  // Null when no backend needs one.
   std::atomic<int64_t> next_subgroup_id_{1};
   std::atomic<int64_t> next_shrink_{1};
@@ -201,6 +206,8 @@ class ProcessGroup {
   absl::Status aborted_;  // Guarded by abort_mu_.
   std::atomic<bool> is_aborted_{false};  // aborted_ is set (checked before every operation).
 
+  // Aborted, a rank lost, or an operation that failed on the transport.
+  bool IsBroken() const;
   static std::string ShrinkKey(int64_t generation);
   // Unimplemented when a backend of this group cannot survive a lost rank (mpi).
   absl::Status CheckCanShrink() const;

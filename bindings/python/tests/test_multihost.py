@@ -79,6 +79,11 @@ class Hosts:
                                 dev, "root", "tbf", "rate", rate, "burst", "256kb", "latency",
                                 "100ms"], check=True)
 
+    def set_link(self, host_x, host_y, up):
+        """Takes the veth pair between two hosts down (both ends lose carrier) or up again."""
+        _ip("-n", self.ns(host_x), "link", "set", "v%s%s%s" % (self.tag, host_x, host_y),
+            "up" if up else "down")
+
     def free_port(self, host):
         """A port nothing listens on in `host` (asked of the kernel there)."""
         out = subprocess.run(
