@@ -4,11 +4,15 @@
 // Runs until SIGINT or SIGTERM. Honours the job's security settings as every rank does:
 // PLEXUS_SECRET / PLEXUS_SECRET_FILE (clients must prove the secret) and PLEXUS_TLS_CERT /
 // PLEXUS_TLS_KEY / PLEXUS_TLS_CA (every connection is TLS 1.3), docs/security.md.
+// --require=secret, --require=tls or --require=secret,tls refuse to start without them, so a
+// deployment that lost its variables fails loudly instead of serving anyone.
 #include <csignal>
 #include <cstdio>
 #include <string>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "frontend/auth/mutual_auth.h"
 #include "frontend/auth/tls.h"
 #include "frontend/store/tcp_store_server.h"
@@ -23,6 +27,8 @@ void OnSignal(int) { g_stop = 1; }
 
 int main(int argc, char** argv) {
   plexus::TCPStoreServerOptions options;
+  bool require_secret = false;
+  bool require_tls = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     size_t eq = arg.find('=');
@@ -35,11 +41,23 @@ int main(int argc, char** argv) {
       ok = ok && absl::SimpleAtoi(value, &options.port);
     } else if (name == "--world_size") {
       ok = ok && absl::SimpleAtoi(value, &options.expected_clients);
+    } else if (name == "--require") {
+      for (absl::string_view part : absl::StrSplit(value, ',')) {
+        if (part == "secret") {
+          require_secret = true;
+        } else if (part == "tls") {
+          require_tls = true;
+        } else {
+          ok = false;
+        }
+      }
     } else {
       ok = false;
     }
     if (!ok) {
-      fprintf(stderr, "usage: tcp_store_server [--host=ADDR] [--port=N] [--world_size=N]\n");
+      fprintf(stderr,
+              "usage: tcp_store_server [--host=ADDR] [--port=N] [--world_size=N] "
+              "[--require=secret|tls|secret,tls]\n");
       return 2;
     }
   }
@@ -50,6 +68,18 @@ int main(int argc, char** argv) {
       fprintf(stderr, "tcp_store_server: %s\n", std::string(status.message()).c_str());
       return 2;
     }
+  }
+  if (require_secret && secret->empty()) {
+    fprintf(stderr,
+            "tcp_store_server: --require=secret, but neither PLEXUS_SECRET nor "
+            "PLEXUS_SECRET_FILE is set: refusing to serve clients without a secret\n");
+    return 2;
+  }
+  if (require_tls && *tls == nullptr) {
+    fprintf(stderr,
+            "tcp_store_server: --require=tls, but PLEXUS_TLS_CERT and PLEXUS_TLS_KEY are not "
+            "set: refusing to serve clear-text connections\n");
+    return 2;
   }
   options.secret = *secret;
   options.tls = *tls;

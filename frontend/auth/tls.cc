@@ -15,6 +15,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "frontend/core/status_macros.h"
 
@@ -81,6 +82,51 @@ const BIO_METHOD* SocketMethod() {
   return method;
 }
 
+// A certificate as people know it: "subject CN=rank1, issued by CN=plexus test CA, valid
+// until Nov 26 07:00:00 2036 GMT".
+std::string Describe(X509* certificate) {
+  if (certificate == nullptr) return "no certificate";
+  BIO* out = BIO_new(BIO_s_mem());
+  if (out == nullptr) return "a certificate";
+  BIO_puts(out, "subject ");
+  X509_NAME_print_ex(out, X509_get_subject_name(certificate), 0, XN_FLAG_RFC2253);
+  BIO_puts(out, ", issued by ");
+  X509_NAME_print_ex(out, X509_get_issuer_name(certificate), 0, XN_FLAG_RFC2253);
+  BIO_puts(out, ", valid until ");
+  ASN1_TIME_print(out, X509_get0_notAfter(certificate));
+  char* data = nullptr;
+  const long size = BIO_get_mem_data(out, &data);
+  std::string text(data, static_cast<size_t>(std::max<long>(size, 0)));
+  BIO_free(out);
+  return text;
+}
+
+// Why this side refused the peer's certificate, recorded by the verify callback of the
+// handshake running on this thread (OpenSSL calls it from inside SSL_do_handshake).
+thread_local std::string t_refused_certificate;
+thread_local const char* t_authority = nullptr;
+
+int RecordRefusal(int preverified, X509_STORE_CTX* store) {
+  if (preverified == 1 || !t_refused_certificate.empty()) return preverified;
+  const int error = X509_STORE_CTX_get_error(store);
+  t_refused_certificate = absl::StrCat(
+      "this side refused the peer's certificate (", Describe(X509_STORE_CTX_get_current_cert(store)),
+      "): ", X509_verify_cert_error_string(error),
+      t_authority != nullptr ? absl::StrCat(", checked against ", t_authority) : "");
+  return preverified;
+}
+
+// The alerts by which a peer says it refused this side's certificate.
+bool PeerRefusedOurCertificate(absl::string_view reason) {
+  for (absl::string_view alert : {"alert unknown ca", "alert certificate expired",
+                                  "alert bad certificate", "alert certificate unknown",
+                                  "alert certificate revoked", "alert unsupported certificate",
+                                  "alert certificate required", "alert decrypt error"}) {
+    if (absl::StrContains(reason, alert)) return true;
+  }
+  return false;
+}
+
 std::string Getenv(const char* name) {
   const char* value = std::getenv(name);
   return value != nullptr ? value : "";
@@ -140,11 +186,14 @@ absl::StatusOr<std::shared_ptr<const TlsContext>> TlsContext::Create(const TlsFi
     if (SSL_CTX_load_verify_locations(context, files.authority.c_str(), nullptr) != 1) {
       return fail(absl::StrCat("cannot load CA bundle ", files.authority));
     }
-    SSL_CTX_set_verify(context, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+    SSL_CTX_set_verify(context, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, RecordRefusal);
   } else {
     SSL_CTX_set_verify(context, SSL_VERIFY_NONE, nullptr);
   }
-  return std::shared_ptr<const TlsContext>(new TlsContext(context, verifies));
+  std::string own = absl::StrCat("certificate ", files.certificate, " (",
+                                 Describe(SSL_CTX_get0_certificate(context)), ")");
+  return std::shared_ptr<const TlsContext>(
+      new TlsContext(context, std::move(own), verifies ? files.authority : ""));
 }
 
 absl::StatusOr<std::shared_ptr<const TlsContext>> TlsContext::Resolve(
@@ -191,7 +240,7 @@ std::unique_ptr<TlsSession> TlsContext::NewSession(int fd, Role role) const {
   } else {
     SSL_set_accept_state(ssl);
   }
-  return std::unique_ptr<TlsSession>(new TlsSession(ssl));
+  return std::unique_ptr<TlsSession>(new TlsSession(ssl, own_certificate_, authority_));
 }
 
 absl::StatusOr<std::unique_ptr<TlsSession>> TlsContext::Secure(int fd, Role role,
@@ -225,7 +274,10 @@ TlsSession::~TlsSession() { SSL_free(ssl_); }
 
 absl::StatusOr<TlsSession::Progress> TlsSession::Handshake() {
   ERR_clear_error();
+  t_refused_certificate.clear();
+  t_authority = authority_->empty() ? nullptr : authority_->c_str();
   const int result = SSL_do_handshake(ssl_);
+  t_authority = nullptr;
   if (result == 1) return Progress::kDone;
   const int saved_errno = errno;
   const int error = SSL_get_error(ssl_, result);
@@ -237,10 +289,15 @@ absl::StatusOr<TlsSession::Progress> TlsSession::Handshake() {
                  ? absl::StrCat("socket: ", strerror(saved_errno))
                  : "the peer closed the connection (does it use TLS?)";
   }
-  const long verified = SSL_get_verify_result(ssl_);
-  if (verified != X509_V_OK) {
+  if (!t_refused_certificate.empty()) {
+    absl::StrAppend(&reason, "; ", t_refused_certificate);
+  } else if (const long verified = SSL_get_verify_result(ssl_); verified != X509_V_OK) {
     absl::StrAppend(&reason, "; peer certificate: ", X509_verify_cert_error_string(verified));
   }
+  if (PeerRefusedOurCertificate(reason)) {
+    absl::StrAppend(&reason, "; the peer refused this side's ", *own_certificate_);
+  }
+  t_refused_certificate.clear();
   return absl::UnauthenticatedError(absl::StrCat("TLS handshake failed: ", reason));
 }
 
@@ -260,6 +317,11 @@ ssize_t TlsSession::Failed(int result) {
     default:  // A record that fails authentication, an alert: the connection is unusable.
       error_ = OpenSslErrors();
       if (error_.empty()) error_ = "protocol error";
+      // TLS 1.3: a client's handshake ends before the server checks its certificate, so the
+      // refusal arrives as an alert on the first read.
+      if (PeerRefusedOurCertificate(error_)) {
+        absl::StrAppend(&error_, "; the peer refused this side's ", *own_certificate_);
+      }
       errno = EPROTO;
       return -1;
   }

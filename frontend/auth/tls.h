@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -64,10 +65,15 @@ class TlsContext {
                                                      absl::Time deadline) const;
 
  private:
-  TlsContext(SSL_CTX* context, bool verifies_peers)
-      : context_(context), verifies_peers_(verifies_peers) {}
+  TlsContext(SSL_CTX* context, std::string own_certificate, std::string authority)
+      : context_(context),
+        verifies_peers_(!authority.empty()),
+        own_certificate_(std::make_shared<const std::string>(std::move(own_certificate))),
+        authority_(std::make_shared<const std::string>(std::move(authority))) {}
   SSL_CTX* const context_;
   const bool verifies_peers_;
+  const std::shared_ptr<const std::string> own_certificate_;  // For errors (TlsSession's).
+  const std::shared_ptr<const std::string> authority_;
 };
 
 // One TLS connection. Reads and writes are non-blocking whatever the socket's mode; writes
@@ -77,7 +83,9 @@ class TlsSession final : public StreamCipher {
   ~TlsSession() override;
 
   enum class Progress { kDone, kWantRead, kWantWrite };
-  // Advances the handshake; Unauthenticated with OpenSSL's reason when it fails.
+  // Advances the handshake; Unauthenticated with OpenSSL's reason when it fails, naming the
+  // certificate refused: the peer's (subject, issuer, expiry, and this side's CA file) when
+  // this side refused it, this side's (file, subject) when the peer's alert says it did.
   absl::StatusOr<Progress> Handshake();
 
   ssize_t Read(void* buffer, size_t size) override;
@@ -90,11 +98,16 @@ class TlsSession final : public StreamCipher {
 
  private:
   friend class TlsContext;
-  explicit TlsSession(SSL* ssl) : ssl_(ssl) {}
+  TlsSession(SSL* ssl, const std::shared_ptr<const std::string>& own_certificate,
+             const std::shared_ptr<const std::string>& authority)
+      : ssl_(ssl), own_certificate_(own_certificate), authority_(authority) {}
   // Maps a failed SSL_read / SSL_write to errno; returns -1, or 0 for a clean end.
   ssize_t Failed(int result);
 
   SSL* const ssl_;
+  // For errors: "certificate FILE (subject ..., valid until ...)", and the CA file ("": none).
+  const std::shared_ptr<const std::string> own_certificate_;
+  const std::shared_ptr<const std::string> authority_;
   std::string pending_;  // Plaintext of a record OpenSSL sealed but could not finish sending.
   std::string scratch_;  // Small frames are sealed as one record.
   std::string error_;    // OpenSSL's reason for the last fatal failure.

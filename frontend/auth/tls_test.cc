@@ -65,6 +65,23 @@ class TlsTest : public ::testing::Test {
     link.server = std::move(server).value();
   }
 
+  // What a client whose certificate the server refused is told: by the handshake (TLS 1.2
+  // style), or, in TLS 1.3, where its handshake ends first, by its first read.
+  static std::string Refusal(absl::StatusOr<std::unique_ptr<TlsSession>>& client) {
+    if (!client.ok()) return std::string(client.status().message());
+    char byte;
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      const ssize_t n = (*client)->Read(&byte, 1);
+      if (n < 0 && errno == EAGAIN) {
+        absl::SleepFor(absl::Milliseconds(1));  // Polling a non-blocking read, within a deadline.
+        continue;
+      }
+      return n < 0 ? (*client)->LastError() : "the connection closed cleanly";
+    }
+    return "no alert within 10 s";
+  }
+
   static std::string* directory_;
 };
 
@@ -147,7 +164,36 @@ TEST_F(TlsTest, ACertificateFromAnotherAuthorityIsRefused) {
   EXPECT_FALSE(client.ok() && server.ok());
   ASSERT_FALSE(server.ok());
   EXPECT_EQ(server.status().code(), absl::StatusCode::kUnauthenticated);
-  EXPECT_NE(server.status().message().find("certificate"), std::string::npos) << server.status();
+  // The refusing side names the certificate it refused, why, and the CA file it checked.
+  const std::string refused(server.status().message());
+  EXPECT_NE(refused.find("this side refused the peer's certificate (subject CN=rogue"),
+            std::string::npos) << refused;
+  EXPECT_NE(refused.find("unable to get local issuer certificate"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("checked against " + Path("ca.pem")), std::string::npos) << refused;
+  // The refused side learns it from the alert, and names its own certificate file.
+  const std::string told = Refusal(client);
+  EXPECT_NE(told.find("alert unknown ca"), std::string::npos) << told;
+  EXPECT_NE(told.find("the peer refused this side's certificate " + Path("rogue.pem") +
+                      " (subject CN=rogue"),
+            std::string::npos) << told;
+}
+
+TEST_F(TlsTest, AnExpiredCertificateIsRefusedNamingItsExpiry) {
+  auto trusted = TlsContext::Create(Files("alice"));
+  auto expired = TlsContext::Create(Files("expired"));
+  ASSERT_TRUE(trusted.ok() && expired.ok()) << trusted.status() << expired.status();
+  ScopedFd a, b;
+  Pair(a, b);
+  auto [client, server] = Connect(**expired, **trusted, a.get(), b.get());
+  ASSERT_FALSE(server.ok());
+  const std::string refused(server.status().message());
+  EXPECT_NE(refused.find("certificate has expired"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("subject CN=expired"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("valid until "), std::string::npos) << refused;
+  const std::string told = Refusal(client);
+  EXPECT_NE(told.find("alert certificate expired"), std::string::npos) << told;
+  EXPECT_NE(told.find("the peer refused this side's certificate " + Path("expired.pem")),
+            std::string::npos) << told;
 }
 
 TEST_F(TlsTest, WithoutACaTrafficIsEncryptedButAnyCertificateIsAccepted) {
@@ -214,6 +260,14 @@ TEST_F(TlsTest, BadConfigurationsNameTheFile) {
   auto missing = TlsContext::Create({Path("absent.pem"), Path("alice.key"), ""});
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("absent.pem"), std::string::npos);
+  auto no_key = TlsContext::Create({Path("alice.pem"), Path("absent.key"), ""});
+  ASSERT_FALSE(no_key.ok());
+  EXPECT_NE(no_key.status().message().find("cannot use private key " + Path("absent.key")),
+            std::string::npos) << no_key.status();
+  auto no_ca = TlsContext::Create({Path("alice.pem"), Path("alice.key"), Path("absent_ca.pem")});
+  ASSERT_FALSE(no_ca.ok());
+  EXPECT_NE(no_ca.status().message().find("cannot load CA bundle " + Path("absent_ca.pem")),
+            std::string::npos) << no_ca.status();
   auto mismatched = TlsContext::Create({Path("alice.pem"), Path("bob.key"), ""});
   ASSERT_FALSE(mismatched.ok());
   EXPECT_NE(mismatched.status().message().find("bob.key"), std::string::npos);

@@ -17,9 +17,10 @@ SECRET = "a shared secret long enough to use"
 STORE_SERVER = os.path.join(os.getcwd(), "tools", "tcp_store_server")
 
 
-def start_store_server(env):
+def start_store_server(env, *flags):
     """tools/tcp_store_server on a free loopback port: (process, port, its banner line)."""
-    server = subprocess.Popen([STORE_SERVER, "--host=127.0.0.1", "--port=0"], env=env,
+    server = subprocess.Popen([STORE_SERVER, "--host=127.0.0.1", "--port=0"] + list(flags),
+                              env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     banner = server.stdout.readline()
     if not banner.startswith("TCPStore server listening on"):
@@ -55,7 +56,7 @@ def test_ranks_sharing_the_secret_work_and_a_rank_with_another_is_refused():
 def test_the_standalone_store_server_requires_the_jobs_secret():
     import plexus as dist
     env = dict(os.environ, PLEXUS_SECRET=SECRET)
-    server, port, banner = start_store_server(env)
+    server, port, banner = start_store_server(env, "--require=secret")
     try:
         assert "shared secret required" in banner, banner
         store = dist.TCPStore("127.0.0.1", port, secret=SECRET, timeout=10)
@@ -69,9 +70,18 @@ def test_the_standalone_store_server_requires_the_jobs_secret():
     finally:
         server.terminate()
         server.wait(10)
-    # Without PLEXUS_SECRET it says so, and takes anyone (the default, as before).
-    server, port, banner = start_store_server({k: v for k, v in os.environ.items()
-                                              if not k.startswith("PLEXUS_SECRET")})
+    # Without PLEXUS_SECRET, told to require one, it refuses to start, saying why.
+    open_env = {k: v for k, v in os.environ.items()
+                if not k.startswith("PLEXUS_SECRET") and not k.startswith("PLEXUS_TLS")}
+    for required, named in (("secret", "PLEXUS_SECRET"), ("tls", "PLEXUS_TLS_CERT"),
+                            ("secret,tls", "PLEXUS_SECRET")):
+        refused = subprocess.run([STORE_SERVER, "--host=127.0.0.1", "--port=0",
+                                  "--require=" + required], env=open_env, capture_output=True,
+                                 text=True, timeout=30)
+        assert refused.returncode == 2 and not refused.stdout, refused
+        assert "--require=" in refused.stderr and named in refused.stderr, refused.stderr
+    # Not told to, it says it is open, and takes anyone (the default, as before).
+    server, port, banner = start_store_server(open_env)
     try:
         assert "no shared secret" in banner, banner
         dist.TCPStore("127.0.0.1", port, timeout=10).set("open", b"1")

@@ -142,6 +142,12 @@ def test_the_elastic_master_and_its_peers_run_over_tls(tls_environment):
                 Communicator(address).connect(n_attempts=1)
             assert refused.value.result == Result.MASTER_CONNECTION_FAILED, refused.value
             assert "certificate" in str(refused.value), refused.value
+            # The master's alert names the refusal; this side names the certificate refused.
+            text = str(refused.value)
+            # (Both test CAs are named alike: OpenSSL says "decrypt error" for the signature.)
+            assert "alert unknown ca" in text or "alert decrypt error" in text, text
+            assert "the peer refused this side's certificate %s (subject CN=node" % (
+                os.path.join(foreign, "node.pem")) in text, text
             # The right CA, but a certificate that expired yesterday.
             trusted = os.path.dirname(tls_environment["PLEXUS_TLS_CA"])
             os.environ.update({"PLEXUS_TLS_CERT": os.path.join(trusted, "expired.pem"),
@@ -150,6 +156,8 @@ def test_the_elastic_master_and_its_peers_run_over_tls(tls_environment):
                 Communicator(address).connect(n_attempts=1)
             assert refused.value.result == Result.MASTER_CONNECTION_FAILED, refused.value
             assert "alert certificate expired" in str(refused.value), refused.value
+            assert "the peer refused this side's certificate %s (subject CN=expired" % (
+                os.path.join(trusted, "expired.pem")) in str(refused.value), refused.value
         finally:
             os.environ.update(tls_environment)
     finally:
