@@ -236,6 +236,45 @@ TEST(TCPStoreTest, WithASecretOnlyClientsThatKnowItGetIn) {
   EXPECT_EQ(*(*good)->Get("k"), "v");
 }
 
+// While hostile connections pour in (garbage, idle ones held open), a client with the wrong
+// secret or none is told so at once, as Unauthenticated, and never retried into a timeout;
+// one with the secret gets in.
+TEST(TCPStoreTest, UnderAFloodARefusalIsFinalAndNamed) {
+  auto server = StartServerWithSecret();
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  std::atomic<bool> flooding{true};
+  std::vector<std::thread> flood;
+  for (int t = 0; t < 8; ++t) {
+    flood.emplace_back([&, t] {
+      std::vector<ScopedFd> held;
+      while (flooding.load()) {
+        auto socket = ConnectTcpWithRetry("127.0.0.1", port, absl::Now() + absl::Seconds(1));
+        if (!socket.ok()) continue;
+        if (t % 2 == 0) {
+          held.push_back(std::move(socket).value());  // Idle, until the next hundred.
+          if (held.size() > 100) held.erase(held.begin());
+        } else {
+          (void)SendAll(socket->get(), "GET / HTTP/1.0\r\n\r\n", absl::Now() + absl::Seconds(1));
+        }
+      }
+    });
+  }
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    const std::optional<std::string> secret =
+        attempt % 2 == 0 ? std::string() : std::string("another secret, also long enough");
+    const absl::Time start = absl::Now();
+    auto refused = Connect(port, secret);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnauthenticated) << refused.status();
+    EXPECT_LT(absl::Now() - start, absl::Seconds(2)) << refused.status();
+  }
+  auto good = Connect(port, std::string(kSecret));
+  EXPECT_TRUE(good.ok()) << good.status();
+  if (good.ok()) EXPECT_TRUE((*good)->Set("k", "v").ok());
+  flooding = false;
+  for (std::thread& thread : flood) thread.join();
+}
+
 // 10,000 connections that fail authentication (a wrong proof, no authentication, garbage)
 // while a client works: the server keeps serving it correctly and stays within a few MiB.
 TEST(TCPStoreTest, TenThousandFailedAuthenticationsLeaveTheServerServingAndSmall) {
