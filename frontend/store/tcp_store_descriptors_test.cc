@@ -19,10 +19,25 @@
 namespace plexus {
 namespace {
 
-constexpr int kDescriptorLimit = 64;
-constexpr int kIdleConnections = 150;
+// The case: 1,100 idle connections against a server allowed 1,024 descriptors.
+constexpr int kDescriptorLimit = 1024;
+constexpr int kIdleConnections = 1100;
+
+// This process holds the idle connections: its own limit must allow them.
+bool RaiseOwnDescriptorLimit(rlim_t wanted) {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return false;
+  if (limit.rlim_cur >= wanted) return true;
+  if (limit.rlim_max < wanted) return false;
+  limit.rlim_cur = wanted;
+  return setrlimit(RLIMIT_NOFILE, &limit) == 0;
+}
 
 TEST(TCPStoreDescriptorsTest, OutOfDescriptorsTheServerStillServesAndNeitherSpinsNorFloods) {
+  if (!RaiseOwnDescriptorLimit(kIdleConnections + 256)) {
+    GTEST_SKIP() << "this process may not open " << kIdleConnections + 256
+                 << " descriptors (ulimit -Hn)";
+  }
   const std::string log = testing::TempPath("server.log");
   auto server = testing::ChildServer::Start(
       [&](const std::function<void(int)>& report) {
@@ -55,7 +70,7 @@ TEST(TCPStoreDescriptorsTest, OutOfDescriptorsTheServerStillServesAndNeitherSpin
   auto value = (*client)->Get("key");
   ASSERT_TRUE(value.ok()) << value.status();
   EXPECT_EQ(std::string(value->begin(), value->end()), "served");
-  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));  // 34-47 ms measured here.
   // With the idle connections still open, the server must be idle too (a loop spinning on
   // its listener would use the whole second).
   const absl::Duration before = testing::CpuTime((*server)->pid());
