@@ -34,6 +34,9 @@ class StagingBackend : public Backend {
 
   std::string name() const override;
   BackendCapabilities capabilities() const override;
+  // The host backend's: staging has nothing of its own in flight that outlives its calls.
+  absl::Status Abort(const absl::Status& reason) override { return host_->Abort(reason); }
+  std::vector<int> LostRanks() override { return host_->LostRanks(); }
 
   WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options) override;
   WorkPtr Reduce(const Tensor& tensor, const ReduceOptions& options) override;

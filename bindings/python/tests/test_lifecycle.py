@@ -94,6 +94,27 @@ def test_abort_process_group_ends_a_pending_collective():
     assert results[0] == ("aborted", "aborted", True), results
 
 
+def abort_idle(rank, world):
+    import warnings
+    import plexus as dist
+    dist.all_reduce(np.ones(4, np.float32))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dist.abort_process_group()
+    try:
+        dist.all_reduce(np.ones(4, np.float32))
+        later = "ran"
+    except dist.AbortedError:
+        later = "aborted"
+    return [str(w.message) for w in caught], later
+
+
+def test_aborting_an_idle_group_warns_of_nothing():
+    # Every backend of the group (tcp, and the CUDA staging it serves where CUDA was built)
+    # aborts what it runs: nothing is left that "could not be aborted".
+    assert run_world(abort_idle, 2, destroy=False) == [([], "aborted")] * 2
+
+
 def test_the_ddp_recovery_example_keeps_training_after_a_rank_dies():
     import re
     import subprocess
