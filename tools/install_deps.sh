@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  bazel-bootstrap      # Bazel 4.2.3, the build system (offline; see DESIGN.md)
+  bazel-bootstrap      # Bazel 4.2.3, the build system (offline; see docs/building.md)
   g++
   libabsl-dev          # abseil 20220623
   libgtest-dev libgmock-dev
@@ -16,7 +16,8 @@ packages=(
   pybind11-dev python3-dev    # Python bindings
   python3-numpy python3-pytest python3-torch  # Python tests; plexus.torch and DDP
   libtorch-dev         # torch 1.13 headers and libraries: the C++ torch backend (bindings/torch)
-  python3-matplotlib   # bench --plot
+  python3-matplotlib   # bench --plot, hang_report --plot
+  python3-venv         # installing the wheel into a venv (docs/python.md; PEP 668)
   cmake pkg-config     # building C++ services against an install (sdk:install_test)
   debootstrap          # a clean Debian 12 to install the .deb into (sdk:deb_clean_install_test)
 )

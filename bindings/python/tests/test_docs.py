@@ -1,17 +1,64 @@
-"""Every ```python block in docs/python.md runs as written (each in a fresh interpreter)."""
+"""Every ```python block in docs/python.md runs as written (each in a fresh interpreter), and
+the README's two examples run on two ranks: its Python block as shown, its C++ block as
+docs/examples/cpp/quick_start.cc, which it must show unchanged."""
 import os
 import re
+import socket
 import subprocess
 import sys
 
 import pytest
 
+ROOT = os.path.join(os.environ["TEST_SRCDIR"], os.environ["TEST_WORKSPACE"])
+
+
+def _read(*path):
+    with open(os.path.join(ROOT, *path)) as f:
+        return f.read()
+
 
 def blocks():
-    root = os.path.join(os.environ["TEST_SRCDIR"], os.environ["TEST_WORKSPACE"])
-    with open(os.path.join(root, "docs", "python.md")) as f:
-        text = f.read()
-    return re.findall(r"```python\n(.*?)```", text, re.S)
+    return re.findall(r"```python\n(.*?)```", _read("docs", "python.md"), re.S)
+
+
+def _readme_block(language):
+    (block,) = re.findall(r"```%s\n(.*?)```" % language, _read("README.md"), re.S)
+    return block
+
+
+def _two_ranks(command):
+    """Runs `command` as ranks 0 and 1 of an env:// job; their outputs."""
+    with socket.socket() as probe:  # A port the kernel says is free, for MASTER_PORT.
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    procs = []
+    for rank in (0, 1):
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2",
+                   RANK=str(rank))
+        procs.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True,
+                                      cwd=os.environ.get("TEST_TMPDIR")))
+    outputs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    return outputs
+
+
+def test_the_readme_python_example_runs_on_two_ranks():
+    script = os.path.join(os.environ["TEST_TMPDIR"], "all_reduce.py")
+    with open(script, "w") as f:
+        f.write(_readme_block("python"))
+    outputs = _two_ranks([sys.executable, script])
+    for rank, output in enumerate(outputs):
+        assert "rank %d has [3. 3. 3. 3.]" % rank in output, output
+
+
+def test_the_readme_cpp_example_is_the_built_one_and_runs_on_two_ranks():
+    source = _read("docs", "examples", "cpp", "quick_start.cc")
+    # The file's first line says what it is; the README shows the rest.
+    assert _readme_block("cpp") == source.split("\n", 1)[1], "README.md's C++ block drifted"
+    outputs = _two_ranks([os.path.join(ROOT, "docs", "quick_start")])
+    for rank, output in enumerate(outputs):
+        assert "rank %d: OK 3" % rank in output, output
 
 
 def test_there_are_examples():
