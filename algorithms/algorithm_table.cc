@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "frontend/core/environment.h"
 #include "frontend/core/status_macros.h"
 
 namespace plexus {
@@ -109,7 +110,7 @@ AlgorithmTable AlgorithmTable::Default() {
 
 absl::StatusOr<AlgorithmTable> AlgorithmTable::FromEnvironment() {
   AlgorithmTable table = Default();
-  if (const char* spec = std::getenv("PLEXUS_ALGO"); spec != nullptr && *spec != '\0') {
+  if (const char* spec = ReadEnvironment("PLEXUS_ALGO"); spec != nullptr && *spec != '\0') {
     absl::Status status = table.Override(spec);
     if (!status.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("PLEXUS_ALGO: ", status.message()));

@@ -34,6 +34,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "frontend/core/environment.h"
 #include "frontend/dispatch/backend_registry.h"
 #include "frontend/dispatch/backend_string.h"
 #include "frontend/dispatch/init.h"
@@ -713,7 +714,7 @@ int Main(int argc, char** argv) {
                                    " (rows @", flags.load->label(), ")")
                           .c_str()
                     : "");
-  const char* transport = std::getenv("PLEXUS_TRANSPORT");
+  const char* transport = ReadEnvironment("PLEXUS_TRANSPORT");
   if (flags.tls && (transport == nullptr || std::string(transport) != "tcp")) {
     printf("# note: same-host tcp ranks exchange data through shared memory, which TLS does not "
            "cover; PLEXUS_TRANSPORT=tcp measures TLS itself\n");

@@ -10,12 +10,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "frontend/core/environment.h"
 
 namespace plexus::bench {
 
 absl::StatusOr<std::string> FindAnchorScript() {
   std::vector<std::string> candidates;
-  if (const char* dir = std::getenv("PLEXUS_ANCHORS")) {
+  if (const char* dir = ReadEnvironment("PLEXUS_ANCHORS")) {
     candidates.push_back(absl::StrCat(dir, "/run.sh"));
   }
   if (const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY")) {

@@ -12,6 +12,7 @@
 #include "algorithms/reduce_kernels.h"
 #include "backends/gloo/gloo_store_adapter.h"
 #include "backends/gloo/gloo_transport.h"
+#include "frontend/core/environment.h"
 #include "frontend/core/logging.h"
 #include "frontend/core/status_macros.h"
 #include "frontend/dispatch/backend_registry.h"
@@ -21,7 +22,7 @@
 namespace plexus {
 
 std::string GlooDeviceAddress(const BackendContext& context) {
-  if (const char* env = std::getenv("PLEXUS_GLOO_ADDR"); env != nullptr && *env != '\0') {
+  if (const char* env = ReadEnvironment("PLEXUS_GLOO_ADDR"); env != nullptr && *env != '\0') {
     return env;
   }
   return context.address;
@@ -59,7 +60,7 @@ absl::StatusOr<std::shared_ptr<Backend>> GlooBackend::Create(const BackendContex
                             " (group ", context.group_name, ", listening at ", address,
                             "; peers dial the addresses they advertised)"));
   }
-  const char* native_env = std::getenv("PLEXUS_GLOO_NATIVE");
+  const char* native_env = ReadEnvironment("PLEXUS_GLOO_NATIVE");
   const bool native = native_env == nullptr || std::string(native_env) != "0";
   auto transport = std::make_shared<GlooTransport>(std::move(gloo_context));
   auto collectives = std::make_unique<Collectives>(transport, std::move(table));

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "frontend/core/environment.h"
 #include "frontend/dispatch/rendezvous.h"
 #include "frontend/net/interfaces.h"
 
@@ -61,7 +62,7 @@ void KeepTcpOnFilteredInterfaces() {
 }
 
 bool DirectProgressWanted() {
-  if (const char* env = std::getenv("PLEXUS_MPI_DIRECT"); env != nullptr) {
+  if (const char* env = ReadEnvironment("PLEXUS_MPI_DIRECT"); env != nullptr) {
     return std::string(env) != "0";
   }
   int local_ranks = 1;
@@ -110,7 +111,7 @@ absl::Status MpiEngine::Launch() {
     if (!initialised) {
       // FUNNELED suffices for this thread alone; MULTIPLE lets waiting threads test their own
       // requests.
-      const char* level = std::getenv("PLEXUS_MPI_THREAD_LEVEL");
+      const char* level = ReadEnvironment("PLEXUS_MPI_THREAD_LEVEL");
       const int wanted = level != nullptr && std::string(level) == "funneled" ? MPI_THREAD_FUNNELED
                                                                               : MPI_THREAD_MULTIPLE;
       KeepTcpOnFilteredInterfaces();

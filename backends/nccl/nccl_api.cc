@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "devices/cuda/dynamic_library.h"
+#include "frontend/core/environment.h"
 
 #ifndef PLEXUS_CUDA_ROOT
 #define PLEXUS_CUDA_ROOT "/usr/local/cuda"
@@ -15,7 +16,7 @@ namespace {
 
 absl::StatusOr<NcclApi> Load() {
   std::vector<std::string> candidates;
-  if (const char* path = std::getenv("PLEXUS_NCCL_LIBRARY"); path != nullptr && *path) {
+  if (const char* path = ReadEnvironment("PLEXUS_NCCL_LIBRARY"); path != nullptr && *path) {
     candidates.push_back(path);
   } else {
     candidates = {"libnccl.so.2", PLEXUS_CUDA_ROOT "/lib64/libnccl.so.2"};

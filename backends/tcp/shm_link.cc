@@ -9,6 +9,7 @@
 #include "absl/base/internal/endian.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "frontend/core/environment.h"
 #include "frontend/core/logging.h"
 #include "frontend/core/status_macros.h"
 #include "frontend/net/host_identity.h"
@@ -63,7 +64,7 @@ absl::Status Exchange(const std::vector<Connection>& sockets, const std::vector<
 
 absl::StatusOr<ShmConfig> ShmConfigFromEnvironment() {
   ShmConfig config;
-  if (const char* mode = std::getenv("PLEXUS_TRANSPORT"); mode != nullptr && *mode != '\0') {
+  if (const char* mode = ReadEnvironment("PLEXUS_TRANSPORT"); mode != nullptr && *mode != '\0') {
     const std::string text = mode;
     if (text == "auto") config.mode = ShmMode::kAuto;
     else if (text == "tcp") config.mode = ShmMode::kOff;
@@ -73,7 +74,7 @@ absl::StatusOr<ShmConfig> ShmConfigFromEnvironment() {
           "PLEXUS_TRANSPORT='", text, "': expected auto, tcp (no shared memory) or shm"));
     }
   }
-  if (const char* bytes = std::getenv("PLEXUS_SHM_RING_BYTES"); bytes != nullptr && *bytes) {
+  if (const char* bytes = ReadEnvironment("PLEXUS_SHM_RING_BYTES"); bytes != nullptr && *bytes) {
     uint64_t value = 0;
     if (!absl::SimpleAtoi(bytes, &value) || value < 4096 || value > (uint64_t{1} << 30) ||
         (value & (value - 1)) != 0) {
@@ -82,7 +83,7 @@ absl::StatusOr<ShmConfig> ShmConfigFromEnvironment() {
     }
     config.ring_bytes = value;
   }
-  if (const char* bytes = std::getenv("PLEXUS_SHM_ARENA_BYTES"); bytes != nullptr && *bytes) {
+  if (const char* bytes = ReadEnvironment("PLEXUS_SHM_ARENA_BYTES"); bytes != nullptr && *bytes) {
     uint64_t value = 0;
     if (!absl::SimpleAtoi(bytes, &value) || (value != 0 && value < 8192) ||
         value > (uint64_t{1} << 32) || value % 4096 != 0) {
@@ -92,7 +93,7 @@ absl::StatusOr<ShmConfig> ShmConfigFromEnvironment() {
     }
     config.arena_bytes = value;
   }
-  if (const char* id = std::getenv("PLEXUS_HOST_ID"); id != nullptr) config.host_id = id;
+  if (const char* id = ReadEnvironment("PLEXUS_HOST_ID"); id != nullptr) config.host_id = id;
   return config;
 }
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "devices/cuda/dynamic_library.h"
+#include "frontend/core/environment.h"
 
 #ifndef PLEXUS_CUDA_ROOT
 #define PLEXUS_CUDA_ROOT "/usr/local/cuda"
@@ -15,7 +16,7 @@ namespace {
 
 absl::StatusOr<CudaApi> Load() {
   std::vector<std::string> candidates;
-  if (const char* path = std::getenv("PLEXUS_CUDART_LIBRARY"); path != nullptr && *path) {
+  if (const char* path = ReadEnvironment("PLEXUS_CUDART_LIBRARY"); path != nullptr && *path) {
     candidates.push_back(path);
   } else {
     candidates = {"libcudart.so.13", PLEXUS_CUDA_ROOT "/lib64/libcudart.so.13"};

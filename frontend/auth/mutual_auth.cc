@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "frontend/core/environment.h"
 #include "frontend/core/status_macros.h"
 #include "frontend/store/socket_util.h"
 
@@ -80,9 +81,9 @@ absl::Status CheckSecret(absl::string_view secret) {
 
 absl::StatusOr<std::string> SecretFromEnvironment() {
   std::string secret;
-  if (const char* value = std::getenv("PLEXUS_SECRET"); value != nullptr && *value != '\0') {
+  if (const char* value = ReadEnvironment("PLEXUS_SECRET"); value != nullptr && *value != '\0') {
     secret = value;
-  } else if (const char* path = std::getenv("PLEXUS_SECRET_FILE");
+  } else if (const char* path = ReadEnvironment("PLEXUS_SECRET_FILE");
              path != nullptr && *path != '\0') {
     std::ifstream file(path);
     if (!file) {

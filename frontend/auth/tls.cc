@@ -17,6 +17,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "frontend/core/environment.h"
 #include "frontend/core/status_macros.h"
 
 namespace plexus::auth {
@@ -128,7 +129,7 @@ bool PeerRefusedOurCertificate(absl::string_view reason) {
 }
 
 std::string Getenv(const char* name) {
-  const char* value = std::getenv(name);
+  const char* value = ReadEnvironment(name);
   return value != nullptr ? value : "";
 }
 

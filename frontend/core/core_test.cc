@@ -6,6 +6,7 @@
 #include "frontend/core/deadline.h"
 #include "frontend/core/device.h"
 #include "frontend/core/dtype.h"
+#include "frontend/core/environment.h"
 #include "frontend/core/event_journal.h"
 #include "frontend/core/heartbeat.h"
 #include "frontend/core/host_twin.h"
@@ -198,6 +199,26 @@ TEST(EventJournalTest, KeepsTheLatestEventsInOrderWithTheirTimes) {
     EXPECT_LE(events[i].unix_ns, after);
     if (i > 0) EXPECT_GE(events[i].unix_ns, events[i - 1].unix_ns);
   }
+}
+
+TEST(EnvironmentTest, TheTableIsSortedCompleteAndReadThrough) {
+  absl::Span<const EnvironmentVariable> table = EnvironmentVariables();
+  ASSERT_GE(table.size(), 25u);
+  for (size_t i = 0; i < table.size(); ++i) {
+    const EnvironmentVariable& variable = table[i];
+    EXPECT_EQ(std::string(variable.name).rfind("PLEXUS_", 0), 0u) << variable.name;
+    for (const char* field : {variable.type, variable.default_value, variable.meaning,
+                              variable.details}) {
+      EXPECT_NE(std::string(field), "") << variable.name;
+    }
+    if (i > 0) EXPECT_LT(std::string(table[i - 1].name), std::string(variable.name));
+    EXPECT_EQ(FindEnvironmentVariable(variable.name), &variable);
+  }
+  EXPECT_EQ(FindEnvironmentVariable("PLEXUS_NOT_A_VARIABLE"), nullptr);
+  setenv("PLEXUS_HOST_ID", "test-host", 1);
+  EXPECT_STREQ(ReadEnvironment("PLEXUS_HOST_ID"), "test-host");
+  unsetenv("PLEXUS_HOST_ID");
+  EXPECT_EQ(ReadEnvironment("PLEXUS_HOST_ID"), nullptr);
 }
 
 }  // namespace

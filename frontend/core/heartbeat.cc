@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "frontend/core/environment.h"
 
 namespace plexus {
 
@@ -28,7 +29,7 @@ absl::StatusOr<absl::Duration> ParseHeartbeat(absl::string_view text) {
 }
 
 absl::StatusOr<absl::Duration> HeartbeatFromEnvironment() {
-  const char* text = std::getenv("PLEXUS_HEARTBEAT");
+  const char* text = ReadEnvironment("PLEXUS_HEARTBEAT");
   if (text == nullptr || *text == '\0') return kDefaultHeartbeat;
   absl::StatusOr<absl::Duration> interval = ParseHeartbeat(text);
   if (!interval.ok()) {

@@ -10,12 +10,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "frontend/core/environment.h"
 
 namespace plexus {
 namespace {
 
 LogLevel ConfiguredLevel() {
-  const char* env = std::getenv("PLEXUS_LOG_LEVEL");
+  const char* env = ReadEnvironment("PLEXUS_LOG_LEVEL");
   if (env == nullptr) return LogLevel::kWarning;
   std::string value = absl::AsciiStrToLower(env);
   if (value == "error") return LogLevel::kError;

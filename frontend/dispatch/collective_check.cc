@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "frontend/core/environment.h"
 #include "frontend/core/status_macros.h"
 
 namespace plexus {
@@ -51,7 +52,7 @@ CollectiveCheck::CollectiveCheck(std::shared_ptr<Backend> host_backend,
       timeout_(timeout) {}
 
 bool CollectiveCheck::EnabledByEnvironment() {
-  const char* value = std::getenv("PLEXUS_CHECK_COLLECTIVES");
+  const char* value = ReadEnvironment("PLEXUS_CHECK_COLLECTIVES");
   return value == nullptr || std::strcmp(value, "0") != 0;
 }
 

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "frontend/core/deadline.h"
+#include "frontend/core/environment.h"
 #include "frontend/core/event_journal.h"
 #include "frontend/core/logging.h"
 
@@ -187,7 +188,7 @@ void InstallSignalDumper() {
 
 std::shared_ptr<FlightRecorder> FlightRecorder::Create(Group group) {
   size_t capacity = kDefaultCapacity;
-  if (const char* env = std::getenv("PLEXUS_FLIGHT_RECORDER"); env != nullptr && *env != '\0') {
+  if (const char* env = ReadEnvironment("PLEXUS_FLIGHT_RECORDER"); env != nullptr && *env != '\0') {
     if (!absl::SimpleAtoi(env, &capacity)) {
       Log(LogLevel::kWarning, absl::StrCat("PLEXUS_FLIGHT_RECORDER='", env,
                                            "' is not a number of entries; using ",
@@ -368,7 +369,7 @@ void SetFlightRecorderClock(const ClockOffset& offset, absl::string_view referen
 
 std::string DefaultFlightRecorderPath() {
   std::string dir;
-  if (const char* env = std::getenv("PLEXUS_FLIGHT_RECORDER_DIR"); env != nullptr && *env) {
+  if (const char* env = ReadEnvironment("PLEXUS_FLIGHT_RECORDER_DIR"); env != nullptr && *env) {
     dir = env;
   } else if (const char* tmp = std::getenv("TMPDIR"); tmp != nullptr && *tmp) {
     dir = tmp;

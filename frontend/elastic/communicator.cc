@@ -18,6 +18,7 @@
 #include "algorithms/arena_slots.h"
 #include "algorithms/collective_context.h"
 #include "frontend/core/deadline.h"
+#include "frontend/core/environment.h"
 #include "frontend/core/logging.h"
 #include "frontend/core/status_macros.h"
 #include "frontend/elastic/backup_pool.h"
@@ -47,7 +48,7 @@ absl::StatusOr<absl::Duration> ResolveTimeout(std::optional<absl::Duration> set,
   absl::Duration timeout = absl::Minutes(10);
   if (set.has_value()) {
     timeout = *set;
-  } else if (const char* env = std::getenv("PLEXUS_ELASTIC_TIMEOUT"); env != nullptr && *env) {
+  } else if (const char* env = ReadEnvironment("PLEXUS_ELASTIC_TIMEOUT"); env != nullptr && *env) {
     double seconds = 0;
     if (!absl::SimpleAtod(env, &seconds) || !(seconds > 0)) {
       return absl::InvalidArgumentError(absl::StrCat(
