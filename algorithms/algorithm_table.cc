@@ -30,9 +30,12 @@ const std::vector<Known>& KnownTable() {
       // When the group spans hosts and some host runs several of its ranks.
       {"all_reduce_multi_host", {"hier", "ring", "rd", "hd"}},
       {"broadcast", {"binomial"}},
-      {"reduce", {"binomial"}},        {"all_gather", {"ring"}},
-      {"gather", {"linear"}},          {"scatter", {"linear"}},
-      {"reduce_scatter", {"ring"}},    {"all_to_all", {"pairwise"}},
+      {"reduce", {"binomial"}},
+      {"all_gather", {"ring"}},
+      {"gather", {"linear"}},
+      {"scatter", {"linear"}},
+      {"reduce_scatter", {"ring"}},
+      {"all_to_all", {"pairwise"}},
       {"barrier", {"dissemination"}},
       // When every rank of the group shares this host (and its shared-memory arena).
       {"barrier_same_host", {"shm", "dissemination"}},
@@ -149,18 +152,19 @@ absl::Status AlgorithmTable::Override(absl::string_view spec) {
       }
       const std::string algorithm(absl::StripAsciiWhitespace(parts[1]));
       if (std::find(known.begin(), known.end(), algorithm) == known.end()) {
-        return absl::InvalidArgumentError(absl::StrCat("unknown algorithm '", algorithm,
-                                                       "' for ", collective, "; known: ",
-                                                       absl::StrJoin(known, ", ")));
+        return absl::InvalidArgumentError(absl::StrCat("unknown algorithm '", algorithm, "' for ",
+                                                       collective,
+                                                       "; known: ", absl::StrJoin(known, ", ")));
       }
       if (low >= high) {
         return absl::InvalidArgumentError(absl::StrCat("empty range '", parts[0], "'"));
       }
       ranges.push_back({collective, low, high, algorithm});
     }
-    ranges_.erase(std::remove_if(ranges_.begin(), ranges_.end(),
-                                 [&](const AlgorithmRange& r) { return r.collective == collective; }),
-                  ranges_.end());
+    ranges_.erase(
+        std::remove_if(ranges_.begin(), ranges_.end(),
+                       [&](const AlgorithmRange& r) { return r.collective == collective; }),
+        ranges_.end());
     ranges_.insert(ranges_.end(), ranges.begin(), ranges.end());
   }
   return absl::OkStatus();

@@ -53,15 +53,15 @@ absl::Status FlatAllReduce(CollectiveContext& ctx, const AlgorithmTable& table, 
 
 // hierarchical_all_reduce.cc ("hier"): for groups over several hosts (ctx.host_of()): reduce
 // to each host's lowest rank, all-reduce among those leaders (FlatAllReduce), broadcast back.
-absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const AlgorithmTable& table,
-                                   void* data, int64_t count, DType dtype, ReduceOpKind op);
+absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const AlgorithmTable& table, void* data,
+                                   int64_t count, DType dtype, ReduceOpKind op);
 
 // quantized_ring_all_reduce.cc: the ring all-reduce with quantized messages (wire bytes shrink
 // by the code/element size ratio), in place, AVG included; results bit-identical on every rank.
 // Error: each reduce-scatter hop and the final encoding add one quantization error of the run
 // they encode (quantize_kernels.h).
-absl::Status QuantizedRingAllReduce(CollectiveContext& ctx, void* data, int64_t count,
-                                    DType dtype, const ReduceOp& op, const Quantization& q);
+absl::Status QuantizedRingAllReduce(CollectiveContext& ctx, void* data, int64_t count, DType dtype,
+                                    const ReduceOp& op, const Quantization& q);
 
 // power_of_two_fold.cc: reduces a group to its largest power of two p for the mask-paired
 // schedules (recursive doubling, halving-doubling). Uses steps kFoldStep and kResultStep of

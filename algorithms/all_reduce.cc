@@ -23,8 +23,8 @@ bool SpansHostsWithNeighbours(absl::Span<const int> host_of) {
 }
 
 // The flat schedule named `algorithm` (ring for any other name).
-absl::Status RunFlat(absl::string_view algorithm, CollectiveContext& ctx, void* data,
-                     int64_t count, DType dtype, ReduceOpKind op) {
+absl::Status RunFlat(absl::string_view algorithm, CollectiveContext& ctx, void* data, int64_t count,
+                     DType dtype, ReduceOpKind op) {
   if (algorithm == "rd") return RecursiveDoublingAllReduce(ctx, data, count, dtype, op);
   if (algorithm == "hd") return HalvingDoublingAllReduce(ctx, data, count, dtype, op);
   return RingAllReduce(ctx, data, count, dtype, op);

@@ -112,9 +112,9 @@ absl::Status ArenaSlots::WaitForAll(uint64_t step, uint64_t piece, bool check) {
       return Fail(absl::FailedPreconditionError(absl::StrCat(
           "ranks disagree on the collective: rank ", arena_.rank(), " is running ",
           DescribeSignature(ours), " but rank ", peer, " is running ", DescribeSignature(theirs),
-          their_piece != piece ? absl::StrCat(" (shared memory, piece ", their_piece,
-                                              " against ", piece, ")")
-                               : std::string())));
+          their_piece != piece
+              ? absl::StrCat(" (shared memory, piece ", their_piece, " against ", piece, ")")
+              : std::string())));
     }
     // A peer that failed or left after reaching the step (e.g. it finished this collective,
     // which needs nothing more from this rank, and shut down) left its data in place.
@@ -124,17 +124,18 @@ absl::Status ArenaSlots::WaitForAll(uint64_t step, uint64_t piece, bool check) {
       if (code == absl::StatusCode::kUnavailable) {
         // The peer lost a rank; this rank's transport sees the same process go within moments
         // and can say which (bounded: the plain report below otherwise).
-        absl::StatusOr<uint64_t> own = arena_.WaitFor(
-            arena_.rank(), ~uint64_t{0} >> 1, std::min(ctx_.deadline(), absl::Now() + absl::Seconds(1)),
-            [](uint64_t) { return false; });
+        absl::StatusOr<uint64_t> own =
+            arena_.WaitFor(arena_.rank(), ~uint64_t{0} >> 1,
+                           std::min(ctx_.deadline(), absl::Now() + absl::Seconds(1)),
+                           [](uint64_t) { return false; });
         if (!own.ok() && own.status().code() == absl::StatusCode::kUnavailable) {
           return Fail(own.status());
         }
       }
-      return Fail(absl::Status(code, absl::StrCat(CollectiveName(ctx_.kind()), " #",
-                                                  ctx_.sequence(), " on rank ", arena_.rank(),
-                                                  ": rank ", peer, " failed it (",
-                                                  absl::StatusCodeToString(code), ")")));
+      return Fail(
+          absl::Status(code, absl::StrCat(CollectiveName(ctx_.kind()), " #", ctx_.sequence(),
+                                          " on rank ", arena_.rank(), ": rank ", peer,
+                                          " failed it (", absl::StatusCodeToString(code), ")")));
     }
   }
   return absl::OkStatus();

@@ -71,7 +71,7 @@ class ArenaSlots {
 
   CollectiveContext& ctx_;
   SharedArena& arena_;
-  const uint64_t base_;   // This rank's published value when the collective began.
+  const uint64_t base_;  // This rank's published value when the collective began.
   size_t slot_bytes_;
   size_t payload_bytes_;
   bool rotating_ = false;  // Small: the payload moves among kRotatingPlaces places.

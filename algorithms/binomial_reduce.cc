@@ -25,8 +25,7 @@ absl::Status BinomialReduce(CollectiveContext& ctx, void* data, int64_t count, D
     }
     if (v + mask < n) {
       const int child = (v + mask + root) % n;
-      if (absl::Status status = ctx.Wait(ctx.Recv(child, 0, incoming, bytes));
-          !status.ok()) {
+      if (absl::Status status = ctx.Wait(ctx.Recv(child, 0, incoming, bytes)); !status.ok()) {
         return status;
       }
       ReduceInto(accumulator, incoming, count, dtype, op);

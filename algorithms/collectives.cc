@@ -22,11 +22,10 @@ absl::Status NameTheOperation(const absl::Status& status, CollectiveKind kind, u
                               int rank) {
   const std::string name = absl::StrCat(CollectiveName(kind), " #");
   if (absl::StrContains(status.message(), name)) return status;
-  absl::Status named(status.code(), absl::StrCat(name, sequence, " on rank ", rank, ": ",
-                                                 status.message()));
-  status.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
-    named.SetPayload(url, payload);
-  });
+  absl::Status named(status.code(),
+                     absl::StrCat(name, sequence, " on rank ", rank, ": ", status.message()));
+  status.ForEachPayload(
+      [&](absl::string_view url, const absl::Cord& payload) { named.SetPayload(url, payload); });
   return named;
 }
 
@@ -93,15 +92,15 @@ Collectives::~Collectives() {
   worker_.join();
 }
 
-WorkPtr Collectives::Submit(CollectiveKind kind, DType dtype, int64_t count,
-                             absl::Duration timeout, Body body) {
+WorkPtr Collectives::Submit(CollectiveKind kind, DType dtype, int64_t count, absl::Duration timeout,
+                            Body body) {
   return Enqueue(kind, dtype, count, timeout, /*blocking=*/false, std::move(body));
 }
 
 template <typename F>
 absl::Status Collectives::RunCurrent(CollectiveKind kind, uint64_t sequence, uint64_t signature,
-                                      absl::Duration timeout, Work* work, absl::Time start,
-                                      F&& body) {
+                                     absl::Duration timeout, Work* work, absl::Time start,
+                                     F&& body) {
   CollectiveContext ctx(*transport_, kind, sequence, signature, timeout, work, &arena_, start);
   // Tasks run one at a time, so they may use the transport's shared-memory arena. Peers
   // waiting there can tell from the announcement that this rank runs another collective.
@@ -131,8 +130,8 @@ WorkPtr Collectives::Enqueue(CollectiveKind kind, DType dtype, int64_t count,
   std::lock_guard<std::mutex> lock(queue_->mu);
   const uint64_t sequence = next_sequence_++;
   const absl::Time now = FastNow();
-  auto work = std::make_shared<QueuedWorkWith<F>>(kind, size(), sequence, now, queue_,
-                                                  std::move(body));
+  auto work =
+      std::make_shared<QueuedWorkWith<F>>(kind, size(), sequence, now, queue_, std::move(body));
   // Deferred only where threads have been waiting on their collectives (blocking use): one
   // that issues and waits later (DDP's buckets) should not lose a millisecond.
   const bool deferred = !queue_->running && queue_->tasks.empty() && queue_->waiters_expected;
@@ -144,9 +143,8 @@ WorkPtr Collectives::Enqueue(CollectiveKind kind, DType dtype, int64_t count,
 }
 
 template <typename F>
-std::optional<absl::Status> Collectives::RunInPlace(CollectiveKind kind, DType dtype,
-                                                    int64_t count, absl::Duration timeout,
-                                                    F& body) {
+std::optional<absl::Status> Collectives::RunInPlace(CollectiveKind kind, DType dtype, int64_t count,
+                                                    absl::Duration timeout, F& body) {
   uint64_t sequence;
   {
     std::lock_guard<std::mutex> lock(queue_->mu);
@@ -235,9 +233,9 @@ void Collectives::Worker() {
       std::unique_lock<std::mutex> lock(queue.mu);
       if (queue.stopping && !queue.running) {
         for (Task& pending : queue.tasks) {
-          pending.work->Complete(absl::AbortedError(
-              absl::StrCat(CollectiveName(pending.kind), " #", pending.sequence,
-                           ": the backend was shut down before it ran")));
+          pending.work->Complete(
+              absl::AbortedError(absl::StrCat(CollectiveName(pending.kind), " #", pending.sequence,
+                                              ": the backend was shut down before it ran")));
         }
         queue.tasks.clear();
         return;
@@ -283,12 +281,10 @@ absl::Status Collectives::RunAllReduce(CollectiveContext& ctx, void* data, int64
 }
 
 WorkPtr Collectives::AllReduce(const Tensor& tensor, const AllReduceOptions& options) {
-  return Enqueue(CollectiveKind::kAllReduce, tensor.dtype(), tensor.numel(),
-                 options.timeout, options.blocking,
-                 [this, data = tensor.data(), count = tensor.numel(), dtype = tensor.dtype(),
-                  op = options.op](CollectiveContext& ctx) {
-                   return RunAllReduce(ctx, data, count, dtype, op);
-                 });
+  return Enqueue(
+      CollectiveKind::kAllReduce, tensor.dtype(), tensor.numel(), options.timeout, options.blocking,
+      [this, data = tensor.data(), count = tensor.numel(), dtype = tensor.dtype(), op = options.op](
+          CollectiveContext& ctx) { return RunAllReduce(ctx, data, count, dtype, op); });
 }
 
 WorkPtr Collectives::AllReduceCoalesced(absl::Span<const Tensor> tensors,
@@ -297,11 +293,10 @@ WorkPtr Collectives::AllReduceCoalesced(absl::Span<const Tensor> tensors,
   for (const Tensor& t : tensors) total += t.numel();
   return Enqueue(
       CollectiveKind::kAllReduceCoalesced, tensors[0].dtype(), total, options.timeout,
-      options.blocking,
-      [this, list = Copy(tensors), total, options](CollectiveContext& ctx) {
+      options.blocking, [this, list = Copy(tensors), total, options](CollectiveContext& ctx) {
         // One fused reduction over the tensors packed end to end.
-        uint8_t* packed = ctx.Scratch(ScratchArena::kPacked,
-                                      static_cast<size_t>(total) * list[0].element_size());
+        uint8_t* packed =
+            ctx.Scratch(ScratchArena::kPacked, static_cast<size_t>(total) * list[0].element_size());
         PackTensors(list, packed);
         absl::Status status = RunAllReduce(ctx, packed, total, list[0].dtype(), options.op);
         if (!status.ok()) return status;
@@ -311,18 +306,15 @@ WorkPtr Collectives::AllReduceCoalesced(absl::Span<const Tensor> tensors,
 }
 
 WorkPtr Collectives::Broadcast(const Tensor& tensor, const BroadcastOptions& options) {
-  return Enqueue(CollectiveKind::kBroadcast, tensor.dtype(), tensor.numel(),
-                 options.timeout, options.blocking,
-                 [tensor, options](CollectiveContext& ctx) {
-                   return BinomialBroadcast(ctx, tensor.data(), tensor.nbytes(),
-                                            options.root_rank);
+  return Enqueue(CollectiveKind::kBroadcast, tensor.dtype(), tensor.numel(), options.timeout,
+                 options.blocking, [tensor, options](CollectiveContext& ctx) {
+                   return BinomialBroadcast(ctx, tensor.data(), tensor.nbytes(), options.root_rank);
                  });
 }
 
 WorkPtr Collectives::Reduce(const Tensor& tensor, const ReduceOptions& options) {
-  return Enqueue(CollectiveKind::kReduce, tensor.dtype(), tensor.numel(),
-                 options.timeout, options.blocking,
-                 [this, tensor, options](CollectiveContext& ctx) {
+  return Enqueue(CollectiveKind::kReduce, tensor.dtype(), tensor.numel(), options.timeout,
+                 options.blocking, [this, tensor, options](CollectiveContext& ctx) {
                    const int64_t count = tensor.numel();
                    const DType dtype = tensor.dtype();
                    // Scale a copy: off the root the caller's tensor must stay as it was.
@@ -333,9 +325,8 @@ WorkPtr Collectives::Reduce(const Tensor& tensor, const ReduceOptions& options) 
                      PreScale(scaled, count, dtype, options.op);
                      input = scaled;
                    }
-                   absl::Status status = BinomialReduce(ctx, input, count, dtype,
-                                                        KernelOp(options.op.kind),
-                                                        options.root_rank);
+                   absl::Status status = BinomialReduce(
+                       ctx, input, count, dtype, KernelOp(options.op.kind), options.root_rank);
                    if (!status.ok() || rank() != options.root_rank) return status;
                    if (input != tensor.data() && tensor.nbytes() > 0) {
                      std::memcpy(tensor.data(), input, tensor.nbytes());
@@ -347,9 +338,8 @@ WorkPtr Collectives::Reduce(const Tensor& tensor, const ReduceOptions& options) 
 
 WorkPtr Collectives::AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
                                const AllGatherOptions& options) {
-  return Enqueue(CollectiveKind::kAllGather, input.dtype(), input.numel(),
-                 options.timeout, options.blocking,
-                 [this, list = Copy(outputs), input](CollectiveContext& ctx) {
+  return Enqueue(CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
+                 options.blocking, [this, list = Copy(outputs), input](CollectiveContext& ctx) {
                    std::vector<uint8_t*> blocks;
                    std::vector<size_t> bytes;
                    for (const Tensor& t : list) {
@@ -365,9 +355,8 @@ WorkPtr Collectives::AllGather(absl::Span<const Tensor> outputs, const Tensor& i
 
 WorkPtr Collectives::AllGatherIntoTensor(const Tensor& output, const Tensor& input,
                                          const AllGatherOptions& options) {
-  return Enqueue(CollectiveKind::kAllGather, input.dtype(), input.numel(),
-                 options.timeout, options.blocking,
-                 [this, output, input](CollectiveContext& ctx) {
+  return Enqueue(CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
+                 options.blocking, [this, output, input](CollectiveContext& ctx) {
                    std::vector<uint8_t*> blocks;
                    std::vector<size_t> bytes(size(), input.nbytes());
                    for (int i = 0; i < size(); ++i) {
@@ -382,9 +371,8 @@ WorkPtr Collectives::AllGatherIntoTensor(const Tensor& output, const Tensor& inp
 
 WorkPtr Collectives::Gather(absl::Span<const Tensor> outputs, const Tensor& input,
                             const GatherOptions& options) {
-  return Enqueue(CollectiveKind::kGather, input.dtype(), input.numel(),
-                 options.timeout, options.blocking,
-                 [list = Copy(outputs), input, options](CollectiveContext& ctx) {
+  return Enqueue(CollectiveKind::kGather, input.dtype(), input.numel(), options.timeout,
+                 options.blocking, [list = Copy(outputs), input, options](CollectiveContext& ctx) {
                    std::vector<void*> pointers;
                    for (const Tensor& t : list) pointers.push_back(t.data());
                    return LinearGather(ctx, input.data(), input.nbytes(), pointers,
@@ -394,9 +382,8 @@ WorkPtr Collectives::Gather(absl::Span<const Tensor> outputs, const Tensor& inpu
 
 WorkPtr Collectives::Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
                              const ScatterOptions& options) {
-  return Enqueue(CollectiveKind::kScatter, output.dtype(), output.numel(),
-                 options.timeout, options.blocking,
-                 [list = Copy(inputs), output, options](CollectiveContext& ctx) {
+  return Enqueue(CollectiveKind::kScatter, output.dtype(), output.numel(), options.timeout,
+                 options.blocking, [list = Copy(inputs), output, options](CollectiveContext& ctx) {
                    std::vector<const void*> pointers;
                    for (const Tensor& t : list) pointers.push_back(t.data());
                    return LinearScatter(ctx, output.data(), output.nbytes(), pointers,
@@ -425,20 +412,19 @@ absl::Status Collectives::RunReduceScatter(CollectiveContext& ctx, uint8_t* pack
 
 WorkPtr Collectives::ReduceScatter(const Tensor& output, absl::Span<const Tensor> inputs,
                                    const ReduceScatterOptions& options) {
-  return Enqueue(CollectiveKind::kReduceScatter, output.dtype(), output.numel(),
-                 options.timeout, options.blocking,
-                 [this, list = Copy(inputs), output, options](CollectiveContext& ctx) {
-                   uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, output.nbytes() * list.size());
-                   PackTensors(list, packed);
-                   return RunReduceScatter(ctx, packed, output, options.op);
-                 });
+  return Enqueue(
+      CollectiveKind::kReduceScatter, output.dtype(), output.numel(), options.timeout,
+      options.blocking, [this, list = Copy(inputs), output, options](CollectiveContext& ctx) {
+        uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, output.nbytes() * list.size());
+        PackTensors(list, packed);
+        return RunReduceScatter(ctx, packed, output, options.op);
+      });
 }
 
 WorkPtr Collectives::ReduceScatterTensor(const Tensor& output, const Tensor& input,
                                          const ReduceScatterOptions& options) {
-  return Enqueue(CollectiveKind::kReduceScatter, output.dtype(), output.numel(),
-                 options.timeout, options.blocking,
-                 [this, input, output, options](CollectiveContext& ctx) {
+  return Enqueue(CollectiveKind::kReduceScatter, output.dtype(), output.numel(), options.timeout,
+                 options.blocking, [this, input, output, options](CollectiveContext& ctx) {
                    // The input is the caller's: reduce in a copy.
                    uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, input.nbytes());
                    if (input.nbytes() > 0) std::memcpy(packed, input.data(), input.nbytes());
@@ -448,8 +434,7 @@ WorkPtr Collectives::ReduceScatterTensor(const Tensor& output, const Tensor& inp
 
 WorkPtr Collectives::AllToAll(absl::Span<const Tensor> outputs, absl::Span<const Tensor> inputs,
                               const AllToAllOptions& options) {
-  return Enqueue(CollectiveKind::kAllToAll, inputs[0].dtype(), 0,
-                 options.timeout, options.blocking,
+  return Enqueue(CollectiveKind::kAllToAll, inputs[0].dtype(), 0, options.timeout, options.blocking,
                  [outs = Copy(outputs), ins = Copy(inputs)](CollectiveContext& ctx) {
                    std::vector<ByteBlock> send, recv;
                    for (const Tensor& t : ins) send.push_back({t.bytes(), t.nbytes()});
@@ -484,8 +469,7 @@ WorkPtr Collectives::AllToAllSingle(const Tensor& output, const Tensor& input,
 }
 
 WorkPtr Collectives::Barrier(const BarrierOptions& options) {
-  return Enqueue(CollectiveKind::kBarrier, DType::kUInt8, 0,
-                 options.timeout, options.blocking,
+  return Enqueue(CollectiveKind::kBarrier, DType::kUInt8, 0, options.timeout, options.blocking,
                  [this](CollectiveContext& ctx) { return plexus::Barrier(ctx, table_); });
 }
 

@@ -103,7 +103,7 @@ class Collectives {
 
   struct Task {
     absl::Time issued;  // Set for deferred tasks only (the worker's grace counts from it).
-    bool deferred;  // A waiting thread gets the first chance to run it (see Submit).
+    bool deferred;      // A waiting thread gets the first chance to run it (see Submit).
     CollectiveKind kind;
     uint64_t sequence;
     uint64_t signature;
@@ -121,7 +121,7 @@ class Collectives {
     bool stopping = false;
     // The worker sleeps without a timer (only then does Submit need to wake it).
     bool worker_asleep = false;
-    uint64_t waiter_runs = 0;  // Tasks run by waiting threads so far.
+    uint64_t waiter_runs = 0;   // Tasks run by waiting threads so far.
     uint64_t worker_looks = 0;  // Times the worker woke to look while waiting threads ran them.
     uint64_t unclaimed_after_grace = 0;  // Deferred tasks the worker took once the grace ran out.
     // Threads wait on their collectives and may run them (set by a wait on an unfinished one

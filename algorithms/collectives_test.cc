@@ -34,11 +34,11 @@ class SoloTransport : public Transport {
 // ran on (the default id if the wait failed).
 std::thread::id SubmitAndWait(Collectives& collectives, absl::Duration own, absl::Duration wait) {
   std::thread::id ran_on;
-  WorkPtr work = collectives.Submit(CollectiveKind::kBarrier, DType::kUInt8, 0, own,
-                                    [&](CollectiveContext&) {
-                                      ran_on = std::this_thread::get_id();
-                                      return absl::OkStatus();
-                                    });
+  WorkPtr work =
+      collectives.Submit(CollectiveKind::kBarrier, DType::kUInt8, 0, own, [&](CollectiveContext&) {
+        ran_on = std::this_thread::get_id();
+        return absl::OkStatus();
+      });
   if (!work->Wait(wait).ok()) return std::thread::id();
   return ran_on;
 }
@@ -57,8 +57,8 @@ TEST(CollectivesTest, TheWaitingThreadRunsTheCollective) {
 std::thread::id RunUnwaited(Collectives& collectives) {
   absl::Notification ran;
   std::thread::id ran_on;
-  WorkPtr work = collectives.Submit(CollectiveKind::kBarrier, DType::kUInt8, 0,
-                                    absl::Seconds(30), [&](CollectiveContext&) {
+  WorkPtr work = collectives.Submit(CollectiveKind::kBarrier, DType::kUInt8, 0, absl::Seconds(30),
+                                    [&](CollectiveContext&) {
                                       ran_on = std::this_thread::get_id();
                                       ran.Notify();
                                       return absl::OkStatus();
@@ -86,10 +86,10 @@ TEST(CollectivesTest, WhileWaitersRunEveryCollectiveTheWorkerLooksLessOften) {
   const absl::Duration stream = absl::Milliseconds(300);
   const absl::Time start = absl::Now();
   while (absl::Now() - start < stream) {
-    ASSERT_TRUE(collectives.Submit(CollectiveKind::kBarrier, DType::kUInt8, 0, absl::Seconds(30),
-                                   nothing)
-                    ->Wait(absl::Seconds(30))
-                    .ok());
+    ASSERT_TRUE(
+        collectives.Submit(CollectiveKind::kBarrier, DType::kUInt8, 0, absl::Seconds(30), nothing)
+            ->Wait(absl::Seconds(30))
+            .ok());
   }
   // Every millisecond would be ~300 looks; doubling up to kLongestWorkerLook makes ~40.
   EXPECT_LT(collectives.worker_looks(), 100u);
@@ -164,8 +164,8 @@ TEST(CollectivesTest, ABlockingCollectiveRunsBeforeItReturnsAndKeepsIssueOrder) 
   // Behind a collective still running, a blocking one is queued and runs after it.
   absl::Notification release;
   std::vector<float> seen;
-  WorkPtr first = collectives.Submit(CollectiveKind::kBarrier, DType::kUInt8, 0,
-                                     absl::Seconds(30), [&](CollectiveContext&) {
+  WorkPtr first = collectives.Submit(CollectiveKind::kBarrier, DType::kUInt8, 0, absl::Seconds(30),
+                                     [&](CollectiveContext&) {
                                        release.WaitForNotification();
                                        seen = data;
                                        return absl::OkStatus();

@@ -44,7 +44,7 @@ inline uint16_t FloatToHalf(float value) {
   const uint32_t bits = FloatToBits(value);
   const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
   const uint32_t abs_bits = bits & 0x7fffffffu;
-  if (abs_bits > 0x7f800000u) return sign | 0x7e00u;  // NaN
+  if (abs_bits > 0x7f800000u) return sign | 0x7e00u;   // NaN
   if (abs_bits >= 0x477ff000u) return sign | 0x7c00u;  // Overflows to infinity after rounding.
   if (abs_bits < 0x38800000u) {
     // Subnormal or zero in half precision: scale so the result's units are 2^-24, round.

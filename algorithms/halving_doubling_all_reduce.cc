@@ -68,8 +68,8 @@ absl::Status HalvingDoublingAllReduce(CollectiveContext& ctx, void* data, int64_
     // Reduce-scatter by recursive halving: at mask m keep m blocks, give the partner m.
     uint8_t* scratch = ctx.Scratch(
         ScratchArena::kReduceIn,
-        static_cast<size_t>(std::max<int64_t>(
-            1, blocks_from(aligned(vrank, p / 2), p / 2).count)) * element);
+        static_cast<size_t>(std::max<int64_t>(1, blocks_from(aligned(vrank, p / 2), p / 2).count)) *
+            element);
     uint32_t step = 1;
     for (int mask = p / 2; mask >= 1; mask /= 2, ++step) {
       const int partner = fold.RealRank(vrank ^ mask);
@@ -91,8 +91,8 @@ absl::Status HalvingDoublingAllReduce(CollectiveContext& ctx, void* data, int64_
         if (absl::Status status = ctx.Wait(recvs[i]); !status.ok()) return status;
         const int64_t elements = std::min(segment, keep.count - i * segment);
         if (elements > 0) {
-          ReduceInto(bytes + (keep.begin + i * segment) * element,
-                     scratch + i * segment * element, elements, dtype, op);
+          ReduceInto(bytes + (keep.begin + i * segment) * element, scratch + i * segment * element,
+                     elements, dtype, op);
         }
       }
       if (absl::Status status = ctx.WaitAll(sends); !status.ok()) return status;
@@ -101,9 +101,9 @@ absl::Status HalvingDoublingAllReduce(CollectiveContext& ctx, void* data, int64_
     for (int d = 0; d < levels; ++d) {
       const int mask = 1 << d;
       const Range mine = blocks_from(aligned(vrank, mask), mask);
-      WorkPtr send = ctx.Send(fold.RealRank(vrank ^ mask), 1 + levels + d,
-                              bytes + mine.begin * element,
-                              static_cast<size_t>(mine.count) * element);
+      WorkPtr send =
+          ctx.Send(fold.RealRank(vrank ^ mask), 1 + levels + d, bytes + mine.begin * element,
+                   static_cast<size_t>(mine.count) * element);
       if (absl::Status status = ctx.WaitAll({gather_recvs[d], send}); !status.ok()) {
         return status;
       }

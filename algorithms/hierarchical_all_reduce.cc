@@ -26,8 +26,8 @@ absl::Status ParallelRings(CollectiveContext& ctx, const AlgorithmTable& table,
                            ReduceOpKind op) {
   const absl::Span<const int> host_of = ctx.host_of();
   const int n = static_cast<int>(local.size());
-  const int mine = static_cast<int>(std::find(local.begin(), local.end(), ctx.rank()) -
-                                    local.begin());
+  const int mine =
+      static_cast<int>(std::find(local.begin(), local.end(), ctx.rank()) - local.begin());
   std::vector<int> peers;  // The rank at local index `mine` on every host, in host order.
   std::vector<int> seen_on_host(*std::max_element(host_of.begin(), host_of.end()) + 1, 0);
   for (int r = 0; r < ctx.size(); ++r) {
@@ -65,8 +65,8 @@ absl::Status ParallelRings(CollectiveContext& ctx, const AlgorithmTable& table,
 
 }  // namespace
 
-absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const AlgorithmTable& table,
-                                   void* data, int64_t count, DType dtype, ReduceOpKind op) {
+absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const AlgorithmTable& table, void* data,
+                                   int64_t count, DType dtype, ReduceOpKind op) {
   const absl::Span<const int> host_of = ctx.host_of();
   const int me = ctx.rank();
   std::vector<int> local;    // This host's ranks; local[0] is its leader.

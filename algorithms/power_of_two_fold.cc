@@ -37,8 +37,7 @@ absl::Status PowerOfTwoFold::FoldIn(CollectiveContext& ctx, uint8_t* data, int64
   return absl::OkStatus();
 }
 
-absl::Status PowerOfTwoFold::HandBack(CollectiveContext& ctx, uint8_t* data,
-                                      size_t bytes) const {
+absl::Status PowerOfTwoFold::HandBack(CollectiveContext& ctx, uint8_t* data, size_t bytes) const {
   const int r = ctx.rank();
   if (r >= 2 * extra) return absl::OkStatus();
   return ctx.Wait(r % 2 == 1 ? ctx.Send(r - 1, kResultStep, data, bytes)

@@ -20,13 +20,21 @@ struct Access {
 };
 
 template <>
-float Access<float, float>::Load(const void* d, int64_t i) { return static_cast<const float*>(d)[i]; }
+float Access<float, float>::Load(const void* d, int64_t i) {
+  return static_cast<const float*>(d)[i];
+}
 template <>
-void Access<float, float>::Store(void* d, int64_t i, float v) { static_cast<float*>(d)[i] = v; }
+void Access<float, float>::Store(void* d, int64_t i, float v) {
+  static_cast<float*>(d)[i] = v;
+}
 template <>
-double Access<double, double>::Load(const void* d, int64_t i) { return static_cast<const double*>(d)[i]; }
+double Access<double, double>::Load(const void* d, int64_t i) {
+  return static_cast<const double*>(d)[i];
+}
 template <>
-void Access<double, double>::Store(void* d, int64_t i, double v) { static_cast<double*>(d)[i] = v; }
+void Access<double, double>::Store(void* d, int64_t i, double v) {
+  static_cast<double*>(d)[i] = v;
+}
 
 struct HalfTag {};
 struct BFloatTag {};
@@ -97,8 +105,7 @@ void QuantizeTyped(const void* in, int64_t count, QuantizationAlgorithm algorith
     Compute x = A::Load(in, i);
     if (std::isnan(x)) x = lo;
     const Compute code = std::nearbyint(x * scale + offset);
-    StoreCode<Code>(codes, i,
-                    static_cast<uint32_t>(std::min(levels, std::max<Compute>(0, code))));
+    StoreCode<Code>(codes, i, static_cast<uint32_t>(std::min(levels, std::max<Compute>(0, code))));
   }
 }
 
@@ -153,8 +160,8 @@ absl::Status ValidateQuantization(DType dtype, const Quantization& q) {
     return absl::InvalidArgumentError("quantization codes are uint8 or uint16");
   }
   if (!IsFloatingPoint(dtype)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "quantization applies to floating-point data, not ", DTypeName(dtype)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("quantization applies to floating-point data, not ", DTypeName(dtype)));
   }
   return absl::OkStatus();
 }
@@ -165,21 +172,31 @@ size_t QuantizedBytes(int64_t count, QuantizedType type) {
 
 void Quantize(const void* in, int64_t count, DType dtype, const Quantization& q, uint8_t* out) {
   switch (dtype) {
-    case DType::kFloat32: return QuantizeStorage<float, float>(in, count, q, out);
-    case DType::kFloat64: return QuantizeStorage<double, double>(in, count, q, out);
-    case DType::kFloat16: return QuantizeStorage<HalfTag, float>(in, count, q, out);
-    case DType::kBFloat16: return QuantizeStorage<BFloatTag, float>(in, count, q, out);
-    default: return;  // Refused by ValidateQuantization.
+    case DType::kFloat32:
+      return QuantizeStorage<float, float>(in, count, q, out);
+    case DType::kFloat64:
+      return QuantizeStorage<double, double>(in, count, q, out);
+    case DType::kFloat16:
+      return QuantizeStorage<HalfTag, float>(in, count, q, out);
+    case DType::kBFloat16:
+      return QuantizeStorage<BFloatTag, float>(in, count, q, out);
+    default:
+      return;  // Refused by ValidateQuantization.
   }
 }
 
 void Dequantize(const uint8_t* in, int64_t count, DType dtype, const Quantization& q, void* out) {
   switch (dtype) {
-    case DType::kFloat32: return DequantizeStorage<float, float>(in, count, q, out);
-    case DType::kFloat64: return DequantizeStorage<double, double>(in, count, q, out);
-    case DType::kFloat16: return DequantizeStorage<HalfTag, float>(in, count, q, out);
-    case DType::kBFloat16: return DequantizeStorage<BFloatTag, float>(in, count, q, out);
-    default: return;
+    case DType::kFloat32:
+      return DequantizeStorage<float, float>(in, count, q, out);
+    case DType::kFloat64:
+      return DequantizeStorage<double, double>(in, count, q, out);
+    case DType::kFloat16:
+      return DequantizeStorage<HalfTag, float>(in, count, q, out);
+    case DType::kBFloat16:
+      return DequantizeStorage<BFloatTag, float>(in, count, q, out);
+    default:
+      return;
   }
 }
 

@@ -3,7 +3,8 @@
 //
 // A quantized run of `count` elements is a 16-byte header (two little-endian float64) and the
 // `count` codes. With L = 2^bits - 1, over the run's finite min lo and max hi:
-//  - MIN_MAX: header (lo, hi); code = round((x - lo) / (hi - lo) * L); value = lo + code * (hi - lo) / L.
+//  - MIN_MAX: header (lo, hi); code = round((x - lo) / (hi - lo) * L); value = lo + code * (hi -
+//  lo) / L.
 //    Error per element at most (hi - lo) / (2 L), plus the source type's rounding.
 //  - ZERO_POINT_SCALE: the range is widened to include 0 (lo' = min(lo, 0), hi' = max(hi, 0)),
 //    scale = (hi' - lo') / L, zero point z = round(-lo' / scale); header (scale, z);

@@ -58,8 +58,7 @@ TEST(QuantizeKernelsTest, ExtremesAndZeroAreExactWhereTheAlgorithmPromises) {
 
 TEST(QuantizeKernelsTest, NonFiniteInputsGiveBoundedCodesNotGarbage) {
   const float inf = std::numeric_limits<float>::infinity();
-  const std::vector<double> out =
-      RoundTrip({1.0f, std::nanf(""), inf, -inf, 3.0f}, kMinMax8);
+  const std::vector<double> out = RoundTrip({1.0f, std::nanf(""), inf, -inf, 3.0f}, kMinMax8);
   EXPECT_EQ(out[1], 1.0);
   EXPECT_EQ(out[2], 3.0);
   EXPECT_EQ(out[3], 1.0);

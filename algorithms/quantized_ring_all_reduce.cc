@@ -34,8 +34,8 @@ struct QuantizedBlock {
 
 }  // namespace
 
-absl::Status QuantizedRingAllReduce(CollectiveContext& ctx, void* data, int64_t count,
-                                    DType dtype, const ReduceOp& op, const Quantization& q) {
+absl::Status QuantizedRingAllReduce(CollectiveContext& ctx, void* data, int64_t count, DType dtype,
+                                    const ReduceOp& op, const Quantization& q) {
   const int n = ctx.size();
   const int r = ctx.rank();
   if (n == 1) return absl::OkStatus();
@@ -64,8 +64,10 @@ absl::Status QuantizedRingAllReduce(CollectiveContext& ctx, void* data, int64_t 
     sends.push_back(ctx.Send(right, static_cast<uint32_t>(s), codes, QuantizedBytes(c, q.type)));
   };
   auto send_block = [&](int block, int s) {
-    for (int64_t off = 0; off < blocks.counts[block]; off += layout.segment) send_segment(block, off, s);
-    if (blocks.counts[block] == 0) sends.push_back(ctx.Send(right, static_cast<uint32_t>(s), bytes, 0));
+    for (int64_t off = 0; off < blocks.counts[block]; off += layout.segment)
+      send_segment(block, off, s);
+    if (blocks.counts[block] == 0)
+      sends.push_back(ctx.Send(right, static_cast<uint32_t>(s), bytes, 0));
   };
   send_block((r + n - 1) % n, 0);
   for (int s = 0; s < n - 1; ++s) {
@@ -111,7 +113,8 @@ absl::Status QuantizedRingAllReduce(CollectiveContext& ctx, void* data, int64_t 
     const int64_t c = std::min(layout.segment, blocks.counts[r] - off);
     Quantize(block_data(r, off), c, dtype, q, pointers[r] + layout.Offset(off));
   }
-  if (absl::Status status = RingAllGather(ctx, pointers, sizes, /*step_base=*/n - 1); !status.ok()) {
+  if (absl::Status status = RingAllGather(ctx, pointers, sizes, /*step_base=*/n - 1);
+      !status.ok()) {
     return status;
   }
   for (int b = 0; b < n; ++b) {

@@ -109,9 +109,9 @@ T IntReference(ReduceOpKind op, T a, T b) {
 template <typename T>
 void CheckIntegers(DType dtype) {
   const size_t n = 1003;
-  for (ReduceOpKind op : {ReduceOpKind::kSum, ReduceOpKind::kProduct, ReduceOpKind::kMin,
-                          ReduceOpKind::kMax, ReduceOpKind::kBand, ReduceOpKind::kBor,
-                          ReduceOpKind::kBxor}) {
+  for (ReduceOpKind op :
+       {ReduceOpKind::kSum, ReduceOpKind::kProduct, ReduceOpKind::kMin, ReduceOpKind::kMax,
+        ReduceOpKind::kBand, ReduceOpKind::kBor, ReduceOpKind::kBxor}) {
     std::vector<T> acc = RandomValues<T>(n, 1);
     const std::vector<T> in = RandomValues<T>(n, 2);
     std::vector<T> expected(n);
@@ -199,8 +199,8 @@ TEST(ReduceKernelsTest, MinMaxPropagateNaN) {
 TEST(ReduceKernelsTest, HalfTypesReduceThroughFloat) {
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> dist(-50, 50);
-  for (ReduceOpKind op : {ReduceOpKind::kSum, ReduceOpKind::kProduct, ReduceOpKind::kMin,
-                          ReduceOpKind::kMax}) {
+  for (ReduceOpKind op :
+       {ReduceOpKind::kSum, ReduceOpKind::kProduct, ReduceOpKind::kMin, ReduceOpKind::kMax}) {
     const size_t n = 777;
     std::vector<uint16_t> half_acc(n), half_in(n), bf_acc(n), bf_in(n);
     std::vector<uint16_t> half_expected(n), bf_expected(n);

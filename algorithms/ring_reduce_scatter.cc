@@ -43,8 +43,8 @@ absl::Status RingReduceScatter(CollectiveContext& ctx, uint8_t* data, const Part
   auto send_block = [&](int block, uint32_t step) {
     for (int64_t off = 0; off < blocks.counts[block]; off += segment) {
       const int64_t count = std::min(segment, blocks.counts[block] - off);
-      sends.push_back(ctx.Send(right, step, data + (blocks.offsets[block] + off) * element,
-                               count * element));
+      sends.push_back(
+          ctx.Send(right, step, data + (blocks.offsets[block] + off) * element, count * element));
     }
     if (blocks.counts[block] == 0) sends.push_back(ctx.Send(right, step, data, 0));
   };

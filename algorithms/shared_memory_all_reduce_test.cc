@@ -46,9 +46,7 @@ class FakeArena : public SharedArena {
     state_->failed_sequence[rank_].store(sequence);
     Publish(ArenaFailure(Published(rank_), code));
   }
-  uint64_t FailedSequence(int rank) const override {
-    return state_->failed_sequence[rank].load();
-  }
+  uint64_t FailedSequence(int rank) const override { return state_->failed_sequence[rank].load(); }
   uint64_t Announced(int rank) const override { return state_->announced[rank].load(); }
   void Announce(uint64_t word) override { state_->announced[rank_].store(word); }
 
@@ -255,8 +253,7 @@ TEST(SharedMemoryAllReduceTest, SmallCollectivesTakeTurnsAmongPlacesBesideLargeO
         Rank rank(state, r, 3, counts[round % counts.size()]);
         rank.Fill(round);
         const uint64_t sequence = static_cast<uint64_t>(round);
-        absl::Status status =
-            round % 7 == 0 ? rank.RunBarrier(sequence) : rank.Run(sequence);
+        absl::Status status = round % 7 == 0 ? rank.RunBarrier(sequence) : rank.Run(sequence);
         if (!status.ok()) {
           errors[r] = absl::StrCat("round ", round, ": ", status.ToString());
           return;
@@ -305,8 +302,8 @@ TEST(SharedMemoryAllReduceTest, BarriersHoldEveryRankUntilTheLastArrives) {
         // Every rank has entered barrier k before anyone leaves it: 3 entries per barrier.
         const int seen = entered.load();
         if (status.ok() && seen < 3 * static_cast<int>(sequence / 2 + 1)) {
-          status = absl::InternalError(absl::StrCat("left barrier ", sequence, " after ", seen,
-                                                    " entries"));
+          status = absl::InternalError(
+              absl::StrCat("left barrier ", sequence, " after ", seen, " entries"));
         }
         if (status.ok()) status = ranks[r]->Run(sequence + 1);
         if (!status.ok()) {

@@ -25,8 +25,7 @@ class SubgroupTransport : public Transport {
   int size() const override { return static_cast<int>(members_.size()); }
   WorkPtr Send(int peer, MessageTag tag, absl::Span<const uint8_t> data,
                absl::Duration timeout) override;
-  WorkPtr Recv(int peer, MessageTag tag, absl::Span<uint8_t> data,
-               absl::Duration timeout) override;
+  WorkPtr Recv(int peer, MessageTag tag, absl::Span<uint8_t> data, absl::Duration timeout) override;
   // Not used by the flat algorithms; fails with Unimplemented.
   WorkPtr RecvFromAny(MessageTag tag, absl::Span<uint8_t> data, absl::Duration timeout) override;
   // Both end the operation on the whole parent group: its collective is the same one.

@@ -7,10 +7,10 @@ namespace plexus {
 namespace {
 
 // HashStore is header-constructed; its methods live in hash_store.cc.
-absl::Status (HashStore::*const kHashStoreSet)(absl::string_view, absl::string_view) =
-    &HashStore::Set;
-absl::Status (PrefixStore::*const kPrefixStoreSet)(absl::string_view, absl::string_view) =
-    &PrefixStore::Set;
+absl::Status (HashStore::*const kHashStoreSet)(absl::string_view,
+                                               absl::string_view) = &HashStore::Set;
+absl::Status (PrefixStore::*const kPrefixStoreSet)(absl::string_view,
+                                                   absl::string_view) = &PrefixStore::Set;
 
 }  // namespace
 

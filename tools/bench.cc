@@ -73,7 +73,7 @@ struct Flags {
   // --blocking: each call blocks (options.blocking, as MPI's calls and torch's async_op=False)
   // instead of issue-then-wait; rows labelled "+blocking".
   bool blocking = false;
-  int cuda_devices = 0;  // With --device=cuda: how many the ranks spread over.
+  int cuda_devices = 0;          // With --device=cuda: how many the ranks spread over.
   std::optional<LoadSpec> load;  // --load=KIND:N: every case also runs under this load.
   std::string anchor;            // --anchor=mpi-shm|mpi-tcp: Open MPI beside, via run.sh.
 };
@@ -546,8 +546,8 @@ std::vector<Row> MeasureMemcpy(const Flags& flags) {
 bool Plot(const char* argv0, const std::string& json, const std::string& out) {
   const std::string binary = argv0;
   const std::string beside = binary.substr(0, binary.rfind('/') + 1) + "bench_plot.py";
-  std::vector<std::string> candidates = {absl::StrCat(binary, ".runfiles/plexus/tools/bench_plot.py"),
-                                         beside};
+  std::vector<std::string> candidates = {
+      absl::StrCat(binary, ".runfiles/plexus/tools/bench_plot.py"), beside};
   if (const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY")) {
     candidates.push_back(absl::StrCat(workspace, "/tools/bench_plot.py"));
   }
@@ -610,7 +610,8 @@ void MeasurePhase(const Flags& flags, const std::vector<std::string>& forked,
     ReadRows(flags, launched, files, load, rows, failed,
              ran.ok() ? "" : std::string(ran.message()));
     for (FILE* in : files) fclose(in);
-    for (int rank = 0; rank < flags.ranks; ++rank) unlink(absl::StrCat(dir, "/rank.", rank).c_str());
+    for (int rank = 0; rank < flags.ranks; ++rank)
+      unlink(absl::StrCat(dir, "/rank.", rank).c_str());
     failed |= !ran.ok();
   }
   if (!flags.anchor.empty() && flags.dtype == DType::kFloat32 &&
@@ -640,8 +641,7 @@ void MeasurePhase(const Flags& flags, const std::vector<std::string>& forked,
       const std::string shown = load.empty() ? label : absl::StrCat(label, "@", load);
       printf("%-10s %-15s %5d %12lld %11lld %-8s %11.1f %9.3f %9.3f %6s %8s\n", shown.c_str(),
              "all_reduce", flags.ranks, static_cast<long long>(a.bytes),
-             static_cast<long long>(a.bytes / 4), "float32", a.time_us, a.algbw, a.busbw, "-",
-             "-");
+             static_cast<long long>(a.bytes / 4), "float32", a.time_us, a.algbw, a.busbw, "-", "-");
       fflush(stdout);
       rows.push_back(row);
     }
@@ -677,10 +677,12 @@ int Main(int argc, char** argv) {
 #ifdef PLEXUS_BENCH_CUDA
     absl::StatusOr<int> devices = testing::CudaDeviceCountInChild();
 #else
-    absl::StatusOr<int> devices = absl::FailedPreconditionError("no CUDA device: built without CUDA");
+    absl::StatusOr<int> devices =
+        absl::FailedPreconditionError("no CUDA device: built without CUDA");
 #endif
     if (!devices.ok()) {
-      fprintf(stderr, "bench: --device=cuda: %s\n", std::string(devices.status().message()).c_str());
+      fprintf(stderr, "bench: --device=cuda: %s\n",
+              std::string(devices.status().message()).c_str());
       return 1;
     }
     flags.cuda_devices = *devices;
@@ -716,8 +718,9 @@ int Main(int argc, char** argv) {
                     : "");
   const char* transport = ReadEnvironment("PLEXUS_TRANSPORT");
   if (flags.tls && (transport == nullptr || std::string(transport) != "tcp")) {
-    printf("# note: same-host tcp ranks exchange data through shared memory, which TLS does not "
-           "cover; PLEXUS_TRANSPORT=tcp measures TLS itself\n");
+    printf(
+        "# note: same-host tcp ranks exchange data through shared memory, which TLS does not "
+        "cover; PLEXUS_TRANSPORT=tcp measures TLS itself\n");
   }
   printf("%-10s %-15s %5s %12s %11s %-8s %11s %9s %9s %6s %8s\n", "backend", "op", "ranks", "bytes",
          "count", "dtype", "time_us", "algbw", "busbw", "wrong", "rss_mib");
@@ -753,9 +756,9 @@ int Main(int argc, char** argv) {
     const std::vector<Row> memcpy_rows = MeasureMemcpy(flags);
     rows.insert(rows.end(), memcpy_rows.begin(), memcpy_rows.end());
   }
-  const std::string json_path =
-      !flags.json.empty() ? flags.json
-                          : (flags.plot.empty() ? "" : absl::StrCat(dir, "/plot.json"));
+  const std::string json_path = !flags.json.empty()
+                                    ? flags.json
+                                    : (flags.plot.empty() ? "" : absl::StrCat(dir, "/plot.json"));
   if (!json_path.empty() && !WriteJson(json_path, rows)) {
     fprintf(stderr, "bench: cannot write %s\n", json_path.c_str());
     return 1;

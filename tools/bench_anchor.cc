@@ -26,9 +26,9 @@ absl::StatusOr<std::string> FindAnchorScript() {
   for (const std::string& path : candidates) {
     if (access(path.c_str(), R_OK) == 0) return path;
   }
-  return absl::NotFoundError(absl::StrCat(
-      "--anchor: the reference script is not here (looked for ", absl::StrJoin(candidates, ", "),
-      "); set PLEXUS_ANCHORS to the directory holding run.sh"));
+  return absl::NotFoundError(absl::StrCat("--anchor: the reference script is not here (looked for ",
+                                          absl::StrJoin(candidates, ", "),
+                                          "); set PLEXUS_ANCHORS to the directory holding run.sh"));
 }
 
 absl::StatusOr<std::vector<AnchorRow>> RunAnchor(const std::string& script, const std::string& kind,
@@ -59,9 +59,9 @@ absl::StatusOr<std::vector<AnchorRow>> RunAnchor(const std::string& script, cons
   }
   const int status = pclose(out);
   if (status != 0 || rows.size() != sizes.size()) {
-    return absl::UnavailableError(absl::StrCat("--anchor=", kind, " at ", ranks, " ranks: ",
-                                               rows.size(), " of ", sizes.size(), " rows (exit ",
-                                               status, "): ", transcript.substr(0, 600)));
+    return absl::UnavailableError(
+        absl::StrCat("--anchor=", kind, " at ", ranks, " ranks: ", rows.size(), " of ",
+                     sizes.size(), " rows (exit ", status, "): ", transcript.substr(0, 600)));
   }
   return rows;
 }

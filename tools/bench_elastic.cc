@@ -90,9 +90,10 @@ absl::Status Parse(int argc, char** argv, ElasticFlags& flags) {
       ok = false;
     }
     if (!ok) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "bad flag '", arg, "'; --elastic takes --ranks=N (2..16) --tensors=N --tensor-bytes=4M "
-          "--max-in-flight=1,4,16 --iters=N --warmup=N --kills=N --json=FILE"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad flag '", arg,
+                       "'; --elastic takes --ranks=N (2..16) --tensors=N --tensor-bytes=4M "
+                       "--max-in-flight=1,4,16 --iters=N --warmup=N --kills=N --json=FILE"));
     }
   }
   return absl::OkStatus();
@@ -157,7 +158,8 @@ struct Batch {
   }
   int64_t Wrong(float want) const {
     int64_t wrong = 0;
-    for (const auto& t : tensors) wrong += std::count_if(t.begin(), t.end(), [&](float v) { return v != want; });
+    for (const auto& t : tensors)
+      wrong += std::count_if(t.begin(), t.end(), [&](float v) { return v != want; });
     return wrong;
   }
 };
@@ -183,7 +185,8 @@ int ThroughputPeer(const ElasticFlags& flags, int port, int peer, const std::str
       wrong += batch.Wrong(static_cast<float>(info->local_world_size));
       if (i >= flags.warmup) total += seconds;
     }
-    fprintf(out, "elastic_mif=%d %.6f %lld\n", mif, total / flags.iters, static_cast<long long>(wrong));
+    fprintf(out, "elastic_mif=%d %.6f %lld\n", mif, total / flags.iters,
+            static_cast<long long>(wrong));
   }
   comm.reset();
   InitOptions options;
@@ -200,8 +203,8 @@ int ThroughputPeer(const ElasticFlags& flags, int port, int peer, const std::str
     const absl::Time start = absl::Now();
     std::vector<WorkPtr> works;
     for (auto& t : batch.tensors) {
-      auto work = (*group)->AllReduce({Tensor::Flat(t.data(), DType::kFloat32,
-                                                    static_cast<int64_t>(t.size()))});
+      auto work = (*group)->AllReduce(
+          {Tensor::Flat(t.data(), DType::kFloat32, static_cast<int64_t>(t.size()))});
       if (!work.ok()) return 1;
       works.push_back(*work);
     }
@@ -258,9 +261,10 @@ int RunElasticBench(int argc, char** argv) {
   char dir_template[] = "/tmp/plexus-bench-elastic.XXXXXX";
   const char* dir = mkdtemp(dir_template);
   const double mib = flags.tensor_bytes / 1048576.0;
-  printf("# plexus bench --elastic: %d peers on loopback, %d x %.3g MiB float32 per call, %d "
-         "iterations after %d warmup\n",
-         flags.ranks, flags.tensors, mib, flags.iters, flags.warmup);
+  printf(
+      "# plexus bench --elastic: %d peers on loopback, %d x %.3g MiB float32 per call, %d "
+      "iterations after %d warmup\n",
+      flags.ranks, flags.tensors, mib, flags.iters, flags.warmup);
   printf("%-28s %10s %9s %7s %6s\n", "mode", "time_ms", "busbw", "vs_pg", "wrong");
   fflush(stdout);
   bool failed = false;
@@ -291,9 +295,8 @@ int RunElasticBench(int argc, char** argv) {
     if (mode == "pg") pg_busbw = bytes * factor / seconds / 1e9;
   }
   std::string json = "{\"throughput\": [";
-  std::sort(modes.begin(), modes.end(), [](const auto& a, const auto& b) {
-    return (a.first == "pg") > (b.first == "pg");
-  });
+  std::sort(modes.begin(), modes.end(),
+            [](const auto& a, const auto& b) { return (a.first == "pg") > (b.first == "pg"); });
   for (const auto& [mode, seconds] : modes) {
     const double busbw = bytes * factor / seconds / 1e9;
     const std::string label = mode == "pg" ? "cpu:tcp process group" : "retry " + mode.substr(8);
@@ -350,9 +353,10 @@ int RunElasticBench(int argc, char** argv) {
   if (!recoveries.empty()) {
     std::vector<double> sorted = recoveries;
     std::sort(sorted.begin(), sorted.end());
-    printf("# SIGKILL of 1 of %d peers -> every survivor completed a call over %d: median %.0f ms, "
-           "max %.0f ms (%zu kills; the call re-runs in full)\n",
-           flags.ranks, flags.ranks - 1, sorted[sorted.size() / 2], sorted.back(), sorted.size());
+    printf(
+        "# SIGKILL of 1 of %d peers -> every survivor completed a call over %d: median %.0f ms, "
+        "max %.0f ms (%zu kills; the call re-runs in full)\n",
+        flags.ranks, flags.ranks - 1, sorted[sorted.size() / 2], sorted.back(), sorted.size());
     absl::StrAppend(&json, "], \"recovery_ms\": [");
     for (size_t i = 0; i < recoveries.size(); ++i) {
       absl::StrAppend(&json, i ? ", " : "", recoveries[i]);

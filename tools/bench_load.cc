@@ -59,8 +59,8 @@ int CommRank(int rank, int world, const std::string& dir, std::atomic<uint64_t>*
   std::vector<float> data(16384, 1.0f);
   counts[0].fetch_add(1);
   while (true) {
-    auto work = (*group)->AllReduce({Tensor::Flat(data.data(), DType::kFloat32,
-                                                  static_cast<int64_t>(data.size()))});
+    auto work = (*group)->AllReduce(
+        {Tensor::Flat(data.data(), DType::kFloat32, static_cast<int64_t>(data.size()))});
     if (!work.ok() || !(*work)->Wait(absl::Minutes(1)).ok()) return 1;
     counts[1 + rank].fetch_add(1, std::memory_order_relaxed);
   }
@@ -75,8 +75,8 @@ absl::StatusOr<LoadSpec> ParseLoad(const std::string& text) {
   LoadSpec spec;
   spec.kind = text.substr(0, colon);
   if (spec.kind != "spin" && spec.kind != "compute" && spec.kind != "comm") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--load: unknown kind '", spec.kind, "'; known: spin:N, compute:N, comm:N"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--load: unknown kind '", spec.kind, "'; known: spin:N, compute:N, comm:N"));
   }
   if (colon == std::string::npos || !absl::SimpleAtoi(text.substr(colon + 1), &spec.count) ||
       spec.count < 1 || spec.count > kMaxCount) {
@@ -91,8 +91,8 @@ absl::StatusOr<LoadSpec> ParseLoad(const std::string& text) {
 
 absl::StatusOr<std::unique_ptr<Load>> Load::Start(const LoadSpec& spec, const std::string& dir) {
   std::unique_ptr<Load> load(new Load(spec));
-  void* shared = mmap(nullptr, kCountsBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                      -1, 0);
+  void* shared =
+      mmap(nullptr, kCountsBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (shared == MAP_FAILED) return absl::InternalError("--load: mmap failed");
   load->counts_ = new (shared) std::atomic<uint64_t>[kMaxCount + 1]();
   std::atomic<uint64_t>* counts = load->counts_;

@@ -45,8 +45,8 @@ struct Buffers {
 
 const std::vector<std::string>& KnownOps() {
   static const auto* ops = new std::vector<std::string>{
-      "all_reduce", "broadcast",  "reduce",  "all_gather", "reduce_scatter",
-      "all_to_all", "gather",     "scatter", "sendrecv",   "barrier"};
+      "all_reduce", "broadcast", "reduce",  "all_gather", "reduce_scatter",
+      "all_to_all", "gather",    "scatter", "sendrecv",   "barrier"};
   return *ops;
 }
 
@@ -91,7 +91,9 @@ absl::StatusOr<Runner> MakeRunner(const std::string& op, ProcessGroup& group, DT
       runner.issue = [pg, tensor, options = With<BroadcastOptions>(blocking)] {
         return pg->Broadcast(tensor, options);
       };
-      runner.count_wrong = [=] { return CountWrong(*data, [](int64_t i) { return Pattern(0, i); }); };
+      runner.count_wrong = [=] {
+        return CountWrong(*data, [](int64_t i) { return Pattern(0, i); });
+      };
     } else if (op == "reduce") {
       runner.reset = [=] { Fill(*data, me); };
       runner.issue = [pg, tensor, options = With<ReduceOptions>(blocking)] {
@@ -218,8 +220,8 @@ absl::StatusOr<Runner> MakeRunner(const std::string& op, ProcessGroup& group, DT
       };
     }
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("unknown op '", op, "'; known: ",
-                                                   absl::StrJoin(KnownOps(), ", ")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown op '", op, "'; known: ", absl::StrJoin(KnownOps(), ", ")));
   }
   return runner;
 }

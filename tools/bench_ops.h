@@ -16,13 +16,13 @@
 namespace plexus::bench {
 
 struct Runner {
-  int64_t count = 0;       // Elements per rank in the "size" nccl-tests reports.
-  int64_t bytes = 0;       // That size in bytes (after rounding to the world size).
-  double bus_factor = 1;   // busbw = algbw * bus_factor.
-  std::function<void()> reset;                       // Refill inputs with the pattern.
-  std::function<absl::StatusOr<WorkPtr>()> issue;    // Start one operation.
-  std::function<int64_t()> count_wrong;              // Elements differing from the reference.
-  std::shared_ptr<void> buffers;                     // Keeps the buffers alive.
+  int64_t count = 0;            // Elements per rank in the "size" nccl-tests reports.
+  int64_t bytes = 0;            // That size in bytes (after rounding to the world size).
+  double bus_factor = 1;        // busbw = algbw * bus_factor.
+  std::function<void()> reset;  // Refill inputs with the pattern.
+  std::function<absl::StatusOr<WorkPtr>()> issue;  // Start one operation.
+  std::function<int64_t()> count_wrong;            // Elements differing from the reference.
+  std::shared_ptr<void> buffers;                   // Keeps the buffers alive.
 };
 
 // Every op name the benchmark knows, in display order.

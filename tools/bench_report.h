@@ -19,8 +19,8 @@ struct Row {
   int64_t wrong = 0;
   int64_t rss_growth = 0;  // The largest over ranks.
   std::string error;
-  std::string load;           // The --load it ran under ("spin:2"); empty: quiet.
-  double model_time_us = 0;   // The fitted cost model's time (rank sweeps); 0: none.
+  std::string load;          // The --load it ran under ("spin:2"); empty: quiet.
+  double model_time_us = 0;  // The fitted cost model's time (rank sweeps); 0: none.
 };
 
 bool WriteJson(const std::string& path, const std::vector<Row>& rows);

@@ -38,8 +38,8 @@ bool ParseFlags(int argc, char** argv, DemoFlags* flags) {
       const std::string prefix = absl::StrCat("--", name, "=");
       return arg.rfind(prefix, 0) == 0 ? argv[i] + prefix.size() : nullptr;
     };
-    if (const char* v = value("ranks"); v && absl::SimpleAtoi(v, &flags->ranks) &&
-                                         flags->ranks >= 1 && flags->ranks <= 64) {
+    if (const char* v = value("ranks");
+        v && absl::SimpleAtoi(v, &flags->ranks) && flags->ranks >= 1 && flags->ranks <= 64) {
       continue;
     }
     if (const char* v = value("adds"); v && absl::SimpleAtoi(v, &flags->adds) && flags->adds >= 1) {
@@ -98,8 +98,8 @@ int RunRank(int rank, const DemoFlags& flags, int port, int report_fd) {
   auto total = options.store->Get("demo/counter");
   const std::string line = absl::StrFormat(
       "%4d  %-22s  %9.2f  %12.1f  %14s  %5d\n", rank, pg.backend_string(),
-      absl::ToDoubleMilliseconds(init_time),
-      absl::ToDoubleMicroseconds(add_time) / flags.adds, total.ok() ? *total : "?", wrong);
+      absl::ToDoubleMilliseconds(init_time), absl::ToDoubleMicroseconds(add_time) / flags.adds,
+      total.ok() ? *total : "?", wrong);
   if (write(report_fd, line.data(), line.size()) < 0) return 6;
   if (!pg.Shutdown(absl::Seconds(60)).ok()) return 7;
   return wrong == 0 ? 0 : 8;
@@ -155,8 +155,7 @@ int Main(int argc, char** argv) {
     waitpid(pid, &status, 0);
     failures += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   }
-  printf("\n%s: %d of %d ranks failed\n", failures == 0 ? "OK" : "FAILED", failures,
-         flags.ranks);
+  printf("\n%s: %d of %d ranks failed\n", failures == 0 ? "OK" : "FAILED", failures, flags.ranks);
   return failures == 0 ? 0 : 1;
 }
 

@@ -47,8 +47,9 @@ int main(int argc, char** argv) {
       ok = false;
     }
     if (!ok) {
-      fprintf(stderr, "usage: elastic_master [--listen-address=HOST:PORT] "
-                      "[--heartbeat-timeout=SECONDS]\n");
+      fprintf(stderr,
+              "usage: elastic_master [--listen-address=HOST:PORT] "
+              "[--heartbeat-timeout=SECONDS]\n");
       return 2;
     }
   }

@@ -4,8 +4,9 @@
 // supervisor spawns or SIGKILLs one of them every 0.5-2 s. Each peer checks the topology in
 // one of the loop shapes users write, drawn at random: PCCL's (update_topology from its second
 // iteration on: a newcomer enters with sync_shared_state), plexus's (update_topology when
-// are_peers_pending), or either with 0-3 extra topology calls per step (peers' call counts differ). It fails on any wrong or diverged
-// result a peer sees, on a peer failing, or on 30 s without a completed step anywhere.
+// are_peers_pending), or either with 0-3 extra topology calls per step (peers' call counts differ).
+// It fails on any wrong or diverged result a peer sees, on a peer failing, or on 30 s without a
+// completed step anywhere.
 //
 //   bazel run //tools:elastic_soak -- --minutes=30 [--max-peers=8] [--seed=1]
 //
@@ -131,8 +132,8 @@ absl::Status CheckTopology(Communicator& comm, LoopShape shape, int64_t iteratio
     }
     for (float& w : weights) w += grads[0][0] / world;  // + 1: the state follows the revision.
     state.revision += 1;
-    const std::string line = absl::StrCat("step ", getpid(), " ", state.revision, " ",
-                                          reduced->local_world_size, "\n");
+    const std::string line =
+        absl::StrCat("step ", getpid(), " ", state.revision, " ", reduced->local_world_size, "\n");
     if (write(report_fd, line.data(), line.size()) < 0) _exit(0);  // Supervisor gone.
   }
 }
@@ -189,8 +190,8 @@ int Soak(const Options& options) {
   std::string failure;
   while (absl::Now() < end && failure.empty()) {
     pollfd pfd{report[0], POLLIN, 0};
-    const int wait_ms = static_cast<int>(
-        std::max<int64_t>(1, absl::ToInt64Milliseconds(next_event - absl::Now())));
+    const int wait_ms =
+        static_cast<int>(std::max<int64_t>(1, absl::ToInt64Milliseconds(next_event - absl::Now())));
     if (poll(&pfd, 1, std::min(wait_ms, 200)) > 0) {
       char buffer[4096];
       const ssize_t n = read(report[0], buffer, sizeof(buffer));
@@ -228,15 +229,16 @@ int Soak(const Options& options) {
       }
     }
     if (absl::Now() - last_step > kStallLimit) {
-      failure = absl::StrCat("no step completed for ", absl::FormatDuration(kStallLimit),
-                             " with ", peers.size(), " peers");
+      failure = absl::StrCat("no step completed for ", absl::FormatDuration(kStallLimit), " with ",
+                             peers.size(), " peers");
     }
     if (absl::Now() < next_event || !failure.empty()) continue;
-    next_event = absl::Now() + absl::Milliseconds(std::uniform_int_distribution<int>(500, 2000)(random));
+    next_event =
+        absl::Now() + absl::Milliseconds(std::uniform_int_distribution<int>(500, 2000)(random));
     // A peer that completed a step holds the state; one of them always stays.
     const int n = static_cast<int>(peers.size());
-    const bool kill_one = n >= options.max_peers ||
-                          (n >= 2 && std::uniform_int_distribution<int>(0, 1)(random) == 0);
+    const bool kill_one =
+        n >= options.max_peers || (n >= 2 && std::uniform_int_distribution<int>(0, 1)(random) == 0);
     if (!kill_one) {
       spawn(/*founder=*/false);
       continue;
@@ -249,7 +251,8 @@ int Soak(const Options& options) {
       if (n < options.max_peers) spawn(false);
       continue;
     }
-    const pid_t victim = holders[std::uniform_int_distribution<size_t>(0, holders.size() - 1)(random)];
+    const pid_t victim =
+        holders[std::uniform_int_distribution<size_t>(0, holders.size() - 1)(random)];
     kill(victim, SIGKILL);
     waitpid(victim, nullptr, 0);
     peers.erase(victim);
@@ -260,11 +263,12 @@ int Soak(const Options& options) {
   kill(master_pid, SIGKILL);
   waitpid(master_pid, nullptr, 0);
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  printf("elastic_soak: %s after %.0f s: %lld steps (revision %lld), %d peers spawned, %d "
-         "SIGKILLed, largest group %d%s%s\n",
-         failure.empty() ? "PASSED" : "FAILED", seconds, static_cast<long long>(steps),
-         static_cast<long long>(top_revision), spawned, killed, largest,
-         failure.empty() ? "" : ": ", failure.c_str());
+  printf(
+      "elastic_soak: %s after %.0f s: %lld steps (revision %lld), %d peers spawned, %d "
+      "SIGKILLed, largest group %d%s%s\n",
+      failure.empty() ? "PASSED" : "FAILED", seconds, static_cast<long long>(steps),
+      static_cast<long long>(top_revision), spawned, killed, largest, failure.empty() ? "" : ": ",
+      failure.c_str());
   fflush(stdout);
   return failure.empty() && steps > 0 ? 0 : 1;
 }

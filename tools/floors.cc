@@ -15,7 +15,8 @@
 //     The simplest complete ring all-reduce of `bytes` of float32 over the same loopback ring,
 //     one thread per rank: reduce-scatter steps that fold each 256 KiB as it lands, then
 //     all-gather steps; the result is checked. After two untimed rounds, reports the mean round
-//     (as the bench's time_us) and the best, with the mean's busbw: what a library adds shows against this.
+//     (as the bench's time_us) and the best, with the mean's busbw: what a library adds shows
+//     against this.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -44,8 +45,7 @@
 namespace {
 
 double Seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // --name=value from argv, or `fallback`.
@@ -79,8 +79,8 @@ int ShmExchange(int64_t bytes, int64_t iters) {
   Counter published[2];
   const size_t slot = static_cast<size_t>(bytes + 63) & ~size_t{63};
   std::vector<float> shared(2 * 2 * slot / sizeof(float) + 16);
-  auto* base = reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(shared.data()) + 63) & ~uintptr_t{63});
+  auto* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(shared.data()) + 63) &
+                                          ~uintptr_t{63});
   auto slot_of = [&](int rank, int64_t k) { return base + (rank * 2 + k % 2) * slot; };
   const int64_t count = bytes / 4;
   auto run = [&](int rank) {
@@ -239,8 +239,8 @@ Timing AllReduceMember(int listener, int next_port, int ranks, int rank, int64_t
     const float expected = ranks * (ranks + 1) / 2.0f;
     for (float value : data) {
       if (value != expected) {
-        std::fprintf(stderr, "floors tcp-all-reduce: rank %d got %g, expected %g\n", rank,
-                     value, expected);
+        std::fprintf(stderr, "floors tcp-all-reduce: rank %d got %g, expected %g\n", rank, value,
+                     expected);
         return {};
       }
     }
@@ -303,8 +303,8 @@ int TcpRing(int ranks, int64_t bytes, int rounds) {
   std::printf(
       "tcp-ring  %d ranks  %lld bytes per link  best %.2f ms  %.3f GB/s per link  "
       "all-reduce of %.0f bytes: busbw at most %.3f GB/s\n",
-      ranks, static_cast<long long>(bytes), slowest.best * 1e3, bytes / slowest.best / 1e9,
-      message, bytes / slowest.best / 1e9);
+      ranks, static_cast<long long>(bytes), slowest.best * 1e3, bytes / slowest.best / 1e9, message,
+      bytes / slowest.best / 1e9);
   return 0;
 }
 

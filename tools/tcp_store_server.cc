@@ -6,6 +6,8 @@
 // PLEXUS_TLS_KEY / PLEXUS_TLS_CA (every connection is TLS 1.3), docs/security.md.
 // --require=secret, --require=tls or --require=secret,tls refuse to start without them, so a
 // deployment that lost its variables fails loudly instead of serving anyone.
+#include "frontend/store/tcp_store_server.h"
+
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -15,7 +17,6 @@
 #include "absl/strings/string_view.h"
 #include "frontend/auth/mutual_auth.h"
 #include "frontend/auth/tls.h"
-#include "frontend/store/tcp_store_server.h"
 
 namespace {
 

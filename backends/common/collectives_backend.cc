@@ -74,5 +74,4 @@ WorkPtr CollectivesBackend::RecvAnySource(const Tensor& tensor, const RecvOption
   return collectives_->RecvAnySource(tensor, options);
 }
 
-
 }  // namespace plexus

@@ -56,7 +56,6 @@ class CollectivesBackend : public Backend {
   // that runs algorithms/ over a host transport serves.
   static BackendCapabilities CpuTransportCapabilities();
 
-
   explicit CollectivesBackend(std::unique_ptr<Collectives> collectives)
       : collectives_(std::move(collectives)) {}
 

@@ -20,8 +20,12 @@ class CudaHostTwin : public HostTwin {
  public:
   CudaHostTwin(const cuda::CudaApi& api, std::shared_ptr<void> host, void* device_data,
                size_t bytes, int device, cuda::Stream stream)
-      : api_(api), host_(std::move(host)), device_data_(device_data), bytes_(bytes),
-        device_(device), stream_(stream) {}
+      : api_(api),
+        host_(std::move(host)),
+        device_data_(device_data),
+        bytes_(bytes),
+        device_(device),
+        stream_(stream) {}
 
   void* data() override { return host_.get(); }
 
@@ -56,8 +60,8 @@ absl::StatusOr<std::unique_ptr<HostTwin>> MakeCudaTwin(const Tensor& tensor, boo
   RETURN_IF_ERROR(cuda::RequireDevice(device));
   static const std::shared_ptr<cuda::PinnedPool> pool = cuda::PinnedPool::Create(*api);
   ASSIGN_OR_RETURN(std::shared_ptr<void> host, pool->Get(std::max<size_t>(tensor.nbytes(), 1)));
-  auto twin = std::make_unique<CudaHostTwin>(*api, std::move(host), tensor.data(),
-                                             tensor.nbytes(), device, cuda::CurrentStream(device));
+  auto twin = std::make_unique<CudaHostTwin>(*api, std::move(host), tensor.data(), tensor.nbytes(),
+                                             device, cuda::CurrentStream(device));
   if (copy_in) RETURN_IF_ERROR(twin->CopyIn());
   return std::unique_ptr<HostTwin>(std::move(twin));
 }

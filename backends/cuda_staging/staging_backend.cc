@@ -115,9 +115,9 @@ class StagingBackend::Copier {
     if (it != streams_.end()) return it->second;
     cuda::DeviceGuard guard(api, device);
     cudaStream_t stream = nullptr;
-    RETURN_IF_ERROR(cuda::CudaStatus(
-        api, api.StreamCreateWithPriority(&stream, cudaStreamNonBlocking, 0),
-        "creating the staging stream"));
+    RETURN_IF_ERROR(
+        cuda::CudaStatus(api, api.StreamCreateWithPriority(&stream, cudaStreamNonBlocking, 0),
+                         "creating the staging stream"));
     streams_[device] = stream;
     return stream;
   }
@@ -129,10 +129,10 @@ class StagingBackend::Copier {
     absl::Status copied = twins->OrderAfterCaller(stream);
     for (const Twins::Write& write : twins->writes()) {
       if (!copied.ok()) break;
-      copied = cuda::CudaStatus(api,
-                                api.MemcpyAsync(write.device, write.host, write.bytes,
-                                                cudaMemcpyHostToDevice, stream),
-                                "copying a staged result back to the device");
+      copied = cuda::CudaStatus(
+          api,
+          api.MemcpyAsync(write.device, write.host, write.bytes, cudaMemcpyHostToDevice, stream),
+          "copying a staged result back to the device");
     }
     auto done = copied.ok() ? cuda::CudaEvent::Create(api, device)
                             : absl::StatusOr<std::shared_ptr<cuda::CudaEvent>>(copied);
@@ -191,18 +191,16 @@ WorkPtr StagingBackend::Stage(const char* op, const std::vector<const Tensor*>& 
                               const std::function<WorkPtr(Twins&)>& issue) {
   int device = -1;
   auto copier = Load();
-  absl::Status checked =
-      copier.ok() ? cuda::CheckDeviceTensors(op, context_.rank, tensors, &device)
-                  : absl::Status(copier.status().code(),
-                                 absl::StrCat(op, " on rank ", context_.rank, ": ",
-                                              copier.status().message()));
+  absl::Status checked = copier.ok() ? cuda::CheckDeviceTensors(op, context_.rank, tensors, &device)
+                                     : absl::Status(copier.status().code(),
+                                                    absl::StrCat(op, " on rank ", context_.rank,
+                                                                 ": ", copier.status().message()));
   if (!checked.ok()) return Work::Finished(checked, op, context_.size);
   auto stream = (*copier)->StreamFor(device);
   if (!stream.ok()) return Work::Finished(stream.status(), op, context_.size);
 
   const cuda::CudaApi& api = (*copier)->api;
-  auto twins =
-      std::make_shared<Twins>(api, *(*copier)->pool, cuda::CurrentStream(device), device);
+  auto twins = std::make_shared<Twins>(api, *(*copier)->pool, cuda::CurrentStream(device), device);
   WorkPtr host_work;
   {
     cuda::DeviceGuard guard(api, device);
@@ -284,7 +282,8 @@ WorkPtr StagingBackend::AllGather(absl::Span<const Tensor> outputs, const Tensor
   return Stage("all_gather", Pointers(outputs, {&input}), [&](Twins& t) {
     Tensor in = t.Of(input, true, false);
     std::vector<Tensor> out = t.Of(outputs, false, true);
-    return Issue(t, "all_gather", context_.size, [&] { return host_->AllGather(out, in, options); });
+    return Issue(t, "all_gather", context_.size,
+                 [&] { return host_->AllGather(out, in, options); });
   });
 }
 
@@ -336,8 +335,8 @@ WorkPtr StagingBackend::ReduceScatterTensor(const Tensor& output, const Tensor& 
   });
 }
 
-WorkPtr StagingBackend::AllToAll(absl::Span<const Tensor> outputs,
-                                 absl::Span<const Tensor> inputs, const AllToAllOptions& options) {
+WorkPtr StagingBackend::AllToAll(absl::Span<const Tensor> outputs, absl::Span<const Tensor> inputs,
+                                 const AllToAllOptions& options) {
   return Stage("all_to_all", Pointers(outputs, Pointers(inputs)), [&](Twins& t) {
     std::vector<Tensor> in = t.Of(inputs, true, false);
     std::vector<Tensor> out = t.Of(outputs, false, true);

@@ -43,8 +43,8 @@ absl::StatusOr<std::shared_ptr<Backend>> GlooBackend::Create(const BackendContex
   std::shared_ptr<gloo::rendezvous::Context> gloo_context;
   const std::string address = GlooDeviceAddress(context);
   if (LogEnabled(LogLevel::kDebug)) {
-    Log(LogLevel::kDebug, absl::StrCat("gloo: group '", context.group_name, "' rank ",
-                                       context.rank, " listens at ", address));
+    Log(LogLevel::kDebug, absl::StrCat("gloo: group '", context.group_name, "' rank ", context.rank,
+                                       " listens at ", address));
   }
   try {
     gloo::transport::tcp::attr attr;

@@ -55,7 +55,8 @@ absl::StatusOr<std::pair<std::unique_ptr<TCPStore>, std::string>> JoinStore(
       TCPStoreOptions options;
       options.host = host;
       options.port = port;
-      options.timeout = std::min(kPerCandidate, std::max(deadline - absl::Now(), absl::ZeroDuration()));
+      options.timeout =
+          std::min(kPerCandidate, std::max(deadline - absl::Now(), absl::ZeroDuration()));
       auto store = TCPStore::Create(options);
       if (store.ok()) return std::make_pair(std::move(store).value(), host);
       failures = absl::StrCat(host, ": ", store.status().message());

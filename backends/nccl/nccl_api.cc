@@ -50,8 +50,9 @@ absl::StatusOr<NcclApi> Load() {
   if (api.GetVersion(&api.version) != ncclSuccess) api.version = 0;
   // Non-blocking communicators and ncclCommGetAsyncError polling as used here need 2.14+.
   if (api.version < 21400) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        api.library_path, " is NCCL ", NcclVersionString(api.version), "; plexus needs 2.14 or newer"));
+    return absl::FailedPreconditionError(absl::StrCat(api.library_path, " is NCCL ",
+                                                      NcclVersionString(api.version),
+                                                      "; plexus needs 2.14 or newer"));
   }
   library->Leak();
   return api;
@@ -67,7 +68,8 @@ absl::StatusOr<const NcclApi*> LoadNcclApi() {
 
 std::string NcclVersionString(int version) {
   // Codes below 2.9 were X*1000 + Y*100 + Z; later ones X*10000 + Y*100 + Z.
-  if (version < 20900) return absl::StrCat(version / 1000, ".", version % 1000 / 100, ".", version % 100);
+  if (version < 20900)
+    return absl::StrCat(version / 1000, ".", version % 1000 / 100, ".", version % 100);
   return absl::StrCat(version / 10000, ".", version % 10000 / 100, ".", version % 100);
 }
 

@@ -55,8 +55,9 @@ NcclBackend::~NcclBackend() {
     std::lock_guard<std::mutex> lock(issue_mu_);
     for (auto& [device, communicator] : communicators_) {
       if (communicator.ok()) {
-        (*communicator)->Abort(absl::AbortedError(absl::StrCat(
-            "the nccl backend of group '", context_.group_name, "' was destroyed")));
+        (*communicator)
+            ->Abort(absl::AbortedError(absl::StrCat("the nccl backend of group '",
+                                                    context_.group_name, "' was destroyed")));
       }
     }
   }
@@ -106,11 +107,10 @@ WorkPtr NcclBackend::Run(const Call& call, const Enqueue& enqueue) {
   // A call without tensors (barrier) runs where the last one ran, else on the current device.
   int device = call.tensors.empty() ? last_device_ : -1;
   absl::Status loaded = Load();
-  absl::Status checked = loaded.ok()
-                             ? cuda::CheckDeviceTensors(call.op, context_.rank, call.tensors, &device)
-                             : absl::Status(loaded.code(), absl::StrCat(call.op, " on rank ",
-                                                                        context_.rank, ": ",
-                                                                        loaded.message()));
+  absl::Status checked =
+      loaded.ok() ? cuda::CheckDeviceTensors(call.op, context_.rank, call.tensors, &device)
+                  : absl::Status(loaded.code(), absl::StrCat(call.op, " on rank ", context_.rank,
+                                                             ": ", loaded.message()));
   if (!checked.ok()) return Work::Finished(checked, call.op, context_.size);
   auto communicator = CommunicatorFor(device);
   if (!communicator.ok()) {
@@ -162,7 +162,8 @@ absl::Status NcclBackend::CopyOnStream(void* to, const void* from, size_t bytes,
 
 namespace {
 
-const BackendRegisterer kRegisterNccl({kNcclBackendName, {DeviceType::kCuda},
+const BackendRegisterer kRegisterNccl({kNcclBackendName,
+                                       {DeviceType::kCuda},
                                        &NcclBackend::Create});
 
 }  // namespace

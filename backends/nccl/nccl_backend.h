@@ -102,7 +102,7 @@ class NcclBackend : public Backend {
   std::mutex issue_mu_;  // Issue order = launch order = sequence order.
   bool loaded_ ABSL_GUARDED_BY(issue_mu_) = false;
   absl::Status load_error_ ABSL_GUARDED_BY(issue_mu_);
-  const NcclApi* nccl_ = nullptr;        // Set by Load(); read only after it succeeded.
+  const NcclApi* nccl_ = nullptr;  // Set by Load(); read only after it succeeded.
   const cuda::CudaApi* cuda_ = nullptr;
   int64_t next_sequence_ ABSL_GUARDED_BY(issue_mu_) = 0;
   int communicators_created_ ABSL_GUARDED_BY(issue_mu_) = 0;

@@ -42,14 +42,14 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   ncclUniqueId id;
   if (config.rank == 0) {
     RETURN_IF_ERROR(NcclStatus(nccl, nccl.GetUniqueId(&id), "ncclGetUniqueId"));
-    RETURN_IF_ERROR(store.Set(config.store_key,
-                              absl::string_view(id.internal, NCCL_UNIQUE_ID_BYTES)));
+    RETURN_IF_ERROR(
+        store.Set(config.store_key, absl::string_view(id.internal, NCCL_UNIQUE_ID_BYTES)));
   } else {
     absl::Status waited = store.Wait({config.store_key}, config.timeout);
     if (!waited.ok()) {
-      return absl::Status(waited.code(), absl::StrCat("creating the NCCL communicator of ",
-                                                      config.name, ": rank 0 published no id: ",
-                                                      waited.message()));
+      return absl::Status(waited.code(),
+                          absl::StrCat("creating the NCCL communicator of ", config.name,
+                                       ": rank 0 published no id: ", waited.message()));
     }
     ASSIGN_OR_RETURN(std::string bytes, store.Get(config.store_key));
     if (bytes.size() != NCCL_UNIQUE_ID_BYTES) {
@@ -85,18 +85,18 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   }
   absl::Status ready_status = self->AwaitReady("connecting", deadline);
   if (absl::IsDeadlineExceeded(ready_status)) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "creating the NCCL communicator of ", c.name, " (rank ", c.rank, " of ", c.size,
-        "): not connected within ", absl::FormatDuration(c.timeout), "; ",
-        MissingRanks(store, c.store_key, c.size)));
+    return absl::DeadlineExceededError(
+        absl::StrCat("creating the NCCL communicator of ", c.name, " (rank ", c.rank, " of ",
+                     c.size, "): not connected within ", absl::FormatDuration(c.timeout), "; ",
+                     MissingRanks(store, c.store_key, c.size)));
   }
   RETURN_IF_ERROR(ready_status);
   return self;
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  Abort(absl::AbortedError(absl::StrCat("the NCCL communicator of ", config_.name,
-                                        " was destroyed")));
+  Abort(absl::AbortedError(
+      absl::StrCat("the NCCL communicator of ", config_.name, " was destroyed")));
   cuda::DeviceGuard guard(cuda_, config_.device);
   if (stream_ != nullptr) cuda_.StreamDestroy(stream_);
   if (scratch_ != nullptr) cuda_.Free(scratch_);
@@ -132,8 +132,10 @@ absl::Status NcclCommunicator::AwaitReady(absl::string_view what, absl::Time dea
   }
 }
 
-absl::StatusOr<std::shared_ptr<cuda::CudaEvent>> NcclCommunicator::Launch(
-    absl::string_view what, cuda::Stream caller, const Enqueue& enqueue, absl::Time deadline) {
+absl::StatusOr<std::shared_ptr<cuda::CudaEvent>> NcclCommunicator::Launch(absl::string_view what,
+                                                                          cuda::Stream caller,
+                                                                          const Enqueue& enqueue,
+                                                                          absl::Time deadline) {
   ASSIGN_OR_RETURN(std::shared_ptr<cuda::CudaEvent> done,
                    cuda::CudaEvent::Create(cuda_, config_.device));
   std::unique_lock<std::mutex> lock(mu_);

@@ -42,11 +42,11 @@ absl::Status WithOperator(const NcclApi& api, NcclReduction reduction, Scope& sc
                           absl::string_view what) {
   ncclRedOp_t op = reduction.op;
   if (reduction.premul) {
-    RETURN_IF_ERROR(NcclStatus(api,
-                               api.RedOpCreatePreMulSum(&op, reduction.premul_scalar,
-                                                        reduction.type, ncclScalarHostImmediate,
-                                                        scope.comm),
-                               "ncclRedOpCreatePreMulSum", scope.comm));
+    RETURN_IF_ERROR(
+        NcclStatus(api,
+                   api.RedOpCreatePreMulSum(&op, reduction.premul_scalar, reduction.type,
+                                            ncclScalarHostImmediate, scope.comm),
+                   "ncclRedOpCreatePreMulSum", scope.comm));
     ncclComm_t comm = scope.comm;
     scope.after_accepted.push_back([&api, op, comm] { api.RedOpDestroy(op, comm); });
   }
@@ -73,41 +73,50 @@ absl::Status Grouped(const NcclApi& api, Scope& scope, const std::function<absl:
 
 WorkPtr NcclBackend::Broadcast(const Tensor& tensor, const BroadcastOptions& options) {
   const NcclExtent extent = MovementExtent(tensor.dtype(), tensor.numel());
-  Call call{"broadcast", {&tensor}, options.timeout,
+  Call call{"broadcast",
+            {&tensor},
+            options.timeout,
             traffic::Broadcast(tensor.nbytes(), context_.size, context_.rank, options.root_rank)};
   return Run(call, [&](Scope& scope) {
-    return NcclLaunchStatus(*nccl_,
-                      nccl_->Broadcast(tensor.data(), tensor.data(), extent.count, extent.type,
-                                       options.root_rank, scope.comm, scope.stream),
-                      "ncclBroadcast", scope.comm);
+    return NcclLaunchStatus(
+        *nccl_,
+        nccl_->Broadcast(tensor.data(), tensor.data(), extent.count, extent.type, options.root_rank,
+                         scope.comm, scope.stream),
+        "ncclBroadcast", scope.comm);
   });
 }
 
 WorkPtr NcclBackend::Reduce(const Tensor& tensor, const ReduceOptions& options) {
   auto reduction = ReductionFor("reduce", options.op, tensor.dtype());
   if (!reduction.ok()) return Work::Finished(reduction.status(), "reduce", context_.size);
-  Call call{"reduce", {&tensor}, options.timeout,
+  Call call{"reduce",
+            {&tensor},
+            options.timeout,
             traffic::Reduce(tensor.nbytes(), context_.size, context_.rank, options.root_rank)};
   return Run(call, [&](Scope& scope) {
-    return WithOperator(*nccl_, *reduction, scope, context_.size, tensor,
-                        [&](ncclRedOp_t op, NcclPiece piece) {
-      return nccl_->Reduce(At(tensor, piece.offset), At(tensor, piece.offset), piece.count,
-                           reduction->type, op, options.root_rank, scope.comm, scope.stream);
-    }, "ncclReduce");
+    return WithOperator(
+        *nccl_, *reduction, scope, context_.size, tensor,
+        [&](ncclRedOp_t op, NcclPiece piece) {
+          return nccl_->Reduce(At(tensor, piece.offset), At(tensor, piece.offset), piece.count,
+                               reduction->type, op, options.root_rank, scope.comm, scope.stream);
+        },
+        "ncclReduce");
   });
 }
 
 WorkPtr NcclBackend::AllReduce(const Tensor& tensor, const AllReduceOptions& options) {
   auto reduction = ReductionFor("all_reduce", options.op, tensor.dtype());
   if (!reduction.ok()) return Work::Finished(reduction.status(), "all_reduce", context_.size);
-  Call call{"all_reduce", {&tensor}, options.timeout,
-            traffic::AllReduce(tensor.nbytes(), context_.size)};
+  Call call{
+      "all_reduce", {&tensor}, options.timeout, traffic::AllReduce(tensor.nbytes(), context_.size)};
   return Run(call, [&](Scope& scope) {
-    return WithOperator(*nccl_, *reduction, scope, context_.size, tensor,
-                        [&](ncclRedOp_t op, NcclPiece piece) {
-      return nccl_->AllReduce(At(tensor, piece.offset), At(tensor, piece.offset), piece.count,
-                              reduction->type, op, scope.comm, scope.stream);
-    }, "ncclAllReduce");
+    return WithOperator(
+        *nccl_, *reduction, scope, context_.size, tensor,
+        [&](ncclRedOp_t op, NcclPiece piece) {
+          return nccl_->AllReduce(At(tensor, piece.offset), At(tensor, piece.offset), piece.count,
+                                  reduction->type, op, scope.comm, scope.stream);
+        },
+        "ncclAllReduce");
   });
 }
 
@@ -129,11 +138,14 @@ WorkPtr NcclBackend::AllReduceCoalesced(absl::Span<const Tensor> tensors,
     return Grouped(*nccl_, scope, [&]() -> absl::Status {
       for (size_t i = 0; i < tensors.size(); ++i) {
         const Tensor& tensor = tensors[i];
-        RETURN_IF_ERROR(WithOperator(*nccl_, reductions[i], scope, context_.size, tensor,
-                                     [&](ncclRedOp_t op, NcclPiece piece) {
-          return nccl_->AllReduce(At(tensor, piece.offset), At(tensor, piece.offset), piece.count,
-                                  reductions[i].type, op, scope.comm, scope.stream);
-        }, "ncclAllReduce"));
+        RETURN_IF_ERROR(WithOperator(
+            *nccl_, reductions[i], scope, context_.size, tensor,
+            [&](ncclRedOp_t op, NcclPiece piece) {
+              return nccl_->AllReduce(At(tensor, piece.offset), At(tensor, piece.offset),
+                                      piece.count, reductions[i].type, op, scope.comm,
+                                      scope.stream);
+            },
+            "ncclAllReduce"));
       }
       return absl::OkStatus();
     });
@@ -150,18 +162,18 @@ WorkPtr NcclBackend::AllGather(absl::Span<const Tensor> outputs, const Tensor& i
   return Run(call, [&](Scope& scope) -> absl::Status {
     if (BackToBack(outputs)) {  // One all-gather straight into the outputs.
       return NcclLaunchStatus(*nccl_,
-                        nccl_->AllGather(input.data(), outputs[0].data(), extent.count,
-                                         extent.type, scope.comm, scope.stream),
-                        "ncclAllGather", scope.comm);
+                              nccl_->AllGather(input.data(), outputs[0].data(), extent.count,
+                                               extent.type, scope.comm, scope.stream),
+                              "ncclAllGather", scope.comm);
     }
     // Scattered outputs: one broadcast per rank, launched together.
     return Grouped(*nccl_, scope, [&]() -> absl::Status {
       for (int root = 0; root < context_.size; ++root) {
-        RETURN_IF_ERROR(NcclLaunchStatus(
-            *nccl_,
-            nccl_->Broadcast(input.data(), outputs[root].data(), extent.count, extent.type, root,
-                             scope.comm, scope.stream),
-            "ncclBroadcast", scope.comm));
+        RETURN_IF_ERROR(
+            NcclLaunchStatus(*nccl_,
+                             nccl_->Broadcast(input.data(), outputs[root].data(), extent.count,
+                                              extent.type, root, scope.comm, scope.stream),
+                             "ncclBroadcast", scope.comm));
       }
       return absl::OkStatus();
     });
@@ -171,13 +183,15 @@ WorkPtr NcclBackend::AllGather(absl::Span<const Tensor> outputs, const Tensor& i
 WorkPtr NcclBackend::AllGatherIntoTensor(const Tensor& output, const Tensor& input,
                                          const AllGatherOptions& options) {
   const NcclExtent extent = MovementExtent(input.dtype(), input.numel());
-  Call call{"all_gather_into_tensor", {&output, &input}, options.timeout,
+  Call call{"all_gather_into_tensor",
+            {&output, &input},
+            options.timeout,
             traffic::AllGather(input.nbytes(), context_.size)};
   return Run(call, [&](Scope& scope) {
     return NcclLaunchStatus(*nccl_,
-                      nccl_->AllGather(input.data(), output.data(), extent.count, extent.type,
-                                       scope.comm, scope.stream),
-                      "ncclAllGather", scope.comm);
+                            nccl_->AllGather(input.data(), output.data(), extent.count, extent.type,
+                                             scope.comm, scope.stream),
+                            "ncclAllGather", scope.comm);
   });
 }
 
@@ -192,17 +206,17 @@ WorkPtr NcclBackend::Gather(absl::Span<const Tensor> outputs, const Tensor& inpu
   return Run(call, [&](Scope& scope) {
     return Grouped(*nccl_, scope, [&]() -> absl::Status {
       if (context_.rank != root) {
-        return NcclLaunchStatus(*nccl_,
-                          nccl_->Send(input.data(), extent.count, extent.type, root, scope.comm,
-                                      scope.stream),
-                          "ncclSend", scope.comm);
+        return NcclLaunchStatus(
+            *nccl_,
+            nccl_->Send(input.data(), extent.count, extent.type, root, scope.comm, scope.stream),
+            "ncclSend", scope.comm);
       }
       for (int peer = 0; peer < context_.size; ++peer) {
         if (peer == root) continue;
         RETURN_IF_ERROR(NcclLaunchStatus(*nccl_,
-                                   nccl_->Recv(outputs[peer].data(), extent.count, extent.type,
-                                               peer, scope.comm, scope.stream),
-                                   "ncclRecv", scope.comm));
+                                         nccl_->Recv(outputs[peer].data(), extent.count,
+                                                     extent.type, peer, scope.comm, scope.stream),
+                                         "ncclRecv", scope.comm));
       }
       return CopyOnStream(outputs[root].data(), input.data(), input.nbytes(), scope.stream);
     });
@@ -220,17 +234,17 @@ WorkPtr NcclBackend::Scatter(const Tensor& output, absl::Span<const Tensor> inpu
   return Run(call, [&](Scope& scope) {
     return Grouped(*nccl_, scope, [&]() -> absl::Status {
       if (context_.rank != root) {
-        return NcclLaunchStatus(*nccl_,
-                          nccl_->Recv(output.data(), extent.count, extent.type, root, scope.comm,
-                                      scope.stream),
-                          "ncclRecv", scope.comm);
+        return NcclLaunchStatus(
+            *nccl_,
+            nccl_->Recv(output.data(), extent.count, extent.type, root, scope.comm, scope.stream),
+            "ncclRecv", scope.comm);
       }
       for (int peer = 0; peer < context_.size; ++peer) {
         if (peer == root) continue;
         RETURN_IF_ERROR(NcclLaunchStatus(*nccl_,
-                                   nccl_->Send(inputs[peer].data(), extent.count, extent.type,
-                                               peer, scope.comm, scope.stream),
-                                   "ncclSend", scope.comm));
+                                         nccl_->Send(inputs[peer].data(), extent.count, extent.type,
+                                                     peer, scope.comm, scope.stream),
+                                         "ncclSend", scope.comm));
       }
       return CopyOnStream(output.data(), inputs[root].data(), output.nbytes(), scope.stream);
     });
@@ -247,21 +261,25 @@ WorkPtr NcclBackend::ReduceScatter(const Tensor& output, absl::Span<const Tensor
             traffic::ReduceScatter(output.nbytes(), context_.size)};
   return Run(call, [&](Scope& scope) -> absl::Status {
     if (BackToBack(inputs)) {
-      return WithOperator(*nccl_, *reduction, scope, context_.size, output,
-                          [&](ncclRedOp_t op, NcclPiece piece) {
-        return nccl_->ReduceScatter(At(inputs[0], piece.offset), At(output, piece.offset),
-                                    piece.count, reduction->type, op, scope.comm, scope.stream);
-      }, "ncclReduceScatter");
+      return WithOperator(
+          *nccl_, *reduction, scope, context_.size, output,
+          [&](ncclRedOp_t op, NcclPiece piece) {
+            return nccl_->ReduceScatter(At(inputs[0], piece.offset), At(output, piece.offset),
+                                        piece.count, reduction->type, op, scope.comm, scope.stream);
+          },
+          "ncclReduceScatter");
     }
     // Scattered inputs: one reduce per rank's block, launched together.
     return Grouped(*nccl_, scope, [&]() -> absl::Status {
       for (int root = 0; root < context_.size; ++root) {
-        RETURN_IF_ERROR(WithOperator(*nccl_, *reduction, scope, context_.size, output,
-                                     [&](ncclRedOp_t op, NcclPiece piece) {
-          return nccl_->Reduce(At(inputs[root], piece.offset), At(output, piece.offset),
-                               piece.count, reduction->type, op, root, scope.comm,
-                               scope.stream);
-        }, "ncclReduce"));
+        RETURN_IF_ERROR(WithOperator(
+            *nccl_, *reduction, scope, context_.size, output,
+            [&](ncclRedOp_t op, NcclPiece piece) {
+              return nccl_->Reduce(At(inputs[root], piece.offset), At(output, piece.offset),
+                                   piece.count, reduction->type, op, root, scope.comm,
+                                   scope.stream);
+            },
+            "ncclReduce"));
       }
       return absl::OkStatus();
     });
@@ -274,14 +292,18 @@ WorkPtr NcclBackend::ReduceScatterTensor(const Tensor& output, const Tensor& inp
   if (!reduction.ok()) {
     return Work::Finished(reduction.status(), "reduce_scatter_tensor", context_.size);
   }
-  Call call{"reduce_scatter_tensor", {&output, &input}, options.timeout,
+  Call call{"reduce_scatter_tensor",
+            {&output, &input},
+            options.timeout,
             traffic::ReduceScatter(output.nbytes(), context_.size)};
   return Run(call, [&](Scope& scope) {
-    return WithOperator(*nccl_, *reduction, scope, context_.size, output,
-                        [&](ncclRedOp_t op, NcclPiece piece) {
-      return nccl_->ReduceScatter(At(input, piece.offset), At(output, piece.offset), piece.count,
-                                  reduction->type, op, scope.comm, scope.stream);
-    }, "ncclReduceScatter");
+    return WithOperator(
+        *nccl_, *reduction, scope, context_.size, output,
+        [&](ncclRedOp_t op, NcclPiece piece) {
+          return nccl_->ReduceScatter(At(input, piece.offset), At(output, piece.offset),
+                                      piece.count, reduction->type, op, scope.comm, scope.stream);
+        },
+        "ncclReduceScatter");
   });
 }
 
@@ -300,14 +322,14 @@ WorkPtr NcclBackend::AllToAll(absl::Span<const Tensor> outputs, absl::Span<const
         if (peer == context_.rank) continue;
         const NcclExtent sent = MovementExtent(inputs[peer].dtype(), inputs[peer].numel());
         const NcclExtent received = MovementExtent(outputs[peer].dtype(), outputs[peer].numel());
+        RETURN_IF_ERROR(NcclLaunchStatus(
+            *nccl_,
+            nccl_->Send(inputs[peer].data(), sent.count, sent.type, peer, scope.comm, scope.stream),
+            "ncclSend", scope.comm));
         RETURN_IF_ERROR(NcclLaunchStatus(*nccl_,
-                                   nccl_->Send(inputs[peer].data(), sent.count, sent.type, peer,
-                                               scope.comm, scope.stream),
-                                   "ncclSend", scope.comm));
-        RETURN_IF_ERROR(NcclLaunchStatus(*nccl_,
-                                   nccl_->Recv(outputs[peer].data(), received.count,
-                                               received.type, peer, scope.comm, scope.stream),
-                                   "ncclRecv", scope.comm));
+                                         nccl_->Recv(outputs[peer].data(), received.count,
+                                                     received.type, peer, scope.comm, scope.stream),
+                                         "ncclRecv", scope.comm));
       }
       const Tensor& own = inputs[context_.rank];
       return CopyOnStream(outputs[context_.rank].data(), own.data(), own.nbytes(), scope.stream);
@@ -321,7 +343,9 @@ WorkPtr NcclBackend::AllToAllSingle(const Tensor& output, const Tensor& input,
                                     const AllToAllOptions& options) {
   const std::vector<int64_t> send_bytes = SplitBytes(input, input_split_sizes);
   const std::vector<int64_t> recv_bytes = SplitBytes(output, output_split_sizes);
-  Call call{"all_to_all_single", {&output, &input}, options.timeout,
+  Call call{"all_to_all_single",
+            {&output, &input},
+            options.timeout,
             traffic::AllToAll(send_bytes, recv_bytes, context_.rank)};
   return Run(call, [&](Scope& scope) {
     return Grouped(*nccl_, scope, [&]() -> absl::Status {
@@ -333,14 +357,14 @@ WorkPtr NcclBackend::AllToAllSingle(const Tensor& output, const Tensor& input,
           RETURN_IF_ERROR(CopyOnStream(recv, send, send_bytes[peer], scope.stream));
         } else {
           // Uneven splits may be zero; NCCL accepts empty sends and receives.
-          RETURN_IF_ERROR(NcclLaunchStatus(*nccl_,
-                                     nccl_->Send(send, send_bytes[peer], ncclUint8, peer,
-                                                 scope.comm, scope.stream),
-                                     "ncclSend", scope.comm));
-          RETURN_IF_ERROR(NcclLaunchStatus(*nccl_,
-                                     nccl_->Recv(recv, recv_bytes[peer], ncclUint8, peer,
-                                                 scope.comm, scope.stream),
-                                     "ncclRecv", scope.comm));
+          RETURN_IF_ERROR(NcclLaunchStatus(
+              *nccl_,
+              nccl_->Send(send, send_bytes[peer], ncclUint8, peer, scope.comm, scope.stream),
+              "ncclSend", scope.comm));
+          RETURN_IF_ERROR(NcclLaunchStatus(
+              *nccl_,
+              nccl_->Recv(recv, recv_bytes[peer], ncclUint8, peer, scope.comm, scope.stream),
+              "ncclRecv", scope.comm));
         }
         send_offset += send_bytes[peer];
         recv_offset += recv_bytes[peer];
@@ -355,9 +379,9 @@ WorkPtr NcclBackend::Barrier(const BarrierOptions& options) {
   Call call{"barrier", {}, options.timeout, {}};
   return Run(call, [&](Scope& scope) {
     return NcclLaunchStatus(*nccl_,
-                      nccl_->AllReduce(scope.scratch, scope.scratch, 1, ncclInt32, ncclSum,
-                                       scope.comm, scope.stream),
-                      "ncclAllReduce", scope.comm);
+                            nccl_->AllReduce(scope.scratch, scope.scratch, 1, ncclInt32, ncclSum,
+                                             scope.comm, scope.stream),
+                            "ncclAllReduce", scope.comm);
   });
 }
 
@@ -365,10 +389,10 @@ WorkPtr NcclBackend::Send(const Tensor& tensor, int dst_rank, const SendOptions&
   const NcclExtent extent = MovementExtent(tensor.dtype(), tensor.numel());
   Call call{"send", {&tensor}, options.timeout, {static_cast<int64_t>(tensor.nbytes()), 0}};
   return Run(call, [&](Scope& scope) {
-    return NcclLaunchStatus(*nccl_,
-                      nccl_->Send(tensor.data(), extent.count, extent.type, dst_rank, scope.comm,
-                                  scope.stream),
-                      "ncclSend", scope.comm);
+    return NcclLaunchStatus(
+        *nccl_,
+        nccl_->Send(tensor.data(), extent.count, extent.type, dst_rank, scope.comm, scope.stream),
+        "ncclSend", scope.comm);
   });
 }
 
@@ -376,10 +400,10 @@ WorkPtr NcclBackend::Recv(const Tensor& tensor, int src_rank, const RecvOptions&
   const NcclExtent extent = MovementExtent(tensor.dtype(), tensor.numel());
   Call call{"recv", {&tensor}, options.timeout, {0, static_cast<int64_t>(tensor.nbytes())}};
   return Run(call, [&](Scope& scope) {
-    return NcclLaunchStatus(*nccl_,
-                      nccl_->Recv(tensor.data(), extent.count, extent.type, src_rank, scope.comm,
-                                  scope.stream),
-                      "ncclRecv", scope.comm);
+    return NcclLaunchStatus(
+        *nccl_,
+        nccl_->Recv(tensor.data(), extent.count, extent.type, src_rank, scope.comm, scope.stream),
+        "ncclRecv", scope.comm);
   });
 }
 
@@ -403,13 +427,13 @@ WorkPtr NcclBackend::BatchPointToPoint(absl::Span<const PointToPointOp> ops,
       for (const PointToPointOp& op : ops) {
         const NcclExtent extent = MovementExtent(op.tensor.dtype(), op.tensor.numel());
         const bool send = op.kind == PointToPointOp::Kind::kSend;
-        RETURN_IF_ERROR(NcclLaunchStatus(
-            *nccl_,
-            send ? nccl_->Send(op.tensor.data(), extent.count, extent.type, op.peer, scope.comm,
-                               scope.stream)
-                 : nccl_->Recv(op.tensor.data(), extent.count, extent.type, op.peer, scope.comm,
-                               scope.stream),
-            send ? "ncclSend" : "ncclRecv", scope.comm));
+        RETURN_IF_ERROR(
+            NcclLaunchStatus(*nccl_,
+                             send ? nccl_->Send(op.tensor.data(), extent.count, extent.type,
+                                                op.peer, scope.comm, scope.stream)
+                                  : nccl_->Recv(op.tensor.data(), extent.count, extent.type,
+                                                op.peer, scope.comm, scope.stream),
+                             send ? "ncclSend" : "ncclRecv", scope.comm));
       }
       return absl::OkStatus();
     });

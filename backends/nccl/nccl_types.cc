@@ -45,9 +45,8 @@ bool ReductionType(DType dtype, ncclDataType_t* type) {
 
 absl::Status Unsupported(absl::string_view op_name, const ReduceOp& op, DType dtype,
                          absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(op_name, ": nccl cannot reduce ",
-                                                 DTypeName(dtype), " with ", ReduceOpName(op),
-                                                 ": ", why));
+  return absl::InvalidArgumentError(absl::StrCat(op_name, ": nccl cannot reduce ", DTypeName(dtype),
+                                                 " with ", ReduceOpName(op), ": ", why));
 }
 
 }  // namespace
@@ -81,7 +80,8 @@ absl::StatusOr<NcclReduction> ReductionFor(absl::string_view op_name, const Redu
       reduction.op = ncclMax;
       return reduction;
     case ReduceOpKind::kAvg:
-      if (!IsFloatingPoint(dtype)) return Unsupported(op_name, op, dtype, "AVG needs floating point");
+      if (!IsFloatingPoint(dtype))
+        return Unsupported(op_name, op, dtype, "AVG needs floating point");
       reduction.op = ncclAvg;
       return reduction;
     case ReduceOpKind::kBand:

@@ -70,8 +70,9 @@ ShmArena::ShmArena(int rank, std::vector<uint8_t*> areas, size_t region_bytes)
       areas_(std::move(areas)),
       region_bytes_(region_bytes),
       light_publish_(RegisterAsymmetricFence()),
-      spin_without_yield_(CoresForEveryRank(static_cast<int>(areas_.size())) ? kSpinWithoutYield
-                                                                             : absl::ZeroDuration()) {
+      spin_without_yield_(CoresForEveryRank(static_cast<int>(areas_.size()))
+                              ? kSpinWithoutYield
+                              : absl::ZeroDuration()) {
   static_assert(sizeof(Control) <= kArenaControlBytes);
 }
 
@@ -152,9 +153,9 @@ absl::StatusOr<uint64_t> ShmArena::WaitFor(int peer, uint64_t value, absl::Time 
       yield_from = now + spin_without_yield_;
     }
     if (now >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "rank ", rank_, " waited in shared memory for rank ", peer, " to reach step ", value,
-          " (it is at ", seen, ")"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("rank ", rank_, " waited in shared memory for rank ", peer,
+                       " to reach step ", value, " (it is at ", seen, ")"));
     }
     if (now < spin_until && now >= yield_from && !yielding) {
       yielding = true;

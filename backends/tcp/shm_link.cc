@@ -32,8 +32,8 @@ uint64_t Fnv(uint64_t hash, const std::string& text) {
 
 std::string Namespace(const char* kind) {
   char target[256] = {};
-  const ssize_t n = readlink(absl::StrCat("/proc/self/ns/", kind).c_str(), target,
-                             sizeof(target) - 1);
+  const ssize_t n =
+      readlink(absl::StrCat("/proc/self/ns/", kind).c_str(), target, sizeof(target) - 1);
   return n > 0 ? std::string(target, static_cast<size_t>(n)) : std::string();
 }
 
@@ -44,7 +44,8 @@ absl::Status Exchange(const std::vector<Connection>& sockets, const std::vector<
   in.assign(sockets.size(), std::string());
   for (size_t p = 0; p < sockets.size(); ++p) {
     if (!sockets[p].valid()) continue;
-    if (absl::Status sent = SendAll(sockets[p].fd.get(), sockets[p].cipher.get(), out[p], deadline); !sent.ok()) {
+    if (absl::Status sent = SendAll(sockets[p].fd.get(), sockets[p].cipher.get(), out[p], deadline);
+        !sent.ok()) {
       return absl::UnavailableError(absl::StrCat("rank ", rank, ": shared-memory ", what,
                                                  " to rank ", p, ": ", sent.message()));
     }
@@ -52,7 +53,9 @@ absl::Status Exchange(const std::vector<Connection>& sockets, const std::vector<
   for (size_t p = 0; p < sockets.size(); ++p) {
     if (!sockets[p].valid()) continue;
     in[p].resize(size);
-    if (absl::Status got = RecvExact(sockets[p].fd.get(), sockets[p].cipher.get(), in[p].data(), size, deadline); !got.ok()) {
+    if (absl::Status got =
+            RecvExact(sockets[p].fd.get(), sockets[p].cipher.get(), in[p].data(), size, deadline);
+        !got.ok()) {
       return absl::UnavailableError(absl::StrCat("rank ", rank, ": shared-memory ", what,
                                                  " from rank ", p, ": ", got.message()));
     }
@@ -66,9 +69,12 @@ absl::StatusOr<ShmConfig> ShmConfigFromEnvironment() {
   ShmConfig config;
   if (const char* mode = ReadEnvironment("PLEXUS_TRANSPORT"); mode != nullptr && *mode != '\0') {
     const std::string text = mode;
-    if (text == "auto") config.mode = ShmMode::kAuto;
-    else if (text == "tcp") config.mode = ShmMode::kOff;
-    else if (text == "shm") config.mode = ShmMode::kRequired;
+    if (text == "auto")
+      config.mode = ShmMode::kAuto;
+    else if (text == "tcp")
+      config.mode = ShmMode::kOff;
+    else if (text == "shm")
+      config.mode = ShmMode::kRequired;
     else {
       return absl::InvalidArgumentError(absl::StrCat(
           "PLEXUS_TRANSPORT='", text, "': expected auto, tcp (no shared memory) or shm"));
@@ -87,9 +93,9 @@ absl::StatusOr<ShmConfig> ShmConfigFromEnvironment() {
     uint64_t value = 0;
     if (!absl::SimpleAtoi(bytes, &value) || (value != 0 && value < 8192) ||
         value > (uint64_t{1} << 32) || value % 4096 != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "PLEXUS_SHM_ARENA_BYTES='", bytes,
-          "': expected 0 or a multiple of 4096 from 8192 to 2^32"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("PLEXUS_SHM_ARENA_BYTES='", bytes,
+                       "': expected 0 or a multiple of 4096 from 8192 to 2^32"));
     }
     config.arena_bytes = value;
   }
@@ -266,8 +272,8 @@ absl::StatusOr<std::unique_ptr<ShmLinks>> LinkSameHostPeers(const std::vector<Co
     if (sockets[p].valid()) arena_here &= arena_bytes[p] == config.arena_bytes;
   }
   const std::string said(1, arena_here ? 1 : 0);
-  RETURN_IF_ERROR(Exchange(sockets, std::vector<std::string>(size, said), answers, 1, deadline,
-                           rank, "arena"));
+  RETURN_IF_ERROR(
+      Exchange(sockets, std::vector<std::string>(size, said), answers, 1, deadline, rank, "arena"));
   bool arena_everywhere = arena_here;
   for (size_t p = 0; p < size; ++p) {
     if (sockets[p].valid()) arena_everywhere &= answers[p][0] == 1;

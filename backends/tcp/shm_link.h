@@ -30,7 +30,7 @@ enum class ShmMode { kOff, kAuto, kRequired };
 
 struct ShmConfig {
   ShmMode mode = ShmMode::kAuto;
-  uint64_t ring_bytes = uint64_t{4} << 20;  // Per direction and peer; a power of two.
+  uint64_t ring_bytes = uint64_t{4} << 20;   // Per direction and peer; a power of two.
   uint64_t arena_bytes = uint64_t{4} << 20;  // Per rank; 0 for no arena.
   std::string host_id;  // PLEXUS_HOST_ID: part of the host identity when not empty.
 };

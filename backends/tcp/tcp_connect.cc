@@ -5,9 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <algorithm>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -100,13 +100,12 @@ absl::Status WaitForKey(const MeshOptions& options, const std::string& key, absl
   }
 }
 
-absl::StatusOr<ScopedFd> ConnectUnlessCancelled(const MeshOptions& options,
-                                                const std::string& host, int port,
-                                                absl::Time deadline) {
+absl::StatusOr<ScopedFd> ConnectUnlessCancelled(const MeshOptions& options, const std::string& host,
+                                                int port, absl::Time deadline) {
   while (true) {
     if (Cancelled(options)) return CancelledError(options);
-    const absl::Time slice = options.cancelled ? std::min(deadline, absl::Now() + absl::Seconds(1))
-                                               : deadline;
+    const absl::Time slice =
+        options.cancelled ? std::min(deadline, absl::Now() + absl::Seconds(1)) : deadline;
     auto fd = ConnectTcpWithRetry(host, port, slice);
     if (fd.ok() || absl::Now() >= deadline) return fd;
   }
@@ -148,17 +147,16 @@ class Handshakes {
     const uint64_t id = next_id_++;
     std::lock_guard<std::mutex> lock(mu_);
     running_[id] = connection.fd.get();
-    threads_[id] = std::thread(
-        [this, id, deadline, connection = std::move(connection)]() mutable {
-          const std::string from = PeerAddress(connection.fd.get());
-          absl::StatusOr<int> peer = Handshake(connection, from, deadline);
-          std::lock_guard<std::mutex> lock(mu_);
-          running_.erase(id);
-          done_.push_back({id, Done{std::move(connection), std::move(peer), from}});
-          if (wake_[1] >= 0) {
-            [[maybe_unused]] ssize_t n = write(wake_[1], "x", 1);
-          }
-        });
+    threads_[id] = std::thread([this, id, deadline, connection = std::move(connection)]() mutable {
+      const std::string from = PeerAddress(connection.fd.get());
+      absl::StatusOr<int> peer = Handshake(connection, from, deadline);
+      std::lock_guard<std::mutex> lock(mu_);
+      running_.erase(id);
+      done_.push_back({id, Done{std::move(connection), std::move(peer), from}});
+      if (wake_[1] >= 0) {
+        [[maybe_unused]] ssize_t n = write(wake_[1], "x", 1);
+      }
+    });
   }
 
   // The handshakes that finished since the last call (their threads joined).
@@ -207,7 +205,7 @@ class Handshakes {
   int wake_[2];
   uint64_t next_id_ = 0;  // Start() is called from one thread.
   std::mutex mu_;
-  std::map<uint64_t, int> running_;             // Handshake -> its socket.
+  std::map<uint64_t, int> running_;  // Handshake -> its socket.
   std::map<uint64_t, std::thread> threads_;
   std::vector<std::pair<uint64_t, Done>> done_;
 };
@@ -216,8 +214,8 @@ class Handshakes {
 
 absl::StatusOr<int> ParseHello(absl::string_view bytes, const MeshOptions& options) {
   if (bytes.size() != kHelloBytes) {
-    return absl::UnauthenticatedError(absl::StrCat("handshake: ", bytes.size(), " bytes, not ",
-                                                   kHelloBytes));
+    return absl::UnauthenticatedError(
+        absl::StrCat("handshake: ", bytes.size(), " bytes, not ", kHelloBytes));
   }
   if (absl::little_endian::Load32(bytes.data()) != kHelloMagic) {
     return absl::UnauthenticatedError("handshake: bad magic (not a plexus tcp peer)");
@@ -231,16 +229,15 @@ absl::StatusOr<int> ParseHello(absl::string_view bytes, const MeshOptions& optio
   const int size = static_cast<int>(absl::little_endian::Load32(bytes.data() + 12));
   if (size != options.size || absl::little_endian::Load64(bytes.data() + 16) !=
                                   GroupHash(options.group_name, options.size)) {
-    return absl::UnauthenticatedError(absl::StrCat(
-        "handshake: peer rank ", rank, " belongs to another group (size ", size, ") than group '",
-        options.group_name, "' of size ", options.size));
+    return absl::UnauthenticatedError(
+        absl::StrCat("handshake: peer rank ", rank, " belongs to another group (size ", size,
+                     ") than group '", options.group_name, "' of size ", options.size));
   }
   if (rank < 0 || rank >= options.size || rank == options.rank) {
     return absl::UnauthenticatedError(absl::StrCat("handshake: peer claims rank ", rank));
   }
   return rank;
 }
-
 
 absl::StatusOr<std::vector<Connection>> ConnectMesh(const MeshOptions& options) {
   const absl::Time deadline = absl::Now() + options.timeout;
@@ -252,8 +249,8 @@ absl::StatusOr<std::vector<Connection>> ConnectMesh(const MeshOptions& options) 
   const std::string here = HostPort(options.address, port);
   const std::string me = absl::StrCat("rank ", options.rank, " (listening at ", here, ")");
   if (LogEnabled(LogLevel::kDebug)) {
-    Log(LogLevel::kDebug, absl::StrCat("tcp: group '", options.group_name, "' rank ",
-                                       options.rank, " listens at ", here));
+    Log(LogLevel::kDebug, absl::StrCat("tcp: group '", options.group_name, "' rank ", options.rank,
+                                       " listens at ", here));
   }
   RETURN_IF_ERROR(options.store->Set(absl::StrCat("addr/", options.rank), here));
   const std::string hello = Hello(options);
@@ -265,15 +262,15 @@ absl::StatusOr<std::vector<Connection>> ConnectMesh(const MeshOptions& options) 
     ASSIGN_OR_RETURN(auto host_port, ParseAddress(text));
     auto fd = ConnectUnlessCancelled(options, host_port.first, host_port.second, deadline);
     if (!fd.ok()) {
-      return absl::UnavailableError(absl::StrCat(me, ": connecting to rank ", peer, " at ", text,
-                                                 ", the address it advertised: ",
-                                                 fd.status().message()));
+      return absl::UnavailableError(
+          absl::StrCat(me, ": connecting to rank ", peer, " at ", text,
+                       ", the address it advertised: ", fd.status().message()));
     }
     Connection connection{std::move(fd).value(), nullptr};
     const std::string them = absl::StrCat("rank ", peer, " at ", text);
     if (options.tls != nullptr) {
-      auto session = options.tls->Secure(connection.fd.get(), auth::TlsContext::Role::kClient,
-                                         them, deadline);
+      auto session =
+          options.tls->Secure(connection.fd.get(), auth::TlsContext::Role::kClient, them, deadline);
       if (!session.ok()) {
         return absl::Status(session.status().code(),
                             absl::StrCat(me, ": ", session.status().message()));
@@ -293,13 +290,14 @@ absl::StatusOr<std::vector<Connection>> ConnectMesh(const MeshOptions& options) 
         sent.ok() ? ReadHello(connection, options, deadline) : absl::StatusOr<int>(sent);
     if (absl::IsUnavailable(answered.status())) {
       return absl::UnavailableError(absl::StrCat(
-          me, ": ", text, " closed the connection during the handshake (it refused this rank: "
+          me, ": ", text,
+          " closed the connection during the handshake (it refused this rank: "
           "another group's, a different secret, or TLS on one side only; its log says which)"));
     }
     if (!answered.ok()) return answered.status();
     if (*answered != peer) {
-      return absl::UnauthenticatedError(absl::StrCat(me, ": ", text, " answered as rank ",
-                                                     *answered, ", not ", peer));
+      return absl::UnauthenticatedError(
+          absl::StrCat(me, ": ", text, " answered as rank ", *answered, ", not ", peer));
     }
     peers[peer] = std::move(connection);
   }
@@ -329,8 +327,8 @@ absl::StatusOr<std::vector<Connection>> ConnectMesh(const MeshOptions& options) 
         }
         continue;
       }
-      RETURN_IF_ERROR(SendAll(done.connection.fd.get(), done.connection.cipher.get(), hello,
-                              deadline));
+      RETURN_IF_ERROR(
+          SendAll(done.connection.fd.get(), done.connection.cipher.get(), hello, deadline));
       peers[*peer] = std::move(done.connection);
       ++accepted;
     }
@@ -350,18 +348,17 @@ absl::StatusOr<std::vector<Connection>> ConnectMesh(const MeshOptions& options) 
           me, " of group '", options.group_name, "': only ", accepted, " of ", options.rank,
           " lower ranks connected within ", absl::FormatDuration(options.timeout),
           "; missing: ", missing, " (can they reach ", here, "?)",
-          refused.empty() ? std::string()
-                          : absl::StrCat("; last refused: ", refused,
-                                         refusals > 1 ? absl::StrCat(" (", refusals,
-                                                                     " refused in all)")
-                                                      : "")));
+          refused.empty()
+              ? std::string()
+              : absl::StrCat(
+                    "; last refused: ", refused,
+                    refusals > 1 ? absl::StrCat(" (", refusals, " refused in all)") : "")));
     }
     while (room && (fds[0].revents & POLLIN) && handshakes.running() < kMostHandshakes) {
       Connection connection{ScopedFd(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC)),
                             nullptr};
       if (!connection.valid()) break;
-      handshakes.Start(std::move(connection),
-                       std::min(deadline, absl::Now() + kHandshakeTimeout));
+      handshakes.Start(std::move(connection), std::min(deadline, absl::Now() + kHandshakeTimeout));
     }
   }
   for (Connection& connection : peers) {

@@ -1,7 +1,8 @@
 // Connection setup for TcpTransport: listen, publish the address in the store, connect the full
 // mesh and run the handshake (magic, version, group, rank) on every connection, after mutual
-// authentication when a secret is configured, inside TLS when that is configured. A connection that fails either is logged with
-// its address and dropped; the listener keeps waiting for the real peers.
+// authentication when a secret is configured, inside TLS when that is configured. A connection that
+// fails either is logged with its address and dropped; the listener keeps waiting for the real
+// peers.
 #ifndef PLEXUS_BACKENDS_TCP_TCP_CONNECT_H_
 #define PLEXUS_BACKENDS_TCP_TCP_CONNECT_H_
 

@@ -35,8 +35,7 @@ void EncodeHeader(char* out, FrameType type, uint64_t tag, uint64_t signature, u
 
 Loop::Loop(int rank, std::vector<Connection> peers, std::unique_ptr<ShmLinks> rings,
            std::vector<SendLane*> lanes, int epoll_fd, uint64_t max_message_bytes,
-           uint64_t max_unexpected_bytes, absl::Duration heartbeat,
-           SignatureDescriber describe)
+           uint64_t max_unexpected_bytes, absl::Duration heartbeat, SignatureDescriber describe)
     : rank_(rank),
       epoll_fd_(epoll_fd),
       rings_(std::move(rings)),
@@ -92,8 +91,7 @@ absl::Status Loop::Refusal(const Op& op) const {
     return absl::InvalidArgumentError(absl::StrCat(Describe(op), ": no such peer"));
   }
   if (op.kind == Op::Kind::kSend && peers_[op.peer].departed) {
-    return absl::UnavailableError(absl::StrCat(Describe(op), ": rank ", op.peer,
-                                               " has shut down"));
+    return absl::UnavailableError(absl::StrCat(Describe(op), ": rank ", op.peer, " has shut down"));
   }
   return absl::OkStatus();
 }
@@ -246,9 +244,9 @@ bool Loop::Matches(const OpPtr& op, int peer, uint64_t size, uint64_t signature)
   }
   if (size == op->size) return true;
   op->peer = peer;
-  Finish(op, absl::FailedPreconditionError(absl::StrCat(
-                 Describe(*op), ": rank ", peer, " sent ", size, " bytes but this rank expected ",
-                 op->size)));
+  Finish(op,
+         absl::FailedPreconditionError(absl::StrCat(Describe(*op), ": rank ", peer, " sent ", size,
+                                                    " bytes but this rank expected ", op->size)));
   return false;
 }
 
@@ -326,8 +324,8 @@ void Loop::PostRecv(const OpPtr& op) {
   }
   if (op->kind == Op::Kind::kRecv) {
     if (peers_[op->peer].departed) {
-      return Finish(op, absl::UnavailableError(absl::StrCat(
-                            Describe(*op), ": rank ", op->peer, " has shut down")));
+      return Finish(op, absl::UnavailableError(
+                            absl::StrCat(Describe(*op), ": rank ", op->peer, " has shut down")));
     }
     posted_[{op->peer, op->tag.tag}].push_back(op);
   } else {
@@ -503,15 +501,15 @@ bool Loop::StartFrame(int peer_index, const char* header) {
     return true;
   } else if (type == static_cast<uint32_t>(FrameType::kData)) {
     if (size > max_message_bytes_) {
-      PeerLost(peer_index, absl::StrCat("frame of ", size, " bytes exceeds the cap of ",
-                                        max_message_bytes_));
+      PeerLost(peer_index,
+               absl::StrCat("frame of ", size, " bytes exceeds the cap of ", max_message_bytes_));
       return false;
     }
     peer.type = FrameType::kData;
     const uint64_t operation = TagOperation(peer.tag);
-    if (auto ours = signatures_.find(operation);
-        peer.signature != 0 && ours != signatures_.end() && ours->second != peer.signature &&
-        !aborted_.contains(operation)) {
+    if (auto ours = signatures_.find(operation); peer.signature != 0 && ours != signatures_.end() &&
+                                                 ours->second != peer.signature &&
+                                                 !aborted_.contains(operation)) {
       Mismatch(operation, peer_index, peer.signature, ours->second);
     }
     if (aborted_.contains(operation)) {
@@ -524,9 +522,9 @@ bool Loop::StartFrame(int peer_index, const char* header) {
       }
     } else {
       if (staged_bytes_ + size > max_unexpected_bytes_) {
-        PeerLost(peer_index, absl::StrCat("peer sent ", staged_bytes_ + size,
-                                          " bytes nobody has asked for (cap ",
-                                          max_unexpected_bytes_, ")"));
+        PeerLost(peer_index,
+                 absl::StrCat("peer sent ", staged_bytes_ + size,
+                              " bytes nobody has asked for (cap ", max_unexpected_bytes_, ")"));
         return false;
       }
       auto staged = std::make_shared<Staged>();
@@ -553,8 +551,9 @@ void Loop::FinishFrame(int peer_index) {
   peer.target = nullptr;
   if (peer.type == FrameType::kAbort) {
     const auto code = static_cast<absl::StatusCode>(peer.signature);
-    AbortOperation(peer.tag, absl::Status(code == absl::StatusCode::kOk ? absl::StatusCode::kAborted : code,
-                                          peer.abort_text),
+    AbortOperation(peer.tag,
+                   absl::Status(code == absl::StatusCode::kOk ? absl::StatusCode::kAborted : code,
+                                peer.abort_text),
                    /*notify_peers=*/false);
     return;
   }
@@ -634,8 +633,8 @@ void Loop::AbortOperation(uint64_t operation, const absl::Status& reason, bool n
     std::memcpy(frame->owned.get(), reason.message().data(), frame->size);
     frame->payload = frame->owned.get();
     frame->work = std::make_shared<Work>("abort", static_cast<int>(peers_.size()));
-    EncodeHeader(frame->header, FrameType::kAbort, operation,
-                 static_cast<uint64_t>(reason.code()), frame->size);
+    EncodeHeader(frame->header, FrameType::kAbort, operation, static_cast<uint64_t>(reason.code()),
+                 frame->size);
     QueueFrame(p, frame);
   }
 }
@@ -699,7 +698,8 @@ void Loop::PeerDeparted(int peer_index) {
   bool anyone_left = false;
   for (const Peer& other : peers_) anyone_left |= other.alive;
   if (!anyone_left) {
-    for (auto& [tag, queue] : posted_any_) victims.insert(victims.end(), queue.begin(), queue.end());
+    for (auto& [tag, queue] : posted_any_)
+      victims.insert(victims.end(), queue.begin(), queue.end());
     posted_any_.clear();
   }
   for (const OpPtr& op : victims) {
@@ -773,8 +773,8 @@ void Loop::ExpireDeadlines(absl::Time now) {
   while (!timers_.empty() && timers_.begin()->first <= now) {
     OpPtr op = timers_.begin()->second;
     ReleaseCallerBuffer(op);
-    Finish(op, absl::DeadlineExceededError(absl::StrCat(
-                   Describe(*op), " timed out after ", absl::FormatDuration(op->timeout))));
+    Finish(op, absl::DeadlineExceededError(absl::StrCat(Describe(*op), " timed out after ",
+                                                        absl::FormatDuration(op->timeout))));
   }
   if (now >= next_check_) CheckHeartbeats(now);
 }
@@ -786,8 +786,8 @@ int MillisecondsUntil(absl::Time deadline, absl::Time now) {
 }
 
 int Loop::NextTimeoutMs(absl::Time now) const {
-  const absl::Time next = timers_.empty() ? next_check_
-                                          : std::min(next_check_, timers_.begin()->first);
+  const absl::Time next =
+      timers_.empty() ? next_check_ : std::min(next_check_, timers_.begin()->first);
   return next == absl::InfiniteFuture() ? 1000 : MillisecondsUntil(next, now);
 }
 

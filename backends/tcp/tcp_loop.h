@@ -8,8 +8,8 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,11 +50,11 @@ struct Op {
   // Sends only.
   char header[kFrameHeaderBytes];
   const uint8_t* payload = nullptr;  // `data`, or `owned` once the caller's buffer is released.
-  uint64_t written = 0;             // Header + payload bytes written so far.
+  uint64_t written = 0;              // Header + payload bytes written so far.
   std::unique_ptr<uint8_t[]> owned;
   std::multimap<absl::Time, std::shared_ptr<Op>>::iterator timer;
   bool has_timer = false;
-  bool counted = false;  // Counted in its lane's `queued`.
+  bool counted = false;     // Counted in its lane's `queued`.
   bool loop_frame = false;  // An abort or goodbye the loop itself queued.
 };
 using OpPtr = std::shared_ptr<Op>;
@@ -66,9 +66,9 @@ using OpPtr = std::shared_ptr<Op>;
 // runs first (else a later frame could be written into the middle of it).
 struct SendLane {
   std::mutex mu;
-  int fd = -1;         // -1: no direct writes (peer gone, transport broken).
+  int fd = -1;              // -1: no direct writes (peer gone, transport broken).
   ShmRing* ring = nullptr;  // Frames go here when the peer shares this host; fd is its doorbell.
-  int64_t queued = 0;  // Frames handed to the loop and not yet written or dropped.
+  int64_t queued = 0;       // Frames handed to the loop and not yet written or dropped.
   std::deque<std::shared_ptr<Op>> handed;  // Handed over, not yet in the loop's queue.
 };
 
@@ -156,15 +156,15 @@ class Loop {
     // A TLS record sealed but only partly sent: it goes out before anything else.
     bool CipherPending() const { return cipher != nullptr && cipher->HasPendingOutput(); }
     SendLane* lane = nullptr;
-    ShmRing* in = nullptr;   // Set for a peer on this host: frames arrive here, not on fd.
+    ShmRing* in = nullptr;  // Set for a peer on this host: frames arrive here, not on fd.
     ShmRing* out = nullptr;
-    bool closed = false;     // Its socket reached end of file; the ring may still hold frames.
+    bool closed = false;  // Its socket reached end of file; the ring may still hold frames.
     bool alive = true;
     bool departed = false;  // Said goodbye: its messages so far still count.
     bool want_write = false;
-    bool heard = false;       // Bytes arrived since the last heartbeat check.
-    absl::Time last_heard;    // When a check last found `heard` (or the start).
-    absl::Time last_beat;     // When this rank last queued a heartbeat to the peer.
+    bool heard = false;     // Bytes arrived since the last heartbeat check.
+    absl::Time last_heard;  // When a check last found `heard` (or the start).
+    absl::Time last_beat;   // When this rank last queued a heartbeat to the peer.
     std::deque<OpPtr> tx;
     std::vector<uint8_t> rx;  // Small reads land here; large payloads bypass it.
     size_t rx_begin = 0;

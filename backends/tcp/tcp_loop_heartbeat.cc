@@ -39,10 +39,10 @@ void Loop::CheckHeartbeats(absl::Time now) {
       peer.heard = false;
       peer.last_heard = now;
     } else if (now - peer.last_heard > heartbeat_) {
-      PeerLost(p, absl::StrCat("silent for ", absl::FormatDuration(now - peer.last_heard),
-                               ", past the heartbeat interval of ",
-                               absl::FormatDuration(heartbeat_),
-                               " (stopped, frozen or unreachable; PLEXUS_HEARTBEAT sets it)"));
+      PeerLost(p,
+               absl::StrCat("silent for ", absl::FormatDuration(now - peer.last_heard),
+                            ", past the heartbeat interval of ", absl::FormatDuration(heartbeat_),
+                            " (stopped, frozen or unreachable; PLEXUS_HEARTBEAT sets it)"));
       continue;
     }
     // A peer with frames still queued hears those; an idle one gets a header-only beat.

@@ -127,9 +127,10 @@ class TcpTransport::Engine {
   // A caller waiting on `work`: polls until it completes or `timeout` passes, or waits while
   // another thread polls. Leaves early when the transport stops. `source`: the peer whose
   // socket the work receives from (-1 for sends, any-source receives and ring peers). While
-  // spinning on it, most rounds only read that socket (one system call where epoll and a read would take two; oversubscribed ranks feel
-  // every one); each kFullPollEvery-th round, and any round with posted commands waiting,
-  // polls everything, so sends the loop holds, other peers and deadlines still move.
+  // spinning on it, most rounds only read that socket (one system call where epoll and a read would
+  // take two; oversubscribed ranks feel every one); each kFullPollEvery-th round, and any round
+  // with posted commands waiting, polls everything, so sends the loop holds, other peers and
+  // deadlines still move.
   void DriveUntilDone(const Work& work, absl::Duration timeout, int source) {
     const absl::Time start = FastNow();
     const absl::Time deadline =
@@ -164,8 +165,8 @@ class TcpTransport::Engine {
         kicked_ = true;  // Ask the loop thread to hand over after its current round.
         Wake();
       }
-      role_cv_.wait_for(role, absl::ToChronoNanoseconds(
-                                  std::min(deadline - now, absl::Milliseconds(100))));
+      role_cv_.wait_for(
+          role, absl::ToChronoNanoseconds(std::min(deadline - now, absl::Milliseconds(100))));
     }
     --caller_waiters_;
   }
@@ -247,7 +248,7 @@ class TcpTransport::Engine {
   uint64_t caller_rounds_ = 0;
   uint64_t loop_seen_rounds_ = 0;  // caller_rounds_ when the loop thread last looked.
   absl::Duration loop_look_every_ = kCallerGrace;  // The loop thread's next wait while parked.
-  uint64_t loop_looks_ = 0;  // Times the parked loop thread woke to look.
+  uint64_t loop_looks_ = 0;                        // Times the parked loop thread woke to look.
   bool kicked_ = false;
   bool urgent_ = false;
 };
@@ -305,7 +306,9 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::vector<Connection> 
   }
   tcp::Loop::SignatureDescriber describe = options_.describe_signature;
   if (!describe) {
-    describe = [](uint64_t signature) { return absl::StrCat("signature 0x", absl::Hex(signature)); };
+    describe = [](uint64_t signature) {
+      return absl::StrCat("signature 0x", absl::Hex(signature));
+    };
   }
   const int epoll_fd = epoll.get();
   engine_ = std::make_shared<Engine>(std::move(epoll), std::move(wakeup));
@@ -324,8 +327,8 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::vector<Connection> 
           // abort only the goodbyes are worth it, and a frozen peer that stopped reading would
           // hold them until the heartbeat gives up on it: a moment, not seconds.
           if (close_deadline == absl::InfiniteFuture()) {
-            close_deadline = absl::Now() + (engine->loop->broken() ? absl::Milliseconds(100)
-                                                                   : absl::Seconds(5));
+            close_deadline =
+                absl::Now() + (engine->loop->broken() ? absl::Milliseconds(100) : absl::Seconds(5));
             engine->loop->SayGoodbye();
           }
           if (engine->loop->Drained() || absl::Now() >= close_deadline) break;
@@ -400,8 +403,8 @@ tcp::OpPtr MakeOp(tcp::Op::Kind kind, int peer, MessageTag tag, uint8_t* data, s
 
 WorkPtr TcpTransport::Send(int peer, MessageTag tag, absl::Span<const uint8_t> data,
                            absl::Duration timeout) {
-  auto op = MakeOp(tcp::Op::Kind::kSend, peer, tag, const_cast<uint8_t*>(data.data()),
-                   data.size(), timeout, "send", options_.size);
+  auto op = MakeOp(tcp::Op::Kind::kSend, peer, tag, const_cast<uint8_t*>(data.data()), data.size(),
+                   timeout, "send", options_.size);
   // Fast path: nothing queued for this peer, so write from this thread.
   if (peer >= 0 && peer < options_.size && peer != options_.rank &&
       tcp::TrySendDirect(*lanes_[peer], op)) {

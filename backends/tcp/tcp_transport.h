@@ -37,12 +37,12 @@ struct TcpTransportOptions {
   std::shared_ptr<Store> store;  // Where peers publish their addresses.
   int rank = 0;
   int size = 1;
-  std::string group_name;        // Both ends of a connection must agree on it.
+  std::string group_name;  // Both ends of a connection must agree on it.
   // Address to listen on and publish to peers (required; the dispatcher resolves it, see
   // frontend/dispatch/advertise_address.h).
   std::string address;
   absl::Duration connect_timeout = absl::Seconds(300);
-  uint64_t max_message_bytes = uint64_t{1} << 36;    // Larger frames close the connection.
+  uint64_t max_message_bytes = uint64_t{1} << 36;     // Larger frames close the connection.
   uint64_t max_unexpected_bytes = uint64_t{4} << 30;  // Staged bytes before a peer is dropped.
   // Names a message signature in mismatch errors (the collective layer knows the encoding).
   std::function<std::string(uint64_t)> describe_signature;
@@ -73,8 +73,7 @@ class TcpTransport : public Transport {
   int size() const override { return options_.size; }
   WorkPtr Send(int peer, MessageTag tag, absl::Span<const uint8_t> data,
                absl::Duration timeout) override;
-  WorkPtr Recv(int peer, MessageTag tag, absl::Span<uint8_t> data,
-               absl::Duration timeout) override;
+  WorkPtr Recv(int peer, MessageTag tag, absl::Span<uint8_t> data, absl::Duration timeout) override;
   WorkPtr RecvFromAny(MessageTag tag, absl::Span<uint8_t> data, absl::Duration timeout) override;
   void AbortOperation(uint64_t operation, absl::Status reason) override;
   void Abort(absl::Status reason) override;

@@ -7,9 +7,9 @@
 #include <atomic>
 #include <cstring>
 #include <functional>
-#include <optional>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -124,9 +124,8 @@ TEST(TcpTransportTest, SameTagMessagesArriveInOrderAndTagsAreIndependent) {
   for (int parity : {1, 0}) {
     for (int i = parity; i < kMessages; i += 2) {
       std::vector<uint8_t> received(64 + i);
-      ASSERT_TRUE(world[1]->Recv(0, {MakeTag(2, parity), 0}, Bytes(received), kWait)
-                      ->Wait(kWait)
-                      .ok());
+      ASSERT_TRUE(
+          world[1]->Recv(0, {MakeTag(2, parity), 0}, Bytes(received), kWait)->Wait(kWait).ok());
       EXPECT_EQ(received, sent[i]) << i;
     }
   }
@@ -161,7 +160,10 @@ TEST(TcpTransportTest, ConcurrentSendersToOnePeerKeepTheStreamWhole) {
   for (int t = 0; t < kThreads; ++t) {
     senders.emplace_back([&, t] {
       for (int i = 0; i < kMessages; ++i) {
-        if (!world[0]->Send(1, {MakeTag(10 + t, i), 0}, Bytes(payloads[t]), kWait)->Wait(kWait).ok()) {
+        if (!world[0]
+                 ->Send(1, {MakeTag(10 + t, i), 0}, Bytes(payloads[t]), kWait)
+                 ->Wait(kWait)
+                 .ok()) {
           ++bad;
         }
       }
@@ -323,8 +325,7 @@ TEST(TcpTransportTest, SizeAndSignatureDisagreementsFailClearly) {
 
   ASSERT_TRUE(world[0]->Send(1, {MakeTag(4, 1), 0xAA}, Bytes(four), kWait)->Wait(kWait).ok());
   std::vector<uint8_t> out(4);
-  absl::Status signature =
-      world[1]->Recv(0, {MakeTag(4, 1), 0xBB}, Bytes(out), kWait)->Wait(kWait);
+  absl::Status signature = world[1]->Recv(0, {MakeTag(4, 1), 0xBB}, Bytes(out), kWait)->Wait(kWait);
   EXPECT_EQ(signature.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(signature.message(), HasSubstr("rank 1 is running signature 0xbb"));
   EXPECT_THAT(signature.message(), HasSubstr("rank 0 is running signature 0xaa"));
@@ -474,8 +475,8 @@ TEST(TcpTransportTest, RequiredSharedMemoryFailsNamingThePeerAndWhy) {
     EXPECT_EQ(world[rank].status().code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_THAT(world[rank].status().message(),
                 ::testing::AllOf(HasSubstr("PLEXUS_TRANSPORT=shm"),
-                      HasSubstr(absl::StrCat("rank ", 1 - rank, " cannot be reached")),
-                      HasSubstr("another host")));
+                                 HasSubstr(absl::StrCat("rank ", 1 - rank, " cannot be reached")),
+                                 HasSubstr("another host")));
   }
 }
 
@@ -520,8 +521,8 @@ TEST(TcpTransportTest, ArenaWaitersWakeForPublishesAroundTheirSleep) {
   for (int round = 1; round <= kRounds; ++round) {
     const absl::Time start = absl::Now();
     waiting.store(round);
-    absl::StatusOr<uint64_t> seen = waiter->WaitFor(1, static_cast<uint64_t>(round),
-                                                    start + kWait, [](uint64_t) { return false; });
+    absl::StatusOr<uint64_t> seen = waiter->WaitFor(1, static_cast<uint64_t>(round), start + kWait,
+                                                    [](uint64_t) { return false; });
     ASSERT_TRUE(seen.ok()) << seen.status();
     ASSERT_EQ(*seen, static_cast<uint64_t>(round));
     slowest = std::max(slowest, absl::Now() - start);
@@ -575,8 +576,7 @@ TEST(TcpTransportTest, IdlePeersOutliveManyHeartbeatIntervals) {
   for (tcp::ShmMode mode : {tcp::ShmMode::kOff, tcp::ShmMode::kRequired}) {
     auto world = TryWorld(
         2, absl::StrCat("idle", static_cast<int>(mode)),
-        [mode](int) { return tcp::ShmConfig{mode}; },
-        [](int) { return absl::Milliseconds(200); });
+        [mode](int) { return tcp::ShmConfig{mode}; }, [](int) { return absl::Milliseconds(200); });
     ASSERT_TRUE(world[0].ok() && world[1].ok());
     absl::SleepFor(absl::Seconds(1));  // Five intervals with nothing to send.
     std::vector<uint8_t> sent = Pattern(1000, 3), received(1000);
@@ -676,8 +676,8 @@ TEST(TcpTransportTest, TlsMeshesCarryEverySizeAndRefuseForeignCertificates) {
   }
 
   auto foreign = TryWorld(
-      2, "tls_foreign", [](int) { return tcp::ShmConfig{tcp::ShmMode::kOff}; }, nullptr,
-      nullptr, absl::Seconds(3), [&](int rank) { return rank == 0 ? rogue : good; });
+      2, "tls_foreign", [](int) { return tcp::ShmConfig{tcp::ShmMode::kOff}; }, nullptr, nullptr,
+      absl::Seconds(3), [&](int rank) { return rank == 0 ? rogue : good; });
   // TLS 1.3 clients finish before the server judges their certificate: rank 0 learns of the
   // refusal from the server's alert, or from the closed connection.
   EXPECT_THAT(foreign[0].status().message(),

@@ -68,8 +68,7 @@ absl::StatusOr<int64_t> C10dStore::Add(absl::string_view key, int64_t delta) {
   return value;
 }
 
-absl::StatusOr<std::string> C10dStore::CompareSet(absl::string_view key,
-                                                  absl::string_view expected,
+absl::StatusOr<std::string> C10dStore::CompareSet(absl::string_view key, absl::string_view expected,
                                                   absl::string_view desired) {
   std::string value;
   absl::Status status = Guard("compare_set", key, [&] {
@@ -92,8 +91,8 @@ absl::Status C10dStore::Wait(absl::Span<const std::string> keys, absl::Duration 
 absl::StatusOr<bool> C10dStore::Check(absl::Span<const std::string> keys) {
   std::vector<std::string> names(keys.begin(), keys.end());
   bool present = false;
-  absl::Status status = Guard("check", names.empty() ? "" : names.front(),
-                              [&] { present = store_->check(names); });
+  absl::Status status =
+      Guard("check", names.empty() ? "" : names.front(), [&] { present = store_->check(names); });
   if (!status.ok()) return status;
   return present;
 }

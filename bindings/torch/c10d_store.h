@@ -9,9 +9,8 @@
 #ifndef PLEXUS_BINDINGS_TORCH_C10D_STORE_H_
 #define PLEXUS_BINDINGS_TORCH_C10D_STORE_H_
 
-#include <torch/csrc/distributed/c10d/Store.hpp>
-
 #include <string>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
 #include "frontend/store/store.h"

@@ -74,9 +74,9 @@ PYBIND11_MODULE(_plexus_torch, module) {
           "shrink",
           [](ProcessGroupPlexus& self, std::optional<std::vector<int>> excluded) {
             plexus::ProcessGroup& group = *self.plexus_group();
-            return Wrap(excluded.has_value() ? group.Shrink(std::move(*excluded))
-                                             : group.ShrinkLost(),
-                        group.rank());
+            return Wrap(
+                excluded.has_value() ? group.Shrink(std::move(*excluded)) : group.ShrinkLost(),
+                group.rank());
           },
           py::arg("excluded") = py::none(), py::call_guard<py::gil_scoped_release>(),
           "The group of the survivors (without `excluded`, or without the ranks found lost).")

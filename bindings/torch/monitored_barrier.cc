@@ -11,8 +11,7 @@
 
 namespace plexus::torch_backend {
 
-void ProcessGroupPlexus::monitoredBarrier(const c10d::BarrierOptions& opts,
-                                          bool wait_all_ranks) {
+void ProcessGroupPlexus::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
   const absl::Duration requested = ToTimeout(opts.timeout);
   const absl::Duration timeout = ResolveTimeout(requested, group_->timeout());
   const int64_t millis = absl::ToInt64Milliseconds(timeout);
@@ -26,9 +25,11 @@ void ProcessGroupPlexus::monitoredBarrier(const c10d::BarrierOptions& opts,
     absl::Status status = store.Set(arrived(rank_), "1");
     if (status.ok()) status = store.Wait({released}, timeout);
     if (!status.ok()) {
-      Throw(absl::DeadlineExceededError(absl::StrCat(
-                "Rank ", rank_, " successfully reached monitoredBarrier, but received errors "
-                "while waiting for send/recv from rank 0 (", millis, " ms): ", status.message())),
+      Throw(absl::DeadlineExceededError(
+                absl::StrCat("Rank ", rank_,
+                             " successfully reached monitoredBarrier, but received errors "
+                             "while waiting for send/recv from rank 0 (",
+                             millis, " ms): ", status.message())),
             rank_);
     }
     return;
@@ -41,10 +42,9 @@ void ProcessGroupPlexus::monitoredBarrier(const c10d::BarrierOptions& opts,
     if (!missing.empty() && !wait_all_ranks) break;
     const absl::Duration remaining = deadline - absl::Now();
     if (remaining <= absl::ZeroDuration() && missing.empty()) {
-      Throw(absl::DeadlineExceededError(absl::StrCat(
-                "Rank 0 timed out in monitoredBarrier after ",
-                absl::ToInt64Milliseconds(absl::Now() - start), " ms (its timeout: ", millis,
-                " ms)")),
+      Throw(absl::DeadlineExceededError(absl::StrCat("Rank 0 timed out in monitoredBarrier after ",
+                                                     absl::ToInt64Milliseconds(absl::Now() - start),
+                                                     " ms (its timeout: ", millis, " ms)")),
             rank_);
     }
     // Once a rank is missing, the others are only checked (wait_all_ranks).
@@ -64,9 +64,9 @@ void ProcessGroupPlexus::monitoredBarrier(const c10d::BarrierOptions& opts,
     }
   }
   if (!missing.empty()) {
-    Throw(absl::DeadlineExceededError(absl::StrCat(
-              missing.size() == 1 ? "Rank " : "Ranks ", absl::StrJoin(missing, ", "),
-              " failed to pass monitoredBarrier in ", millis, " ms")),
+    Throw(absl::DeadlineExceededError(
+              absl::StrCat(missing.size() == 1 ? "Rank " : "Ranks ", absl::StrJoin(missing, ", "),
+                           " failed to pass monitoredBarrier in ", millis, " ms")),
           rank_);
   }
   for (int rank = 1; rank < size_; ++rank) (void)store.DeleteKey(arrived(rank));

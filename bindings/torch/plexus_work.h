@@ -9,10 +9,10 @@
 #define PLEXUS_BINDINGS_TORCH_PLEXUS_WORK_H_
 
 #include <ATen/core/ivalue.h>
-#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <chrono>
 #include <exception>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <vector>
 
 #include "absl/time/time.h"

@@ -24,7 +24,8 @@ int CudaDeviceOf(const std::vector<at::Tensor>& tensors) {
 
 std::vector<at::Tensor> Flatten(const std::vector<std::vector<at::Tensor>>& lists) {
   std::vector<at::Tensor> flat;
-  for (const std::vector<at::Tensor>& list : lists) flat.insert(flat.end(), list.begin(), list.end());
+  for (const std::vector<at::Tensor>& list : lists)
+    flat.insert(flat.end(), list.begin(), list.end());
   return flat;
 }
 
@@ -37,7 +38,8 @@ c10::intrusive_ptr<ProcessGroupPlexus> ProcessGroupPlexus::Create(
   options.backend = backend;
   options.rank = rank;
   options.world_size = size;
-  options.timeout = timeout.count() > 0 ? absl::Milliseconds(timeout.count()) : kDefaultGroupTimeout;
+  options.timeout =
+      timeout.count() > 0 ? absl::Milliseconds(timeout.count()) : kDefaultGroupTimeout;
   options.store = std::make_shared<C10dStore>(store);
   options.group_name = "torch";
   return c10::make_intrusive<ProcessGroupPlexus>(
@@ -102,8 +104,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::Run(c10d::OpType type, const 
   return PlexusWork::Create(*std::move(work), std::move(spec));
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::broadcast(
-    std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::broadcast(std::vector<at::Tensor>& tensors,
+                                                             const c10d::BroadcastOptions& opts) {
   const at::Tensor& tensor = Single(tensors, "broadcast", "tensor");
   Tensor view = ValueOrThrow(View(tensor, "broadcast", "tensor"), rank_);
   return Run(c10d::OpType::BROADCAST, "plexus:broadcast", tensors, {}, opts.timeout,
@@ -115,14 +117,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::broadcast(
              });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allreduce(
-    std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allreduce(std::vector<at::Tensor>& tensors,
+                                                             const c10d::AllreduceOptions& opts) {
   const at::Tensor& tensor = Single(tensors, "all_reduce", "tensor");
   if (tensor.is_sparse()) return SparseAllReduce(tensors, opts);
   Tensor view = ValueOrThrow(View(tensor, "all_reduce", "tensor"), rank_);
   ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "all_reduce"), rank_);
-  return Run(c10d::OpType::ALLREDUCE, "plexus:all_reduce", tensors, {},
-             opts.timeout, [&](absl::Duration timeout) {
+  return Run(c10d::OpType::ALLREDUCE, "plexus:all_reduce", tensors, {}, opts.timeout,
+             [&](absl::Duration timeout) {
                AllReduceOptions options;
                options.op = op;
                options.timeout = timeout;
@@ -132,12 +134,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allreduce(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-  std::vector<Tensor> views =
-      ValueOrThrow(Views(tensors, "all_reduce_coalesced", "tensor"), rank_);
+  std::vector<Tensor> views = ValueOrThrow(Views(tensors, "all_reduce_coalesced", "tensor"), rank_);
   ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "all_reduce_coalesced"), rank_);
-  return Run(c10d::OpType::ALLREDUCE_COALESCED,
-             "plexus:all_reduce_coalesced", tensors, {}, opts.timeout,
-             [&](absl::Duration timeout) {
+  return Run(c10d::OpType::ALLREDUCE_COALESCED, "plexus:all_reduce_coalesced", tensors, {},
+             opts.timeout, [&](absl::Duration timeout) {
                AllReduceCoalescedOptions options;
                options.op = op;
                options.timeout = timeout;
@@ -168,8 +168,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather(
   std::vector<Tensor> output_views =
       ValueOrThrow(Views(output_list, "all_gather", "output"), rank_);
   Tensor input_view = ValueOrThrow(View(input, "all_gather", "input"), rank_);
-  return Run(c10d::OpType::ALLGATHER, "plexus:all_gather", output_list, inputs,
-             opts.timeout, [&](absl::Duration timeout) {
+  return Run(c10d::OpType::ALLGATHER, "plexus:all_gather", output_list, inputs, opts.timeout,
+             [&](absl::Duration timeout) {
                AllGatherOptions options;
                options.timeout = timeout;
                return group_->AllGather(output_views, input_view, options);
@@ -180,9 +180,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
   Tensor output_view = ValueOrThrow(View(output, "all_gather_into_tensor", "output"), rank_);
   Tensor input_view = ValueOrThrow(View(input, "all_gather_into_tensor", "input"), rank_);
-  return Run(c10d::OpType::_ALLGATHER_BASE,
-             "plexus:all_gather_into_tensor", {output}, {input}, opts.timeout,
-             [&](absl::Duration timeout) {
+  return Run(c10d::OpType::_ALLGATHER_BASE, "plexus:all_gather_into_tensor", {output}, {input},
+             opts.timeout, [&](absl::Duration timeout) {
                AllGatherOptions options;
                options.timeout = timeout;
                return group_->AllGatherIntoTensor(output_view, input_view, options);
@@ -194,18 +193,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather_coalesced(
     const c10d::AllgatherOptions& opts) {
   constexpr const char* kOp = "all_gather_coalesced";
   if (static_cast<int>(outputs.size()) != size_) {
-    Throw(absl::InvalidArgumentError(absl::StrCat(
-              kOp, ": the output holds ", outputs.size(),
-              " lists; it needs one per rank (", size_, "), each as long as the input list")),
+    Throw(absl::InvalidArgumentError(absl::StrCat(kOp, ": the output holds ", outputs.size(),
+                                                  " lists; it needs one per rank (", size_,
+                                                  "), each as long as the input list")),
           rank_);
   }
   // outputs[rank][i] receives rank's inputs[i]: per input, the column of outputs.
   std::vector<std::vector<Tensor>> columns(inputs.size());
   for (int rank = 0; rank < size_; ++rank) {
     if (outputs[rank].size() != inputs.size()) {
-      Throw(absl::InvalidArgumentError(absl::StrCat(
-                kOp, ": output list ", rank, " holds ", outputs[rank].size(),
-                " tensors and the input list ", inputs.size(), "; they must match")),
+      Throw(absl::InvalidArgumentError(
+                absl::StrCat(kOp, ": output list ", rank, " holds ", outputs[rank].size(),
+                             " tensors and the input list ", inputs.size(), "; they must match")),
             rank_);
     }
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -214,9 +213,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather_coalesced(
     }
   }
   std::vector<Tensor> input_views = ValueOrThrow(Views(inputs, kOp, "input"), rank_);
-  return Run(c10d::OpType::ALLGATHER_COALESCED, "plexus:all_gather_coalesced",
-             Flatten(outputs), inputs, opts.timeout,
-             [&](absl::Duration timeout) -> absl::StatusOr<WorkPtr> {
+  return Run(c10d::OpType::ALLGATHER_COALESCED, "plexus:all_gather_coalesced", Flatten(outputs),
+             inputs, opts.timeout, [&](absl::Duration timeout) -> absl::StatusOr<WorkPtr> {
                AllGatherOptions options;
                options.timeout = timeout;
                std::vector<WorkPtr> works;
@@ -238,8 +236,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::gather(
   // Only the root passes outputs.
   std::vector<at::Tensor> output_list;
   if (!outputs.empty()) output_list = Single(outputs, "gather", "output list");
-  std::vector<Tensor> output_views =
-      ValueOrThrow(Views(output_list, "gather", "output"), rank_);
+  std::vector<Tensor> output_views = ValueOrThrow(Views(output_list, "gather", "output"), rank_);
   return Run(c10d::OpType::GATHER, "plexus:gather", output_list, inputs, opts.timeout,
              [&](absl::Duration timeout) {
                GatherOptions options;
@@ -258,8 +255,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::scatter(
   std::vector<at::Tensor> input_list;
   if (!inputs.empty()) input_list = Single(inputs, "scatter", "input list");
   std::vector<Tensor> input_views = ValueOrThrow(Views(input_list, "scatter", "input"), rank_);
-  return Run(c10d::OpType::SCATTER, "plexus:scatter", outputs, input_list,
-             opts.timeout, [&](absl::Duration timeout) {
+  return Run(c10d::OpType::SCATTER, "plexus:scatter", outputs, input_list, opts.timeout,
+             [&](absl::Duration timeout) {
                ScatterOptions options;
                options.root_rank = static_cast<int>(opts.rootRank);
                options.timeout = timeout;
@@ -276,8 +273,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce_scatter(
   std::vector<Tensor> input_views =
       ValueOrThrow(Views(input_list, "reduce_scatter", "input"), rank_);
   ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "reduce_scatter"), rank_);
-  return Run(c10d::OpType::REDUCE_SCATTER, "plexus:reduce_scatter", outputs,
-             input_list, opts.timeout, [&](absl::Duration timeout) {
+  return Run(c10d::OpType::REDUCE_SCATTER, "plexus:reduce_scatter", outputs, input_list,
+             opts.timeout, [&](absl::Duration timeout) {
                ReduceScatterOptions options;
                options.op = op;
                options.timeout = timeout;
@@ -290,9 +287,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::_reduce_scatter_base(
   Tensor output_view = ValueOrThrow(View(output, "reduce_scatter_tensor", "output"), rank_);
   Tensor input_view = ValueOrThrow(View(input, "reduce_scatter_tensor", "input"), rank_);
   ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "reduce_scatter_tensor"), rank_);
-  return Run(c10d::OpType::_REDUCE_SCATTER_BASE,
-             "plexus:reduce_scatter_tensor", {output}, {input}, opts.timeout,
-             [&](absl::Duration timeout) {
+  return Run(c10d::OpType::_REDUCE_SCATTER_BASE, "plexus:reduce_scatter_tensor", {output}, {input},
+             opts.timeout, [&](absl::Duration timeout) {
                ReduceScatterOptions options;
                options.op = op;
                options.timeout = timeout;
@@ -305,8 +301,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::alltoall_base(
     std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
   Tensor output_view = ValueOrThrow(View(output, "all_to_all_single", "output"), rank_);
   Tensor input_view = ValueOrThrow(View(input, "all_to_all_single", "input"), rank_);
-  return Run(c10d::OpType::ALLTOALL_BASE, "plexus:all_to_all_single",
-             {output}, {input}, opts.timeout, [&](absl::Duration timeout) {
+  return Run(c10d::OpType::ALLTOALL_BASE, "plexus:all_to_all_single", {output}, {input},
+             opts.timeout, [&](absl::Duration timeout) {
                AllToAllOptions options;
                options.timeout = timeout;
                return group_->AllToAllSingle(output_view, input_view, output_split_sizes,
@@ -319,8 +315,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::alltoall(std::vector<at::Tens
                                                             const c10d::AllToAllOptions& opts) {
   std::vector<Tensor> output_views = ValueOrThrow(Views(outputs, "all_to_all", "output"), rank_);
   std::vector<Tensor> input_views = ValueOrThrow(Views(inputs, "all_to_all", "input"), rank_);
-  return Run(c10d::OpType::ALLTOALL, "plexus:all_to_all", outputs, inputs,
-             opts.timeout, [&](absl::Duration timeout) {
+  return Run(c10d::OpType::ALLTOALL, "plexus:all_to_all", outputs, inputs, opts.timeout,
+             [&](absl::Duration timeout) {
                AllToAllOptions options;
                options.timeout = timeout;
                return group_->AllToAll(output_views, input_views, options);
@@ -353,12 +349,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::recv(std::vector<at::Tensor>&
              });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::recvAnysource(
-    std::vector<at::Tensor>& tensors, int tag) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                                 int tag) {
   const at::Tensor& tensor = Single(tensors, "recv", "tensor");
   Tensor view = ValueOrThrow(View(tensor, "recv", "tensor"), rank_);
-  return Run(c10d::OpType::RECVANYSOURCE, "plexus:recv_anysource", tensors, {},
-             c10d::kUnsetTimeout, [&](absl::Duration timeout) {
+  return Run(c10d::OpType::RECVANYSOURCE, "plexus:recv_anysource", tensors, {}, c10d::kUnsetTimeout,
+             [&](absl::Duration timeout) {
                RecvOptions options;
                options.tag = tag;
                options.timeout = timeout;

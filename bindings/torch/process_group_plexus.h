@@ -28,9 +28,10 @@ class ProcessGroupPlexus : public TorchGroupBase {
  public:
   // Forms a plexus group over torch's `store` (the creator's PrefixStore), as every rank of
   // the group does; `backend` is a plexus backend string ("cpu:tcp,cuda:nccl").
-  static c10::intrusive_ptr<ProcessGroupPlexus> Create(
-      const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-      std::chrono::milliseconds timeout, const std::string& backend);
+  static c10::intrusive_ptr<ProcessGroupPlexus> Create(const c10::intrusive_ptr<c10d::Store>& store,
+                                                       int rank, int size,
+                                                       std::chrono::milliseconds timeout,
+                                                       const std::string& backend);
   // Wraps an existing plexus group (from Shrink or Split).
   explicit ProcessGroupPlexus(std::shared_ptr<plexus::ProcessGroup> group);
   ~ProcessGroupPlexus() override;
@@ -54,9 +55,9 @@ class ProcessGroupPlexus : public TorchGroupBase {
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override;
   // outputs[rank][i] receives rank's inputs[i], as torch lays it out.
-  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
-      std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
                                         std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts) override;
@@ -80,8 +81,7 @@ class ProcessGroupPlexus : public TorchGroupBase {
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank,
                                       int tag) override;
   // The Work's sourceRank() is the sender.
-  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
-                                               int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
   // Gloo's semantics and messages over the group's store (so it works when the data path is
   // stuck): rank 0 waits up to opts.timeout (the group's when unset) for every other rank and

@@ -36,15 +36,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::SparseAllReduce(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   at::Tensor& tensor = tensors.front();
   if (opts.reduceOp.op_ != c10d::ReduceOp::SUM) {
-    Throw(absl::InvalidArgumentError(absl::StrCat(
-              kOp, ": only SUM reduces sparse tensors (got reduce op ",
-              static_cast<int>(opts.reduceOp.op_), ")")),
+    Throw(absl::InvalidArgumentError(
+              absl::StrCat(kOp, ": only SUM reduces sparse tensors (got reduce op ",
+                           static_cast<int>(opts.reduceOp.op_), ")")),
           rank_);
   }
   if (!tensor.is_cpu()) {
-    Throw(absl::InvalidArgumentError(absl::StrCat(
-              kOp, ": the tensor is on ", tensor.device().str(),
-              "; sparse tensors are reduced on the CPU only")),
+    Throw(absl::InvalidArgumentError(absl::StrCat(kOp, ": the tensor is on ", tensor.device().str(),
+                                                  "; sparse tensors are reduced on the CPU only")),
           rank_);
   }
   const absl::Duration timeout = ToTimeout(opts.timeout);
@@ -75,10 +74,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::SparseAllReduce(
   for (int rank = 0; rank < size_; ++rank) {
     for (int64_t i = 1; i < header_count; ++i) {
       if (headers[rank][i].item<int64_t>() != header[i]) {
-        return finish(absl::InvalidArgumentError(absl::StrCat(
-            kOp, ": rank ", rank, "'s tensor has another shape or sparse dimension count than "
-            "rank ", rank_, "'s [", absl::StrJoin(input.sizes(), ", "), "] with ", sparse_dims,
-            " sparse dimensions")));
+        return finish(absl::InvalidArgumentError(
+            absl::StrCat(kOp, ": rank ", rank,
+                         "'s tensor has another shape or sparse dimension count than "
+                         "rank ",
+                         rank_, "'s [", absl::StrJoin(input.sizes(), ", "), "] with ", sparse_dims,
+                         " sparse dimensions")));
       }
     }
     largest = std::max(largest, headers[rank][0].item<int64_t>());

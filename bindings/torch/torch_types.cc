@@ -19,17 +19,28 @@ absl::Status Invalid(absl::string_view op, absl::string_view which, absl::string
 
 absl::StatusOr<DType> ToDType(c10::ScalarType type) {
   switch (type) {
-    case c10::ScalarType::Bool: return DType::kBool;
-    case c10::ScalarType::Byte: return DType::kUInt8;
-    case c10::ScalarType::Char: return DType::kInt8;
-    case c10::ScalarType::Short: return DType::kInt16;
-    case c10::ScalarType::Int: return DType::kInt32;
-    case c10::ScalarType::Long: return DType::kInt64;
-    case c10::ScalarType::Half: return DType::kFloat16;
-    case c10::ScalarType::BFloat16: return DType::kBFloat16;
-    case c10::ScalarType::Float: return DType::kFloat32;
-    case c10::ScalarType::Double: return DType::kFloat64;
-    default: return absl::InvalidArgumentError(c10::toString(type));
+    case c10::ScalarType::Bool:
+      return DType::kBool;
+    case c10::ScalarType::Byte:
+      return DType::kUInt8;
+    case c10::ScalarType::Char:
+      return DType::kInt8;
+    case c10::ScalarType::Short:
+      return DType::kInt16;
+    case c10::ScalarType::Int:
+      return DType::kInt32;
+    case c10::ScalarType::Long:
+      return DType::kInt64;
+    case c10::ScalarType::Half:
+      return DType::kFloat16;
+    case c10::ScalarType::BFloat16:
+      return DType::kBFloat16;
+    case c10::ScalarType::Float:
+      return DType::kFloat32;
+    case c10::ScalarType::Double:
+      return DType::kFloat64;
+    default:
+      return absl::InvalidArgumentError(c10::toString(type));
   }
 }
 
@@ -80,32 +91,39 @@ absl::StatusOr<std::vector<Tensor>> Views(const std::vector<at::Tensor>& tensors
 
 absl::StatusOr<ReduceOp> ToReduceOp(const c10d::ReduceOp& op, absl::string_view op_name) {
   switch (op.op_) {
-    case c10d::ReduceOp::SUM: return ReduceOp(ReduceOpKind::kSum);
-    case c10d::ReduceOp::AVG: return ReduceOp(ReduceOpKind::kAvg);
-    case c10d::ReduceOp::PRODUCT: return ReduceOp(ReduceOpKind::kProduct);
-    case c10d::ReduceOp::MIN: return ReduceOp(ReduceOpKind::kMin);
-    case c10d::ReduceOp::MAX: return ReduceOp(ReduceOpKind::kMax);
-    case c10d::ReduceOp::BAND: return ReduceOp(ReduceOpKind::kBand);
-    case c10d::ReduceOp::BOR: return ReduceOp(ReduceOpKind::kBor);
-    case c10d::ReduceOp::BXOR: return ReduceOp(ReduceOpKind::kBxor);
+    case c10d::ReduceOp::SUM:
+      return ReduceOp(ReduceOpKind::kSum);
+    case c10d::ReduceOp::AVG:
+      return ReduceOp(ReduceOpKind::kAvg);
+    case c10d::ReduceOp::PRODUCT:
+      return ReduceOp(ReduceOpKind::kProduct);
+    case c10d::ReduceOp::MIN:
+      return ReduceOp(ReduceOpKind::kMin);
+    case c10d::ReduceOp::MAX:
+      return ReduceOp(ReduceOpKind::kMax);
+    case c10d::ReduceOp::BAND:
+      return ReduceOp(ReduceOpKind::kBand);
+    case c10d::ReduceOp::BOR:
+      return ReduceOp(ReduceOpKind::kBor);
+    case c10d::ReduceOp::BXOR:
+      return ReduceOp(ReduceOpKind::kBxor);
     case c10d::ReduceOp::PREMUL_SUM: {
       auto* factor = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
       if (factor == nullptr) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(op_name, ": PREMUL_SUM without its factor"));
+        return absl::InvalidArgumentError(absl::StrCat(op_name, ": PREMUL_SUM without its factor"));
       }
       if (factor->tensor_factors.empty()) return ReduceOp::PremulSum(factor->double_factor);
       const at::Tensor& scale = factor->tensor_factors.front();
       if (scale.numel() != 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            op_name, ": PREMUL_SUM's factor must be one number, got a tensor of ",
-            scale.numel(), " elements"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(op_name, ": PREMUL_SUM's factor must be one number, got a tensor of ",
+                         scale.numel(), " elements"));
       }
       return ReduceOp::PremulSum(scale.item<double>());
     }
     default:
-      return absl::InvalidArgumentError(
-          absl::StrCat(op_name, ": reduce op ", static_cast<int>(op.op_), " is not one plexus has"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          op_name, ": reduce op ", static_cast<int>(op.op_), " is not one plexus has"));
   }
 }
 
@@ -117,8 +135,8 @@ absl::Duration ToTimeout(std::chrono::milliseconds timeout) {
 }
 
 std::exception_ptr ToException(const absl::Status& status, int rank) {
-  std::string message = absl::StrCat("[plexus, rank ", rank, "] ",
-                                     absl::StatusCodeToString(status.code()), ": ");
+  std::string message =
+      absl::StrCat("[plexus, rank ", rank, "] ", absl::StatusCodeToString(status.code()), ": ");
   if (status.code() == absl::StatusCode::kDeadlineExceeded) {
     absl::StrAppend(&message, "Timed out waiting: ");
   }

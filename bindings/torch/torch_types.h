@@ -8,11 +8,11 @@
 #define PLEXUS_BINDINGS_TORCH_TORCH_TYPES_H_
 
 #include <torch/csrc/api/include/torch/version.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <chrono>
 #include <exception>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
 #include <vector>
 
 #include "absl/status/status.h"

@@ -60,8 +60,7 @@ absl::StatusOr<CudaApi> Load() {
   load("cudaMemsetAsync", &api.MemsetAsync);
   load("cudaPointerGetAttributes", &api.PointerGetAttributes);
   if (!load.status().ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("no CUDA device: ", load.status().message()));
+    return absl::FailedPreconditionError(absl::StrCat("no CUDA device: ", load.status().message()));
   }
   // The library stays loaded for the life of the process: streams and events outlive callers.
   library->Leak();
@@ -115,8 +114,8 @@ const DeviceCensus& Census() {
       (*api)->GetLastError();  // Clear it, so the next call is not blamed for it.
       result->status = status;
     } else if (count == 0) {
-      result->status = absl::FailedPreconditionError(absl::StrCat(
-          "no CUDA device: the runtime (", (*api)->library_path, ") sees none"));
+      result->status = absl::FailedPreconditionError(
+          absl::StrCat("no CUDA device: the runtime (", (*api)->library_path, ") sees none"));
     }
     result->count = count;
     return result;
@@ -132,8 +131,8 @@ absl::Status RequireDevice(int device) {
   const DeviceCensus& census = Census();
   if (census.count == 0) return census.status;
   if (device < 0 || device >= census.count) {
-    return absl::InvalidArgumentError(absl::StrCat("cuda:", device, " does not exist; this process sees ",
-                                                   census.count, " CUDA device(s)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda:", device, " does not exist; this process sees ", census.count, " CUDA device(s)"));
   }
   return absl::OkStatus();
 }

@@ -16,9 +16,9 @@ absl::Status CheckDeviceTensors(absl::string_view op, int rank,
     }
     if (*device < 0) *device = tensor->device().index;
     if (tensor->device().index != *device) {
-      return prefixed(absl::InvalidArgumentError(absl::StrCat(
-          "tensors on cuda:", *device, " and cuda:", tensor->device().index,
-          "; one call uses one device")));
+      return prefixed(absl::InvalidArgumentError(absl::StrCat("tensors on cuda:", *device,
+                                                              " and cuda:", tensor->device().index,
+                                                              "; one call uses one device")));
     }
   }
   auto api = LoadCudaApi();
@@ -35,8 +35,8 @@ absl::Status CheckDeviceTensors(absl::string_view op, int rank,
     if (asked != cudaSuccess ||
         (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged) ||
         attributes.device != *device) {
-      return prefixed(absl::InvalidArgumentError(absl::StrCat(
-          tensor->DebugString(), " does not point at memory of cuda:", *device)));
+      return prefixed(absl::InvalidArgumentError(
+          absl::StrCat(tensor->DebugString(), " does not point at memory of cuda:", *device)));
     }
   }
   return absl::OkStatus();

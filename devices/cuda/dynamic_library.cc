@@ -47,8 +47,8 @@ void* SymbolLoader::Resolve(const char* name) {
 
 absl::Status SymbolLoader::status() const {
   if (missing_.empty()) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(library_.path(), " lacks ",
-                                                    absl::StrJoin(missing_, ", ")));
+  return absl::FailedPreconditionError(
+      absl::StrCat(library_.path(), " lacks ", absl::StrJoin(missing_, ", ")));
 }
 
 }  // namespace plexus::cuda

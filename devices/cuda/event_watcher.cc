@@ -103,13 +103,13 @@ bool FiredWithin(const CudaApi& api, cudaEvent_t event, absl::Duration limit) {
 
 void EventWatcher::Watch(Entry entry) {
   Work* work = entry.work.get();  // The hook runs inside this Work's own Wait.
-  entry.work->SetWaitHook([api = &state_->api, done = entry.done, health = entry.health,
-                           work](absl::Duration timeout) {
-    if (FiredWithin(*api, done->get(), std::min(timeout, kWaiterPoll)) &&
-        (!health || health().ok())) {
-      work->Complete(absl::OkStatus());
-    }
-  });
+  entry.work->SetWaitHook(
+      [api = &state_->api, done = entry.done, health = entry.health, work](absl::Duration timeout) {
+        if (FiredWithin(*api, done->get(), std::min(timeout, kWaiterPoll)) &&
+            (!health || health().ok())) {
+          work->Complete(absl::OkStatus());
+        }
+      });
   bool asleep;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
@@ -203,7 +203,7 @@ void EventWatcher::State::Run() {
     const uint64_t seen = arrivals;
     asleep = idle_wait > poll;  // A short poll sees new entries soon enough unwoken.
     wake.wait_for(lock, absl::ToChronoNanoseconds(idle_wait),
-                   [&] { return stopping || arrivals != seen; });
+                  [&] { return stopping || arrivals != seen; });
     asleep = false;
     if (stopping) return;
   }

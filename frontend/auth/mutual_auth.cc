@@ -31,9 +31,8 @@ std::string Nonce() {
 // HMAC-SHA256(secret, role | purpose | first | second | channel binding).
 std::string Mac(absl::string_view secret, absl::string_view role, Purpose purpose,
                 absl::string_view first, absl::string_view second, absl::string_view binding) {
-  const std::string message =
-      absl::StrCat("plexus-auth-1 ", role, std::string(1, static_cast<char>(purpose)), first,
-                   second, binding);
+  const std::string message = absl::StrCat(
+      "plexus-auth-1 ", role, std::string(1, static_cast<char>(purpose)), first, second, binding);
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
@@ -61,9 +60,8 @@ absl::StatusOr<std::string> ParseClientHello(absl::string_view hello, Purpose pu
         "sent no authentication (this side requires a secret: set PLEXUS_SECRET on every rank)");
   }
   if (static_cast<uint8_t>(hello[4]) != kVersion) {
-    return absl::UnauthenticatedError(absl::StrCat("authentication version ",
-                                                   static_cast<int>(hello[4]),
-                                                   " is not supported"));
+    return absl::UnauthenticatedError(
+        absl::StrCat("authentication version ", static_cast<int>(hello[4]), " is not supported"));
   }
   if (static_cast<uint8_t>(hello[5]) != static_cast<uint8_t>(purpose)) {
     return absl::UnauthenticatedError("authenticated for another kind of connection");
@@ -87,8 +85,7 @@ absl::StatusOr<std::string> SecretFromEnvironment() {
              path != nullptr && *path != '\0') {
     std::ifstream file(path);
     if (!file) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("PLEXUS_SECRET_FILE: cannot read ", path));
+      return absl::InvalidArgumentError(absl::StrCat("PLEXUS_SECRET_FILE: cannot read ", path));
     }
     std::stringstream contents;
     contents << file.rdbuf();
@@ -117,9 +114,10 @@ absl::Status AuthenticateToServer(int fd, absl::string_view secret, Purpose purp
   absl::Status received = RecvExact(fd, cipher, challenge, sizeof(challenge), deadline);
   if (absl::IsDeadlineExceeded(received)) {
     // Silence is not a refusal: a refusing server closes at once.
-    return absl::DeadlineExceededError(absl::StrCat(
-        "authenticating to ", peer, ": no answer in time (is it overloaded or out of file "
-        "descriptors - its log says so - or not a plexus server?)"));
+    return absl::DeadlineExceededError(
+        absl::StrCat("authenticating to ", peer,
+                     ": no answer in time (is it overloaded or out of file "
+                     "descriptors - its log says so - or not a plexus server?)"));
   }
   if (!received.ok()) {
     return absl::UnauthenticatedError(absl::StrCat(
@@ -132,9 +130,8 @@ absl::Status AuthenticateToServer(int fd, absl::string_view secret, Purpose purp
     return absl::UnauthenticatedError(
         absl::StrCat(peer, " does not know the shared secret (its proof is wrong)"));
   }
-  RETURN_IF_ERROR(SendAll(fd, cipher,
-                          Mac(secret, "client", purpose, server_nonce, client_nonce, binding),
-                          deadline));
+  RETURN_IF_ERROR(SendAll(
+      fd, cipher, Mac(secret, "client", purpose, server_nonce, client_nonce, binding), deadline));
   char verdict = 0;
   received = RecvExact(fd, cipher, &verdict, 1, deadline);
   if (!received.ok() || verdict != kAccepted) {
@@ -145,8 +142,7 @@ absl::Status AuthenticateToServer(int fd, absl::string_view secret, Purpose purp
 }
 
 absl::Status AuthenticateClient(int fd, absl::string_view secret, Purpose purpose,
-                                absl::string_view peer, absl::Time deadline,
-                                StreamCipher* cipher) {
+                                absl::string_view peer, absl::Time deadline, StreamCipher* cipher) {
   ServerHandshake handshake{std::string(secret), purpose,
                             cipher != nullptr ? cipher->ChannelBinding() : ""};
   std::string input;
@@ -180,7 +176,8 @@ ServerHandshake::Step ServerHandshake::Feed(std::string& input, std::string& out
   if (!challenged_) {
     // Judge the magic as soon as it is there: a client speaking the protocol directly may
     // send fewer bytes than a hello and wait.
-    if (input.size() >= kHelloMagic.size() && absl::string_view(input).substr(0, 4) != kHelloMagic) {
+    if (input.size() >= kHelloMagic.size() &&
+        absl::string_view(input).substr(0, 4) != kHelloMagic) {
       reason_ = std::string(ParseClientHello(input, purpose_).status().message());
       return Step::kRejected;
     }
@@ -199,9 +196,9 @@ ServerHandshake::Step ServerHandshake::Feed(std::string& input, std::string& out
     challenged_ = true;
   }
   if (input.size() < kClientProofBytes) return Step::kNeedMore;
-  const bool proven = SameMac(absl::string_view(input).substr(0, kClientProofBytes),
-                              Mac(secret_, "client", purpose_, server_nonce_, client_nonce_,
-                                  binding_));
+  const bool proven =
+      SameMac(absl::string_view(input).substr(0, kClientProofBytes),
+              Mac(secret_, "client", purpose_, server_nonce_, client_nonce_, binding_));
   input.erase(0, kClientProofBytes);
   if (!proven) {
     reason_ = "does not know the shared secret (its proof is wrong)";

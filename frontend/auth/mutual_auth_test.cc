@@ -79,9 +79,8 @@ TEST(MutualAuthTest, AClientSpeakingTheProtocolDirectlyIsRefusedAtOnce) {
   ScopedFd server(fds[1]);
   ASSERT_TRUE(SendAll(client.get(), "PLXS\x02\0\0\0", absl::Now() + absl::Seconds(1)).ok());
   const absl::Time start = absl::Now();
-  absl::Status status =
-      AuthenticateClient(server.get(), kSecret, Purpose::kStore, "10.0.0.9:5555",
-                         absl::Now() + absl::Seconds(10));
+  absl::Status status = AuthenticateClient(server.get(), kSecret, Purpose::kStore, "10.0.0.9:5555",
+                                           absl::Now() + absl::Seconds(10));
   EXPECT_LT(absl::Now() - start, absl::Seconds(1));
   EXPECT_EQ(status.code(), absl::StatusCode::kUnauthenticated);
   EXPECT_THAT(status.message(), HasSubstr("10.0.0.9:5555: sent no authentication"));

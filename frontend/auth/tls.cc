@@ -44,8 +44,8 @@ int SocketOf(BIO* bio) { return static_cast<int>(reinterpret_cast<intptr_t>(BIO_
 int BioWrite(BIO* bio, const char* data, int size) {
   BIO_clear_retry_flags(bio);
   while (true) {
-    const ssize_t n = send(SocketOf(bio), data, static_cast<size_t>(size),
-                           MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n =
+        send(SocketOf(bio), data, static_cast<size_t>(size), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n >= 0) return static_cast<int>(n);
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) BIO_set_retry_write(bio);
@@ -111,18 +111,18 @@ int RecordRefusal(int preverified, X509_STORE_CTX* store) {
   if (preverified == 1 || !t_refused_certificate.empty()) return preverified;
   const int error = X509_STORE_CTX_get_error(store);
   t_refused_certificate = absl::StrCat(
-      "this side refused the peer's certificate (", Describe(X509_STORE_CTX_get_current_cert(store)),
-      "): ", X509_verify_cert_error_string(error),
+      "this side refused the peer's certificate (",
+      Describe(X509_STORE_CTX_get_current_cert(store)), "): ", X509_verify_cert_error_string(error),
       t_authority != nullptr ? absl::StrCat(", checked against ", t_authority) : "");
   return preverified;
 }
 
 // The alerts by which a peer says it refused this side's certificate.
 bool PeerRefusedOurCertificate(absl::string_view reason) {
-  for (absl::string_view alert : {"alert unknown ca", "alert certificate expired",
-                                  "alert bad certificate", "alert certificate unknown",
-                                  "alert certificate revoked", "alert unsupported certificate",
-                                  "alert certificate required", "alert decrypt error"}) {
+  for (absl::string_view alert :
+       {"alert unknown ca", "alert certificate expired", "alert bad certificate",
+        "alert certificate unknown", "alert certificate revoked", "alert unsupported certificate",
+        "alert certificate required", "alert decrypt error"}) {
     if (absl::StrContains(reason, alert)) return true;
   }
   return false;
@@ -261,9 +261,8 @@ absl::StatusOr<std::unique_ptr<TlsSession>> TlsContext::Secure(int fd, Role role
       return absl::DeadlineExceededError(
           absl::StrCat("TLS with ", peer, ": the handshake did not finish in time"));
     }
-    pollfd pfd{fd, static_cast<short>(*progress == TlsSession::Progress::kWantRead ? POLLIN
-                                                                                   : POLLOUT),
-               0};
+    pollfd pfd{
+        fd, static_cast<short>(*progress == TlsSession::Progress::kWantRead ? POLLIN : POLLOUT), 0};
     const int64_t ms = std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, INT_MAX);
     if (poll(&pfd, 1, static_cast<int>(ms)) < 0 && errno != EINTR) {
       return absl::InternalError(absl::StrCat("TLS with ", peer, ": poll: ", strerror(errno)));
@@ -335,8 +334,8 @@ ssize_t TlsSession::Read(void* buffer, size_t size) {
   // caller may sleep on the socket's readiness.
   while (done < size) {
     ERR_clear_error();
-    const int n = SSL_read(ssl_, out + done, static_cast<int>(std::min<size_t>(size - done,
-                                                                               INT_MAX)));
+    const int n =
+        SSL_read(ssl_, out + done, static_cast<int>(std::min<size_t>(size - done, INT_MAX)));
     if (n > 0) {
       done += static_cast<size_t>(n);
       continue;

@@ -36,11 +36,13 @@ class TlsTest : public ::testing::Test {
   }
 
   // Runs both handshakes at once; their results.
-  std::pair<absl::StatusOr<std::unique_ptr<TlsSession>>, absl::StatusOr<std::unique_ptr<TlsSession>>>
+  std::pair<absl::StatusOr<std::unique_ptr<TlsSession>>,
+            absl::StatusOr<std::unique_ptr<TlsSession>>>
   Connect(const TlsContext& client, const TlsContext& server, int client_fd, int server_fd) {
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
     absl::StatusOr<std::unique_ptr<TlsSession>> accepted;
-    std::thread serving([&] { accepted = server.Secure(server_fd, Role::kServer, "client", deadline); });
+    std::thread serving(
+        [&] { accepted = server.Secure(server_fd, Role::kServer, "client", deadline); });
     auto connected = client.Secure(client_fd, Role::kClient, "server", deadline);
     if (!connected.ok()) shutdown(client_fd, SHUT_RDWR);  // The server stops waiting.
     serving.join();
@@ -167,7 +169,8 @@ TEST_F(TlsTest, ACertificateFromAnotherAuthorityIsRefused) {
   // The refusing side names the certificate it refused, why, and the CA file it checked.
   const std::string refused(server.status().message());
   EXPECT_NE(refused.find("this side refused the peer's certificate (subject CN=rogue"),
-            std::string::npos) << refused;
+            std::string::npos)
+      << refused;
   EXPECT_NE(refused.find("unable to get local issuer certificate"), std::string::npos) << refused;
   EXPECT_NE(refused.find("checked against " + Path("ca.pem")), std::string::npos) << refused;
   // The refused side learns it from the alert, and names its own certificate file.
@@ -175,7 +178,8 @@ TEST_F(TlsTest, ACertificateFromAnotherAuthorityIsRefused) {
   EXPECT_NE(told.find("alert unknown ca"), std::string::npos) << told;
   EXPECT_NE(told.find("the peer refused this side's certificate " + Path("rogue.pem") +
                       " (subject CN=rogue"),
-            std::string::npos) << told;
+            std::string::npos)
+      << told;
 }
 
 TEST_F(TlsTest, AnExpiredCertificateIsRefusedNamingItsExpiry) {
@@ -193,7 +197,8 @@ TEST_F(TlsTest, AnExpiredCertificateIsRefusedNamingItsExpiry) {
   const std::string told = Refusal(client);
   EXPECT_NE(told.find("alert certificate expired"), std::string::npos) << told;
   EXPECT_NE(told.find("the peer refused this side's certificate " + Path("expired.pem")),
-            std::string::npos) << told;
+            std::string::npos)
+      << told;
 }
 
 TEST_F(TlsTest, WithoutACaTrafficIsEncryptedButAnyCertificateIsAccepted) {
@@ -213,7 +218,8 @@ TEST_F(TlsTest, AClearTextPeerIsRefusedNotDowngraded) {
   Pair(a, b);
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   std::thread clear_text_client([&] {
-    ASSERT_TRUE(SendAll(a.get(), "PLXA\x01\x01\x00\x00 not a TLS client hello at all", deadline).ok());
+    ASSERT_TRUE(
+        SendAll(a.get(), "PLXA\x01\x01\x00\x00 not a TLS client hello at all", deadline).ok());
   });
   auto server = (*alice)->Secure(b.get(), Role::kServer, "a clear-text client", deadline);
   clear_text_client.join();
@@ -240,15 +246,16 @@ TEST_F(TlsTest, TheSharedSecretExchangeRunsInsideTheChannelAndIsBoundToIt) {
                                   link.server.get());
   });
   EXPECT_TRUE(AuthenticateToServer(link.a.get(), secret, Purpose::kStore, "server", deadline,
-                                   link.client.get()).ok());
+                                   link.client.get())
+                  .ok());
   serving.join();
   EXPECT_TRUE(accepted.ok()) << accepted;
 
   // A proof computed for another channel (here: none) does not pass on this one.
   ServerHandshake bound(secret, Purpose::kStore, link.server->ChannelBinding());
   ServerHandshake unbound(secret, Purpose::kStore, "");
-  std::string hello = std::string(kHelloMagic) + std::string("\x01\x01\x00\x00", 4) +
-                      std::string(kNonceBytes, 'n');
+  std::string hello =
+      std::string(kHelloMagic) + std::string("\x01\x01\x00\x00", 4) + std::string(kNonceBytes, 'n');
   std::string input = hello, output_bound, output_unbound;
   bound.Feed(input, output_bound);
   input = hello;
@@ -263,11 +270,13 @@ TEST_F(TlsTest, BadConfigurationsNameTheFile) {
   auto no_key = TlsContext::Create({Path("alice.pem"), Path("absent.key"), ""});
   ASSERT_FALSE(no_key.ok());
   EXPECT_NE(no_key.status().message().find("cannot use private key " + Path("absent.key")),
-            std::string::npos) << no_key.status();
+            std::string::npos)
+      << no_key.status();
   auto no_ca = TlsContext::Create({Path("alice.pem"), Path("alice.key"), Path("absent_ca.pem")});
   ASSERT_FALSE(no_ca.ok());
   EXPECT_NE(no_ca.status().message().find("cannot load CA bundle " + Path("absent_ca.pem")),
-            std::string::npos) << no_ca.status();
+            std::string::npos)
+      << no_ca.status();
   auto mismatched = TlsContext::Create({Path("alice.pem"), Path("bob.key"), ""});
   ASSERT_FALSE(mismatched.ok());
   EXPECT_NE(mismatched.status().message().find("bob.key"), std::string::npos);

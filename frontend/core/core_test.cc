@@ -10,7 +10,6 @@
 #include "frontend/core/event_journal.h"
 #include "frontend/core/heartbeat.h"
 #include "frontend/core/host_twin.h"
-#include "frontend/core/tensor.h"
 #include "frontend/core/options.h"
 #include "frontend/core/reduce_op.h"
 #include "frontend/core/status_macros.h"
@@ -184,7 +183,6 @@ TEST(HostTwinTest, ADeviceWithoutSupportIsAClearError) {
   EXPECT_EQ(cpu.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-
 TEST(EventJournalTest, KeepsTheLatestEventsInOrderWithTheirTimes) {
   const int64_t before = UnixNanos();
   for (size_t i = 0; i < kJournalCapacity + 5; ++i) NoteEvent("test", std::to_string(i));
@@ -207,8 +205,8 @@ TEST(EnvironmentTest, TheTableIsSortedCompleteAndReadThrough) {
   for (size_t i = 0; i < table.size(); ++i) {
     const EnvironmentVariable& variable = table[i];
     EXPECT_EQ(std::string(variable.name).rfind("PLEXUS_", 0), 0u) << variable.name;
-    for (const char* field : {variable.type, variable.default_value, variable.meaning,
-                              variable.details}) {
+    for (const char* field :
+         {variable.type, variable.default_value, variable.meaning, variable.details}) {
       EXPECT_NE(std::string(field), "") << variable.name;
     }
     if (i > 0) EXPECT_LT(std::string(table[i - 1].name), std::string(variable.name));

@@ -3,9 +3,9 @@
 #define PLEXUS_FRONTEND_CORE_DEVICE_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace plexus {
 
@@ -25,9 +25,7 @@ struct Device {
   static Device Cpu() { return Device{}; }
   static Device Cuda(int index) { return Device{DeviceType::kCuda, index}; }
 
-  bool operator==(const Device& other) const {
-    return type == other.type && index == other.index;
-  }
+  bool operator==(const Device& other) const { return type == other.type && index == other.index; }
   bool operator!=(const Device& other) const { return !(*this == other); }
   std::string ToString() const;  // "cpu", "cuda:1"
 };

@@ -72,7 +72,8 @@ absl::StatusOr<DType> ParseDType(absl::string_view name) {
     if (alias.name == lower) return alias.dtype;
   }
   std::string known;
-  for (DType dtype : kAllDTypes) absl::StrAppend(&known, known.empty() ? "" : ", ", DTypeName(dtype));
+  for (DType dtype : kAllDTypes)
+    absl::StrAppend(&known, known.empty() ? "" : ", ", DTypeName(dtype));
   return absl::InvalidArgumentError(
       absl::StrCat("unknown dtype '", name, "'; known dtypes: ", known));
 }

@@ -3,9 +3,9 @@
 #define PLEXUS_FRONTEND_CORE_DTYPE_H_
 
 #include <cstddef>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace plexus {
 

@@ -38,8 +38,7 @@ constexpr EnvironmentVariable kVariables[] = {
     {"PLEXUS_FLIGHT_RECORDER_DIR", "directory", "`$TMPDIR`, else `/tmp`",
      "Where flight-recorder dumps are written.", "debugging.md#the-flight-recorder"},
     {"PLEXUS_GLOO_ADDR", "address", "the address chosen for the rank",
-     "The address Gloo's TCP device binds to and advertises.",
-     "backends.md#gloo-debians-libgloo"},
+     "The address Gloo's TCP device binds to and advertises.", "backends.md#gloo-debians-libgloo"},
     {"PLEXUS_GLOO_NATIVE", "0 or 1", "1",
      "0 runs every gloo collective through plexus's algorithms over Gloo's point-to-point "
      "calls instead of Gloo's own collectives.",
@@ -62,11 +61,9 @@ constexpr EnvironmentVariable kVariables[] = {
      "over to its progress thread.",
      "backends.md#mpi-debians-open-mpi"},
     {"PLEXUS_MPI_STORE_ADDR", "address", "this host's name",
-     "Under mpirun, the address rank 0 offers for the rendezvous store.",
-     "multi_host.md"},
+     "Under mpirun, the address rank 0 offers for the rendezvous store.", "multi_host.md"},
     {"PLEXUS_MPI_THREAD_LEVEL", "`funneled`", "`MPI_THREAD_MULTIPLE` where offered",
-     "`funneled` asks MPI for `MPI_THREAD_FUNNELED` only.",
-     "backends.md#mpi-debians-open-mpi"},
+     "`funneled` asks MPI for `MPI_THREAD_FUNNELED` only.", "backends.md#mpi-debians-open-mpi"},
     {"PLEXUS_NCCL_LIBRARY", "path", "`libnccl.so.2` on the loader's path, else the toolkit's",
      "The NCCL library to load when a CUDA tensor first needs it.",
      "backends.md#nccl-nvidia-nccl-cuda-tensors"},
@@ -89,14 +86,12 @@ constexpr EnvironmentVariable kVariables[] = {
     {"PLEXUS_TLS_CA", "path (PEM bundle)", "unset: peers' certificates are not verified",
      "The CAs whose certificates this process trusts (mutual TLS).", "security.md#tls"},
     {"PLEXUS_TLS_CERT", "path (PEM chain)", "unset: no TLS",
-     "This process's certificate; set, every plexus connection runs TLS 1.3.",
-     "security.md#tls"},
+     "This process's certificate; set, every plexus connection runs TLS 1.3.", "security.md#tls"},
     {"PLEXUS_TLS_KEY", "path (PEM)", "unset", "The private key of `PLEXUS_TLS_CERT`.",
      "security.md#tls"},
     {"PLEXUS_TORCH_BACKEND", "backend string",
      "`cpu:tcp,cuda:nccl` where NCCL is built, else `tcp`",
-     "The plexus backends a torch.distributed group of backend \"plexus\" runs on.",
-     "python.md"},
+     "The plexus backends a torch.distributed group of backend \"plexus\" runs on.", "python.md"},
     {"PLEXUS_TRANSPORT", "`auto`, `tcp` or `shm`", "`auto`",
      "Same-host ranks of `cpu:tcp`: shared memory where possible, never, or required.",
      "backends.md#tcp-in-house"},
@@ -119,7 +114,8 @@ const char* ReadEnvironment(const char* name) {
     static std::set<std::string>* reported = new std::set<std::string>;
     std::lock_guard<std::mutex> lock(*mu);
     if (reported->insert(name).second) {
-      Log(LogLevel::kError, absl::StrCat("plexus reads ", name, ", which frontend/core/"
+      Log(LogLevel::kError, absl::StrCat("plexus reads ", name,
+                                         ", which frontend/core/"
                                          "environment.cc does not list (a plexus bug)"));
     }
   }

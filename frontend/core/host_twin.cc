@@ -33,8 +33,8 @@ absl::StatusOr<std::unique_ptr<HostTwin>> MakeHostTwin(const Tensor& tensor, boo
     return absl::InvalidArgumentError(absl::StrCat(what, ": a cpu tensor needs no host twin"));
   }
   if (!tensor.IsContiguous()) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": the ", tensor.device().ToString(),
-                                                   " tensor is not contiguous"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": the ", tensor.device().ToString(), " tensor is not contiguous"));
   }
   HostTwinFactory factory;
   {

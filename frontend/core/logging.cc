@@ -48,10 +48,10 @@ bool LogEnabled(LogLevel level) {
 
 void Log(LogLevel level, absl::string_view message) {
   if (!LogEnabled(level)) return;
-  std::string line = absl::StrCat(
-      "[plexus ", std::string(1, LevelLetter(level)), " ",
-      absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::LocalTimeZone()), " ", getpid(), "] ",
-      message, "\n");
+  std::string line =
+      absl::StrCat("[plexus ", std::string(1, LevelLetter(level)), " ",
+                   absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::LocalTimeZone()), " ",
+                   getpid(), "] ", message, "\n");
   fwrite(line.data(), 1, line.size(), stderr);
 }
 

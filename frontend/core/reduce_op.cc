@@ -69,9 +69,8 @@ absl::Status ValidateReduceOp(const ReduceOp& op, DType dtype) {
       break;
   }
   if (valid) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("reduce op ", ReduceOpName(op),
-                                                 " is not valid for dtype ", DTypeName(dtype),
-                                                 ": ", why));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "reduce op ", ReduceOpName(op), " is not valid for dtype ", DTypeName(dtype), ": ", why));
 }
 
 }  // namespace plexus

@@ -3,10 +3,10 @@
 #define PLEXUS_FRONTEND_CORE_REDUCE_OP_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "frontend/core/dtype.h"
 
 namespace plexus {
@@ -24,9 +24,9 @@ enum class ReduceOpKind {
 };
 
 inline constexpr ReduceOpKind kAllReduceOpKinds[] = {
-    ReduceOpKind::kSum,  ReduceOpKind::kProduct, ReduceOpKind::kMin,
-    ReduceOpKind::kMax,  ReduceOpKind::kAvg,     ReduceOpKind::kBand,
-    ReduceOpKind::kBor,  ReduceOpKind::kBxor,    ReduceOpKind::kPremulSum,
+    ReduceOpKind::kSum, ReduceOpKind::kProduct, ReduceOpKind::kMin,
+    ReduceOpKind::kMax, ReduceOpKind::kAvg,     ReduceOpKind::kBand,
+    ReduceOpKind::kBor, ReduceOpKind::kBxor,    ReduceOpKind::kPremulSum,
 };
 
 // A reduction. Implicitly constructible from its kind; PREMUL_SUM also carries a scale.

@@ -12,10 +12,10 @@
 #define PLEXUS_STATUS_CONCAT_(a, b) PLEXUS_STATUS_CONCAT_INNER_(a, b)
 
 // Evaluates `expr` (an absl::Status); returns it from the enclosing function if not OK.
-#define RETURN_IF_ERROR(expr)                                    \
-  do {                                                           \
-    ::absl::Status plexus_status_ = (expr);                      \
-    if (!plexus_status_.ok()) return plexus_status_;             \
+#define RETURN_IF_ERROR(expr)                        \
+  do {                                               \
+    ::absl::Status plexus_status_ = (expr);          \
+    if (!plexus_status_.ok()) return plexus_status_; \
   } while (0)
 
 // `ASSIGN_OR_RETURN(auto x, MakeX());` evaluates an absl::StatusOr<T>; on error returns its

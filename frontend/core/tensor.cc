@@ -53,8 +53,8 @@ bool Tensor::IsContiguous() const {
 absl::Status Tensor::CheckContiguous(absl::string_view op, absl::string_view which) const {
   for (int64_t dim : shape_) {
     if (dim < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(op, ": ", which, " has a negative dimension (shape ",
-                                                     ShapeString(shape_), ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, ": ", which, " has a negative dimension (shape ", ShapeString(shape_), ")"));
     }
   }
   if (!IsContiguous()) {

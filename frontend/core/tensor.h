@@ -6,10 +6,10 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "frontend/core/device.h"
 #include "frontend/core/dtype.h"
@@ -48,7 +48,8 @@ class Tensor {
   bool IsContiguous() const;
 
   // OK when contiguous and, if non-empty, backed by a non-null pointer; otherwise an
-  // InvalidArgument such as "all_reduce: tensor 2 is not contiguous (shape [4, 4], strides [1, 4])".
+  // InvalidArgument such as "all_reduce: tensor 2 is not contiguous (shape [4, 4], strides [1,
+  // 4])".
   absl::Status CheckContiguous(absl::string_view op, absl::string_view which) const;
 
   // The view of elements [offset, offset + count) of a contiguous tensor, flattened.

@@ -40,14 +40,14 @@ absl::StatusOr<Choice> FromFilter(const net::InterfaceFilter& filter,
   if (route.has_value()) {
     for (const net::InterfaceAddress& a : allowed) {
       if (a.address == route->local_address) {
-        return Choice{a.address, absl::StrCat(why, " (", a.interface, ", on the route to the store)")};
+        return Choice{a.address,
+                      absl::StrCat(why, " (", a.interface, ", on the route to the store)")};
       }
     }
   }
   // Same family as the store's route when known, IPv4 otherwise; real interfaces first.
-  const int family = route.has_value() && route->local_address.find(':') != std::string::npos
-                         ? AF_INET6
-                         : AF_INET;
+  const int family =
+      route.has_value() && route->local_address.find(':') != std::string::npos ? AF_INET6 : AF_INET;
   for (bool same_family : {true, false}) {
     for (const net::InterfaceAddress& a : allowed) {
       if (!a.loopback && (a.family == family || !same_family)) {
@@ -82,10 +82,9 @@ absl::StatusOr<std::string> ResolveAdvertiseAddress(Store& store,
     if (!found.ok()) {
       std::string interfaces;
       FirstDefaultInterface(&interfaces);
-      return absl::UnavailableError(
-          absl::StrCat("rank ", rank, " cannot reach the store at '", options.store_host, "': ",
-                       found.status().message(), "; interfaces here: ", interfaces, "; ",
-                       kOverrideHint));
+      return absl::UnavailableError(absl::StrCat(
+          "rank ", rank, " cannot reach the store at '", options.store_host,
+          "': ", found.status().message(), "; interfaces here: ", interfaces, "; ", kOverrideHint));
     }
     route = *found;
   }
@@ -96,18 +95,19 @@ absl::StatusOr<std::string> ResolveAdvertiseAddress(Store& store,
   } else if (filter.has_value()) {
     ASSIGN_OR_RETURN(choice, FromFilter(*filter, route, rank));
   } else if (route.has_value() && !net::IsLoopbackAddress(route->local_address)) {
-    choice = Choice{route->local_address,
-                    absl::StrCat("the route to the store at ", options.store_host, " (",
-                                 route->destination, ")")};
+    choice =
+        Choice{route->local_address, absl::StrCat("the route to the store at ", options.store_host,
+                                                  " (", route->destination, ")")};
   }
 
   // Every rank publishes where it is and what it would use, so ranks left with loopback can
   // tell whether anyone else needs to reach them.
   const std::string identity = net::NetworkHostIdentity();
-  const std::string tentative = choice.has_value() ? choice->address
+  const std::string tentative = choice.has_value()  ? choice->address
                                 : route.has_value() ? route->local_address
                                                     : "";
-  RETURN_IF_ERROR(store.Set(absl::StrCat("net/rank/", rank), absl::StrCat(identity, " ", tentative)));
+  RETURN_IF_ERROR(
+      store.Set(absl::StrCat("net/rank/", rank), absl::StrCat(identity, " ", tentative)));
   RETURN_IF_ERROR(store.Add(absl::StrCat("net/host/", identity), 1).status());
   RETURN_IF_ERROR(StoreBarrier(store, "net", rank, options.size, options.timeout));
 
@@ -115,8 +115,8 @@ absl::StatusOr<std::string> ResolveAdvertiseAddress(Store& store,
     ASSIGN_OR_RETURN(int64_t local_ranks, store.Add(absl::StrCat("net/host/", identity), 0));
     if (local_ranks == options.size) {
       const std::string loopback = route.has_value() ? route->local_address : "127.0.0.1";
-      choice = Choice{loopback, absl::StrCat("every one of the ", options.size,
-                                             " ranks runs on this host")};
+      choice = Choice{loopback,
+                      absl::StrCat("every one of the ", options.size, " ranks runs on this host")};
     } else {
       std::vector<std::string> keys;
       for (int r = 0; r < options.size; ++r) keys.push_back(absl::StrCat("net/rank/", r));
@@ -138,22 +138,23 @@ absl::StatusOr<std::string> ResolveAdvertiseAddress(Store& store,
       std::string interfaces;
       if (!choice.has_value()) {
         if (std::optional<std::string> any = FirstDefaultInterface(&interfaces)) {
-          choice = Choice{*any, "the first interface that is not loopback (ranks run on "
-                                "several hosts and the store's host is unknown)"};
+          choice = Choice{*any,
+                          "the first interface that is not loopback (ranks run on "
+                          "several hosts and the store's host is unknown)"};
         }
       }
       if (!choice.has_value()) {
         return absl::FailedPreconditionError(absl::StrCat(
             "rank ", rank, ": ", remote_ranks.size() == 1 ? "rank " : "ranks ",
             absl::StrJoin(remote_ranks, ", "), remote_ranks.size() == 1 ? " runs" : " run",
-            " on another host, but the only address here is loopback (interfaces: ",
-            interfaces, "), which they cannot reach; ", kOverrideHint));
+            " on another host, but the only address here is loopback (interfaces: ", interfaces,
+            "), which they cannot reach; ", kOverrideHint));
       }
     }
   }
   if (LogEnabled(LogLevel::kDebug)) {
-    Log(LogLevel::kDebug, absl::StrCat("rank ", rank, " advertises ", choice->address, ": ",
-                                      choice->reason));
+    Log(LogLevel::kDebug,
+        absl::StrCat("rank ", rank, " advertises ", choice->address, ": ", choice->reason));
   }
   return choice->address;
 }

@@ -75,17 +75,19 @@ TEST(AdvertiseAddressTest, StoreOnAnInterfaceAddressGivesThatAddress) {
 }
 
 TEST(AdvertiseAddressTest, PlexusTcpAddrIsTakenAsGiven) {
-  for (const auto& result : ResolveAll(2, "127.0.0.1", testing::FakeEnv({{"PLEXUS_TCP_ADDR", "127.0.0.2"},
-                                                            {"PLEXUS_SOCKET_IFNAME", "=lo"}}))) {
+  for (const auto& result : ResolveAll(
+           2, "127.0.0.1",
+           testing::FakeEnv({{"PLEXUS_TCP_ADDR", "127.0.0.2"}, {"PLEXUS_SOCKET_IFNAME", "=lo"}}))) {
     ASSERT_TRUE(result.ok()) << result.status();
     EXPECT_EQ(*result, "127.0.0.2");
   }
 }
 
 TEST(AdvertiseAddressTest, InterfaceFiltersPickTheirInterface) {
-  for (const auto& env : {testing::FakeEnv({{"PLEXUS_SOCKET_IFNAME", "=lo"}}),
-                          testing::FakeEnv({{"GLOO_SOCKET_IFNAME", "lo"}}),
-                          testing::FakeEnv({{"PLEXUS_SOCKET_IFNAME", "lo"}, {"GLOO_SOCKET_IFNAME", "eth0"}})}) {
+  for (const auto& env :
+       {testing::FakeEnv({{"PLEXUS_SOCKET_IFNAME", "=lo"}}),
+        testing::FakeEnv({{"GLOO_SOCKET_IFNAME", "lo"}}),
+        testing::FakeEnv({{"PLEXUS_SOCKET_IFNAME", "lo"}, {"GLOO_SOCKET_IFNAME", "eth0"}})}) {
     for (const auto& result : ResolveAll(2, "", env)) {
       ASSERT_TRUE(result.ok()) << result.status();
       EXPECT_EQ(*result, "127.0.0.1");
@@ -95,7 +97,8 @@ TEST(AdvertiseAddressTest, InterfaceFiltersPickTheirInterface) {
 
 TEST(AdvertiseAddressTest, FilterMatchingNothingNamesTheVariableAndInterfaces) {
   // Rank 0 fails before publishing; a single rank shows the error without waiting on others.
-  auto results = ResolveAll(1, "127.0.0.1", testing::FakeEnv({{"PLEXUS_SOCKET_IFNAME", "=nosuch0"}}));
+  auto results =
+      ResolveAll(1, "127.0.0.1", testing::FakeEnv({{"PLEXUS_SOCKET_IFNAME", "=nosuch0"}}));
   ASSERT_FALSE(results[0].ok());
   EXPECT_TRUE(absl::IsInvalidArgument(results[0].status()));
   EXPECT_THAT(std::string(results[0].status().message()),

@@ -15,9 +15,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
-#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -55,9 +55,9 @@ struct BackendCapabilities {
 
 // Everything a backend factory needs to join its group.
 struct BackendContext {
-  std::shared_ptr<Store> store;  // Private namespace for this backend instance.
-  int rank = 0;                  // Rank within the group.
-  int size = 1;                  // Ranks in the group.
+  std::shared_ptr<Store> store;   // Private namespace for this backend instance.
+  int rank = 0;                   // Rank within the group.
+  int size = 1;                   // Ranks in the group.
   std::vector<int> global_ranks;  // Group rank -> rank in the world.
   std::string group_name;
   std::vector<DeviceType> devices;  // The devices this instance will be asked to serve.
@@ -91,8 +91,8 @@ class Backend {
   // Thread-safe; idempotent. Unimplemented where the backend cannot abort (the process group
   // still refuses new operations then).
   virtual absl::Status Abort(const absl::Status& reason) {
-    return absl::UnimplementedError(absl::StrCat("backend ", name(), " cannot abort: ",
-                                                 reason.message()));
+    return absl::UnimplementedError(
+        absl::StrCat("backend ", name(), " cannot abort: ", reason.message()));
   }
   // Connects now what the backend would otherwise connect on first use on `device` (NCCL's
   // communicator); collective over the group. A rank that never arrives is a DeadlineExceeded

@@ -25,9 +25,8 @@ absl::StatusOr<std::vector<DeviceBackend>> ParseBackendString(absl::string_view 
   auto add = [&](DeviceType device, const std::string& backend) -> absl::Status {
     for (const DeviceBackend& existing : mapping) {
       if (existing.device == device) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("backend string '", text, "' names device ", DeviceTypeName(device),
-                         " twice"));
+        return absl::InvalidArgumentError(absl::StrCat("backend string '", text, "' names device ",
+                                                       DeviceTypeName(device), " twice"));
       }
     }
     mapping.push_back({device, backend});
@@ -36,17 +35,17 @@ absl::StatusOr<std::vector<DeviceBackend>> ParseBackendString(absl::string_view 
   for (absl::string_view raw_item : absl::StrSplit(text, ',')) {
     const std::string item = absl::AsciiStrToLower(absl::StripAsciiWhitespace(raw_item));
     if (item.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("backend string '", text, "' has an empty item; expected e.g. ",
-                       "\"tcp\" or \"cpu:tcp,cuda:nccl\""));
+      return absl::InvalidArgumentError(absl::StrCat("backend string '", text,
+                                                     "' has an empty item; expected e.g. ",
+                                                     "\"tcp\" or \"cpu:tcp,cuda:nccl\""));
     }
     const size_t colon = item.find(':');
     const std::string backend = colon == std::string::npos ? item : item.substr(colon + 1);
     auto registration = registry.Find(backend);
     if (!registration.ok()) {
-      return absl::Status(registration.status().code(),
-                          absl::StrCat("backend string '", text, "': ",
-                                       registration.status().message()));
+      return absl::Status(
+          registration.status().code(),
+          absl::StrCat("backend string '", text, "': ", registration.status().message()));
     }
     if (colon == std::string::npos) {
       for (DeviceType device : registration->devices) RETURN_IF_ERROR(add(device, backend));
@@ -70,9 +69,9 @@ absl::StatusOr<std::vector<DeviceBackend>> ParseBackendString(absl::string_view 
       mapping.back().staged = true;
       continue;
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "backend string '", text, "': backend '", backend, "' does not serve device ",
-        DeviceTypeName(*device), " (it serves: ", DeviceList(devices), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend string '", text, "': backend '", backend, "' does not serve device ",
+                     DeviceTypeName(*device), " (it serves: ", DeviceList(devices), ")"));
   }
   return mapping;
 }

@@ -24,9 +24,9 @@ int64_t OpCode(absl::string_view op) {
 // One rank's description in words. The op name travels as a code: ours is printed when theirs
 // matches it.
 std::string Describe(const int64_t* fields, absl::string_view mine_op, int64_t mine_code) {
-  std::string op = fields[1] == mine_code ? std::string(mine_op)
-                                          : absl::StrCat("a different collective (code ",
-                                                         fields[1], ")");
+  std::string op = fields[1] == mine_code
+                       ? std::string(mine_op)
+                       : absl::StrCat("a different collective (code ", fields[1], ")");
   std::string text = absl::StrCat("#", fields[0], " ", op, " ");
   const int64_t dtype = fields[2];
   text += dtype >= 0 && dtype < static_cast<int64_t>(std::size(kAllDTypes))
@@ -60,8 +60,8 @@ absl::Status CollectiveCheck::Verify(const CollectiveDescription& mine) {
   std::lock_guard<std::mutex> lock(mu_);
   const int64_t number = checks_++;
   const int64_t code = OpCode(mine.op);
-  const int64_t fields[kFields] = {number, code, static_cast<int64_t>(mine.dtype), mine.count,
-                                   mine.root, mine.reduce_op};
+  const int64_t fields[kFields] = {number,     code,      static_cast<int64_t>(mine.dtype),
+                                   mine.count, mine.root, mine.reduce_op};
   std::vector<int64_t> all(static_cast<size_t>(kFields) * size_);
   if (host_backend_ != nullptr) {
     Tensor input = Tensor::Flat(const_cast<int64_t*>(fields), DType::kInt64, kFields);
@@ -71,14 +71,14 @@ absl::Status CollectiveCheck::Verify(const CollectiveDescription& mine) {
     WorkPtr work = host_backend_->AllGatherIntoTensor(output, input, options);
     absl::Status status = work->Wait(timeout_ + absl::Seconds(1));
     if (!status.ok()) {
-      return absl::Status(status.code(), absl::StrCat(mine.op, " on rank ", rank_,
-                                                      ": checking that ranks agree: ",
-                                                      status.message()));
+      return absl::Status(status.code(),
+                          absl::StrCat(mine.op, " on rank ", rank_,
+                                       ": checking that ranks agree: ", status.message()));
     }
   } else {
     const std::string prefix = absl::StrCat("check.", number, ".");
-    RETURN_IF_ERROR(store_->Set(absl::StrCat(prefix, rank_),
-                                absl::StrJoin(fields, fields + kFields, ",")));
+    RETURN_IF_ERROR(
+        store_->Set(absl::StrCat(prefix, rank_), absl::StrJoin(fields, fields + kFields, ",")));
     std::vector<std::string> keys;
     for (int r = 0; r < size_; ++r) keys.push_back(absl::StrCat(prefix, r));
     RETURN_IF_ERROR(store_->Wait(keys, timeout_));
@@ -104,10 +104,11 @@ absl::Status CollectiveCheck::Verify(const CollectiveDescription& mine) {
     }
   }
   if (differing.empty()) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      mine.op, " on rank ", rank_, ": ranks disagree about the collective, nothing was launched: "
-      "this rank runs ", Describe(fields, mine.op, code), "; ",
-      absl::StrJoin(differing, "; ")));
+  return absl::FailedPreconditionError(
+      absl::StrCat(mine.op, " on rank ", rank_,
+                   ": ranks disagree about the collective, nothing was launched: "
+                   "this rank runs ",
+                   Describe(fields, mine.op, code), "; ", absl::StrJoin(differing, "; ")));
 }
 
 }  // namespace plexus

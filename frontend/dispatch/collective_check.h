@@ -27,11 +27,11 @@
 namespace plexus {
 
 struct CollectiveDescription {
-  absl::string_view op;        // "all_reduce"
+  absl::string_view op;  // "all_reduce"
   DType dtype = DType::kFloat32;
-  int64_t count = -1;          // Elements per rank; -1 when ranks may differ (uneven all_to_all).
-  int root = -1;               // -1 when there is none.
-  int reduce_op = -1;          // ReduceOpKind, -1 for data movement.
+  int64_t count = -1;  // Elements per rank; -1 when ranks may differ (uneven all_to_all).
+  int root = -1;       // -1 when there is none.
+  int reduce_op = -1;  // ReduceOpKind, -1 for data movement.
 };
 
 class CollectiveCheck {

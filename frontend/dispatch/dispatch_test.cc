@@ -39,17 +39,18 @@ class DispatchTest : public ::testing::Test {
   void Add(const std::string& name, std::vector<DeviceType> devices,
            std::shared_ptr<RecordingBackend>* slot,
            std::function<void(BackendCapabilities&)> adjust = nullptr) {
-    ASSERT_TRUE(registry_
-                    .Register({name, devices,
-                               [=](const BackendContext& context)
-                                   -> absl::StatusOr<std::shared_ptr<Backend>> {
-                                 EXPECT_NE(context.store, nullptr);
-                                 BackendCapabilities caps = Caps(devices);
-                                 if (adjust) adjust(caps);
-                                 *slot = std::make_shared<RecordingBackend>(name, caps);
-                                 return std::static_pointer_cast<Backend>(*slot);
-                               }})
-                    .ok());
+    ASSERT_TRUE(
+        registry_
+            .Register(
+                {name, devices,
+                 [=](const BackendContext& context) -> absl::StatusOr<std::shared_ptr<Backend>> {
+                   EXPECT_NE(context.store, nullptr);
+                   BackendCapabilities caps = Caps(devices);
+                   if (adjust) adjust(caps);
+                   *slot = std::make_shared<RecordingBackend>(name, caps);
+                   return std::static_pointer_cast<Backend>(*slot);
+                 }})
+            .ok());
   }
 
   std::shared_ptr<ProcessGroup> Group(const std::string& backend, int rank = 0, int size = 4) {
@@ -300,7 +301,8 @@ TEST_F(DispatchTest, DeclaredUnsupportedReductionIsRefusedBeforeTheBackend) {
   max.op = ReduceOpKind::kMax;
   auto refused = group->AllReduce(cuda_, max);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(refused.status().message(), HasSubstr("backend 'gamma' cannot reduce float32 with MAX"));
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("backend 'gamma' cannot reduce float32 with MAX"));
   EXPECT_TRUE(gamma->calls().empty());
   ASSERT_TRUE(group->AllReduce(cuda_).ok());  // SUM is fine.
   EXPECT_THAT(gamma->calls(), ElementsAre("all_reduce"));
@@ -375,7 +377,8 @@ TEST_F(DispatchTest, BlockingCallsReturnFinishedWorkWhicheverBackendRunsThem) {
   std::shared_ptr<LateBackend> backend;
   auto register_late = [&](const std::string& name, bool in_place, absl::Duration delay) {
     ASSERT_TRUE(registry_
-                    .Register({name, {DeviceType::kCpu},
+                    .Register({name,
+                               {DeviceType::kCpu},
                                [&, in_place, delay](const BackendContext&)
                                    -> absl::StatusOr<std::shared_ptr<Backend>> {
                                  BackendCapabilities caps = Caps({DeviceType::kCpu});

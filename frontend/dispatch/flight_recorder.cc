@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -190,9 +190,9 @@ std::shared_ptr<FlightRecorder> FlightRecorder::Create(Group group) {
   size_t capacity = kDefaultCapacity;
   if (const char* env = ReadEnvironment("PLEXUS_FLIGHT_RECORDER"); env != nullptr && *env != '\0') {
     if (!absl::SimpleAtoi(env, &capacity)) {
-      Log(LogLevel::kWarning, absl::StrCat("PLEXUS_FLIGHT_RECORDER='", env,
-                                           "' is not a number of entries; using ",
-                                           kDefaultCapacity));
+      Log(LogLevel::kWarning,
+          absl::StrCat("PLEXUS_FLIGHT_RECORDER='", env, "' is not a number of entries; using ",
+                       kDefaultCapacity));
       capacity = kDefaultCapacity;
     }
   }
@@ -257,8 +257,8 @@ void FlightRecorder::Finish(uint64_t handle, const absl::Status& status) {
                                       std::memory_order_relaxed);
   // status.ok() first: it is inline, absl::IsDeadlineExceeded a call into Debian's Abseil.
   if (!status.ok() && absl::IsDeadlineExceeded(status) && !dumped_on_timeout_.exchange(true)) {
-    NoteEvent("timeout", absl::StrCat("group '", group_.name, "' rank ", group_.rank, ": ",
-                                      status.message()));
+    NoteEvent("timeout",
+              absl::StrCat("group '", group_.name, "' rank ", group_.rank, ": ", status.message()));
     absl::StatusOr<std::string> path =
         DumpFlightRecorders("", absl::StrCat("timeout in group ", group_.name));
     Log(LogLevel::kWarning,
@@ -310,14 +310,13 @@ std::string FlightRecorder::ToJson() const {
     }
     const std::string finished =
         state == State::kIssued ? std::string("null") : absl::StrCat(finished_ns / 1000);
-    absl::StrAppend(&out, comma ? ",\n  " : "\n  ", "{\"sequence\": ", sequence,
-                    ", \"kind\": \"", point_to_point ? "p2p" : "collective",
-                    "\", \"op\": ", Quote(op), ", \"dtype\": ", Quote(DTypeName(dtype)),
-                    ", \"count\": ", count, ", \"root\": ", root, ", \"peer\": ", peer,
+    absl::StrAppend(&out, comma ? ",\n  " : "\n  ", "{\"sequence\": ", sequence, ", \"kind\": \"",
+                    point_to_point ? "p2p" : "collective", "\", \"op\": ", Quote(op),
+                    ", \"dtype\": ", Quote(DTypeName(dtype)), ", \"count\": ", count,
+                    ", \"root\": ", root, ", \"peer\": ", peer,
                     ", \"reduce_op\": ", Quote(reduce_op),
-                    ", \"timeout_s\": ", static_cast<double>(timeout_ns) / 1e9,
-                    ", \"state\": \"", StateName(state),
-                    "\", \"issued_unix_us\": ", issued_ns / 1000,
+                    ", \"timeout_s\": ", static_cast<double>(timeout_ns) / 1e9, ", \"state\": \"",
+                    StateName(state), "\", \"issued_unix_us\": ", issued_ns / 1000,
                     ", \"finished_unix_us\": ", finished, ", \"error\": ", Quote(error), "}");
     comma = true;
   }
@@ -330,10 +329,9 @@ std::string FlightRecordersJson(absl::string_view reason) {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   std::string out = absl::StrCat(
-      "{\"format\": \"plexus-flight-recorder-1\", \"pid\": ", getpid(), ", \"host\": ",
-      Quote(host), ", \"global_rank\": ", GlobalRank(recorders),
-      ", \"dumped_unix_us\": ", UnixNanos() / 1000, ", \"reason\": ", Quote(reason),
-      ", \"clock\": ");
+      "{\"format\": \"plexus-flight-recorder-1\", \"pid\": ", getpid(), ", \"host\": ", Quote(host),
+      ", \"global_rank\": ", GlobalRank(recorders), ", \"dumped_unix_us\": ", UnixNanos() / 1000,
+      ", \"reason\": ", Quote(reason), ", \"clock\": ");
   {
     Clock& clock = GlobalClock();
     std::lock_guard<std::mutex> lock(clock.mu);
@@ -349,8 +347,8 @@ std::string FlightRecordersJson(absl::string_view reason) {
   const std::vector<JournalEvent> events = JournalEvents();
   for (size_t i = 0; i < events.size(); ++i) {
     absl::StrAppend(&out, i > 0 ? ",\n  " : "\n  ", "{\"unix_us\": ", events[i].unix_ns / 1000,
-                    ", \"kind\": ", Quote(events[i].kind), ", \"detail\": ",
-                    Quote(events[i].detail), "}");
+                    ", \"kind\": ", Quote(events[i].kind),
+                    ", \"detail\": ", Quote(events[i].detail), "}");
   }
   out += "], \"groups\": [";
   for (size_t i = 0; i < recorders.size(); ++i) {
@@ -380,8 +378,7 @@ std::string DefaultFlightRecorderPath() {
                       ".json");
 }
 
-absl::StatusOr<std::string> DumpFlightRecorders(const std::string& path,
-                                                absl::string_view reason) {
+absl::StatusOr<std::string> DumpFlightRecorders(const std::string& path, absl::string_view reason) {
   const std::string target = path.empty() ? DefaultFlightRecorderPath() : path;
   const std::string json = FlightRecordersJson(reason);
   // Written whole under a temporary name, then renamed: a reader never sees half a dump.

@@ -47,9 +47,9 @@ class FlightRecorder : public Work::Listener {
     // Names refer to static strings (recording copies no text).
     absl::string_view op;  // "all_reduce", "send", ...
     DType dtype = DType::kFloat32;
-    int64_t count = 0;      // Elements this rank contributes (or sends/receives).
-    int root = -1;          // Root group rank, or -1.
-    int peer = -1;          // Point-to-point: the other group rank (-1: any source).
+    int64_t count = 0;            // Elements this rank contributes (or sends/receives).
+    int root = -1;                // Root group rank, or -1.
+    int peer = -1;                // Point-to-point: the other group rank (-1: any source).
     absl::string_view reduce_op;  // "SUM", ... or empty.
     absl::Duration timeout;
   };

@@ -102,25 +102,23 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(InitOptions optio
   address_options.size = rendezvous.world_size;
   address_options.store_host = rendezvous.store_host;
   address_options.timeout = options.timeout;
-  ASSIGN_OR_RETURN(config.address,
-                   ResolveAdvertiseAddress(*config.store, address_options, env));
+  ASSIGN_OR_RETURN(config.address, ResolveAdvertiseAddress(*config.store, address_options, env));
   const absl::Time start = absl::Now();
   ASSIGN_OR_RETURN(std::shared_ptr<ProcessGroup> group, ProcessGroup::Create(std::move(config)));
   if (options.device_id.has_value()) {
     const Device device = *options.device_id;
     absl::StatusOr<std::shared_ptr<Backend>> backend = group->BackendFor(device.type);
-    absl::Status connected =
-        backend.ok() ? (*backend)->ConnectEagerly(device) : backend.status();
+    absl::Status connected = backend.ok() ? (*backend)->ConnectEagerly(device) : backend.status();
     if (!connected.ok()) {
       return absl::Status(connected.code(),
                           absl::StrCat("init_process_group(device_id=", device.ToString(),
                                        "): rank ", group->rank(), ": ", connected.message()));
     }
     if (LogEnabled(LogLevel::kInfo)) {
-      Log(LogLevel::kInfo, absl::StrCat("init_process_group: rank ", group->rank(), " of ",
-                                        group->size(), ": every backend connected for ",
-                                        device.ToString(), " in ",
-                                        absl::FormatDuration(absl::Now() - start)));
+      Log(LogLevel::kInfo,
+          absl::StrCat("init_process_group: rank ", group->rank(), " of ", group->size(),
+                       ": every backend connected for ", device.ToString(), " in ",
+                       absl::FormatDuration(absl::Now() - start)));
     }
   }
   return group;

@@ -3,8 +3,8 @@
 #define PLEXUS_FRONTEND_DISPATCH_INIT_H_
 
 #include <memory>
-#include <string>
 #include <optional>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "frontend/dispatch/process_group.h"
@@ -13,12 +13,12 @@
 namespace plexus {
 
 struct InitOptions {
-  std::string backend = "tcp";        // Backend string, e.g. "cpu:tcp,cuda:nccl".
-  std::string init_method = "env://";  // Ignored when `store` is given.
-  int rank = -1;                       // -1: from the URL or the environment.
-  int world_size = -1;                 // -1: from the URL or the environment.
+  std::string backend = "tcp";                    // Backend string, e.g. "cpu:tcp,cuda:nccl".
+  std::string init_method = "env://";             // Ignored when `store` is given.
+  int rank = -1;                                  // -1: from the URL or the environment.
+  int world_size = -1;                            // -1: from the URL or the environment.
   absl::Duration timeout = kDefaultGroupTimeout;  // Rendezvous and the group's default.
-  std::shared_ptr<Store> store;        // Use this store instead of the init method.
+  std::shared_ptr<Store> store;                   // Use this store instead of the init method.
   std::string group_name = "world";
   // Shared secret for the store and every backend connection plexus makes (frontend/auth);
   // unset: PLEXUS_SECRET / PLEXUS_SECRET_FILE; empty: none. Gloo's, MPI's and NCCL's own

@@ -165,7 +165,8 @@ TEST(InitProcessGroupTest, MissingEnvironmentIsAClearError) {
   EnvLookup empty = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
   auto group = InitProcessGroup(Options("env://", -1), empty);
   EXPECT_EQ(group.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(group.status().message(), HasSubstr("RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID"));
+  EXPECT_THAT(group.status().message(),
+              HasSubstr("RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID"));
 
   EnvLookup no_master = [](const std::string& name) -> std::optional<std::string> {
     if (name == "RANK") return "0";

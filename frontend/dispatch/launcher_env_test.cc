@@ -54,9 +54,9 @@ TEST(SlurmPortTest, DeterministicInRangeAndDistinctPerStep) {
 
 TEST(EnvStoreAddressTest, MasterVariablesWin) {
   auto where = EnvStoreAddress(testing::FakeEnv({{"MASTER_ADDR", "10.1.2.3"},
-                                    {"MASTER_PORT", "29500"},
-                                    {"SLURM_JOB_ID", "7"},
-                                    {"SLURM_JOB_NODELIST", "n[1-2]"}}));
+                                                 {"MASTER_PORT", "29500"},
+                                                 {"SLURM_JOB_ID", "7"},
+                                                 {"SLURM_JOB_NODELIST", "n[1-2]"}}));
   ASSERT_TRUE(where.ok()) << where.status();
   EXPECT_EQ(where->host, "10.1.2.3");
   EXPECT_EQ(where->port, 29500);
@@ -64,9 +64,9 @@ TEST(EnvStoreAddressTest, MasterVariablesWin) {
 
 TEST(EnvStoreAddressTest, SlurmGivesTheFirstNodeOfTheStepAndAPort) {
   auto where = EnvStoreAddress(testing::FakeEnv({{"SLURM_JOB_ID", "4242"},
-                                    {"SLURM_STEP_ID", "2"},
-                                    {"SLURM_JOB_NODELIST", "all[1-9]"},
-                                    {"SLURM_STEP_NODELIST", "gpu[03-04]"}}));
+                                                 {"SLURM_STEP_ID", "2"},
+                                                 {"SLURM_JOB_NODELIST", "all[1-9]"},
+                                                 {"SLURM_STEP_NODELIST", "gpu[03-04]"}}));
   ASSERT_TRUE(where.ok()) << where.status();
   EXPECT_EQ(where->host, "gpu03");
   EXPECT_EQ(where->port, SlurmRendezvousPort(4242, 2));
@@ -74,13 +74,13 @@ TEST(EnvStoreAddressTest, SlurmGivesTheFirstNodeOfTheStepAndAPort) {
 }
 
 TEST(EnvStoreAddressTest, EitherMasterVariableOverridesItsHalf) {
-  auto port_only = EnvStoreAddress(
-      testing::FakeEnv({{"SLURM_JOB_ID", "9"}, {"SLURM_NODELIST", "a,b"}, {"MASTER_PORT", "1234"}}));
+  auto port_only = EnvStoreAddress(testing::FakeEnv(
+      {{"SLURM_JOB_ID", "9"}, {"SLURM_NODELIST", "a,b"}, {"MASTER_PORT", "1234"}}));
   ASSERT_TRUE(port_only.ok()) << port_only.status();
   EXPECT_EQ(port_only->host, "a");
   EXPECT_EQ(port_only->port, 1234);
-  auto addr_only = EnvStoreAddress(
-      testing::FakeEnv({{"SLURM_JOB_ID", "9"}, {"SLURM_NODELIST", "a,b"}, {"MASTER_ADDR", "head"}}));
+  auto addr_only = EnvStoreAddress(testing::FakeEnv(
+      {{"SLURM_JOB_ID", "9"}, {"SLURM_NODELIST", "a,b"}, {"MASTER_ADDR", "head"}}));
   ASSERT_TRUE(addr_only.ok()) << addr_only.status();
   EXPECT_EQ(addr_only->host, "head");
   EXPECT_EQ(addr_only->port, SlurmRendezvousPort(9, 0));
@@ -90,15 +90,16 @@ TEST(EnvStoreAddressTest, NothingSetSaysWhatToSet) {
   auto where = EnvStoreAddress(testing::FakeEnv({}));
   ASSERT_FALSE(where.ok());
   EXPECT_THAT(std::string(where.status().message()), HasSubstr("MASTER_ADDR and MASTER_PORT"));
-  auto bad_port = EnvStoreAddress(testing::FakeEnv({{"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}}));
+  auto bad_port =
+      EnvStoreAddress(testing::FakeEnv({{"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}}));
   EXPECT_THAT(std::string(bad_port.status().message()), HasSubstr("MASTER_PORT '70000'"));
 }
 
 TEST(LauncherTest, MpirunAndTorchrunAgentAreRecognised) {
   EXPECT_TRUE(UnderMpirun(testing::FakeEnv({{"OMPI_COMM_WORLD_SIZE", "3"}})));
   EXPECT_FALSE(UnderMpirun(testing::FakeEnv({{"SLURM_NTASKS", "3"}})));
-  EXPECT_EQ(TorchrunAgentStorePrefix(testing::FakeEnv({{"TORCHELASTIC_USE_AGENT_STORE", "True"},
-                                          {"TORCHELASTIC_RESTART_COUNT", "2"}})),
+  EXPECT_EQ(TorchrunAgentStorePrefix(testing::FakeEnv(
+                {{"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"TORCHELASTIC_RESTART_COUNT", "2"}})),
             "plexus/attempt_2");
   EXPECT_EQ(TorchrunAgentStorePrefix(testing::FakeEnv({{"TORCHELASTIC_USE_AGENT_STORE", "False"}})),
             std::nullopt);

@@ -74,16 +74,17 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Create(
     ASSIGN_OR_RETURN(BackendRegistration registration, registry.Find(name));
     auto backend = registration.factory(context);
     if (!backend.ok()) {
-      return absl::Status(backend.status().code(),
-                          absl::StrCat("creating backend '", name, "' for group '", config.name,
-                                       "' on rank ", config.rank, ": ",
-                                       backend.status().message()));
+      return absl::Status(
+          backend.status().code(),
+          absl::StrCat("creating backend '", name, "' for group '", config.name, "' on rank ",
+                       config.rank, ": ", backend.status().message()));
     }
     created.emplace_back(name, *backend);
     return *backend;
   };
-  auto staged = [&](DeviceType device,
-                    const std::shared_ptr<Backend>& host) -> absl::StatusOr<std::shared_ptr<Backend>> {
+  auto staged =
+      [&](DeviceType device,
+          const std::shared_ptr<Backend>& host) -> absl::StatusOr<std::shared_ptr<Backend>> {
     BackendContext context = context_for(absl::StrCat(host->name(), ".staged"));
     context.devices = {device};
     return registry.FindStaging(device)(host, context);
@@ -147,8 +148,7 @@ class ProcessGroup::Outcomes : public Work::Listener {
 };
 
 ProcessGroup::ProcessGroup(Config config, const BackendRegistry& registry,
-                           std::vector<DeviceBackend> mapping,
-                           std::vector<Served> backends)
+                           std::vector<DeviceBackend> mapping, std::vector<Served> backends)
     : config_(std::move(config)),
       registry_(registry),
       mapping_(std::move(mapping)),
@@ -172,21 +172,22 @@ ProcessGroup::ProcessGroup(Config config, const BackendRegistry& registry,
   }
 }
 
-absl::StatusOr<WorkPtr> ProcessGroup::Launch(
-    const Served& served, const CollectiveDescription& description, absl::Duration timeout,
-    bool& blocking, absl::FunctionRef<absl::StatusOr<WorkPtr>()> call) {
+absl::StatusOr<WorkPtr> ProcessGroup::Launch(const Served& served,
+                                             const CollectiveDescription& description,
+                                             absl::Duration timeout, bool& blocking,
+                                             absl::FunctionRef<absl::StatusOr<WorkPtr>()> call) {
   if (is_aborted_.load(std::memory_order_acquire)) return aborted();
   RETURN_IF_ERROR(CheckAgreement(served, description));
   // The backend sees the flag only if it runs blocking collectives itself; Track waits for
   // the others.
   const bool wait = blocking;
   blocking = wait && served.capabilities.runs_blocking_in_place;
-  return Track({description.op, description.dtype, description.count, description.root, -1,
-                description.reduce_op >= 0
-                    ? ReduceOpName(static_cast<ReduceOpKind>(description.reduce_op))
-                    : absl::string_view(),
-                timeout},
-               /*point_to_point=*/false, wait, call);
+  return Track(
+      {description.op, description.dtype, description.count, description.root, -1,
+       description.reduce_op >= 0 ? ReduceOpName(static_cast<ReduceOpKind>(description.reduce_op))
+                                  : absl::string_view(),
+       timeout},
+      /*point_to_point=*/false, wait, call);
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::Track(const FlightRecorder::Operation& operation,
@@ -218,10 +219,10 @@ absl::StatusOr<const ProcessGroup::Served*> ProcessGroup::FindServed(DeviceType 
   for (const Served& served : backends_) {
     if (served.device == device) return &served;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "no backend serves device ", DeviceTypeName(device), " in process group '", config_.name,
-      "' (backends '", backend_string(), "'); name one, e.g. \"", DeviceTypeName(device),
-      device == DeviceType::kCuda ? ":nccl\"" : ":tcp\""));
+  return absl::InvalidArgumentError(
+      absl::StrCat("no backend serves device ", DeviceTypeName(device), " in process group '",
+                   config_.name, "' (backends '", backend_string(), "'); name one, e.g. \"",
+                   DeviceTypeName(device), device == DeviceType::kCuda ? ":nccl\"" : ":tcp\""));
 }
 
 absl::StatusOr<std::shared_ptr<Backend>> ProcessGroup::BackendFor(DeviceType device) const {
@@ -234,16 +235,14 @@ absl::StatusOr<const ProcessGroup::Served*> ProcessGroup::Route(absl::string_vie
                                                                 const ReduceOp* reduction) const {
   auto served = FindServed(tensor.device().type);
   if (!served.ok()) {
-    return absl::Status(served.status().code(),
-                        absl::StrCat(op, " on rank ", config_.rank, ": ",
-                                     served.status().message()));
+    return absl::Status(served.status().code(), absl::StrCat(op, " on rank ", config_.rank, ": ",
+                                                             served.status().message()));
   }
   const std::vector<DType>& dtypes = (*served)->capabilities.dtypes;
   if (std::find(dtypes.begin(), dtypes.end(), tensor.dtype()) == dtypes.end()) {
-    return absl::InvalidArgumentError(absl::StrCat(op, " on rank ", config_.rank, ": backend '",
-                                                   (*served)->backend->name(),
-                                                   "' does not support dtype ",
-                                                   DTypeName(tensor.dtype())));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, " on rank ", config_.rank, ": backend '", (*served)->backend->name(),
+                     "' does not support dtype ", DTypeName(tensor.dtype())));
   }
   if (reduction != nullptr) {
     for (const auto& unsupported : (*served)->capabilities.unsupported_reductions) {
@@ -280,8 +279,7 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::NewGroup(std::vector
 }
 
 bool ProcessGroup::IsBroken() const {
-  return is_aborted_.load(std::memory_order_acquire) || outcomes_->failed() ||
-         !LostRanks().empty();
+  return is_aborted_.load(std::memory_order_acquire) || outcomes_->failed() || !LostRanks().empty();
 }
 
 absl::Status ProcessGroup::Shutdown(absl::Duration timeout) {
@@ -313,9 +311,9 @@ absl::Status ProcessGroup::Shutdown(absl::Duration timeout) {
   if (config_.size == 1) return absl::OkStatus();
   absl::Status released = config_.store->Wait({"all_released"}, timeout);
   if (absl::IsDeadlineExceeded(released)) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "shutdown of group '", config_.name, "': not every rank confirmed leaving within ",
-        absl::FormatDuration(timeout)));
+    return absl::DeadlineExceededError(absl::StrCat("shutdown of group '", config_.name,
+                                                    "': not every rank confirmed leaving within ",
+                                                    absl::FormatDuration(timeout)));
   }
   return released;
 }
@@ -333,10 +331,9 @@ absl::StatusOr<WorkPtr> ProcessGroup::Reduce(const Tensor& tensor, ReduceOptions
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateReduce(position(), tensor, options));
   ASSIGN_OR_RETURN(const Served* served, Route("reduce", tensor, &options.op));
-  return Launch(*served,
-                {"reduce", tensor.dtype(), tensor.numel(), options.root_rank, Kind(options.op)},
-                options.timeout, options.blocking,
-                [&] { return served->backend->Reduce(tensor, options); });
+  return Launch(
+      *served, {"reduce", tensor.dtype(), tensor.numel(), options.root_rank, Kind(options.op)},
+      options.timeout, options.blocking, [&] { return served->backend->Reduce(tensor, options); });
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::AllReduce(const Tensor& tensor, AllReduceOptions options) {
@@ -353,11 +350,11 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllReduceCoalesced(absl::Span<const Tensor
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllReduceCoalesced(position(), tensors, options));
   ASSIGN_OR_RETURN(const Served* served, Route("all_reduce_coalesced", tensors[0], &options.op));
-  return Launch(*served,
-                {"all_reduce_coalesced", tensors[0].dtype(), TotalElements(tensors), -1,
-                 Kind(options.op)},
-                options.timeout, options.blocking,
-                [&] { return served->backend->AllReduceCoalesced(tensors, options); });
+  return Launch(
+      *served,
+      {"all_reduce_coalesced", tensors[0].dtype(), TotalElements(tensors), -1, Kind(options.op)},
+      options.timeout, options.blocking,
+      [&] { return served->backend->AllReduceCoalesced(tensors, options); });
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::AllGather(absl::Span<const Tensor> outputs,
@@ -370,19 +367,18 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllGather(absl::Span<const Tensor> outputs
                 [&] { return served->backend->AllGather(outputs, input, options); });
 }
 
-absl::StatusOr<WorkPtr> ProcessGroup::AllGatherIntoTensor(const Tensor& output,
-                                                          const Tensor& input,
+absl::StatusOr<WorkPtr> ProcessGroup::AllGatherIntoTensor(const Tensor& output, const Tensor& input,
                                                           AllGatherOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateAllGatherIntoTensor(position(), output, input));
   ASSIGN_OR_RETURN(const Served* served, Route("all_gather_into_tensor", input));
-  return Launch(*served, {"all_gather_into_tensor", input.dtype(), input.numel()},
-                options.timeout, options.blocking,
+  return Launch(*served, {"all_gather_into_tensor", input.dtype(), input.numel()}, options.timeout,
+                options.blocking,
                 [&] { return served->backend->AllGatherIntoTensor(output, input, options); });
 }
 
-absl::StatusOr<WorkPtr> ProcessGroup::Gather(absl::Span<const Tensor> outputs,
-                                             const Tensor& input, GatherOptions options) {
+absl::StatusOr<WorkPtr> ProcessGroup::Gather(absl::Span<const Tensor> outputs, const Tensor& input,
+                                             GatherOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateGather(position(), outputs, input, options));
   ASSIGN_OR_RETURN(const Served* served, Route("gather", input));
@@ -391,8 +387,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::Gather(absl::Span<const Tensor> outputs,
                 [&] { return served->backend->Gather(outputs, input, options); });
 }
 
-absl::StatusOr<WorkPtr> ProcessGroup::Scatter(const Tensor& output,
-                                              absl::Span<const Tensor> inputs,
+absl::StatusOr<WorkPtr> ProcessGroup::Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
                                               ScatterOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateScatter(position(), output, inputs, options));
@@ -413,8 +408,7 @@ absl::StatusOr<WorkPtr> ProcessGroup::ReduceScatter(const Tensor& output,
                 [&] { return served->backend->ReduceScatter(output, inputs, options); });
 }
 
-absl::StatusOr<WorkPtr> ProcessGroup::ReduceScatterTensor(const Tensor& output,
-                                                          const Tensor& input,
+absl::StatusOr<WorkPtr> ProcessGroup::ReduceScatterTensor(const Tensor& output, const Tensor& input,
                                                           ReduceScatterOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
   RETURN_IF_ERROR(ValidateReduceScatterTensor(position(), output, input, options));
@@ -440,8 +434,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::AllToAllSingle(const Tensor& output, const
                                                      std::vector<int64_t> input_split_sizes,
                                                      AllToAllOptions options) {
   options.timeout = ResolveTimeout(options.timeout, config_.timeout);
-  RETURN_IF_ERROR(ValidateAllToAllSingle(position(), output, input, output_split_sizes,
-                                         input_split_sizes));
+  RETURN_IF_ERROR(
+      ValidateAllToAllSingle(position(), output, input, output_split_sizes, input_split_sizes));
   ASSIGN_OR_RETURN(const Served* served, Route("all_to_all_single", input));
   return Launch(*served, {"all_to_all_single", input.dtype()}, options.timeout, options.blocking,
                 [&] {
@@ -489,9 +483,8 @@ absl::StatusOr<WorkPtr> ProcessGroup::RecvAnySource(const Tensor& tensor, RecvOp
   RETURN_IF_ERROR(tensor.CheckContiguous("recv_any_source", "tensor"));
   ASSIGN_OR_RETURN(const Served* served, Route("recv_any_source", tensor));
   if (!served->capabilities.recv_any_source) {
-    return absl::UnimplementedError(absl::StrCat("recv_any_source: backend '",
-                                                 served->backend->name(),
-                                                 "' cannot receive from any source"));
+    return absl::UnimplementedError(absl::StrCat(
+        "recv_any_source: backend '", served->backend->name(), "' cannot receive from any source"));
   }
   return Track({"recv_any_source", tensor.dtype(), tensor.numel(), -1, -1, "", options.timeout},
                /*point_to_point=*/true, /*blocking=*/false,
@@ -507,14 +500,14 @@ absl::StatusOr<WorkPtr> ProcessGroup::BatchPointToPoint(std::vector<PointToPoint
   }
   for (const PointToPointOp& op : ops) {
     const bool send = op.kind == PointToPointOp::Kind::kSend;
-    RETURN_IF_ERROR(ValidatePointToPoint(position(), send ? "batch_isend_irecv send"
-                                                          : "batch_isend_irecv recv",
+    RETURN_IF_ERROR(ValidatePointToPoint(position(),
+                                         send ? "batch_isend_irecv send" : "batch_isend_irecv recv",
                                          op.tensor, op.peer, op.tag));
     if (op.tensor.device().type != ops[0].tensor.device().type) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "batch_isend_irecv on rank ", config_.rank, ": tensors on ",
-          ops[0].tensor.device().ToString(), " and ", op.tensor.device().ToString(),
-          "; one batch uses one device type"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("batch_isend_irecv on rank ", config_.rank, ": tensors on ",
+                       ops[0].tensor.device().ToString(), " and ", op.tensor.device().ToString(),
+                       "; one batch uses one device type"));
     }
   }
   ASSIGN_OR_RETURN(const Served* served, Route("batch_isend_irecv", ops[0].tensor));

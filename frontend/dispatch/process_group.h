@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
-#include <optional>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
@@ -31,12 +31,12 @@ namespace plexus {
 class ProcessGroup {
  public:
   struct Config {
-    std::string name;                // "world", or "world.1" for its first subgroup.
+    std::string name;  // "world", or "world.1" for its first subgroup.
     int rank = 0;
     int size = 1;
-    std::vector<int> global_ranks;   // Group rank -> world rank.
-    std::shared_ptr<Store> store;    // Namespace private to this group.
-    std::string backend;             // Backend string.
+    std::vector<int> global_ranks;  // Group rank -> world rank.
+    std::shared_ptr<Store> store;   // Namespace private to this group.
+    std::string backend;            // Backend string.
     absl::Duration timeout = kDefaultGroupTimeout;
     // Where backends listen and what they advertise (InitProcessGroup resolves it from the
     // rendezvous host); "" resolves it in Create, collectively, with the store's host unknown.
@@ -169,8 +169,8 @@ class ProcessGroup {
     BackendCapabilities capabilities;
   };
 
-  ProcessGroup(Config config, const BackendRegistry& registry,
-               std::vector<DeviceBackend> mapping, std::vector<Served> backends);
+  ProcessGroup(Config config, const BackendRegistry& registry, std::vector<DeviceBackend> mapping,
+               std::vector<Served> backends);
 
   absl::StatusOr<const Served*> FindServed(DeviceType device) const;
   // The backend for `tensor`'s device, after checking it accepts the dtype (and, for a
@@ -203,7 +203,7 @@ class ProcessGroup {
   std::atomic<int64_t> next_subgroup_id_{1};
   std::atomic<int64_t> next_shrink_{1};
   mutable std::mutex abort_mu_;
-  absl::Status aborted_;  // Guarded by abort_mu_.
+  absl::Status aborted_;                 // Guarded by abort_mu_.
   std::atomic<bool> is_aborted_{false};  // aborted_ is set (checked before every operation).
 
   // Aborted, a rank lost, or an operation that failed on the transport.
@@ -221,8 +221,7 @@ class ProcessGroup {
   absl::StatusOr<std::shared_ptr<ProcessGroup>> Child(const std::string& name,
                                                       const std::string& store_prefix,
                                                       const std::vector<int>& members,
-                                                      const char* barrier,
-                                                      std::string backend = "",
+                                                      const char* barrier, std::string backend = "",
                                                       bool new_world = false);
 };
 

@@ -73,9 +73,9 @@ absl::Status ProcessGroup::Abort(absl::string_view reason) {
     if (!served.backend->Abort(status).ok()) unable.push_back(served.backend->name());
   }
   if (!unable.empty()) {
-    return absl::UnimplementedError(absl::StrCat(
-        "process group '", config_.name, "' refuses new operations, but backend(s) ",
-        absl::StrJoin(unable, ", "), " could not abort what they already run"));
+    return absl::UnimplementedError(
+        absl::StrCat("process group '", config_.name, "' refuses new operations, but backend(s) ",
+                     absl::StrJoin(unable, ", "), " could not abort what they already run"));
   }
   return absl::OkStatus();
 }
@@ -93,8 +93,8 @@ std::vector<int> ProcessGroup::LostRanks() const {
 absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Split(int color, int key) {
   const int64_t id = next_subgroup_id_.fetch_add(1);
   const std::string prefix = absl::StrCat("split.", id, "/");
-  RETURN_IF_ERROR(config_.store->Set(absl::StrCat(prefix, config_.rank),
-                                     absl::StrCat(color, " ", key)));
+  RETURN_IF_ERROR(
+      config_.store->Set(absl::StrCat(prefix, config_.rank), absl::StrCat(color, " ", key)));
   std::vector<std::string> keys;
   for (int r = 0; r < config_.size; ++r) keys.push_back(absl::StrCat(prefix, r));
   absl::Status waited = config_.store->Wait(keys, config_.timeout);
@@ -104,9 +104,9 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Split(int color, int
       auto present = config_.store->Check({keys[r]});
       if (present.ok() && !*present) missing.push_back(r);
     }
-    return absl::DeadlineExceededError(absl::StrCat(
-        "split of group '", config_.name, "': rank(s) ", RankList(missing),
-        " did not call split_group within ", absl::FormatDuration(config_.timeout)));
+    return absl::DeadlineExceededError(
+        absl::StrCat("split of group '", config_.name, "': rank(s) ", RankList(missing),
+                     " did not call split_group within ", absl::FormatDuration(config_.timeout)));
   }
   RETURN_IF_ERROR(waited);
   ASSIGN_OR_RETURN(std::vector<std::string> values, config_.store->MultiGet(keys));
@@ -135,9 +135,8 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Shrink(std::vector<i
   excluded.erase(std::unique(excluded.begin(), excluded.end()), excluded.end());
   for (int rank : excluded) {
     if (rank < 0 || rank >= config_.size) {
-      return absl::InvalidArgumentError(absl::StrCat("shrink of group '", config_.name,
-                                                     "': rank ", rank, " is outside [0, ",
-                                                     config_.size, ")"));
+      return absl::InvalidArgumentError(absl::StrCat("shrink of group '", config_.name, "': rank ",
+                                                     rank, " is outside [0, ", config_.size, ")"));
     }
   }
   if (static_cast<int>(excluded.size()) == config_.size) {
@@ -165,9 +164,9 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::ShrinkLost() {
     // This rank saw nobody go: a survivor that did decides.
     absl::Status waited = config_.store->Wait({ShrinkKey(generation)}, config_.timeout);
     if (absl::IsDeadlineExceeded(waited)) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "shrink of group '", config_.name, "': no rank found a lost peer within ",
-          absl::FormatDuration(config_.timeout), " (shrink_group(ranks) names them)"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("shrink of group '", config_.name, "': no rank found a lost peer within ",
+                       absl::FormatDuration(config_.timeout), " (shrink_group(ranks) names them)"));
     }
     RETURN_IF_ERROR(waited);
     ASSIGN_OR_RETURN(decided, config_.store->Get(ShrinkKey(generation)));
@@ -179,7 +178,8 @@ absl::Status ProcessGroup::CheckCanShrink() const {
   for (const Served& served : backends_) {
     if (served.backend->name() == "mpi") {
       return absl::UnimplementedError(absl::StrCat(
-          "shrink of group '", config_.name, "': the mpi backend cannot shrink (Open MPI ends "
+          "shrink of group '", config_.name,
+          "': the mpi backend cannot shrink (Open MPI ends "
           "the job when a rank dies; without ULFM there is no communicator to shrink)"));
     }
   }
@@ -190,8 +190,8 @@ std::string ProcessGroup::ShrinkKey(int64_t generation) {
   return absl::StrCat("shrink.", generation, "/excluded");
 }
 
-absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::AdoptShrink(
-    int64_t generation, absl::string_view decided) {
+absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::AdoptShrink(int64_t generation,
+                                                                        absl::string_view decided) {
   if (decided.empty() || decided[0] != '=') {
     return absl::DataLossError(absl::StrCat("shrink of group '", config_.name, "': bad record '",
                                             decided, "' in the store"));

@@ -137,7 +137,8 @@ absl::StatusOr<std::shared_ptr<Store>> JoinTorchrunAgentStore(const StoreAddress
   if (!client.ok()) {
     return absl::Status(client.status().code(),
                         absl::StrCat("joining torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE"
-                                     "=True) at ", where.source, ": ", client.status().message()));
+                                     "=True) at ",
+                                     where.source, ": ", client.status().message()));
   }
   return std::shared_ptr<Store>(
       std::make_shared<PrefixStore>(prefix, std::shared_ptr<Store>(std::move(client).value())));
@@ -212,8 +213,8 @@ absl::StatusOr<RendezvousResult> Rendezvous(const std::string& init_method, int 
     if (std::optional<std::string> prefix = TorchrunAgentStorePrefix(env)) {
       ASSIGN_OR_RETURN(result.store, JoinTorchrunAgentStore(where, *prefix, timeout));
     } else {
-      auto store = ConnectTcpStore(where.host, where.port, result.rank, result.world_size, timeout,
-                                   secret);
+      auto store =
+          ConnectTcpStore(where.host, where.port, result.rank, result.world_size, timeout, secret);
       if (!store.ok()) {
         return absl::Status(store.status().code(), absl::StrCat("env:// store from ", where.source,
                                                                 ": ", store.status().message()));
@@ -265,11 +266,12 @@ absl::Status StoreBarrier(Store& store, absl::string_view name, int rank, int si
     return absl::DeadlineExceededError(absl::StrCat(
         name, ": rank ", rank, " timed out after ", absl::FormatDuration(timeout),
         " waiting for all ", size, " ranks; ", here, "/", size, " arrived",
-        missing.empty() ? "" : absl::StrCat("; never arrived: rank(s) ",
-                                            absl::StrJoin(missing, ", "),
-                                            missing.size() == 32 ? ", ..." : ""),
-        refused.empty() ? "" : absl::StrCat("; meanwhile this rank's store server ", refused,
-                                            " (a rank with another secret, or without TLS?)")));
+        missing.empty() ? ""
+                        : absl::StrCat("; never arrived: rank(s) ", absl::StrJoin(missing, ", "),
+                                       missing.size() == 32 ? ", ..." : ""),
+        refused.empty() ? ""
+                        : absl::StrCat("; meanwhile this rank's store server ", refused,
+                                       " (a rank with another secret, or without TLS?)")));
   }
   return waited;
 }

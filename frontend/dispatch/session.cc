@@ -36,8 +36,8 @@ absl::Status Session::Leave() {
 Session::~Session() {
   absl::Status left = Leave();
   if (!left.ok()) {
-    Log(LogLevel::kWarning, absl::StrCat("plexus session of rank ", group_->rank(),
-                                         ": leaving: ", left.message()));
+    Log(LogLevel::kWarning,
+        absl::StrCat("plexus session of rank ", group_->rank(), ": leaving: ", left.message()));
   }
 }
 

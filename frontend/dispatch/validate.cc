@@ -25,23 +25,24 @@ absl::Status CheckTensor(absl::string_view op, GroupPosition at, absl::string_vi
 
 // Every tensor in `tensors` is valid and matches `reference` in dtype and device.
 absl::Status CheckList(absl::string_view op, GroupPosition at, absl::string_view list_name,
-                       absl::Span<const Tensor> tensors, const Tensor& reference,
-                       bool same_numel) {
+                       absl::Span<const Tensor> tensors, const Tensor& reference, bool same_numel) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     const std::string which = absl::StrCat(list_name, "[", i, "]");
     RETURN_IF_ERROR(CheckTensor(op, at, which, tensors[i]));
     if (tensors[i].dtype() != reference.dtype()) {
-      return Invalid(op, at, absl::StrCat(which, " has dtype ", DTypeName(tensors[i].dtype()),
-                                          " but the input has ", DTypeName(reference.dtype())));
+      return Invalid(op, at,
+                     absl::StrCat(which, " has dtype ", DTypeName(tensors[i].dtype()),
+                                  " but the input has ", DTypeName(reference.dtype())));
     }
     if (tensors[i].device() != reference.device()) {
-      return Invalid(op, at, absl::StrCat(which, " is on ", tensors[i].device().ToString(),
-                                          " but the input is on ",
-                                          reference.device().ToString()));
+      return Invalid(op, at,
+                     absl::StrCat(which, " is on ", tensors[i].device().ToString(),
+                                  " but the input is on ", reference.device().ToString()));
     }
     if (same_numel && tensors[i].numel() != reference.numel()) {
-      return Invalid(op, at, absl::StrCat(which, " has ", tensors[i].numel(),
-                                          " elements but the input has ", reference.numel()));
+      return Invalid(op, at,
+                     absl::StrCat(which, " has ", tensors[i].numel(),
+                                  " elements but the input has ", reference.numel()));
     }
   }
   return absl::OkStatus();
@@ -68,12 +69,14 @@ absl::Status CheckCount(absl::string_view op, GroupPosition at, absl::string_vie
 absl::Status CheckSameDtypeDevice(absl::string_view op, GroupPosition at, const Tensor& output,
                                   const Tensor& input) {
   if (output.dtype() != input.dtype()) {
-    return Invalid(op, at, absl::StrCat("output dtype ", DTypeName(output.dtype()),
-                                        " differs from input dtype ", DTypeName(input.dtype())));
+    return Invalid(op, at,
+                   absl::StrCat("output dtype ", DTypeName(output.dtype()),
+                                " differs from input dtype ", DTypeName(input.dtype())));
   }
   if (output.device() != input.device()) {
-    return Invalid(op, at, absl::StrCat("output is on ", output.device().ToString(),
-                                        " but input is on ", input.device().ToString()));
+    return Invalid(op, at,
+                   absl::StrCat("output is on ", output.device().ToString(), " but input is on ",
+                                input.device().ToString()));
   }
   return absl::OkStatus();
 }
@@ -120,15 +123,15 @@ absl::Status ValidateAllGatherIntoTensor(GroupPosition at, const Tensor& output,
   RETURN_IF_ERROR(CheckTensor(kOp, at, "output", output));
   RETURN_IF_ERROR(CheckSameDtypeDevice(kOp, at, output, input));
   if (output.numel() != input.numel() * at.size) {
-    return Invalid(kOp, at, absl::StrCat("output has ", output.numel(), " elements; expected ",
-                                         at.size, " x ", input.numel(), " = ",
-                                         input.numel() * at.size));
+    return Invalid(kOp, at,
+                   absl::StrCat("output has ", output.numel(), " elements; expected ", at.size,
+                                " x ", input.numel(), " = ", input.numel() * at.size));
   }
   return absl::OkStatus();
 }
 
-absl::Status ValidateGather(GroupPosition at, absl::Span<const Tensor> outputs,
-                            const Tensor& input, const GatherOptions& options) {
+absl::Status ValidateGather(GroupPosition at, absl::Span<const Tensor> outputs, const Tensor& input,
+                            const GatherOptions& options) {
   RETURN_IF_ERROR(CheckRoot("gather", at, options.root_rank));
   RETURN_IF_ERROR(CheckTensor("gather", at, "input", input));
   const size_t expected = at.rank == options.root_rank ? at.size : 0;
@@ -155,16 +158,15 @@ absl::Status ValidateReduceScatter(GroupPosition at, const Tensor& output,
 }
 
 absl::Status ValidateReduceScatterTensor(GroupPosition at, const Tensor& output,
-                                         const Tensor& input,
-                                         const ReduceScatterOptions& options) {
+                                         const Tensor& input, const ReduceScatterOptions& options) {
   constexpr absl::string_view kOp = "reduce_scatter_tensor";
   RETURN_IF_ERROR(CheckTensor(kOp, at, "input", input));
   RETURN_IF_ERROR(CheckTensor(kOp, at, "output", output));
   RETURN_IF_ERROR(CheckSameDtypeDevice(kOp, at, output, input));
   if (input.numel() != output.numel() * at.size) {
-    return Invalid(kOp, at, absl::StrCat("input has ", input.numel(), " elements; expected ",
-                                         at.size, " x ", output.numel(), " = ",
-                                         output.numel() * at.size));
+    return Invalid(kOp, at,
+                   absl::StrCat("input has ", input.numel(), " elements; expected ", at.size, " x ",
+                                output.numel(), " = ", output.numel() * at.size));
   }
   return CheckOp(kOp, at, options.op, output.dtype());
 }
@@ -190,14 +192,16 @@ absl::Status ValidateAllToAllSingle(GroupPosition at, const Tensor& output, cons
     const int64_t total = rows(tensor);
     if (splits.empty()) {
       if (total % at.size != 0) {
-        return Invalid(kOp, at, absl::StrCat(name, " has ", total, " rows, not divisible by ",
-                                             at.size, " ranks; pass split sizes"));
+        return Invalid(kOp, at,
+                       absl::StrCat(name, " has ", total, " rows, not divisible by ", at.size,
+                                    " ranks; pass split sizes"));
       }
       splits.assign(at.size, total / at.size);
     }
     if (splits.size() != static_cast<size_t>(at.size)) {
-      return Invalid(kOp, at, absl::StrCat(name, " split sizes have ", splits.size(),
-                                           " entries; expected ", at.size));
+      return Invalid(
+          kOp, at,
+          absl::StrCat(name, " split sizes have ", splits.size(), " entries; expected ", at.size));
     }
     int64_t sum = 0;
     for (int64_t split : splits) {
@@ -205,8 +209,8 @@ absl::Status ValidateAllToAllSingle(GroupPosition at, const Tensor& output, cons
       sum += split;
     }
     if (sum != total) {
-      return Invalid(kOp, at, absl::StrCat(name, " split sizes sum to ", sum, " but it has ",
-                                           total, " rows"));
+      return Invalid(
+          kOp, at, absl::StrCat(name, " split sizes sum to ", sum, " but it has ", total, " rows"));
     }
     return absl::OkStatus();
   };

@@ -30,16 +30,15 @@ absl::Status ValidateAllGather(GroupPosition at, absl::Span<const Tensor> output
                                const Tensor& input);
 absl::Status ValidateAllGatherIntoTensor(GroupPosition at, const Tensor& output,
                                          const Tensor& input);
-absl::Status ValidateGather(GroupPosition at, absl::Span<const Tensor> outputs,
-                            const Tensor& input, const GatherOptions& options);
+absl::Status ValidateGather(GroupPosition at, absl::Span<const Tensor> outputs, const Tensor& input,
+                            const GatherOptions& options);
 absl::Status ValidateScatter(GroupPosition at, const Tensor& output,
                              absl::Span<const Tensor> inputs, const ScatterOptions& options);
 absl::Status ValidateReduceScatter(GroupPosition at, const Tensor& output,
                                    absl::Span<const Tensor> inputs,
                                    const ReduceScatterOptions& options);
 absl::Status ValidateReduceScatterTensor(GroupPosition at, const Tensor& output,
-                                         const Tensor& input,
-                                         const ReduceScatterOptions& options);
+                                         const Tensor& input, const ReduceScatterOptions& options);
 absl::Status ValidateAllToAll(GroupPosition at, absl::Span<const Tensor> outputs,
                               absl::Span<const Tensor> inputs);
 // Fills empty split lists with equal splits of the first dimension, then checks them.

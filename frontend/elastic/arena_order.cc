@@ -70,9 +70,9 @@ absl::Status ArenaOrder::Run(int64_t epoch, int64_t turn, absl::Time deadline,
         if (it != waiting_.end() && it->second == &entry) waiting_.erase(it);
       }
       if (now >= deadline) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "waited for shared-memory turn ", turn, " of epoch ", epoch, "; turn ", next_,
-            " has not run here"));
+        return absl::DeadlineExceededError(absl::StrCat("waited for shared-memory turn ", turn,
+                                                        " of epoch ", epoch, "; turn ", next_,
+                                                        " has not run here"));
       }
       return absl::UnavailableError(absl::StrCat("epoch ", epoch, " ended while turn ", turn,
                                                  " waited for the shared-memory arena"));

@@ -44,8 +44,8 @@ class ArenaOrder {
   std::mutex mu_;
   std::condition_variable advanced_;
   int64_t epoch_ = -1;
-  int64_t next_ = 0;         // The turn of epoch_ that may go now.
-  bool running_ = false;     // A thread runs a turn.
+  int64_t next_ = 0;                   // The turn of epoch_ that may go now.
+  bool running_ = false;               // A thread runs a turn.
   std::map<int64_t, Entry*> waiting_;  // Turns of epoch_ whose callers wait, by turn.
 };
 

@@ -61,5 +61,4 @@ void BackupCopy(uint8_t* to, const uint8_t* from, size_t bytes) {
   std::memcpy(to, from, bytes);
 }
 
-
 }  // namespace plexus::elastic

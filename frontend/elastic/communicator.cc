@@ -1,4 +1,3 @@
-#include "frontend/auth/mutual_auth.h"
 #include "frontend/elastic/communicator.h"
 
 #include <algorithm>
@@ -6,8 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <map>
 #include <functional>
+#include <map>
 #include <thread>
 #include <utility>
 
@@ -17,6 +16,7 @@
 #include "algorithms/algorithms.h"
 #include "algorithms/arena_slots.h"
 #include "algorithms/collective_context.h"
+#include "frontend/auth/mutual_auth.h"
 #include "frontend/core/deadline.h"
 #include "frontend/core/environment.h"
 #include "frontend/core/logging.h"
@@ -51,15 +51,14 @@ absl::StatusOr<absl::Duration> ResolveTimeout(std::optional<absl::Duration> set,
   } else if (const char* env = ReadEnvironment("PLEXUS_ELASTIC_TIMEOUT"); env != nullptr && *env) {
     double seconds = 0;
     if (!absl::SimpleAtod(env, &seconds) || !(seconds > 0)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "PLEXUS_ELASTIC_TIMEOUT=\"", env, "\" is not a positive number of seconds"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("PLEXUS_ELASTIC_TIMEOUT=\"", env, "\" is not a positive number of seconds"));
     }
     timeout = absl::Seconds(seconds);
   }
   if (timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat("elastic communicator ", what,
-                                                   " must be positive, not ",
-                                                   absl::FormatDuration(timeout)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "elastic communicator ", what, " must be positive, not ", absl::FormatDuration(timeout)));
   }
   return timeout;
 }
@@ -124,8 +123,8 @@ struct Communicator::Op {
   // Set by the master's outcome (guarded by the communicator's mu_).
   bool decided = false;
   absl::Status outcome;
-  std::shared_ptr<Transport> mesh;  // While the data phase runs; aborted by early outcomes.
-  int64_t turn = -1;                // Its shared-memory turn (kOpTurn), once the master gave it.
+  std::shared_ptr<Transport> mesh;     // While the data phase runs; aborted by early outcomes.
+  int64_t turn = -1;                   // Its shared-memory turn (kOpTurn), once the master gave it.
   std::function<void()> on_data_done;  // Called when this peer's data movement ended.
 };
 
@@ -133,7 +132,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(CommunicatorO
   ASSIGN_OR_RETURN(auto host_port, ParseHostPort(options.master_address));
   ASSIGN_OR_RETURN(options.operation_timeout,
                    ResolveTimeout(options.operation_timeout, "operation_timeout"));
-  ASSIGN_OR_RETURN(options.accept_timeout, ResolveTimeout(options.accept_timeout, "accept_timeout"));
+  ASSIGN_OR_RETURN(options.accept_timeout,
+                   ResolveTimeout(options.accept_timeout, "accept_timeout"));
   if (options.peer_group < 0 || options.peer_group > 0xffffffffll) {
     return absl::InvalidArgumentError(
         absl::StrCat("peer group ", options.peer_group, " is not a 32-bit unsigned number"));
@@ -279,11 +279,11 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
   store_options.tls = options_.tls;
   auto store = TCPStore::Create(store_options);
   if (!store.ok()) {
-    return WithResult(absl::UnavailableError(absl::StrCat(
-                          "cannot reach the elastic master's store at ",
-                          HostPort(master_host_, link->store_port()), ": ",
-                          store.status().message())),
-                      Result::kMasterConnectionFailed);
+    return WithResult(
+        absl::UnavailableError(absl::StrCat("cannot reach the elastic master's store at ",
+                                            HostPort(master_host_, link->store_port()), ": ",
+                                            store.status().message())),
+        Result::kMasterConnectionFailed);
   }
   int64_t epoch;
   {
@@ -293,8 +293,8 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
     data_address_ = address;
     const int64_t me = link->peer_id();
     auto accepted = [&] {
-      return !lost_.ok() || (has_topology_ && std::count(topology_.ring.begin(),
-                                                         topology_.ring.end(), me) > 0);
+      return !lost_.ok() ||
+             (has_topology_ && std::count(topology_.ring.begin(), topology_.ring.end(), me) > 0);
     };
     while (!accepted() && absl::Now() < deadline) {
       changed_.wait_until(lock, SteadyDeadline(std::min(deadline - absl::Now(), absl::Seconds(1))));
@@ -302,13 +302,14 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
     if (!lost_.ok()) return lost_;
     if (!accepted()) {
       link_.reset();
-      lost_ = WithResult(absl::DeadlineExceededError("not accepted in time"),
-                         Result::kNotInitialized);
-      return WithResult(absl::DeadlineExceededError(absl::StrCat(
-                            "registered with the master at ", options_.master_address,
-                            " as peer ", me, " but the accepted peers did not take this peer in "
-                            "(they must call update_topology) within the connect timeout")),
-                        Result::kMasterConnectionFailed);
+      lost_ =
+          WithResult(absl::DeadlineExceededError("not accepted in time"), Result::kNotInitialized);
+      return WithResult(
+          absl::DeadlineExceededError(absl::StrCat(
+              "registered with the master at ", options_.master_address, " as peer ", me,
+              " but the accepted peers did not take this peer in "
+              "(they must call update_topology) within the connect timeout")),
+          Result::kMasterConnectionFailed);
     }
     epoch = topology_.epoch;
     AdoptTopologyLocked();
@@ -333,8 +334,9 @@ absl::Status Communicator::UpdateTopology() {
   }
   AdoptTopology();  // The caller now sees the epoch it is in, whatever happened.
   if (status.ok()) return status;
-  return WithResult(absl::Status(status.code(), absl::StrCat("update_topology: ", status.message())),
-                    Result::kUpdateTopologyFailed);
+  return WithResult(
+      absl::Status(status.code(), absl::StrCat("update_topology: ", status.message())),
+      Result::kUpdateTopologyFailed);
 }
 
 absl::StatusOr<bool> Communicator::ArePeersPending() {
@@ -393,8 +395,8 @@ void Communicator::OnTopology(uint64_t generation, const Topology& topology) {
   changed_.notify_all();
   // Operations of the old epoch cannot finish: end their data phase now (the master fails them).
   if (stale) {
-    stale->Abort(absl::UnavailableError(absl::StrCat("peer group ", topology.group,
-                                                     " moved to epoch ", topology.epoch)));
+    stale->Abort(absl::UnavailableError(
+        absl::StrCat("peer group ", topology.group, " moved to epoch ", topology.epoch)));
   }
 }
 
@@ -444,8 +446,8 @@ absl::StatusOr<std::shared_ptr<Transport>> Communicator::EnsureMesh(int64_t epoc
     if (!lost_.ok()) return lost_;
     if (topology_.epoch != epoch) {
       return absl::UnavailableError(absl::StrCat("epoch ", epoch, " of peer group ",
-                                                 topology_.group, " is over (now ",
-                                                 topology_.epoch, ")"));
+                                                 topology_.group, " is over (now ", topology_.epoch,
+                                                 ")"));
     }
     ring = topology_.ring;
     me = link_->peer_id();
@@ -621,15 +623,15 @@ WorkPtr Communicator::Launch(const void* send, void* recv, const ReduceDescripto
   if (absl::Status status = ValidateReduce(descriptor); !status.ok()) return refuse(status);
   const size_t bytes = static_cast<size_t>(descriptor.count) * DTypeSize(descriptor.dtype);
   if (bytes > 0 && (send == nullptr || recv == nullptr)) {
-    return refuse(absl::InvalidArgumentError(absl::StrCat(
-        "all_reduce ", DescribeReduce(descriptor), ": null send or receive buffer")));
+    return refuse(absl::InvalidArgumentError(
+        absl::StrCat("all_reduce ", DescribeReduce(descriptor), ": null send or receive buffer")));
   }
   const auto* s = static_cast<const uint8_t*>(send);
   const auto* r = static_cast<const uint8_t*>(recv);
   if (s != r && s < r + bytes && r < s + bytes) {
-    return refuse(absl::InvalidArgumentError(absl::StrCat(
-        "all_reduce ", DescribeReduce(descriptor),
-        ": send and receive buffers overlap without being the same buffer")));
+    return refuse(absl::InvalidArgumentError(
+        absl::StrCat("all_reduce ", DescribeReduce(descriptor),
+                     ": send and receive buffers overlap without being the same buffer")));
   }
   if (absl::Status status = Usable(); !status.ok()) return refuse(status);
   auto op = std::make_shared<Op>();
@@ -648,11 +650,11 @@ WorkPtr Communicator::Launch(const void* send, void* recv, const ReduceDescripto
           Result::kInvalidUsage));
     }
     if (required_epoch >= 0 && required_epoch != topology_.epoch) {
-      return refuse(WithResult(absl::UnavailableError(absl::StrCat(
-                                   "all_reduce ", DescribeReduce(descriptor), ": epoch ",
-                                   required_epoch, " of the peer group is over (now ",
-                                   topology_.epoch, ")")),
-                               Result::kRankConnectionLost));
+      return refuse(WithResult(
+          absl::UnavailableError(absl::StrCat("all_reduce ", DescribeReduce(descriptor), ": epoch ",
+                                              required_epoch, " of the peer group is over (now ",
+                                              topology_.epoch, ")")),
+          Result::kRankConnectionLost));
     }
     AdoptTopologyLocked();  // Launching is the caller's call: its view moves to this epoch.
     op->key.group = topology_.group;
@@ -725,7 +727,8 @@ void Communicator::Run(const std::shared_ptr<Op>& op) {
     std::unique_lock<std::mutex> lock(mu_);
     const absl::Time decide_by = deadline + absl::Seconds(10);
     while (!op->decided && absl::Now() < decide_by) {
-      changed_.wait_until(lock, SteadyDeadline(std::min(decide_by - absl::Now(), absl::Seconds(1))));
+      changed_.wait_until(lock,
+                          SteadyDeadline(std::min(decide_by - absl::Now(), absl::Seconds(1))));
     }
     if (!op->decided) {
       op->decided = true;
@@ -739,15 +742,16 @@ void Communicator::Run(const std::shared_ptr<Op>& op) {
     const uint8_t* original = op->restore_from ? op->restore_from : op->backup.data.get();
     if (op->bytes > 0) std::memcpy(op->recv, original, op->bytes);
     if (!local.ok() && local.code() != outcome.code()) {
-      outcome = WithResult(absl::Status(outcome.code(), absl::StrCat(outcome.message(), " (here: ",
-                                                                     local.message(), ")")),
-                           ResultOf(outcome));
+      outcome = WithResult(
+          absl::Status(outcome.code(),
+                       absl::StrCat(outcome.message(), " (here: ", local.message(), ")")),
+          ResultOf(outcome));
     }
-    outcome = WithResult(
-        absl::Status(outcome.code(), absl::StrCat("all_reduce ", DescribeReduce(op->descriptor),
-                                                  " in epoch ", op->key.epoch, ": ",
-                                                  outcome.message())),
-        ResultOf(outcome));
+    outcome =
+        WithResult(absl::Status(outcome.code(),
+                                absl::StrCat("all_reduce ", DescribeReduce(op->descriptor),
+                                             " in epoch ", op->key.epoch, ": ", outcome.message())),
+                   ResultOf(outcome));
   }
   backups_->Give(std::move(op->backup));
   {

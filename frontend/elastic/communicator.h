@@ -25,19 +25,19 @@
 #define PLEXUS_FRONTEND_ELASTIC_COMMUNICATOR_H_
 
 #include <condition_variable>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "frontend/auth/tls.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "frontend/auth/tls.h"
 #include "frontend/elastic/arena_order.h"
 #include "frontend/elastic/elastic_types.h"
 #include "frontend/elastic/master_protocol.h"
@@ -164,8 +164,7 @@ class Communicator {
   absl::Status MoveData(const std::shared_ptr<Op>& op, Transport& mesh, absl::Time deadline,
                         const int64_t* turn);
   // Waits for the master's turn for `op` and for the turns before it, then moves its data.
-  absl::Status MoveDataInTurn(const std::shared_ptr<Op>& op, Transport& mesh,
-                              absl::Time deadline);
+  absl::Status MoveDataInTurn(const std::shared_ptr<Op>& op, Transport& mesh, absl::Time deadline);
   // Measures what this peer receives at from every other member (bytes/s, ring order, 0 for
   // itself) in optimize number `number` of the epoch.
   absl::StatusOr<std::vector<int64_t>> MeasureLinks(int64_t epoch, int64_t number,
@@ -178,9 +177,8 @@ class Communicator {
   absl::Status NoOpsInFlight(const char* what) const;
   // Moves the tensors of one planned sync (reply ints: revision, sync number, transfers);
   // updates `ballot`'s hashes for what it received.
-  absl::Status RunSyncTransfers(SharedState& state, const std::vector<int64_t>& plan,
-                                int64_t epoch, absl::Time deadline, SyncBallot& ballot,
-                                SyncInfo& info);
+  absl::Status RunSyncTransfers(SharedState& state, const std::vector<int64_t>& plan, int64_t epoch,
+                                absl::Time deadline, SyncBallot& ballot, SyncInfo& info);
   // The data connections of the group's epoch, built (collectively) if needed.
   absl::StatusOr<std::shared_ptr<Transport>> EnsureMesh(int64_t epoch);
   // Reports of the master link of connection `generation` (stale ones are ignored).
@@ -214,8 +212,8 @@ class Communicator {
   Topology view_;  // What the caller reads (GetAttribute, Ring): adopted inside its calls.
   std::shared_ptr<Store> store_;
   std::string data_address_;
-  std::map<uint64_t, std::shared_ptr<Op>> in_flight_;            // Tag -> op.
-  std::map<uint64_t, std::pair<int64_t, int64_t>> instances_;    // Tag -> (epoch, next).
+  std::map<uint64_t, std::shared_ptr<Op>> in_flight_;          // Tag -> op.
+  std::map<uint64_t, std::pair<int64_t, int64_t>> instances_;  // Tag -> (epoch, next).
 
   std::mutex mesh_mu_;  // Held while building; guards the two below.
   std::shared_ptr<Transport> mesh_;

@@ -35,10 +35,10 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduceMultipleWithRetry(
   for (const ReduceOpDescriptor& op : ops) {
     RETURN_IF_ERROR(ValidateReduce(op.descriptor));
     if (!tags.insert(op.descriptor.tag).second) {
-      return WithResult(absl::InvalidArgumentError(absl::StrCat(
-                            "all_reduce_multiple_with_retry: tag ", op.descriptor.tag,
-                            " appears twice")),
-                        Result::kInvalidArgument);
+      return WithResult(
+          absl::InvalidArgumentError(absl::StrCat("all_reduce_multiple_with_retry: tag ",
+                                                  op.descriptor.tag, " appears twice")),
+          Result::kInvalidArgument);
     }
   }
   RETURN_IF_ERROR(Usable());

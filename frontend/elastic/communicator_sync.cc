@@ -78,8 +78,8 @@ absl::StatusOr<SyncInfo> Communicator::SyncSharedState(SharedState& state, SyncS
 }
 
 absl::Status Communicator::RunSyncTransfers(SharedState& state, const std::vector<int64_t>& plan,
-                                            int64_t epoch, absl::Time deadline,
-                                            SyncBallot& ballot, SyncInfo& info) {
+                                            int64_t epoch, absl::Time deadline, SyncBallot& ballot,
+                                            SyncInfo& info) {
   if (plan.size() < 2 || (plan.size() - 2) % kSyncTransferInts != 0) {
     return absl::InternalError("malformed shared-state plan from the master");
   }
@@ -119,8 +119,8 @@ absl::Status Communicator::RunSyncTransfers(SharedState& state, const std::vecto
     const size_t bytes = static_cast<size_t>(tensor.count) * DTypeSize(tensor.dtype);
     if (t.receive) {
       staging[i].reset(new uint8_t[std::max<size_t>(bytes, 1)]);
-      works.push_back(ctx.Recv(peer->second, static_cast<uint32_t>(t.tensor), staging[i].get(),
-                               bytes));
+      works.push_back(
+          ctx.Recv(peer->second, static_cast<uint32_t>(t.tensor), staging[i].get(), bytes));
     } else {
       works.push_back(ctx.Send(peer->second, static_cast<uint32_t>(t.tensor), tensor.data, bytes));
     }

@@ -62,7 +62,8 @@ int Communicator::SharedMemoryPeers() {
   const int me = mesh_->rank();
   if (host_of.size() != static_cast<size_t>(mesh_->size())) return 0;
   int same = 0;
-  for (int peer = 0; peer < mesh_->size(); ++peer) same += peer != me && host_of[peer] == host_of[me];
+  for (int peer = 0; peer < mesh_->size(); ++peer)
+    same += peer != me && host_of[peer] == host_of[me];
   return same;
 }
 
@@ -104,7 +105,8 @@ absl::StatusOr<bool> Communicator::OptimizeTopology() {
       status = row.ok() ? decided.status() : row.status();
       if (status.ok()) {
         if ((*decided)[0] == 0) return false;
-        auto mesh = EnsureMesh(CurrentEpoch());  // Everyone connects the new ring now, as after a join.
+        auto mesh =
+            EnsureMesh(CurrentEpoch());  // Everyone connects the new ring now, as after a join.
         AdoptTopology();
         if (!mesh.ok() && !IsRetryableFailure(mesh.status())) {
           return WithResult(mesh.status(), Result::kTopologyOptimizationFailed);
@@ -113,9 +115,9 @@ absl::StatusOr<bool> Communicator::OptimizeTopology() {
       }
     }
     if (!IsRetryableFailure(status) || absl::Now() >= deadline) {
-      return WithResult(absl::Status(status.code(),
-                                     absl::StrCat("optimize_topology: ", status.message())),
-                        Result::kTopologyOptimizationFailed);
+      return WithResult(
+          absl::Status(status.code(), absl::StrCat("optimize_topology: ", status.message())),
+          Result::kTopologyOptimizationFailed);
     }
     AwaitEpochAfter(epoch);
   }
@@ -145,8 +147,8 @@ absl::StatusOr<std::vector<int64_t>> Communicator::MeasureLinks(int64_t epoch, i
       const uint32_t step = static_cast<uint32_t>(4 * round + 2 * turn);
       uint8_t token = 1, their_token = 0;
       // Meet first, so the receiver's clock starts when the sender starts.
-      RETURN_IF_ERROR(ctx.WaitAll({ctx.Send(partner, step, &token, 1),
-                                   ctx.Recv(partner, step, &their_token, 1)}));
+      RETURN_IF_ERROR(ctx.WaitAll(
+          {ctx.Send(partner, step, &token, 1), ctx.Recv(partner, step, &their_token, 1)}));
       if (!receiving) {
         RETURN_IF_ERROR(ctx.Wait(ctx.Send(partner, step + 1, outgoing.get(), bytes)));
         continue;

@@ -26,8 +26,8 @@ const char* QuantizationName(QuantizationAlgorithm algorithm) {
 }  // namespace
 
 std::string DescribeReduce(const ReduceDescriptor& d) {
-  std::string text = absl::StrCat(ReduceOpName(d.op), " of ", d.count, " ", DTypeName(d.dtype),
-                                  " (tag ", d.tag);
+  std::string text =
+      absl::StrCat(ReduceOpName(d.op), " of ", d.count, " ", DTypeName(d.dtype), " (tag ", d.tag);
   if (d.quantization.algorithm != QuantizationAlgorithm::kNone) {
     absl::StrAppend(&text, ", quantized ", QuantizationName(d.quantization.algorithm), " to ",
                     d.quantization.quantized_dtype == QuantizedType::kUInt16 ? "uint16" : "uint8");
@@ -59,8 +59,8 @@ absl::Status ValidateReduce(const ReduceDescriptor& d) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": the elastic communicator reduces with SUM, AVG, PROD, MIN, MAX"));
   }
-  if (absl::Status q = ValidateQuantization(d.dtype, Quantization{d.quantization.algorithm,
-                                                                  d.quantization.quantized_dtype});
+  if (absl::Status q = ValidateQuantization(
+          d.dtype, Quantization{d.quantization.algorithm, d.quantization.quantized_dtype});
       !q.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", q.message()));
   }
@@ -73,7 +73,8 @@ bool IsRetryableFailure(const absl::Status& status) {
 }
 
 absl::Status WithResult(absl::Status status, Result result) {
-  if (!status.ok()) status.SetPayload(kResultPayload, absl::Cord(absl::StrCat(static_cast<int>(result))));
+  if (!status.ok())
+    status.SetPayload(kResultPayload, absl::Cord(absl::StrCat(static_cast<int>(result))));
   return status;
 }
 

@@ -60,8 +60,8 @@ struct ReduceInfo {
 };
 
 enum class Attribute : int {
-  kGlobalWorldSize = 0,             // Accepted peers, every peer group.
-  kLocalWorldSize = 1,              // Accepted peers of this peer's group.
+  kGlobalWorldSize = 0,  // Accepted peers, every peer group.
+  kLocalWorldSize = 1,   // Accepted peers of this peer's group.
   kNumDistinctPeerGroups = 2,
   kLargestPeerGroupWorldSize = 3,
 };

@@ -29,8 +29,9 @@ std::string WhyNoWelcome(const absl::Status& status, bool no_secret, bool no_tls
   }
   std::vector<std::string> causes;
   if (no_secret) {
-    causes.push_back("a master that requires a shared secret closes connections from peers "
-                     "without one: set PLEXUS_SECRET or secret=");
+    causes.push_back(
+        "a master that requires a shared secret closes connections from peers "
+        "without one: set PLEXUS_SECRET or secret=");
   }
   causes.push_back(no_tls ? "a master that requires TLS closes clear-text connections: set "
                             "PLEXUS_TLS_CERT, PLEXUS_TLS_KEY and PLEXUS_TLS_CA"
@@ -42,28 +43,26 @@ std::string WhyNoWelcome(const absl::Status& status, bool no_secret, bool no_tls
 // Reads one whole frame by `deadline` (used for the welcome, before the reader starts).
 absl::StatusOr<Message> ReadFrame(const Connection& connection, absl::Time deadline) {
   char header[kHeaderBytes];
-  RETURN_IF_ERROR(RecvExact(connection.fd.get(), connection.cipher.get(), header, kHeaderBytes,
-                            deadline));
+  RETURN_IF_ERROR(
+      RecvExact(connection.fd.get(), connection.cipher.get(), header, kHeaderBytes, deadline));
   const uint64_t length = PayloadLength(header);
   if (length > kMaxFrameBytes) return absl::InvalidArgumentError("oversized frame");
   std::string payload(length, '\0');
-  RETURN_IF_ERROR(RecvExact(connection.fd.get(), connection.cipher.get(), payload.data(), length,
-                            deadline));
+  RETURN_IF_ERROR(
+      RecvExact(connection.fd.get(), connection.cipher.get(), payload.data(), length, deadline));
   return DecodePayload(payload);
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<MasterLink>> MasterLink::Connect(const std::string& host, int port,
-                                                                int64_t group, absl::Time deadline,
-                                                                Callbacks callbacks,
-                                                                const std::string& secret,
-                                                                const std::shared_ptr<const auth::TlsContext>& tls) {
+absl::StatusOr<std::unique_ptr<MasterLink>> MasterLink::Connect(
+    const std::string& host, int port, int64_t group, absl::Time deadline, Callbacks callbacks,
+    const std::string& secret, const std::shared_ptr<const auth::TlsContext>& tls) {
   const std::string where = HostPort(host, port);
   auto fd = ConnectTcpWithRetry(host, port, deadline);
   if (!fd.ok()) {
-    return MasterFailure(absl::StrCat("cannot reach the elastic master at ", where, ": ",
-                                      fd.status().message()));
+    return MasterFailure(
+        absl::StrCat("cannot reach the elastic master at ", where, ": ", fd.status().message()));
   }
   Connection connection{std::move(fd).value(), nullptr};
   const std::string master = absl::StrCat("the elastic master at ", where);
@@ -95,9 +94,9 @@ absl::StatusOr<std::unique_ptr<MasterLink>> MasterLink::Connect(const std::strin
           Result::kMasterConnectionFailed);
     }
   }
-  absl::Status sent = SendAll(
-      connection.fd.get(), connection.cipher.get(),
-      EncodeFrame({MessageType::kHello, {kMagic, kProtocolVersion, group}, ""}), deadline);
+  absl::Status sent =
+      SendAll(connection.fd.get(), connection.cipher.get(),
+              EncodeFrame({MessageType::kHello, {kMagic, kProtocolVersion, group}, ""}), deadline);
   auto welcome = sent.ok() ? ReadFrame(connection, deadline) : absl::StatusOr<Message>(sent);
   if (!welcome.ok()) {
     const std::string causes = WhyNoWelcome(welcome.status(), secret.empty(), tls == nullptr);
@@ -106,8 +105,9 @@ absl::StatusOr<std::unique_ptr<MasterLink>> MasterLink::Connect(const std::strin
                                       causes));
   }
   if (welcome->type != MessageType::kWelcome || welcome->ints.size() != 3) {
-    return MasterFailure(absl::StrCat(where, " answered the hello with something else than a "
-                                             "welcome: is it an elastic master?"));
+    return MasterFailure(absl::StrCat(where,
+                                      " answered the hello with something else than a "
+                                      "welcome: is it an elastic master?"));
   }
   return std::unique_ptr<MasterLink>(
       new MasterLink(std::move(connection), welcome->ints[0], static_cast<int>(welcome->ints[1]),
@@ -289,8 +289,8 @@ void MasterLink::ReadLoop() {
           auto message = DecodePayload(absl::string_view(rx).substr(at + kHeaderBytes, length));
           at += kHeaderBytes + length;
           if (!message.ok()) {
-            Lose(MasterFailure(absl::StrCat("bad frame from the master: ",
-                                            message.status().message())));
+            Lose(MasterFailure(
+                absl::StrCat("bad frame from the master: ", message.status().message())));
             return;
           }
           OnMessage(*message);

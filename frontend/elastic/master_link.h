@@ -17,8 +17,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "frontend/elastic/master_protocol.h"
 #include "frontend/auth/tls.h"
+#include "frontend/elastic/master_protocol.h"
 #include "frontend/store/socket_util.h"
 
 namespace plexus::elastic {
@@ -29,7 +29,7 @@ class MasterLink {
     std::function<void(const Topology&)> on_topology;
     std::function<void(const OpKey&, const absl::Status&)> on_outcome;
     std::function<void(const OpKey&, int64_t)> on_turn;  // kOpTurn: an operation's turn.
-    std::function<void(const absl::Status&)> on_lost;  // Once, when the link breaks.
+    std::function<void(const absl::Status&)> on_lost;    // Once, when the link breaks.
   };
 
   // Connects, says hello for `group` and reads the welcome, all by `deadline`; then starts the
@@ -61,8 +61,8 @@ class MasterLink {
   absl::Status lost() const;
 
  private:
-  MasterLink(Connection connection, int64_t peer_id, int store_port, absl::Duration heartbeat_timeout,
-             Callbacks callbacks);
+  MasterLink(Connection connection, int64_t peer_id, int store_port,
+             absl::Duration heartbeat_timeout, Callbacks callbacks);
   void ReadLoop();
   void Lose(const absl::Status& status);
   void OnMessage(const Message& message);

@@ -50,8 +50,8 @@ std::string PeerAddress(int fd) {
 absl::StatusOr<std::pair<std::string, int>> ParseHostPort(const std::string& text) {
   const size_t colon = text.rfind(':');
   int port = -1;
-  if (colon == std::string::npos || !absl::SimpleAtoi(text.substr(colon + 1), &port) ||
-      port < 0 || port > 65535) {
+  if (colon == std::string::npos || !absl::SimpleAtoi(text.substr(colon + 1), &port) || port < 0 ||
+      port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("'", text, "' is not host:port (e.g. 127.0.0.1:48148 or [::1]:48148)"));
   }
@@ -90,8 +90,8 @@ class MasterNode::Server {
                                  {wakeup_.get(), POLLIN, 0}};
       std::vector<int64_t> ids;
       for (auto& [id, c] : connections_) {
-        const bool want_write = !c.tx.empty() || c.tls_wants_write ||
-                                (c.tls != nullptr && c.tls->HasPendingOutput());
+        const bool want_write =
+            !c.tx.empty() || c.tls_wants_write || (c.tls != nullptr && c.tls->HasPendingOutput());
         fds.push_back({c.fd.get(), static_cast<short>(POLLIN | (want_write ? POLLOUT : 0)), 0});
         ids.push_back(id);
       }
@@ -123,7 +123,7 @@ class MasterNode::Server {
     absl::Time last_sent;
     std::unique_ptr<auth::TlsSession> tls;  // Set when TLS is configured.
     bool tls_established = false;
-    bool tls_wants_write = false;  // The handshake waits for room to send.
+    bool tls_wants_write = false;                 // The handshake waits for room to send.
     std::unique_ptr<auth::ServerHandshake> auth;  // Until the peer proved the secret.
   };
 
@@ -131,8 +131,8 @@ class MasterNode::Server {
   bool AdvanceTls(int64_t id, Connection& c) {
     absl::StatusOr<auth::TlsSession::Progress> progress = c.tls->Handshake();
     if (!progress.ok()) {
-      LogRefusal(absl::StrCat("elastic master: refused ", c.address, ": ",
-                              progress.status().message()));
+      LogRefusal(
+          absl::StrCat("elastic master: refused ", c.address, ": ", progress.status().message()));
       Close(id, std::string(progress.status().message()));
       return false;
     }
@@ -253,8 +253,7 @@ class MasterNode::Server {
       Flush(id);
       if (connections_.find(id) == connections_.end()) return;
       if (step == auth::ServerHandshake::Step::kRejected) {
-        LogRefusal(absl::StrCat("elastic master: refused ", c.address, ": ",
-                                             c.auth->reason()));
+        LogRefusal(absl::StrCat("elastic master: refused ", c.address, ": ", c.auth->reason()));
         return Close(id, absl::StrCat("authentication: ", c.auth->reason()));
       }
       if (step == auth::ServerHandshake::Step::kNeedMore) return;
@@ -340,8 +339,9 @@ class MasterNode::Server {
         continue;
       }
       if (now - c.last_heard > heartbeat_timeout_) {
-        doomed.emplace_back(id, absl::StrCat("silent for ", absl::FormatDuration(now - c.last_heard),
-                                             " (frozen, or its network is down)"));
+        doomed.emplace_back(id,
+                            absl::StrCat("silent for ", absl::FormatDuration(now - c.last_heard),
+                                         " (frozen, or its network is down)"));
         continue;
       }
       if (c.tx.empty() && now - c.last_sent > heartbeat_timeout_ / 5) {

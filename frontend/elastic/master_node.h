@@ -10,15 +10,15 @@
 #include <atomic>
 #include <condition_variable>
 #include <memory>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 
-#include "frontend/auth/tls.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "frontend/auth/tls.h"
 #include "frontend/store/socket_util.h"
 #include "frontend/store/tcp_store_server.h"
 

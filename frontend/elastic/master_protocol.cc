@@ -83,8 +83,8 @@ bool WantsArenaTurn(const std::vector<int64_t>& signature) {
 }
 
 std::vector<int64_t> TopologyInts(const Topology& t) {
-  std::vector<int64_t> ints = {t.group, t.epoch, t.global_world_size, t.num_groups,
-                               t.largest_group, static_cast<int64_t>(t.ring.size())};
+  std::vector<int64_t> ints = {t.group,      t.epoch,         t.global_world_size,
+                               t.num_groups, t.largest_group, static_cast<int64_t>(t.ring.size())};
   ints.insert(ints.end(), t.ring.begin(), t.ring.end());
   return ints;
 }

@@ -215,15 +215,16 @@ void MasterState::Expire(absl::Time now) {
   for (auto& [group_id, group] : groups_) {
     std::set<int64_t> voted;
     for (const auto& [id, entry] : group.sync.ballots) voted.insert(id);
-    for (auto it = group.sync.ballots.begin(); !group.sync.planned && it != group.sync.ballots.end();) {
+    for (auto it = group.sync.ballots.begin();
+         !group.sync.planned && it != group.sync.ballots.end();) {
       if (now < it->second.first.expires) {
         ++it;
         continue;
       }
       Reply(it->first, it->second.first.request,
-            absl::DeadlineExceededError(absl::StrCat(
-                "sync_shared_state of peer group ", group_id, " (epoch ", group.epoch,
-                ") timed out waiting for ", Missing(group.ring, voted))),
+            absl::DeadlineExceededError(
+                absl::StrCat("sync_shared_state of peer group ", group_id, " (epoch ", group.epoch,
+                             ") timed out waiting for ", Missing(group.ring, voted))),
             0);
       it = group.sync.ballots.erase(it);
     }
@@ -236,9 +237,9 @@ void MasterState::Expire(absl::Time now) {
         continue;
       }
       Reply(it->first, it->second.request,
-            absl::DeadlineExceededError(absl::StrCat(
-                "optimize_topology of peer group ", group_id, " (epoch ", group.epoch,
-                ") timed out waiting for ", Missing(group.ring, started))),
+            absl::DeadlineExceededError(
+                absl::StrCat("optimize_topology of peer group ", group_id, " (epoch ", group.epoch,
+                             ") timed out waiting for ", Missing(group.ring, started))),
             0);
       it = group.optimize.started.erase(it);
     }
@@ -274,8 +275,8 @@ void MasterState::NewEpoch(int64_t group_id, const absl::Status& reason) {
   Group& group = groups_[group_id];
   ++group.epoch;
   group.arena_turns = 0;
-  const std::string over = absl::StrCat("; epoch ", group.epoch - 1, " of peer group ", group_id,
-                                        " is over");
+  const std::string over =
+      absl::StrCat("; epoch ", group.epoch - 1, " of peer group ", group_id, " is over");
   deferring_ = true;  // What this says reaches peers after the new topology.
   for (auto& [key, vote] : group.ops) {
     if (vote.decided) continue;
@@ -286,8 +287,8 @@ void MasterState::NewEpoch(int64_t group_id, const absl::Status& reason) {
   }
   group.ops.clear();
   AbandonSync(group, absl::UnavailableError(absl::StrCat(reason.message(), over)));
-  AbandonOptimize(group, absl::UnavailableError(
-                             absl::StrCat("optimize_topology: ", reason.message(), over)));
+  AbandonOptimize(
+      group, absl::UnavailableError(absl::StrCat("optimize_topology: ", reason.message(), over)));
   deferring_ = false;
 }
 
@@ -338,9 +339,10 @@ void MasterState::SendOutcome(int64_t peer, const OpKey& key, const absl::Status
   (deferring_ ? deferred_ : outgoing_).push_back({peer, std::move(message)});
 }
 
-void MasterState::Reply(int64_t peer, int64_t request, const absl::Status& status,
-                        int64_t value, const std::vector<int64_t>& extra) {
-  Message reply{MessageType::kReply, {request, static_cast<int64_t>(status.code()), value},
+void MasterState::Reply(int64_t peer, int64_t request, const absl::Status& status, int64_t value,
+                        const std::vector<int64_t>& extra) {
+  Message reply{MessageType::kReply,
+                {request, static_cast<int64_t>(status.code()), value},
                 std::string(status.message())};
   reply.ints.insert(reply.ints.end(), extra.begin(), extra.end());
   (deferring_ ? deferred_ : outgoing_).push_back({peer, std::move(reply)});
@@ -432,9 +434,10 @@ absl::Status MasterState::HandleOptimizeReport(int64_t id, const Message& messag
     return absl::InvalidArgumentError("optimize report of the wrong size");
   }
   if (!reported.ok() && optimize.failure.ok()) {
-    optimize.failure = absl::Status(reported.code(), absl::StrCat(Describe(id), ": ",
-                                                                  reported.message()));
-    for (const auto& [peer, report] : optimize.reports) Reply(peer, report.first, optimize.failure, 0);
+    optimize.failure =
+        absl::Status(reported.code(), absl::StrCat(Describe(id), ": ", reported.message()));
+    for (const auto& [peer, report] : optimize.reports)
+      Reply(peer, report.first, optimize.failure, 0);
   }
   optimize.reports[id] = {request, std::move(row)};
   if (!optimize.failure.ok()) Reply(id, request, optimize.failure, 0);
@@ -462,7 +465,8 @@ void MasterState::FinishOptimize(int64_t group_id) {
   // Only a clear gain is worth a new epoch (the measurements are noisy).
   const bool change = Bottleneck(best, bandwidth) > 1.1 * Bottleneck(current, bandwidth);
   std::vector<std::pair<int64_t, int64_t>> waiting;
-  for (const auto& [peer, report] : group.optimize.reports) waiting.emplace_back(peer, report.first);
+  for (const auto& [peer, report] : group.optimize.reports)
+    waiting.emplace_back(peer, report.first);
   group.optimize = OptimizeRound{};
   if (change) {
     std::vector<int64_t> ring;
@@ -472,7 +476,8 @@ void MasterState::FinishOptimize(int64_t group_id) {
     PushTopologies();
     FlushDeferredOutcomes();
   }
-  for (const auto& [peer, request] : waiting) Reply(peer, request, absl::OkStatus(), change ? 1 : 0);
+  for (const auto& [peer, request] : waiting)
+    Reply(peer, request, absl::OkStatus(), change ? 1 : 0);
 }
 
 absl::Status MasterState::HandleSyncState(int64_t id, const Message& message) {
@@ -531,8 +536,7 @@ void MasterState::PlanGroupSync(int64_t group_id) {
     std::vector<int64_t> extra = {number};
     const std::vector<int64_t>& mine = transfers[peer];
     extra.insert(extra.end(), mine.begin(), mine.end());
-    Reply(peer, entry.first.request, absl::OkStatus(), static_cast<int64_t>(plan->revision),
-          extra);
+    Reply(peer, entry.first.request, absl::OkStatus(), static_cast<int64_t>(plan->revision), extra);
   }
   sync.planned = true;
 }
@@ -554,8 +558,8 @@ absl::Status MasterState::HandleSyncDone(int64_t id, const Message& message) {
   }
   if (!reported.ok() && sync.failure.ok()) {
     // Failed somewhere: everyone learns it now, not when the last peer gives up.
-    sync.failure = absl::Status(reported.code(), absl::StrCat(Describe(id), ": ",
-                                                              reported.message()));
+    sync.failure =
+        absl::Status(reported.code(), absl::StrCat(Describe(id), ": ", reported.message()));
     for (const auto& [member, waiting] : sync.done) Reply(member, waiting, sync.failure, 0);
   }
   sync.done[id] = request;
@@ -618,13 +622,14 @@ absl::Status MasterState::HandleOpStart(int64_t id, const Message& message) {
     vote.first_description = message.text;
     SettleUpdateRound();  // Members waiting in update_topology are needed here (last use of vote).
   } else if (signature != vote.signature) {
-    Decide(key, vote,
-           absl::FailedPreconditionError(absl::StrCat(
-               "peers disagree on the operation with tag ", key.tag, ": ", Describe(vote.first_peer),
-               " runs ", vote.first_description, ", ", Describe(id), " runs ", message.text,
-               WantsArenaTurn(signature) != WantsArenaTurn(vote.signature)
-                   ? " (and not both in shared memory)"
-                   : "")));
+    Decide(
+        key, vote,
+        absl::FailedPreconditionError(absl::StrCat(
+            "peers disagree on the operation with tag ", key.tag, ": ", Describe(vote.first_peer),
+            " runs ", vote.first_description, ", ", Describe(id), " runs ", message.text,
+            WantsArenaTurn(signature) != WantsArenaTurn(vote.signature)
+                ? " (and not both in shared memory)"
+                : "")));
   }
   Group& group = groups_[key.group];
   // Every member started it, so none waits in the arena for one that may never come: its turn.
@@ -660,8 +665,9 @@ absl::Status MasterState::HandleOpDone(int64_t id, const Message& message) {
         vote.started.size() < group.ring.size()) {
       absent = absl::StrCat("; never started it: ", Missing(group.ring, vote.started));
     }
-    Decide(key, vote, absl::Status(reported.code(), absl::StrCat(Describe(id), ": ",
-                                                                 reported.message(), absent)));
+    Decide(key, vote,
+           absl::Status(reported.code(),
+                        absl::StrCat(Describe(id), ": ", reported.message(), absent)));
   }
   if (!vote.decided && vote.done.size() == group.ring.size()) {
     Decide(key, vote, absl::OkStatus());

@@ -63,11 +63,13 @@ uint64_t ContentHash(const void* data, size_t bytes) {
   uint64_t lanes[4] = {kPrime1 + kPrime2, kPrime2, 0, 0 - kPrime1};
   size_t i = 0;
   for (; i + 32 <= bytes; i += 32) {
-    for (int l = 0; l < 4; ++l) lanes[l] = Lane(lanes[l], absl::little_endian::Load64(p + i + 8 * l));
+    for (int l = 0; l < 4; ++l)
+      lanes[l] = Lane(lanes[l], absl::little_endian::Load64(p + i + 8 * l));
   }
   uint64_t h = Rotl(lanes[0], 1) + Rotl(lanes[1], 7) + Rotl(lanes[2], 12) + Rotl(lanes[3], 18);
   h += static_cast<uint64_t>(bytes) * kPrime3;
-  for (; i + 8 <= bytes; i += 8) h = Rotl(h ^ Lane(0, absl::little_endian::Load64(p + i)), 27) * kPrime1;
+  for (; i + 8 <= bytes; i += 8)
+    h = Rotl(h ^ Lane(0, absl::little_endian::Load64(p + i)), 27) * kPrime1;
   for (; i < bytes; ++i) h = Rotl(h ^ (p[i] * kPrime3), 11) * kPrime1;
   return Avalanche(h);
 }
@@ -105,9 +107,9 @@ absl::StatusOr<SyncPlan> PlanSync(const std::vector<SyncBallot>& ballots) {
   const size_t n_tensors = first.tensors.size();
   for (const SyncBallot& b : ballots) {
     if (b.tensors.size() != n_tensors) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "sync_shared_state: ", first.description, " shares ", n_tensors, " tensors, ",
-          b.description, " shares ", b.tensors.size()));
+      return absl::FailedPreconditionError(
+          absl::StrCat("sync_shared_state: ", first.description, " shares ", n_tensors,
+                       " tensors, ", b.description, " shares ", b.tensors.size()));
     }
     for (size_t t = 0; t < n_tensors; ++t) {
       const auto& x = first.tensors[t];
@@ -116,8 +118,7 @@ absl::StatusOr<SyncPlan> PlanSync(const std::vector<SyncBallot>& ballots) {
         return absl::FailedPreconditionError(absl::StrCat(
             "sync_shared_state: tensor ", t, " is '", x.name, "' (", x.count, " x ",
             DTypeName(static_cast<DType>(x.dtype)), ") on ", first.description, " but '", y.name,
-            "' (", y.count, " x ", DTypeName(static_cast<DType>(y.dtype)), ") on ",
-            b.description));
+            "' (", y.count, " x ", DTypeName(static_cast<DType>(y.dtype)), ") on ", b.description));
       }
     }
   }
@@ -140,7 +141,8 @@ absl::StatusOr<SyncPlan> PlanSync(const std::vector<SyncBallot>& ballots) {
   for (size_t t = 0; t < n_tensors; ++t) {
     std::vector<uint64_t> hashes;
     for (const SyncBallot& b : ballots) {
-      if (b.strategy == authority && b.revision == plan.revision) hashes.push_back(b.tensors[t].hash);
+      if (b.strategy == authority && b.revision == plan.revision)
+        hashes.push_back(b.tensors[t].hash);
     }
     const uint64_t popular = Mode(hashes, [](uint64_t a, uint64_t b) { return a < b; });
     plan.popular_hash[t] = popular;

@@ -1,15 +1,14 @@
 #include "frontend/net/interfaces.h"
 
 #include <arpa/inet.h>
-#include <sys/socket.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
-
-#include <cerrno>
-#include <cstring>
+#include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -65,9 +64,10 @@ absl::StatusOr<InterfaceFilter> InterfaceFilter::Parse(absl::string_view spec,
     filter.names_.emplace_back(absl::StripAsciiWhitespace(name));
   }
   if (filter.names_.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        filter.description_, " names no interface; use prefixes such as eth,ib, ^ to exclude "
-                             "(^docker,lo) or = for exact names (=eth0)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(filter.description_,
+                     " names no interface; use prefixes such as eth,ib, ^ to exclude "
+                     "(^docker,lo) or = for exact names (=eth0)"));
   }
   return filter;
 }
@@ -110,7 +110,8 @@ absl::StatusOr<std::optional<InterfaceFilter>> InterfaceFilterFromEnvironment(
     return std::optional<InterfaceFilter>(*std::move(filter));
   }
   if (auto names = env("GLOO_SOCKET_IFNAME"); names.has_value() && !names->empty()) {
-    return std::optional<InterfaceFilter>(InterfaceFilter::ExactNames(*names, "GLOO_SOCKET_IFNAME"));
+    return std::optional<InterfaceFilter>(
+        InterfaceFilter::ExactNames(*names, "GLOO_SOCKET_IFNAME"));
   }
   return std::optional<InterfaceFilter>();
 }
@@ -120,7 +121,8 @@ std::vector<InterfaceAddress> CandidateAddresses(const std::vector<InterfaceAddr
   std::vector<InterfaceAddress> candidates;
   for (int family : {AF_INET, AF_INET6}) {
     for (const InterfaceAddress& a : addresses) {
-      const bool allowed = filter.has_value() ? filter->Matches(a.interface) : IsDefaultCandidate(a);
+      const bool allowed =
+          filter.has_value() ? filter->Matches(a.interface) : IsDefaultCandidate(a);
       if (a.family == family && allowed) candidates.push_back(a);
     }
   }

@@ -31,8 +31,7 @@ std::string DescribeInterfaces(const std::vector<InterfaceAddress>& addresses);
 class InterfaceFilter {
  public:
   // Parses NCCL's syntax; InvalidArgument names `variable` when the spec is empty.
-  static absl::StatusOr<InterfaceFilter> Parse(absl::string_view spec,
-                                               absl::string_view variable);
+  static absl::StatusOr<InterfaceFilter> Parse(absl::string_view spec, absl::string_view variable);
   // torch's GLOO_SOCKET_IFNAME: a comma-separated list of exact names.
   static InterfaceFilter ExactNames(absl::string_view names, absl::string_view variable);
 

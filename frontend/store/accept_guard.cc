@@ -81,8 +81,10 @@ void AcceptGuard::EndRound() {
   last_log_ = now;
   Log(LogLevel::kWarning,
       absl::StrCat(server_, ": out of file descriptors (accept: ", strerror(accept_errno),
-                   "): closed ", total_shed_, " connection(s) that had not authenticated to make "
-                   "room, turned ", total_turned_away_, " new one(s) away at once; ", shortages_,
+                   "): closed ", total_shed_,
+                   " connection(s) that had not authenticated to make "
+                   "room, turned ",
+                   total_turned_away_, " new one(s) away at once; ", shortages_,
                    " shortage(s) so far. Raise the limit (ulimit -n) if this is legitimate load"));
 }
 

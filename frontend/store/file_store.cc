@@ -88,8 +88,8 @@ absl::Status FileStore::CatchUp() {
     if (done - pos < total) break;  // Written by a writer that has not finished; read it later.
     absl::string_view key(bytes.data() + pos + kRecordHeaderBytes, key_len);
     if (op == 'S') {
-      table_.Set(key, absl::string_view(bytes.data() + pos + kRecordHeaderBytes + key_len,
-                                        value_len));
+      table_.Set(key,
+                 absl::string_view(bytes.data() + pos + kRecordHeaderBytes + key_len, value_len));
     } else {
       table_.Delete(key);
     }
@@ -174,8 +174,7 @@ absl::StatusOr<int64_t> FileStore::Add(absl::string_view key, int64_t delta) {
   return result;
 }
 
-absl::StatusOr<std::string> FileStore::CompareSet(absl::string_view key,
-                                                  absl::string_view expected,
+absl::StatusOr<std::string> FileStore::CompareSet(absl::string_view key, absl::string_view expected,
                                                   absl::string_view desired) {
   std::string result;
   RETURN_IF_ERROR(Write([&](KeyValueTable& table, std::vector<Record>& records) {
@@ -218,8 +217,7 @@ absl::StatusOr<int64_t> FileStore::NumKeys() {
   return count;
 }
 
-absl::StatusOr<std::vector<std::string>> FileStore::MultiGet(
-    absl::Span<const std::string> keys) {
+absl::StatusOr<std::vector<std::string>> FileStore::MultiGet(absl::Span<const std::string> keys) {
   RETURN_IF_ERROR(AwaitKeys(keys, timeout()));
   std::vector<std::string> values;
   bool complete = true;

@@ -8,12 +8,12 @@
 #define PLEXUS_FRONTEND_STORE_FILE_STORE_H_
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
-#include <mutex>
 #include "frontend/store/key_value_table.h"
 #include "frontend/store/store.h"
 

@@ -1,6 +1,5 @@
 #include "frontend/store/hash_store.h"
 
-
 #include "frontend/core/deadline.h"
 #include "frontend/core/status_macros.h"
 
@@ -41,8 +40,7 @@ absl::StatusOr<int64_t> HashStore::Add(absl::string_view key, int64_t delta) {
   return Mutate([&] { return table_.Add(key, delta); });
 }
 
-absl::StatusOr<std::string> HashStore::CompareSet(absl::string_view key,
-                                                  absl::string_view expected,
+absl::StatusOr<std::string> HashStore::CompareSet(absl::string_view key, absl::string_view expected,
                                                   absl::string_view desired) {
   return Mutate([&] { return table_.CompareSet(key, expected, desired); });
 }
@@ -67,8 +65,7 @@ absl::StatusOr<int64_t> HashStore::NumKeys() {
   return table_.size();
 }
 
-absl::StatusOr<std::vector<std::string>> HashStore::MultiGet(
-    absl::Span<const std::string> keys) {
+absl::StatusOr<std::vector<std::string>> HashStore::MultiGet(absl::Span<const std::string> keys) {
   std::unique_lock<std::mutex> lock(mu_);
   RETURN_IF_ERROR(AwaitKeys(lock, keys, timeout()));
   std::vector<std::string> values;

@@ -18,14 +18,13 @@ absl::StatusOr<int64_t> KeyValueTable::Add(absl::string_view key, int64_t delta)
   int64_t current = 0;
   auto it = map_.find(key);
   if (it != map_.end() && !absl::SimpleAtoi(it->second, &current)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("add: the value of key '", key, "' is not an integer (", it->second.size(),
-                     " bytes)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "add: the value of key '", key, "' is not an integer (", it->second.size(), " bytes)"));
   }
   int64_t updated = 0;
   if (__builtin_add_overflow(current, delta, &updated)) {  // Deltas come from the network.
-    return absl::InvalidArgumentError(absl::StrCat("add: ", current, " + ", delta, " on key '",
-                                                   key, "' overflows a 64-bit integer"));
+    return absl::InvalidArgumentError(absl::StrCat("add: ", current, " + ", delta, " on key '", key,
+                                                   "' overflows a 64-bit integer"));
   }
   map_[key] = absl::StrCat(updated);
   return updated;

@@ -62,8 +62,7 @@ absl::StatusOr<bool> PrefixStore::DeleteKey(absl::string_view key) {
 
 absl::StatusOr<int64_t> PrefixStore::NumKeys() { return base_->NumKeys(); }
 
-absl::StatusOr<std::vector<std::string>> PrefixStore::MultiGet(
-    absl::Span<const std::string> keys) {
+absl::StatusOr<std::vector<std::string>> PrefixStore::MultiGet(absl::Span<const std::string> keys) {
   std::vector<std::string> prefixed = Prefixed(keys);
   RETURN_IF_ERROR(Unprefixed(base_->Wait(prefixed, timeout())));
   return base_->MultiGet(prefixed);

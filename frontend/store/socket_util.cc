@@ -205,10 +205,10 @@ absl::StatusOr<ScopedFd> ConnectTcpWithRetry(const std::string& host, int port,
     absl::SleepFor(std::min(backoff, deadline - now));
     backoff = std::min(backoff * 2, absl::Seconds(1));
   }
-  return absl::DeadlineExceededError(absl::StrCat(
-      "could not connect to ", HostPort(host, port), " within ",
-      absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1))), " after ",
-      attempts, " attempts: ", last_error));
+  return absl::DeadlineExceededError(
+      absl::StrCat("could not connect to ", HostPort(host, port), " within ",
+                   absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1))),
+                   " after ", attempts, " attempts: ", last_error));
 }
 
 absl::Status SendAll(int fd, absl::string_view data, absl::Time deadline) {

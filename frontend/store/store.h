@@ -43,8 +43,7 @@ class Store {
   // c10d semantics: sets `desired` if the current value equals `expected` (an absent key
   // matches an empty `expected`); returns the value now stored (for an absent key with a
   // non-empty `expected`, returns `expected` and stores nothing).
-  virtual absl::StatusOr<std::string> CompareSet(absl::string_view key,
-                                                 absl::string_view expected,
+  virtual absl::StatusOr<std::string> CompareSet(absl::string_view key, absl::string_view expected,
                                                  absl::string_view desired) = 0;
 
   // Waits until every key exists; DeadlineExceeded after `timeout`, naming the missing keys.
@@ -60,8 +59,7 @@ class Store {
   virtual absl::StatusOr<int64_t> NumKeys() = 0;
 
   // Waits up to timeout() for all keys, then returns their values in order.
-  virtual absl::StatusOr<std::vector<std::string>> MultiGet(
-      absl::Span<const std::string> keys) = 0;
+  virtual absl::StatusOr<std::vector<std::string>> MultiGet(absl::Span<const std::string> keys) = 0;
 
   // Sets keys[i] = values[i] for all i, atomically with respect to other operations.
   virtual absl::Status MultiSet(absl::Span<const std::string> keys,

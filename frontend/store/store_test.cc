@@ -95,7 +95,7 @@ TEST_P(StoreTest, AddCountsAndRejectsNonIntegers) {
 }
 
 TEST_P(StoreTest, CompareSetFollowsC10dSemantics) {
-  EXPECT_EQ(*store_->CompareSet("k", "", "first"), "first");       // Absent, empty expected.
+  EXPECT_EQ(*store_->CompareSet("k", "", "first"), "first");        // Absent, empty expected.
   EXPECT_EQ(*store_->CompareSet("k", "wrong", "second"), "first");  // Mismatch keeps value.
   EXPECT_EQ(*peer_->CompareSet("k", "first", "third"), "third");    // Match swaps.
   EXPECT_EQ(*store_->CompareSet("absent", "x", "y"), "x");          // Absent, non-empty.

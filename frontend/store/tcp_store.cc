@@ -56,8 +56,8 @@ absl::StatusOr<std::unique_ptr<TCPStore>> TCPStore::Create(TCPStoreOptions optio
   Connection socket{std::move(connected).value(), nullptr};
   const std::string server_name = absl::StrCat("TCPStore server ", HostPort(options.host, port));
   if (tls != nullptr) {
-    auto session = tls->Secure(socket.fd.get(), auth::TlsContext::Role::kClient, server_name,
-                               deadline);
+    auto session =
+        tls->Secure(socket.fd.get(), auth::TlsContext::Role::kClient, server_name, deadline);
     if (!session.ok()) {
       return absl::Status(session.status().code(),
                           absl::StrCat("TCPStore client: ", session.status().message()));
@@ -73,10 +73,10 @@ absl::StatusOr<std::unique_ptr<TCPStore>> TCPStore::Create(TCPStoreOptions optio
                           absl::StrCat("TCPStore client: ", authenticated.message()));
     }
   }
-  absl::Status handshake = SendAll(
-      socket.fd.get(), socket.cipher.get(),
-      tcp_store::HandshakeBytes(tcp_store::BeatField(HeartbeatPeriod(*options.heartbeat))),
-      deadline);
+  absl::Status handshake =
+      SendAll(socket.fd.get(), socket.cipher.get(),
+              tcp_store::HandshakeBytes(tcp_store::BeatField(HeartbeatPeriod(*options.heartbeat))),
+              deadline);
   char reply[tcp_store::kHandshakeBytes];
   if (handshake.ok()) {
     handshake = RecvExact(socket.fd.get(), socket.cipher.get(), reply, sizeof(reply), deadline);
@@ -96,8 +96,8 @@ absl::StatusOr<std::unique_ptr<TCPStore>> TCPStore::Create(TCPStoreOptions optio
                          "PLEXUS_TLS_CERT, PLEXUS_TLS_KEY and PLEXUS_TLS_CA)"
                        : ""));
   }
-  auto store = std::unique_ptr<TCPStore>(
-      new TCPStore(options, std::move(server), port, std::move(socket)));
+  auto store =
+      std::unique_ptr<TCPStore>(new TCPStore(options, std::move(server), port, std::move(socket)));
   if (store->is_server() && options.wait_for_workers && options.world_size > 0) {
     RETURN_IF_ERROR(store->WaitForClients(options.world_size,
                                           std::max(deadline - absl::Now(), absl::ZeroDuration())));
@@ -126,9 +126,9 @@ absl::StatusOr<std::string> TCPStore::Call(absl::string_view op_name, const Enco
   const absl::Duration grace = wait > absl::ZeroDuration() ? kReplyGrace : absl::ZeroDuration();
   const absl::Time deadline = absl::Now() + std::max(wait, timeout()) + grace;
   auto lost = [&](const absl::Status& cause) {
-    broken_ = absl::UnavailableError(
-        absl::StrCat("TCPStore ", HostPort(options_.host, port_), ": connection lost during ",
-                     op_name, ": ", cause.message()));
+    broken_ = absl::UnavailableError(absl::StrCat("TCPStore ", HostPort(options_.host, port_),
+                                                  ": connection lost during ", op_name, ": ",
+                                                  cause.message()));
     socket_ = Connection();
     return broken_;
   };
@@ -141,8 +141,8 @@ absl::StatusOr<std::string> TCPStore::Call(absl::string_view op_name, const Enco
   if (code != absl::StatusCode::kOk) {
     Decoder error(absl::string_view(payload).substr(1));
     auto message = error.Str();
-    return absl::Status(code, absl::StrCat("TCPStore ", op_name, ": ",
-                                           message.ok() ? *message : "(no message)"));
+    return absl::Status(
+        code, absl::StrCat("TCPStore ", op_name, ": ", message.ok() ? *message : "(no message)"));
   }
   return payload.substr(1);
 }
@@ -154,8 +154,8 @@ absl::StatusOr<std::string> TCPStore::ReadResponse(absl::Time deadline) {
     // means it is stopped, frozen or unreachable.
     const absl::Time silent_by = std::min(deadline, absl::Now() + interval);
     char header[tcp_store::kFrameHeaderBytes];
-    absl::Status received = RecvExact(socket_.fd.get(), socket_.cipher.get(), header, sizeof(header),
-                                       silent_by);
+    absl::Status received =
+        RecvExact(socket_.fd.get(), socket_.cipher.get(), header, sizeof(header), silent_by);
     if (!received.ok() && received.code() == absl::StatusCode::kDeadlineExceeded &&
         silent_by < deadline) {
       return absl::UnavailableError(absl::StrCat(
@@ -166,9 +166,8 @@ absl::StatusOr<std::string> TCPStore::ReadResponse(absl::Time deadline) {
     const uint64_t length = tcp_store::FrameLength(header);
     if (length == 0) continue;  // A heartbeat.
     if (length > options_.max_frame_bytes) {
-      return absl::InvalidArgumentError(absl::StrCat("server sent a frame of ", length,
-                                                     " bytes (cap ", options_.max_frame_bytes,
-                                                     ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "server sent a frame of ", length, " bytes (cap ", options_.max_frame_bytes, ")"));
     }
     std::string payload(length, '\0');
     RETURN_IF_ERROR(RecvExact(socket_.fd.get(), socket_.cipher.get(), payload.data(),
@@ -198,22 +197,22 @@ absl::StatusOr<int64_t> TCPStore::Add(absl::string_view key, int64_t delta) {
   return out.I64();
 }
 
-absl::StatusOr<std::string> TCPStore::CompareSet(absl::string_view key,
-                                                 absl::string_view expected,
+absl::StatusOr<std::string> TCPStore::CompareSet(absl::string_view key, absl::string_view expected,
                                                  absl::string_view desired) {
-  ASSIGN_OR_RETURN(std::string reply,
-                   Call("compare_set", Encoder()
-                                           .U8(OpByte(Opcode::kCompareSet))
-                                           .Str(key)
-                                           .Str(expected)
-                                           .Str(desired)));
+  ASSIGN_OR_RETURN(
+      std::string reply,
+      Call("compare_set",
+           Encoder().U8(OpByte(Opcode::kCompareSet)).Str(key).Str(expected).Str(desired)));
   Decoder out(reply);
   return out.Str();
 }
 
 absl::Status TCPStore::Wait(absl::Span<const std::string> keys, absl::Duration timeout) {
   return Call("wait",
-              Encoder().U8(OpByte(Opcode::kWait)).StrList(keys).I64(absl::ToInt64Milliseconds(timeout)),
+              Encoder()
+                  .U8(OpByte(Opcode::kWait))
+                  .StrList(keys)
+                  .I64(absl::ToInt64Milliseconds(timeout)),
               timeout)
       .status();
 }
@@ -248,11 +247,12 @@ absl::StatusOr<int64_t> TCPStore::ServerUnixNanos() {
 
 absl::StatusOr<std::vector<std::string>> TCPStore::MultiGet(absl::Span<const std::string> keys) {
   const absl::Duration wait = timeout();
-  ASSIGN_OR_RETURN(std::string reply,
-                   Call("multi_get",
-                        Encoder().U8(OpByte(Opcode::kMultiGet)).StrList(keys).I64(
-                            absl::ToInt64Milliseconds(wait)),
-                        wait));
+  ASSIGN_OR_RETURN(std::string reply, Call("multi_get",
+                                           Encoder()
+                                               .U8(OpByte(Opcode::kMultiGet))
+                                               .StrList(keys)
+                                               .I64(absl::ToInt64Milliseconds(wait)),
+                                           wait));
   Decoder out(reply);
   return out.StrList();
 }
@@ -270,8 +270,10 @@ absl::Status TCPStore::Append(absl::string_view key, absl::string_view value) {
 
 absl::Status TCPStore::WaitForClients(int count, absl::Duration timeout) {
   return Call("wait_for_workers",
-              Encoder().U8(OpByte(Opcode::kWaitClients)).I64(count).I64(
-                  absl::ToInt64Milliseconds(timeout)),
+              Encoder()
+                  .U8(OpByte(Opcode::kWaitClients))
+                  .I64(count)
+                  .I64(absl::ToInt64Milliseconds(timeout)),
               timeout)
       .status();
 }

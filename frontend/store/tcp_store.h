@@ -8,12 +8,12 @@
 #define PLEXUS_FRONTEND_STORE_TCP_STORE_H_
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include <mutex>
 #include "frontend/auth/tls.h"
 #include "frontend/store/socket_util.h"
 #include "frontend/store/store.h"
@@ -27,7 +27,7 @@ struct TCPStoreOptions {
   // With is_server: the address to bind instead of `host` ("*" for every interface; see
   // ListenTcp). Empty binds `host`.
   std::string bind_host;
-  int port = 0;                    // 0 with is_server picks a free port; see TCPStore::port().
+  int port = 0;  // 0 with is_server picks a free port; see TCPStore::port().
   bool is_server = false;
   // Clients expected, the server's own included (torch's world_size). 0 = unknown.
   int world_size = 0;

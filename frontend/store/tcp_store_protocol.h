@@ -37,19 +37,19 @@ inline constexpr size_t kFrameHeaderBytes = 8;
 inline constexpr uint64_t kDefaultMaxFrameBytes = 64u << 20;
 
 enum class Opcode : uint8_t {
-  kSet = 1,            // key, value
-  kGet = 2,            // key, timeout_ms -> value (waits for the key)
-  kAdd = 3,            // key, delta -> new value
-  kCompareSet = 4,     // key, expected, desired -> current value
-  kWait = 5,           // keys, timeout_ms
-  kCheck = 6,          // keys -> 0/1
-  kDelete = 7,         // key -> 0/1
-  kNumKeys = 8,        // -> count
-  kMultiGet = 9,       // keys, timeout_ms -> values (waits for all)
-  kMultiSet = 10,      // keys, values
-  kAppend = 11,        // key, value
-  kWaitClients = 12,   // count, timeout_ms (waits until `count` clients have connected)
-  kClock = 13,         // -> the server's wall clock, Unix nanoseconds (new in version 3)
+  kSet = 1,           // key, value
+  kGet = 2,           // key, timeout_ms -> value (waits for the key)
+  kAdd = 3,           // key, delta -> new value
+  kCompareSet = 4,    // key, expected, desired -> current value
+  kWait = 5,          // keys, timeout_ms
+  kCheck = 6,         // keys -> 0/1
+  kDelete = 7,        // key -> 0/1
+  kNumKeys = 8,       // -> count
+  kMultiGet = 9,      // keys, timeout_ms -> values (waits for all)
+  kMultiSet = 10,     // keys, values
+  kAppend = 11,       // key, value
+  kWaitClients = 12,  // count, timeout_ms (waits until `count` clients have connected)
+  kClock = 13,        // -> the server's wall clock, Unix nanoseconds (new in version 3)
 };
 
 // `field`: the client's heartbeat period (BeatField), or the server's status.

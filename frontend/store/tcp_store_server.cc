@@ -53,7 +53,7 @@ struct TCPStoreServer::Connection {
   bool want_write = false;
   std::string in;
   std::string out;
-  std::string peer;  // Its address, for logs.
+  std::string peer;                       // Its address, for logs.
   std::unique_ptr<auth::TlsSession> tls;  // Set when TLS is configured.
   bool tls_established = false;
   std::unique_ptr<auth::ServerHandshake> auth;  // Until the client proved the secret.
@@ -195,10 +195,10 @@ void TCPStoreServer::OnReadable(uint64_t id) {
   // Bounded by one maximal frame plus its header and the handshake; a peer that sends more
   // while a request is parked is misbehaving.
   // Before authentication only the exchange's few bytes are legitimate.
-  const size_t limit = connection.auth != nullptr
-                           ? size_t{4096}
-                           : options_.max_frame_bytes + tcp_store::kFrameHeaderBytes +
-                                 tcp_store::kHandshakeBytes;
+  const size_t limit =
+      connection.auth != nullptr
+          ? size_t{4096}
+          : options_.max_frame_bytes + tcp_store::kFrameHeaderBytes + tcp_store::kHandshakeBytes;
   char chunk[kReadChunk];
   while (true) {
     ssize_t n = connection.tls != nullptr ? connection.tls->Read(chunk, sizeof(chunk))
@@ -287,10 +287,10 @@ bool TCPStoreServer::ProcessInput(Connection& connection) {
     if (available < tcp_store::kFrameHeaderBytes) break;
     const uint64_t length = tcp_store::FrameLength(connection.in.data() + pos);
     if (length > options_.max_frame_bytes) {
-      CloseConnection(id,
-                      absl::StrCat("frame of ", length, " bytes exceeds the cap of ",
-                                   options_.max_frame_bytes),
-                      /*rejected=*/true);
+      CloseConnection(
+          id,
+          absl::StrCat("frame of ", length, " bytes exceeds the cap of ", options_.max_frame_bytes),
+          /*rejected=*/true);
       return false;
     }
     if (available - tcp_store::kFrameHeaderBytes < length) break;
@@ -313,7 +313,8 @@ absl::Status TCPStoreServer::HandleRequest(Connection& connection, absl::string_
   auto wait_for = [&](std::vector<std::string> keys, int64_t client_count) -> absl::Status {
     ASSIGN_OR_RETURN(int64_t timeout_ms, in.I64());
     RETURN_IF_ERROR(in.Done());
-    const absl::Duration timeout = absl::Milliseconds(std::clamp<int64_t>(timeout_ms, 0, kMaxWaitMs));
+    const absl::Duration timeout =
+        absl::Milliseconds(std::clamp<int64_t>(timeout_ms, 0, kMaxWaitMs));
     Waiter waiter{op, std::move(keys), client_count, timeout, absl::Now() + timeout};
     if (WaiterReady(waiter)) {
       AnswerWaiter(connection, waiter);
@@ -419,10 +420,10 @@ bool TCPStoreServer::WaiterReady(const Waiter& waiter) const {
 void TCPStoreServer::AnswerWaiter(Connection& connection, const Waiter& waiter) {
   if (!WaiterReady(waiter)) {
     if (waiter.op == Opcode::kWaitClients) {
-      ReplyError(connection, absl::DeadlineExceededError(absl::StrCat(
-                                 "timed out after ", absl::FormatDuration(waiter.timeout),
-                                 " waiting for ", waiter.client_count, " clients; ",
-                                 JoinedDetail())));
+      ReplyError(connection,
+                 absl::DeadlineExceededError(absl::StrCat(
+                     "timed out after ", absl::FormatDuration(waiter.timeout), " waiting for ",
+                     waiter.client_count, " clients; ", JoinedDetail())));
     } else {
       ReplyError(connection,
                  WaitTimeoutError(waiter.timeout, table_.Missing(waiter.keys), JoinedDetail()));
@@ -484,10 +485,9 @@ void TCPStoreServer::ExpireHandshakes() {
     if (!connection->handshaken && connection->handshake_deadline <= now) expired.push_back(id);
   }
   for (uint64_t id : expired) {
-    CloseConnection(id,
-                    absl::StrCat("no handshake within ",
-                                 absl::FormatDuration(options_.handshake_timeout)),
-                    /*rejected=*/true);
+    CloseConnection(
+        id, absl::StrCat("no handshake within ", absl::FormatDuration(options_.handshake_timeout)),
+        /*rejected=*/true);
   }
 }
 
@@ -497,13 +497,12 @@ int TCPStoreServer::NextTimeoutMs() const {
   for (const auto& [id, connection] : connections_) {
     if (!connection->handshaken) next = std::min(next, connection->handshake_deadline);
     if (connection->waiter.has_value()) {
-      next = std::min({next, connection->waiter->deadline,
-                       connection->last_sent + connection->beat_period});
+      next = std::min(
+          {next, connection->waiter->deadline, connection->last_sent + connection->beat_period});
     }
   }
-  return static_cast<int>(
-      std::max<int64_t>(0, absl::ToInt64Milliseconds(absl::Ceil(next - absl::Now(),
-                                                                  absl::Milliseconds(1)))));
+  return static_cast<int>(std::max<int64_t>(
+      0, absl::ToInt64Milliseconds(absl::Ceil(next - absl::Now(), absl::Milliseconds(1)))));
 }
 
 std::string TCPStoreServer::JoinedDetail() const {

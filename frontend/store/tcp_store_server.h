@@ -1,7 +1,8 @@
 // TCPStoreServer: the server side of TCPStore. One event-loop thread (epoll) serves any number
 // of clients; blocking requests (get, wait, multi_get, wait-for-clients) are parked as waiters
 // and answered when their keys appear or their deadline passes, so one slow client never
-// stalls the others; while parked, the client hears a heartbeat as often as it asked. Runs inside a process (TCPStore with is_server) or standalone
+// stalls the others; while parked, the client hears a heartbeat as often as it asked. Runs inside a
+// process (TCPStore with is_server) or standalone
 // (//tools:tcp_store_server).
 #ifndef PLEXUS_FRONTEND_STORE_TCP_STORE_SERVER_H_
 #define PLEXUS_FRONTEND_STORE_TCP_STORE_SERVER_H_
@@ -16,10 +17,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "frontend/store/key_value_table.h"
-#include "frontend/store/accept_guard.h"
-#include "frontend/store/socket_util.h"
 #include "frontend/auth/tls.h"
+#include "frontend/store/accept_guard.h"
+#include "frontend/store/key_value_table.h"
+#include "frontend/store/socket_util.h"
 #include "frontend/store/tcp_store_protocol.h"
 
 namespace plexus {

@@ -1,4 +1,6 @@
 // TCPStore behaviour under load, bad input and missing servers.
+#include "frontend/store/tcp_store.h"
+
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -7,11 +9,11 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
-#include <vector>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/base/internal/endian.h"
 #include "absl/strings/str_cat.h"
@@ -21,7 +23,6 @@
 #include "frontend/store/hash_store.h"
 #include "frontend/store/prefix_store.h"
 #include "frontend/store/socket_util.h"
-#include "frontend/store/tcp_store.h"
 #include "frontend/store/tcp_store_protocol.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -290,8 +291,8 @@ TEST(TCPStoreTest, TenThousandFailedAuthenticationsLeaveTheServerServingAndSmall
     for (int64_t i = 0; attacking.load(); ++i) {
       absl::StatusOr<int64_t> value = (*worker)->Add("counter", 1);
       if (!value.ok() || *value != i + 1) {
-        worker_status = value.ok() ? absl::InternalError(absl::StrCat(*value, " != ", i + 1))
-                                   : value.status();
+        worker_status =
+            value.ok() ? absl::InternalError(absl::StrCat(*value, " != ", i + 1)) : value.status();
         return;
       }
       worker_ops.fetch_add(1);
@@ -347,8 +348,7 @@ TEST(TCPStoreTest, OversizedFrameHeaderIsDisconnectedWithoutGrowingMemory) {
   ASSERT_TRUE(server->Set("warm", "up").ok());
   const int64_t before = ResidentKiB();
   for (int i = 0; i < 20; ++i) {
-    auto socket =
-        ConnectTcpWithRetry("127.0.0.1", server->port(), absl::Now() + absl::Seconds(5));
+    auto socket = ConnectTcpWithRetry("127.0.0.1", server->port(), absl::Now() + absl::Seconds(5));
     ASSERT_TRUE(socket.ok());
     std::string bytes = tcp_store::HandshakeBytes(0);
     char header[tcp_store::kFrameHeaderBytes];
@@ -357,9 +357,9 @@ TEST(TCPStoreTest, OversizedFrameHeaderIsDisconnectedWithoutGrowingMemory) {
     bytes.push_back(static_cast<char>(tcp_store::Opcode::kSet));
     ASSERT_TRUE(SendAll(socket->get(), bytes, absl::Now() + absl::Seconds(1)).ok());
     char handshake[tcp_store::kHandshakeBytes];
-    ASSERT_TRUE(RecvExact(socket->get(), handshake, sizeof(handshake),
-                          absl::Now() + absl::Seconds(1))
-                    .ok());
+    ASSERT_TRUE(
+        RecvExact(socket->get(), handshake, sizeof(handshake), absl::Now() + absl::Seconds(1))
+            .ok());
     EXPECT_TRUE(ClosedWithin(socket->get(), absl::Seconds(1)));
   }
   EXPECT_LT(ResidentKiB() - before, kMemoryBoundKiB);

@@ -60,7 +60,8 @@ absl::StatusOr<std::unique_ptr<TorchStoreClient>> TorchStoreClient::Connect(
   std::string failures;
   for (Protocol protocol : {Protocol::kTorch1, Protocol::kTorch2}) {
     ASSIGN_OR_RETURN(ScopedFd fd, Open(host, port, protocol, deadline));
-    absl::Status probed = Probe(fd.get(), protocol, std::min(deadline, absl::Now() + kProbeTimeout));
+    absl::Status probed =
+        Probe(fd.get(), protocol, std::min(deadline, absl::Now() + kProbeTimeout));
     if (probed.ok()) {
       return std::unique_ptr<TorchStoreClient>(
           new TorchStoreClient(host, port, timeout, protocol, std::move(fd)));
@@ -77,7 +78,10 @@ absl::StatusOr<std::unique_ptr<TorchStoreClient>> TorchStoreClient::Connect(
 
 TorchStoreClient::TorchStoreClient(std::string host, int port, absl::Duration timeout,
                                    Protocol protocol, ScopedFd socket)
-    : Store(timeout), host_(std::move(host)), port_(port), protocol_(protocol),
+    : Store(timeout),
+      host_(std::move(host)),
+      port_(port),
+      protocol_(protocol),
       socket_(std::move(socket)) {}
 
 uint8_t TorchStoreClient::Code(Query query) const {
@@ -85,14 +89,22 @@ uint8_t TorchStoreClient::Code(Query query) const {
   // torch 2.x put VALIDATE first and dropped WATCH_KEY.
   const int shift = protocol_ == Protocol::kTorch2 ? 1 : 0;
   switch (query) {
-    case Query::kSet: return 0 + shift;
-    case Query::kCompareSet: return 1 + shift;
-    case Query::kGet: return 2 + shift;
-    case Query::kAdd: return 3 + shift;
-    case Query::kCheck: return 4 + shift;
-    case Query::kWait: return 5 + shift;
-    case Query::kNumKeys: return 6 + shift;
-    case Query::kDeleteKey: return 8;
+    case Query::kSet:
+      return 0 + shift;
+    case Query::kCompareSet:
+      return 1 + shift;
+    case Query::kGet:
+      return 2 + shift;
+    case Query::kAdd:
+      return 3 + shift;
+    case Query::kCheck:
+      return 4 + shift;
+    case Query::kWait:
+      return 5 + shift;
+    case Query::kNumKeys:
+      return 6 + shift;
+    case Query::kDeleteKey:
+      return 8;
   }
   return 0;
 }

@@ -57,8 +57,7 @@ class Transport {
 
   // Receives the next message with `tag.tag` from whichever peer sends first; the Work's
   // source_rank() names it once complete.
-  virtual WorkPtr RecvFromAny(MessageTag tag, absl::Span<uint8_t> data,
-                              absl::Duration timeout) = 0;
+  virtual WorkPtr RecvFromAny(MessageTag tag, absl::Span<uint8_t> data, absl::Duration timeout) = 0;
 
   // Fails every pending and later send and receive of `operation` (TagOperation of its tags),
   // here and on every peer, with `reason`: one rank's failure ends the collective everywhere

@@ -7,13 +7,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
-#include <optional>
 
-#include "frontend/auth/tls.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "frontend/auth/tls.h"
 #include "frontend/store/store.h"
 #include "frontend/transport/transport.h"
 

@@ -86,8 +86,7 @@ TEST_P(DataMovementTest, GatherAndScatterAtEveryRoot) {
     for (int root = 0; root < n; ++root) {
       for (DType dtype : {DType::kFloat32, DType::kInt8, DType::kFloat64, DType::kBFloat16}) {
         for (int64_t count : Counts()) {
-          const std::string what =
-              absl::StrCat("root ", root, " ", DTypeName(dtype), " x", count);
+          const std::string what = absl::StrCat("root ", root, " ", DTypeName(dtype), " x", count);
           Buffer input = Payload(dtype, group.rank(), count);
           std::vector<Buffer> outputs;
           std::vector<Tensor> tensors;
@@ -114,8 +113,8 @@ TEST_P(DataMovementTest, GatherAndScatterAtEveryRoot) {
           Buffer output(dtype, count);
           ScatterOptions scatter;
           scatter.root_rank = root;
-          if (check.Ran("scatter " + what,
-                        group.Scatter(DeviceTensor(output.data(), dtype, count), inputs, scatter))) {
+          if (check.Ran("scatter " + what, group.Scatter(DeviceTensor(output.data(), dtype, count),
+                                                         inputs, scatter))) {
             Expect(check, "scatter " + what, output, PayloadValues(dtype, group.rank(), count, 9));
           }
         }
@@ -148,7 +147,8 @@ TEST_P(DataMovementTest, AllToAllEvenAndUneven) {
       std::vector<double> sent, expected;
       for (int d = 0; d < n; ++d) {
         in_splits.push_back(size_of(me, d));
-        for (double v : PayloadValues(DType::kFloat64, me, 2 * size_of(me, d), d)) sent.push_back(v);
+        for (double v : PayloadValues(DType::kFloat64, me, 2 * size_of(me, d), d))
+          sent.push_back(v);
       }
       for (int s = 0; s < n; ++s) {
         out_splits.push_back(size_of(s, me));
@@ -207,8 +207,7 @@ TEST_P(DataMovementTest, BarrierAndPointToPoint) {
                             recv);
         };
         auto post_send = [&] {
-          return group.Send(DeviceTensor(out.data(), DType::kFloat32, count), (me + 1) % n,
-                            send);
+          return group.Send(DeviceTensor(out.data(), DType::kFloat32, count), (me + 1) % n, send);
         };
         absl::StatusOr<WorkPtr> recv_work, send_work;
         if (me % 2 == 1) {

@@ -110,12 +110,10 @@ TEST_P(ReductionsTest, AllReduceWithEveryAlgorithm) {
     for (const char* algorithm : {"ring", "rd", "hd", "shm", "shm_rs", "hier"}) {
       const std::string name = algorithm;
       const std::string spec =
-          name == "shm" || name == "shm_rs"
-              ? absl::StrCat("all_reduce_same_host:0-:", name)
-          : name == "hier"
-              ? absl::StrCat("all_reduce_multi_host:0-:", name)
-              : absl::StrCat("all_reduce:0-:", name, ";all_reduce_same_host:0-:", name,
-                             ";all_reduce_multi_host:0-:", name);
+          name == "shm" || name == "shm_rs" ? absl::StrCat("all_reduce_same_host:0-:", name)
+          : name == "hier"                  ? absl::StrCat("all_reduce_multi_host:0-:", name)
+                           : absl::StrCat("all_reduce:0-:", name, ";all_reduce_same_host:0-:", name,
+                                          ";all_reduce_multi_host:0-:", name);
       setenv("PLEXUS_ALGO", spec.c_str(), 1);
       std::vector<int> everyone;
       for (int r = 0; r < group.size(); ++r) everyone.push_back(r);
@@ -165,8 +163,8 @@ TEST_P(ReductionsTest, ReduceToEveryRoot) {
             ReduceOptions options;
             options.op = op;
             options.root_rank = root;
-            const std::string what = absl::StrCat("reduce root ", root, " ", DTypeName(dtype),
-                                                  " ", ReduceOpName(op), " x", count);
+            const std::string what = absl::StrCat("reduce root ", root, " ", DTypeName(dtype), " ",
+                                                  ReduceOpName(op), " x", count);
             if (!check.Ran(what, group.Reduce(DeviceTensor(data.data(), dtype, count), options))) {
               continue;
             }
@@ -194,8 +192,8 @@ TEST_P(ReductionsTest, ReduceScatterListAndTensor) {
           // Element j of the flat input is InputValue(rank, j); rank r's block is [r*count, ...).
           Buffer input = MakeInput(dtype, op.kind, group.rank(), count * n);
           const std::vector<double> expected = Expected(dtype, op, n, count, group.rank() * count);
-          const std::string what = absl::StrCat("reduce_scatter ", DTypeName(dtype), " ",
-                                                ReduceOpName(op), " x", count);
+          const std::string what =
+              absl::StrCat("reduce_scatter ", DTypeName(dtype), " ", ReduceOpName(op), " x", count);
           Buffer output(dtype, count);
           ReduceScatterOptions options;
           options.op = op;
@@ -213,9 +211,8 @@ TEST_P(ReductionsTest, ReduceScatterListAndTensor) {
           }
           std::vector<Tensor> inputs;
           for (int r = 0; r < n; ++r) {
-            inputs.push_back(DeviceTensor(static_cast<uint8_t*>(input.data()) +
-                                              r * count * DTypeSize(dtype),
-                                          dtype, count));
+            inputs.push_back(DeviceTensor(
+                static_cast<uint8_t*>(input.data()) + r * count * DTypeSize(dtype), dtype, count));
           }
           Buffer list_output(dtype, count);
           if (check.Ran(what + " (list)",

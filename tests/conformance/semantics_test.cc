@@ -97,11 +97,11 @@ TEST_P(SemanticsTest, BlockingCallsMixWithOnesThatReturnAtOnce) {
       const Buffer& got = i % 4 == 2 ? outputs[i] : inputs[i];
       for (int64_t e = 0; e < got.count(); ++e) {
         const int64_t count = inputs[i].count();
-        expected.push_back(
-            i % 4 == 1   ? InputValue(DType::kFloat32, ReduceOpKind::kSum, i % n, e, i)
-            : i % 4 == 2 ? InputValue(DType::kFloat32, ReduceOpKind::kSum,
-                                      static_cast<int>(e / count), e % count, i)
-                         : ReducedValue(DType::kFloat32, ReduceOpKind::kSum, n, e, i));
+        expected.push_back(i % 4 == 1 ? InputValue(DType::kFloat32, ReduceOpKind::kSum, i % n, e, i)
+                           : i % 4 == 2
+                               ? InputValue(DType::kFloat32, ReduceOpKind::kSum,
+                                            static_cast<int>(e / count), e % count, i)
+                               : ReducedValue(DType::kFloat32, ReduceOpKind::kSum, n, e, i));
       }
       std::string diff = Compare(got, expected, ReduceOpKind::kSum);
       if (!diff.empty()) check.Fail("op ", i, ": ", diff);
@@ -124,10 +124,12 @@ TEST_P(SemanticsTest, SubgroupsRunIndependently) {
     const std::vector<int>& members = group.rank() % 2 == 0 ? evens : odds;
     Buffer value(DType::kInt64, 1);
     value.Set(0, group.rank() + 1);
-    if (check.Ran("subgroup all_reduce", mine->AllReduce(DeviceTensor(value.data(), DType::kInt64, 1)))) {
+    if (check.Ran("subgroup all_reduce",
+                  mine->AllReduce(DeviceTensor(value.data(), DType::kInt64, 1)))) {
       int64_t expected = 0;
       for (int r : members) expected += r + 1;
-      if (value.Get(0) != expected) check.Fail("subgroup sum ", value.Get(0), " expected ", expected);
+      if (value.Get(0) != expected)
+        check.Fail("subgroup sum ", value.Get(0), " expected ", expected);
     }
     // The world still works after the subgroups.
     Buffer world_value(DType::kInt64, 1);
@@ -168,7 +170,8 @@ TEST_P(SemanticsTest, SplitFormsGroupsByColourOrderedByKey) {
     }
     Buffer value(DType::kInt64, 1);
     value.Set(0, r + 1);
-    if (check.Ran("split all_reduce", (*split)->AllReduce(DeviceTensor(value.data(), DType::kInt64, 1)))) {
+    if (check.Ran("split all_reduce",
+                  (*split)->AllReduce(DeviceTensor(value.data(), DType::kInt64, 1)))) {
       int64_t expected = 0;
       for (int p : members) expected += p + 1;
       if (value.Get(0) != expected) check.Fail("split sum ", value.Get(0), " expected ", expected);
@@ -205,7 +208,9 @@ TEST_P(SemanticsTest, WorksCompleteWithoutWait) {
       auto recv = [&] {
         return group.Recv(DeviceTensor(received.data(), DType::kInt32, 1), (me + n - 1) % n);
       };
-      auto send = [&] { return group.Send(DeviceTensor(sent.data(), DType::kInt32, 1), (me + 1) % n); };
+      auto send = [&] {
+        return group.Send(DeviceTensor(sent.data(), DType::kInt32, 1), (me + 1) % n);
+      };
       works.push_back(me % 2 == 1 ? recv() : send());
       works.push_back(me % 2 == 1 ? send() : recv());
     }

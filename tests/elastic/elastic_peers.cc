@@ -33,7 +33,8 @@ std::unique_ptr<testing::ChildServer> StartMaster(absl::Duration heartbeat,
 std::unique_ptr<Communicator> MakePeer(int port) {
   CommunicatorOptions options;
   options.master_address = absl::StrCat("127.0.0.1:", port);
-  options.operation_timeout = absl::Seconds(getenv("ELASTIC_OP_TIMEOUT") ? atoi(getenv("ELASTIC_OP_TIMEOUT")) : 60);
+  options.operation_timeout =
+      absl::Seconds(getenv("ELASTIC_OP_TIMEOUT") ? atoi(getenv("ELASTIC_OP_TIMEOUT")) : 60);
   options.accept_timeout = absl::Seconds(60);
   auto comm = Communicator::Create(options);
   return comm.ok() ? std::move(comm).value() : nullptr;
@@ -54,18 +55,21 @@ absl::Status GrowWorld(Communicator& comm, int world) {
     usleep(2000);
   }
   auto size = comm.GetAttribute(Attribute::kGlobalWorldSize);
-  return absl::DeadlineExceededError(absl::StrCat("world never formed: ", size.ok() ? *size : -1,
-                                                  " of ", world, " peers"));
+  return absl::DeadlineExceededError(
+      absl::StrCat("world never formed: ", size.ok() ? *size : -1, " of ", world, " peers"));
 }
 
 absl::Status RunJoinedPeers(int port, int world,
                             const std::function<int(int, std::unique_ptr<Communicator>&)>& body,
                             absl::Duration timeout) {
-  return testing::RunInChildren(world, [&](int peer) {
-    std::unique_ptr<Communicator> comm = MakePeer(port);
-    if (absl::Status s = JoinWorld(*comm, world); !s.ok()) return Fail(peer, "join", s);
-    return body(peer, comm);
-  }, timeout);
+  return testing::RunInChildren(
+      world,
+      [&](int peer) {
+        std::unique_ptr<Communicator> comm = MakePeer(port);
+        if (absl::Status s = JoinWorld(*comm, world); !s.ok()) return Fail(peer, "join", s);
+        return body(peer, comm);
+      },
+      timeout);
 }
 
 void ExpectSameOnEveryPeer(const std::string& dir, int world) {

@@ -41,11 +41,21 @@ double Reference(int world, int64_t i, ReduceOpKind op) {
   for (int p = 1; p < world; ++p) {
     const double x = Input(p, i, op);
     switch (op) {
-      case ReduceOpKind::kSum: case ReduceOpKind::kAvg: acc += x; break;
-      case ReduceOpKind::kProduct: acc *= x; break;
-      case ReduceOpKind::kMin: acc = std::min(acc, x); break;
-      case ReduceOpKind::kMax: acc = std::max(acc, x); break;
-      default: break;
+      case ReduceOpKind::kSum:
+      case ReduceOpKind::kAvg:
+        acc += x;
+        break;
+      case ReduceOpKind::kProduct:
+        acc *= x;
+        break;
+      case ReduceOpKind::kMin:
+        acc = std::min(acc, x);
+        break;
+      case ReduceOpKind::kMax:
+        acc = std::max(acc, x);
+        break;
+      default:
+        break;
     }
   }
   return op == ReduceOpKind::kAvg ? acc / world : acc;
@@ -58,44 +68,47 @@ TEST(ElasticTest, EveryOpAndDtypeMatchesTheReferenceBitIdenticallyOnEveryPeer) {
   const std::string dir = testing::TempPath("digests");
   ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
   const int port = master->port();
-  absl::Status status = RunJoinedPeers(port, kWorld, [&](int peer, std::unique_ptr<Communicator>& comm) {
-    std::ofstream digest(absl::StrCat(dir, "/", peer));
-    const DType dtypes[] = {DType::kUInt8, DType::kInt8, DType::kInt16, DType::kInt32,
-                            DType::kInt64, DType::kFloat16, DType::kBFloat16, DType::kFloat32,
-                            DType::kFloat64};
-    const ReduceOpKind ops[] = {ReduceOpKind::kSum, ReduceOpKind::kAvg, ReduceOpKind::kProduct,
-                                ReduceOpKind::kMin, ReduceOpKind::kMax};
-    uint64_t tag = 0;
-    for (DType dtype : dtypes) {
-      for (ReduceOpKind op : ops) {
-        const bool floating = IsFloatingPoint(dtype);
-        if (op == ReduceOpKind::kAvg && !floating) continue;
-        if (op == ReduceOpKind::kMin && dtype == DType::kUInt8) continue;
-        for (int64_t count : {int64_t{1}, int64_t{1000}, int64_t{70001}}) {
-          testing::TypedBuffer send(dtype, count), recv(dtype, count);
-          for (int64_t i = 0; i < count; ++i) send.Set(i, Input(peer, i, op));
-          ReduceDescriptor d;
-          d.count = count;
-          d.dtype = dtype;
-          d.op = op;
-          d.tag = tag++;
-          auto info = comm->AllReduce(send.data(), recv.data(), d);
-          if (!info.ok()) return Fail(peer, DescribeReduce(d), info.status());
-          if (info->local_world_size != kWorld) return Fail(peer, "world size");
-          for (int64_t i = 0; i < count; ++i) {
-            const double want = Reference(kWorld, i, op);
-            const double got = recv.Get(i);
-            if (std::fabs(got - want) > (floating ? 1e-2 * std::fabs(want) + 1e-3 : 0)) {
-              return Fail(peer, absl::StrCat(DescribeReduce(d), " element ", i, ": ", got,
-                                             " != ", want));
+  absl::Status status = RunJoinedPeers(
+      port, kWorld,
+      [&](int peer, std::unique_ptr<Communicator>& comm) {
+        std::ofstream digest(absl::StrCat(dir, "/", peer));
+        const DType dtypes[] = {DType::kUInt8,    DType::kInt8,    DType::kInt16,
+                                DType::kInt32,    DType::kInt64,   DType::kFloat16,
+                                DType::kBFloat16, DType::kFloat32, DType::kFloat64};
+        const ReduceOpKind ops[] = {ReduceOpKind::kSum, ReduceOpKind::kAvg, ReduceOpKind::kProduct,
+                                    ReduceOpKind::kMin, ReduceOpKind::kMax};
+        uint64_t tag = 0;
+        for (DType dtype : dtypes) {
+          for (ReduceOpKind op : ops) {
+            const bool floating = IsFloatingPoint(dtype);
+            if (op == ReduceOpKind::kAvg && !floating) continue;
+            if (op == ReduceOpKind::kMin && dtype == DType::kUInt8) continue;
+            for (int64_t count : {int64_t{1}, int64_t{1000}, int64_t{70001}}) {
+              testing::TypedBuffer send(dtype, count), recv(dtype, count);
+              for (int64_t i = 0; i < count; ++i) send.Set(i, Input(peer, i, op));
+              ReduceDescriptor d;
+              d.count = count;
+              d.dtype = dtype;
+              d.op = op;
+              d.tag = tag++;
+              auto info = comm->AllReduce(send.data(), recv.data(), d);
+              if (!info.ok()) return Fail(peer, DescribeReduce(d), info.status());
+              if (info->local_world_size != kWorld) return Fail(peer, "world size");
+              for (int64_t i = 0; i < count; ++i) {
+                const double want = Reference(kWorld, i, op);
+                const double got = recv.Get(i);
+                if (std::fabs(got - want) > (floating ? 1e-2 * std::fabs(want) + 1e-3 : 0)) {
+                  return Fail(peer, absl::StrCat(DescribeReduce(d), " element ", i, ": ", got,
+                                                 " != ", want));
+                }
+              }
+              digest << ContentHash(recv.bytes(), recv.nbytes()) << "\n";
             }
           }
-          digest << ContentHash(recv.bytes(), recv.nbytes()) << "\n";
         }
-      }
-    }
-    return 0;
-  }, absl::Seconds(240));
+        return 0;
+      },
+      absl::Seconds(240));
   ASSERT_TRUE(status.ok()) << status;
   ExpectSameOnEveryPeer(dir, kWorld);
 }
@@ -105,70 +118,76 @@ TEST(ElasticTest, ConcurrentTagsInAnyOrderAndMismatchIsAnErrorOnEveryPeer) {
   auto master = StartMaster();
   ASSERT_NE(master, nullptr);
   const int port = master->port();
-  absl::Status status = RunJoinedPeers(port, kWorld, [&](int peer, std::unique_ptr<Communicator>& comm) {
-    // 16 tags in flight, issued in a different order on every peer. The even ones are large
-    // enough to take shared-memory turns (the peers share this host), the odd ones go over the
-    // rings: both kinds interleave in every order.
-    constexpr int kTags = 16;
-    std::vector<std::vector<float>> data(kTags);
-    for (int tag = 0; tag < kTags; ++tag) data[tag].resize(tag % 2 == 0 ? 150000 : 50000);
-    std::vector<WorkPtr> works(kTags);
-    std::vector<int> order(kTags);
-    for (int k = 0; k < kTags; ++k) order[k] = (peer % 2 == 0) ? k : kTags - 1 - k;
-    for (int tag : order) {
-      for (size_t i = 0; i < data[tag].size(); ++i) data[tag][i] = static_cast<float>(peer + tag + i % 5);
-      ReduceDescriptor d;
-      d.count = static_cast<int64_t>(data[tag].size());
-      d.tag = static_cast<uint64_t>(tag);
-      works[tag] = comm->AllReduceAsync(data[tag].data(), data[tag].data(), d);
-    }
-    // Reusing a tag in flight is refused at once.
-    ReduceDescriptor again;
-    again.count = 1;
-    again.tag = static_cast<uint64_t>(order.back());
-    float one = 1;
-    absl::Status reuse = comm->AllReduceAsync(&one, &one, again)->Wait(absl::Seconds(1));
-    if (reuse.code() != absl::StatusCode::kInvalidArgument) return Fail(peer, "tag reuse", reuse);
-    for (int tag = 0; tag < kTags; ++tag) {
-      if (absl::Status s = works[tag]->Wait(absl::Seconds(60)); !s.ok()) return Fail(peer, "op", s);
-      for (size_t i = 0; i < data[tag].size(); ++i) {
-        const float want = static_cast<float>(6 + 4 * (tag + i % 5));
-        if (data[tag][i] != want) return Fail(peer, absl::StrCat("tag ", tag, " wrong"));
-      }
-    }
-    // Peer 2 disagrees on the count of tag 99: every peer fails, and its buffer is intact.
-    std::vector<float> x(peer == 2 ? 1001 : 1000, 3.0f);
-    ReduceDescriptor d;
-    d.count = static_cast<int64_t>(x.size());
-    d.tag = 99;
-    auto info = comm->AllReduce(x.data(), x.data(), d);
-    if (info.ok()) return Fail(peer, "mismatch accepted");
-    if (info.status().code() != absl::StatusCode::kFailedPrecondition ||
-        std::string(info.status().message()).find("disagree") == std::string::npos) {
-      return Fail(peer, "mismatch error", info.status());
-    }
-    for (float v : x) {
-      if (v != 3.0f) return Fail(peer, "buffer changed by a failed all-reduce");
-    }
-    // Peer 1 disagrees on the op: no garbage either.
-    d.count = 1000;
-    d.tag = 100;
-    d.op = peer == 1 ? ReduceOpKind::kMax : ReduceOpKind::kSum;
-    x.assign(1000, 3.0f);
-    info = comm->AllReduce(x.data(), x.data(), d);
-    if (info.ok() || info.status().code() != absl::StatusCode::kFailedPrecondition) {
-      return Fail(peer, "op mismatch", info.status());
-    }
-    for (float v : x) {
-      if (v != 3.0f) return Fail(peer, "buffer changed by a failed all-reduce");
-    }
-    // And the communicator still works.
-    d.op = ReduceOpKind::kSum;
-    d.tag = 101;
-    info = comm->AllReduce(x.data(), x.data(), d);
-    if (!info.ok() || x[0] != 12.0f) return Fail(peer, "after mismatch", info.status());
-    return 0;
-  }, absl::Seconds(120));
+  absl::Status status = RunJoinedPeers(
+      port, kWorld,
+      [&](int peer, std::unique_ptr<Communicator>& comm) {
+        // 16 tags in flight, issued in a different order on every peer. The even ones are large
+        // enough to take shared-memory turns (the peers share this host), the odd ones go over the
+        // rings: both kinds interleave in every order.
+        constexpr int kTags = 16;
+        std::vector<std::vector<float>> data(kTags);
+        for (int tag = 0; tag < kTags; ++tag) data[tag].resize(tag % 2 == 0 ? 150000 : 50000);
+        std::vector<WorkPtr> works(kTags);
+        std::vector<int> order(kTags);
+        for (int k = 0; k < kTags; ++k) order[k] = (peer % 2 == 0) ? k : kTags - 1 - k;
+        for (int tag : order) {
+          for (size_t i = 0; i < data[tag].size(); ++i)
+            data[tag][i] = static_cast<float>(peer + tag + i % 5);
+          ReduceDescriptor d;
+          d.count = static_cast<int64_t>(data[tag].size());
+          d.tag = static_cast<uint64_t>(tag);
+          works[tag] = comm->AllReduceAsync(data[tag].data(), data[tag].data(), d);
+        }
+        // Reusing a tag in flight is refused at once.
+        ReduceDescriptor again;
+        again.count = 1;
+        again.tag = static_cast<uint64_t>(order.back());
+        float one = 1;
+        absl::Status reuse = comm->AllReduceAsync(&one, &one, again)->Wait(absl::Seconds(1));
+        if (reuse.code() != absl::StatusCode::kInvalidArgument)
+          return Fail(peer, "tag reuse", reuse);
+        for (int tag = 0; tag < kTags; ++tag) {
+          if (absl::Status s = works[tag]->Wait(absl::Seconds(60)); !s.ok())
+            return Fail(peer, "op", s);
+          for (size_t i = 0; i < data[tag].size(); ++i) {
+            const float want = static_cast<float>(6 + 4 * (tag + i % 5));
+            if (data[tag][i] != want) return Fail(peer, absl::StrCat("tag ", tag, " wrong"));
+          }
+        }
+        // Peer 2 disagrees on the count of tag 99: every peer fails, and its buffer is intact.
+        std::vector<float> x(peer == 2 ? 1001 : 1000, 3.0f);
+        ReduceDescriptor d;
+        d.count = static_cast<int64_t>(x.size());
+        d.tag = 99;
+        auto info = comm->AllReduce(x.data(), x.data(), d);
+        if (info.ok()) return Fail(peer, "mismatch accepted");
+        if (info.status().code() != absl::StatusCode::kFailedPrecondition ||
+            std::string(info.status().message()).find("disagree") == std::string::npos) {
+          return Fail(peer, "mismatch error", info.status());
+        }
+        for (float v : x) {
+          if (v != 3.0f) return Fail(peer, "buffer changed by a failed all-reduce");
+        }
+        // Peer 1 disagrees on the op: no garbage either.
+        d.count = 1000;
+        d.tag = 100;
+        d.op = peer == 1 ? ReduceOpKind::kMax : ReduceOpKind::kSum;
+        x.assign(1000, 3.0f);
+        info = comm->AllReduce(x.data(), x.data(), d);
+        if (info.ok() || info.status().code() != absl::StatusCode::kFailedPrecondition) {
+          return Fail(peer, "op mismatch", info.status());
+        }
+        for (float v : x) {
+          if (v != 3.0f) return Fail(peer, "buffer changed by a failed all-reduce");
+        }
+        // And the communicator still works.
+        d.op = ReduceOpKind::kSum;
+        d.tag = 101;
+        info = comm->AllReduce(x.data(), x.data(), d);
+        if (!info.ok() || x[0] != 12.0f) return Fail(peer, "after mismatch", info.status());
+        return 0;
+      },
+      absl::Seconds(120));
   EXPECT_TRUE(status.ok()) << status;
 }
 
@@ -213,8 +232,10 @@ TEST(ElasticTest, SigkillDuringConcurrentBatchesTwentyTimes) {
           for (int t = 0; t < kTensors; ++t) {
             for (float v : tensors[t]) {
               if (v != want) {
-                _exit(Fail(peer, absl::StrCat("run ", run, " tensor ", t, ": ", v, " after a batch "
-                                              "over ", info->local_world_size, " peers")));
+                _exit(Fail(peer, absl::StrCat("run ", run, " tensor ", t, ": ", v,
+                                              " after a batch "
+                                              "over ",
+                                              info->local_world_size, " peers")));
               }
             }
           }
@@ -271,7 +292,8 @@ TEST(ElasticTest, FrozenPeerIsExpelledAndMayReconnect) {
           _exit(Fail(peer, "expelled error", info.status()));
         }
         if (x[0] != 1.0f) _exit(Fail(peer, "buffer changed"));
-        if (absl::Status s = comm->Connect(absl::Seconds(30)); !s.ok()) _exit(Fail(peer, "reconnect", s));
+        if (absl::Status s = comm->Connect(absl::Seconds(30)); !s.ok())
+          _exit(Fail(peer, "reconnect", s));
         info = comm->AllReduce(x.data(), x.data(), d);  // Alone in... or with the others.
         _exit(info.ok() ? 0 : Fail(peer, "after reconnect", info.status()));
       }

@@ -66,7 +66,8 @@ TEST(MasterDescriptorsTest, OutOfDescriptorsAndFloodedTheMasterServesAPeerQuietl
   const absl::Duration before = testing::CpuTime((*master)->pid());
   absl::SleepFor(absl::Seconds(1));
   EXPECT_LT(testing::CpuTime((*master)->pid()) - before, absl::Milliseconds(300));
-  EXPECT_LT(testing::CountLines(log), 40) << "the master's log grew by a line per refusal or failed accept";
+  EXPECT_LT(testing::CountLines(log), 40)
+      << "the master's log grew by a line per refusal or failed accept";
 }
 
 }  // namespace

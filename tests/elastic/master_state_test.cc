@@ -24,7 +24,7 @@ class MasterStateTest : public ::testing::Test {
   MasterState state_{/*store_port=*/1, absl::Seconds(5)};
   std::map<int64_t, Replies> replies_;
   std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> turns_;  // Peer -> (tag, turn).
-  std::map<int64_t, std::vector<std::string>> outcomes_;              // Peer -> error texts.
+  std::map<int64_t, std::vector<std::string>> outcomes_;               // Peer -> error texts.
   int64_t next_request_ = 100;
 
   void Drain() {
@@ -32,7 +32,8 @@ class MasterStateTest : public ::testing::Test {
       if (out.message.type == MessageType::kOpTurn) {
         turns_[out.peer].push_back({out.message.ints[2], out.message.ints[kOpKeyInts]});
       }
-      if (out.message.type == MessageType::kOpOutcome) outcomes_[out.peer].push_back(out.message.text);
+      if (out.message.type == MessageType::kOpOutcome)
+        outcomes_[out.peer].push_back(out.message.text);
       if (out.message.type != MessageType::kReply) continue;
       Replies& r = replies_[out.peer];
       r.by_request[out.message.ints[0]] = {out.message.ints[1], out.message.ints[2]};
@@ -50,15 +51,18 @@ class MasterStateTest : public ::testing::Test {
   bool Answered(int64_t peer, int64_t request) {
     return replies_[peer].by_request.count(request) > 0;
   }
-  int64_t Value(int64_t peer, int64_t request) { return replies_[peer].by_request.at(request).second; }
-  int64_t Code(int64_t peer, int64_t request) { return replies_[peer].by_request.at(request).first; }
+  int64_t Value(int64_t peer, int64_t request) {
+    return replies_[peer].by_request.at(request).second;
+  }
+  int64_t Code(int64_t peer, int64_t request) {
+    return replies_[peer].by_request.at(request).first;
+  }
   int64_t UpdateTopology(int64_t peer, int64_t timeout_ms = 60000) {
     return Send(peer, MessageType::kUpdateTopology, {timeout_ms});
   }
   // `shared_memory`: the flag that asks for a turn in the arena (kOpTurn).
   void StartOp(int64_t peer, int64_t epoch, int64_t tag, int64_t shared_memory = 0) {
-    Message start{MessageType::kOpStart, {0, epoch, tag, 0, 16, 7, 0, 0, -1, shared_memory},
-                  "op"};
+    Message start{MessageType::kOpStart, {0, epoch, tag, 0, 16, 7, 0, 0, -1, shared_memory}, "op"};
     ASSERT_TRUE(state_.Handle(peer, start).ok());
     Drain();
   }
@@ -73,8 +77,8 @@ TEST_F(MasterStateTest, AWaitingPeerAnotherPeerNeedsIsLetGoWithoutAcceptingAnyon
   state_.Join(0, "c");  // Pending now. Epochs: 1 when a came, 2 when b was accepted.
   const int64_t waiting = UpdateTopology(a);
   EXPECT_FALSE(Answered(a, waiting));  // b is not here yet: a waits.
-  StartOp(b, /*epoch=*/2, /*tag=*/5);    // b runs an all-reduce a has not joined ...
-  ASSERT_TRUE(Answered(a, waiting));    // ... so a is let go to join it, nobody accepted.
+  StartOp(b, /*epoch=*/2, /*tag=*/5);  // b runs an all-reduce a has not joined ...
+  ASSERT_TRUE(Answered(a, waiting));   // ... so a is let go to join it, nobody accepted.
   EXPECT_EQ(Value(a, waiting), 0);
   EXPECT_EQ(state_.pending_count(), 1);
   StartOp(a, 2, 5);
@@ -106,8 +110,8 @@ TEST_F(MasterStateTest, AMillionIdleRoundsHoldNothing) {
   UpdateTopology(a);
   for (int i = 0; i < 1000000; ++i) {
     const int64_t peer = 1 + i % 2;
-    Message message{i % 3 == 0 ? MessageType::kUpdateTopology : MessageType::kArePeersPending,
-                    {i}, ""};
+    Message message{
+        i % 3 == 0 ? MessageType::kUpdateTopology : MessageType::kArePeersPending, {i}, ""};
     if (message.type == MessageType::kUpdateTopology) message.ints.push_back(60000);
     ASSERT_TRUE(state_.Handle(peer, message).ok());
     ASSERT_EQ(state_.TakeOutgoing().size(), 1u);  // Answered at once.
@@ -130,7 +134,8 @@ TEST_F(MasterStateTest, AnExpiredUpdateTopologyNamesWhomItWaitedFor) {
   EXPECT_EQ(Code(a, waiting), static_cast<int64_t>(absl::StatusCode::kDeadlineExceeded));
   const std::string& text = replies_[a].texts.back();
   EXPECT_NE(text.find("peer 2 (host-b:2, group 0) (in none of the elastic calls)"),
-            std::string::npos) << text;
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("host-c:3"), std::string::npos) << text;
   EXPECT_EQ(state_.HeldEntries(), 0u);
   // Usable afterwards: both call, the pending peer is accepted.
@@ -171,7 +176,8 @@ TEST_F(MasterStateTest, SharedMemoryTurnsGoOutOnceEveryMemberStartedInThatOrder)
   StartOp(b, 2, 4, 0);
   EXPECT_EQ(turns_[a].size(), 2u);
   ASSERT_EQ(outcomes_[b].size(), 1u);
-  EXPECT_NE(outcomes_[b][0].find("not both in shared memory"), std::string::npos) << outcomes_[b][0];
+  EXPECT_NE(outcomes_[b][0].find("not both in shared memory"), std::string::npos)
+      << outcomes_[b][0];
   // A new epoch numbers its turns from 0 again.
   const int64_t c = state_.Join(0, "c");
   const int64_t from_a = UpdateTopology(a);

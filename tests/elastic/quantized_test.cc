@@ -24,7 +24,9 @@ constexpr int kWorld = 3;
 constexpr int64_t kCount = 100003;  // Several segments per block.
 
 // Peer p's inputs lie in [-3, 3 + 2 p] ⊂ [-3, 7].
-double Input(int peer, int64_t i) { return 3 * std::sin(0.37 * i + peer) + peer * (1 + std::cos(0.11 * i)); }
+double Input(int peer, int64_t i) {
+  return 3 * std::sin(0.37 * i + peer) + peer * (1 + std::cos(0.11 * i));
+}
 constexpr double kLow = -3, kHigh = 7;
 
 // Each reduce-scatter hop k (k = 1 .. n - 1) encodes a partial result of k inputs, the owner one of
@@ -46,52 +48,58 @@ TEST(QuantizedAllReduceTest, WithinTheErrorBoundBitIdenticalAndSmallerOnTheWire)
   const std::string dir = testing::TempPath("digests");
   ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
   const int port = master->port();
-  absl::Status status = RunJoinedPeers(port, kWorld, [&](int peer, std::unique_ptr<Communicator>& comm) {
-    std::ofstream digest(absl::StrCat(dir, "/", peer));
-    uint64_t tag = 0;
-    for (QuantizationAlgorithm algorithm :
-         {QuantizationAlgorithm::kMinMax, QuantizationAlgorithm::kZeroPointScale}) {
-      for (QuantizedType type : {QuantizedType::kUInt8, QuantizedType::kUInt16}) {
-        for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat64}) {
-          for (ReduceOpKind op : {ReduceOpKind::kSum, ReduceOpKind::kAvg, ReduceOpKind::kMax}) {
-            testing::TypedBuffer data(dtype, kCount);
-            for (int64_t i = 0; i < kCount; ++i) data.Set(i, Input(peer, i));
-            ReduceDescriptor d;
-            d.count = kCount;
-            d.dtype = dtype;
-            d.op = op;
-            d.tag = tag++;
-            d.quantization = {algorithm, type};
-            auto info = comm->AllReduce(data.data(), data.data(), d);
-            if (!info.ok()) return Fail(peer, DescribeReduce(d), info.status());
-            // A ring moves 2 (n - 1) / n of the buffer; quantized, of its codes (plus one
-            // 16-byte header per segment): element size / code size fewer bytes.
-            const double ring_codes = 2.0 * (kWorld - 1) / kWorld * kCount * static_cast<int>(type);
-            const double ring_plain = 2.0 * (kWorld - 1) / kWorld * kCount * DTypeSize(dtype);
-            if (info->tx_bytes < ring_codes || info->tx_bytes > ring_codes * 1.01) {
-              return Fail(peer, absl::StrCat(DescribeReduce(d), ": sent ", info->tx_bytes,
-                                             " bytes; codes of a ring are ", ring_codes,
-                                             ", unquantized ", ring_plain));
-            }
-            const double bound = Bound(type, dtype, op);
-            for (int64_t i = 0; i < kCount; ++i) {
-              double want = op == ReduceOpKind::kMax ? Input(0, i) : 0;
-              for (int p = 0; p < kWorld; ++p) {
-                want = op == ReduceOpKind::kMax ? std::max(want, Input(p, i)) : want + Input(p, i);
+  absl::Status status = RunJoinedPeers(
+      port, kWorld,
+      [&](int peer, std::unique_ptr<Communicator>& comm) {
+        std::ofstream digest(absl::StrCat(dir, "/", peer));
+        uint64_t tag = 0;
+        for (QuantizationAlgorithm algorithm :
+             {QuantizationAlgorithm::kMinMax, QuantizationAlgorithm::kZeroPointScale}) {
+          for (QuantizedType type : {QuantizedType::kUInt8, QuantizedType::kUInt16}) {
+            for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat64}) {
+              for (ReduceOpKind op : {ReduceOpKind::kSum, ReduceOpKind::kAvg, ReduceOpKind::kMax}) {
+                testing::TypedBuffer data(dtype, kCount);
+                for (int64_t i = 0; i < kCount; ++i) data.Set(i, Input(peer, i));
+                ReduceDescriptor d;
+                d.count = kCount;
+                d.dtype = dtype;
+                d.op = op;
+                d.tag = tag++;
+                d.quantization = {algorithm, type};
+                auto info = comm->AllReduce(data.data(), data.data(), d);
+                if (!info.ok()) return Fail(peer, DescribeReduce(d), info.status());
+                // A ring moves 2 (n - 1) / n of the buffer; quantized, of its codes (plus one
+                // 16-byte header per segment): element size / code size fewer bytes.
+                const double ring_codes =
+                    2.0 * (kWorld - 1) / kWorld * kCount * static_cast<int>(type);
+                const double ring_plain = 2.0 * (kWorld - 1) / kWorld * kCount * DTypeSize(dtype);
+                if (info->tx_bytes < ring_codes || info->tx_bytes > ring_codes * 1.01) {
+                  return Fail(peer, absl::StrCat(DescribeReduce(d), ": sent ", info->tx_bytes,
+                                                 " bytes; codes of a ring are ", ring_codes,
+                                                 ", unquantized ", ring_plain));
+                }
+                const double bound = Bound(type, dtype, op);
+                for (int64_t i = 0; i < kCount; ++i) {
+                  double want = op == ReduceOpKind::kMax ? Input(0, i) : 0;
+                  for (int p = 0; p < kWorld; ++p) {
+                    want =
+                        op == ReduceOpKind::kMax ? std::max(want, Input(p, i)) : want + Input(p, i);
+                  }
+                  if (op == ReduceOpKind::kAvg) want /= kWorld;
+                  if (std::fabs(data.Get(i) - want) > bound) {
+                    return Fail(peer,
+                                absl::StrCat(DescribeReduce(d), " element ", i, ": ", data.Get(i),
+                                             " vs exact ", want, ", bound ", bound));
+                  }
+                }
+                digest << ContentHash(data.data(), data.nbytes()) << "\n";
               }
-              if (op == ReduceOpKind::kAvg) want /= kWorld;
-              if (std::fabs(data.Get(i) - want) > bound) {
-                return Fail(peer, absl::StrCat(DescribeReduce(d), " element ", i, ": ",
-                                               data.Get(i), " vs exact ", want, ", bound ", bound));
-              }
             }
-            digest << ContentHash(data.data(), data.nbytes()) << "\n";
           }
         }
-      }
-    }
-    return 0;
-  }, absl::Seconds(240));
+        return 0;
+      },
+      absl::Seconds(240));
   ASSERT_TRUE(status.ok()) << status;
   ExpectSameOnEveryPeer(dir, kWorld);
 }

@@ -1,6 +1,8 @@
 // sync_shared_state: the master's plan (PlanSync) for every strategy, and forked peers that
 // reconcile diverged state, hand the state to a peer joining mid-run, refuse irreconcilable
 // ballots without touching a byte, and finish a sync whose sender is SIGKILLed mid-transfer.
+#include "frontend/elastic/shared_state.h"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -11,7 +13,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "frontend/elastic/shared_state.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/elastic/elastic_peers.h"
@@ -30,8 +31,8 @@ SyncBallot Ballot(int64_t peer, uint64_t revision, SyncStrategy strategy,
   b.revision = revision;
   b.strategy = strategy;
   for (size_t t = 0; t < hashes.size(); ++t) {
-    b.tensors.push_back({absl::StrCat("t", t), 4, static_cast<int64_t>(DType::kFloat32),
-                         hashes[t], allow_inequality});
+    b.tensors.push_back({absl::StrCat("t", t), 4, static_cast<int64_t>(DType::kFloat32), hashes[t],
+                         allow_inequality});
   }
   return b;
 }
@@ -56,8 +57,8 @@ TEST(PlanSyncTest, TheMajorityContentAndRevisionWin) {
 }
 
 TEST(PlanSyncTest, TiesPickTheHigherRevisionAndTheSmallerHash) {
-  auto plan = PlanSync({Ballot(1, 3, kPopular, {7}), Ballot(2, 4, kPopular, {9}),
-                        Ballot(3, 4, kPopular, {8})});
+  auto plan = PlanSync(
+      {Ballot(1, 3, kPopular, {7}), Ballot(2, 4, kPopular, {9}), Ballot(3, 4, kPopular, {8})});
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->revision, 4u);
   EXPECT_EQ(plan->popular_hash[0], 8u);
@@ -68,8 +69,9 @@ TEST(PlanSyncTest, TiesPickTheHigherRevisionAndTheSmallerHash) {
 
 TEST(PlanSyncTest, ReceiveOnlyPeersNeverVoteAndAlwaysAdopt) {
   // Two joiners with equal zeros at a high revision must not outvote the one real holder.
-  auto plan = PlanSync({Ballot(1, 9, kPopular, {5}), Ballot(2, 100, SyncStrategy::kReceiveOnly, {0}),
-                        Ballot(3, 100, SyncStrategy::kReceiveOnly, {0})});
+  auto plan =
+      PlanSync({Ballot(1, 9, kPopular, {5}), Ballot(2, 100, SyncStrategy::kReceiveOnly, {0}),
+                Ballot(3, 100, SyncStrategy::kReceiveOnly, {0})});
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->revision, 9u);
   EXPECT_EQ(plan->source[0], (std::vector<int64_t>{-1, 1, 1}));
@@ -84,8 +86,8 @@ TEST(PlanSyncTest, SendOnlyPeersAreTheAuthorityAndMustAgree) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->popular_hash[0], 5u);
   EXPECT_EQ(plan->source[0], (std::vector<int64_t>{-1, 1, 1}));
-  auto split = PlanSync({Ballot(1, 2, SyncStrategy::kSendOnly, {5}),
-                         Ballot(2, 2, SyncStrategy::kSendOnly, {6})});
+  auto split = PlanSync(
+      {Ballot(1, 2, SyncStrategy::kSendOnly, {5}), Ballot(2, 2, SyncStrategy::kSendOnly, {6})});
   EXPECT_EQ(split.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(split.status().message(), HasSubstr("SEND_ONLY"));
 }
@@ -142,12 +144,13 @@ struct Model {
   SharedState state;
 
   Model() {
-    state.tensors = {{"weights", weights.data(), static_cast<int64_t>(weights.size()),
-                      DType::kFloat32, false},
-                     {"step", &step, 1, DType::kInt64, false}};
+    state.tensors = {
+        {"weights", weights.data(), static_cast<int64_t>(weights.size()), DType::kFloat32, false},
+        {"step", &step, 1, DType::kInt64, false}};
   }
   void Fill(uint64_t revision, float salt) {
-    for (size_t i = 0; i < weights.size(); ++i) weights[i] = static_cast<float>(i % 1000) * 0.5f + salt;
+    for (size_t i = 0; i < weights.size(); ++i)
+      weights[i] = static_cast<float>(i % 1000) * 0.5f + salt;
     step = static_cast<int64_t>(revision);
     state.revision = revision;
   }
@@ -164,48 +167,53 @@ TEST(SharedStateSyncTest, DivergedPeerAdoptsThePopularStateAndAJoinerReceivesIt)
   const int port = master->port();
   int first_sync_done[2];
   ASSERT_EQ(pipe(first_sync_done), 0);
-  absl::Status status = testing::RunInChildren(4, [&](int peer) {
-    auto comm = MakePeer(port);
-    Model model;
-    if (peer == 3) {  // The joiner: arrives after the others synced once, with nothing.
-      char byte;
-      for (int i = 0; i < 3; ++i) {
-        if (read(first_sync_done[0], &byte, 1) != 1) return Fail(peer, "pipe");
-      }
-      if (absl::Status s = comm->Connect(absl::Seconds(60)); !s.ok()) return Fail(peer, "connect", s);
-      auto info = comm->SyncSharedState(model.state, SyncStrategy::kReceiveOnly);
-      if (!info.ok()) return Fail(peer, "joiner sync", info.status());
-      if (!model.Holds(8)) return Fail(peer, "joiner did not receive revision 8");
-      if (info->rx_bytes < static_cast<int64_t>(model.weights.size() * 4)) {
-        return Fail(peer, absl::StrCat("joiner received only ", info->rx_bytes, " bytes"));
-      }
-    } else {
-      if (absl::Status s = JoinWorld(*comm, 3); !s.ok()) return Fail(peer, "join", s);
-      // Peer 2 diverged (same revision, other content): the majority's content wins.
-      model.Fill(7, peer == 2 ? 99.0f : 7.0f);
-      auto info = comm->SyncSharedState(model.state, SyncStrategy::kEnforcePopular);
-      if (!info.ok()) return Fail(peer, "sync", info.status());
-      if (!model.Holds(7)) return Fail(peer, "does not hold the popular revision 7");
-      if ((peer == 2) != (info->rx_bytes > 0)) {
-        return Fail(peer, absl::StrCat("received ", info->rx_bytes, " bytes"));
-      }
-      [[maybe_unused]] ssize_t n = write(first_sync_done[1], "s", 1);
-      // A training step, then take the joiner in and hand it the state.
-      model.Fill(8, 8.0f);
-      if (absl::Status s = GrowWorld(*comm, 4); !s.ok()) return Fail(peer, "join 4", s);
-      info = comm->SyncSharedState(model.state, SyncStrategy::kEnforcePopular);
-      if (!info.ok()) return Fail(peer, "sync with the joiner", info.status());
-      if (!model.Holds(8)) return Fail(peer, "lost revision 8");
-    }
-    // Everyone, joiner included, all-reduces together afterwards.
-    int64_t one = 1;
-    ReduceDescriptor d;
-    d.count = 1;
-    d.dtype = DType::kInt64;
-    auto reduced = comm->AllReduce(&one, &one, d);
-    if (!reduced.ok() || one != 4) return Fail(peer, absl::StrCat("all_reduce gave ", one), reduced.status());
-    return 0;
-  }, absl::Seconds(120));
+  absl::Status status = testing::RunInChildren(
+      4,
+      [&](int peer) {
+        auto comm = MakePeer(port);
+        Model model;
+        if (peer == 3) {  // The joiner: arrives after the others synced once, with nothing.
+          char byte;
+          for (int i = 0; i < 3; ++i) {
+            if (read(first_sync_done[0], &byte, 1) != 1) return Fail(peer, "pipe");
+          }
+          if (absl::Status s = comm->Connect(absl::Seconds(60)); !s.ok())
+            return Fail(peer, "connect", s);
+          auto info = comm->SyncSharedState(model.state, SyncStrategy::kReceiveOnly);
+          if (!info.ok()) return Fail(peer, "joiner sync", info.status());
+          if (!model.Holds(8)) return Fail(peer, "joiner did not receive revision 8");
+          if (info->rx_bytes < static_cast<int64_t>(model.weights.size() * 4)) {
+            return Fail(peer, absl::StrCat("joiner received only ", info->rx_bytes, " bytes"));
+          }
+        } else {
+          if (absl::Status s = JoinWorld(*comm, 3); !s.ok()) return Fail(peer, "join", s);
+          // Peer 2 diverged (same revision, other content): the majority's content wins.
+          model.Fill(7, peer == 2 ? 99.0f : 7.0f);
+          auto info = comm->SyncSharedState(model.state, SyncStrategy::kEnforcePopular);
+          if (!info.ok()) return Fail(peer, "sync", info.status());
+          if (!model.Holds(7)) return Fail(peer, "does not hold the popular revision 7");
+          if ((peer == 2) != (info->rx_bytes > 0)) {
+            return Fail(peer, absl::StrCat("received ", info->rx_bytes, " bytes"));
+          }
+          [[maybe_unused]] ssize_t n = write(first_sync_done[1], "s", 1);
+          // A training step, then take the joiner in and hand it the state.
+          model.Fill(8, 8.0f);
+          if (absl::Status s = GrowWorld(*comm, 4); !s.ok()) return Fail(peer, "join 4", s);
+          info = comm->SyncSharedState(model.state, SyncStrategy::kEnforcePopular);
+          if (!info.ok()) return Fail(peer, "sync with the joiner", info.status());
+          if (!model.Holds(8)) return Fail(peer, "lost revision 8");
+        }
+        // Everyone, joiner included, all-reduces together afterwards.
+        int64_t one = 1;
+        ReduceDescriptor d;
+        d.count = 1;
+        d.dtype = DType::kInt64;
+        auto reduced = comm->AllReduce(&one, &one, d);
+        if (!reduced.ok() || one != 4)
+          return Fail(peer, absl::StrCat("all_reduce gave ", one), reduced.status());
+        return 0;
+      },
+      absl::Seconds(120));
   EXPECT_TRUE(status.ok()) << status;
 }
 
@@ -213,34 +221,38 @@ TEST(SharedStateSyncTest, IrreconcilableBallotsFailEverywhereWithBuffersUntouche
   auto master = StartMaster();
   ASSERT_NE(master, nullptr);
   const int port = master->port();
-  absl::Status status = RunJoinedPeers(port, 2, [&](int peer, std::unique_ptr<Communicator>& comm) {
-    Model model;
-    model.Fill(3, static_cast<float>(peer));
-    const std::vector<float> before = model.weights;
-    auto info = comm->SyncSharedState(model.state, SyncStrategy::kSendOnly);
-    if (info.ok() || info.status().code() != absl::StatusCode::kFailedPrecondition ||
-        !absl::StrContains(info.status().message(), "SEND_ONLY")) {
-      return Fail(peer, "two disagreeing SEND_ONLY peers", info.status());
-    }
-    if (model.weights != before || model.state.revision != 3) return Fail(peer, "buffers changed");
-    // Different tensor lists: both peers get the error naming the tensor.
-    SharedState other = model.state;
-    if (peer == 1) other.tensors[1].name = "steps";
-    info = comm->SyncSharedState(other, SyncStrategy::kEnforcePopular);
-    if (info.ok() || !absl::StrContains(info.status().message(), "steps")) {
-      return Fail(peer, "different tensor lists", info.status());
-    }
-    // Both voting with different contents: the tie goes to the smaller hash, on both.
-    info = comm->SyncSharedState(model.state, SyncStrategy::kEnforcePopular);
-    if (!info.ok()) return Fail(peer, "tie", info.status());
-    const uint64_t hash = ContentHash(model.weights.data(), model.weights.size() * 4);
-    Model zero, one;
-    zero.Fill(3, 0.0f);
-    one.Fill(3, 1.0f);
-    const uint64_t want = std::min(ContentHash(zero.weights.data(), zero.weights.size() * 4),
-                                   ContentHash(one.weights.data(), one.weights.size() * 4));
-    return hash == want ? 0 : Fail(peer, "tie went to the wrong content");
-  }, absl::Seconds(60));
+  absl::Status status = RunJoinedPeers(
+      port, 2,
+      [&](int peer, std::unique_ptr<Communicator>& comm) {
+        Model model;
+        model.Fill(3, static_cast<float>(peer));
+        const std::vector<float> before = model.weights;
+        auto info = comm->SyncSharedState(model.state, SyncStrategy::kSendOnly);
+        if (info.ok() || info.status().code() != absl::StatusCode::kFailedPrecondition ||
+            !absl::StrContains(info.status().message(), "SEND_ONLY")) {
+          return Fail(peer, "two disagreeing SEND_ONLY peers", info.status());
+        }
+        if (model.weights != before || model.state.revision != 3)
+          return Fail(peer, "buffers changed");
+        // Different tensor lists: both peers get the error naming the tensor.
+        SharedState other = model.state;
+        if (peer == 1) other.tensors[1].name = "steps";
+        info = comm->SyncSharedState(other, SyncStrategy::kEnforcePopular);
+        if (info.ok() || !absl::StrContains(info.status().message(), "steps")) {
+          return Fail(peer, "different tensor lists", info.status());
+        }
+        // Both voting with different contents: the tie goes to the smaller hash, on both.
+        info = comm->SyncSharedState(model.state, SyncStrategy::kEnforcePopular);
+        if (!info.ok()) return Fail(peer, "tie", info.status());
+        const uint64_t hash = ContentHash(model.weights.data(), model.weights.size() * 4);
+        Model zero, one;
+        zero.Fill(3, 0.0f);
+        one.Fill(3, 1.0f);
+        const uint64_t want = std::min(ContentHash(zero.weights.data(), zero.weights.size() * 4),
+                                       ContentHash(one.weights.data(), one.weights.size() * 4));
+        return hash == want ? 0 : Fail(peer, "tie went to the wrong content");
+      },
+      absl::Seconds(60));
   EXPECT_TRUE(status.ok()) << status;
 }
 
@@ -257,36 +269,40 @@ TEST(SharedStateSyncTest, SyncCompletesWhenASenderIsKilledMidTransfer) {
     const int port = master->port();
     const int victim = run % 2;
     const int delay_us = std::uniform_int_distribution<int>(0, 150000)(random);
-    absl::Status status = RunJoinedPeers(port, 3, [&](int peer, std::unique_ptr<Communicator>& comm) {
-      constexpr int kTensors = 8;
-      std::vector<std::vector<float>> tensors(kTensors, std::vector<float>(2 << 20));
-      SharedState state;
-      for (int t = 0; t < kTensors; ++t) {
-        const float value = peer == 2 ? 0.0f : static_cast<float>(t + 1);
-        std::fill(tensors[t].begin(), tensors[t].end(), value);
-        state.tensors.push_back({absl::StrCat("layer", t), tensors[t].data(),
-                                 static_cast<int64_t>(tensors[t].size()), DType::kFloat32, false});
-      }
-      state.revision = peer == 2 ? 0 : 5;
-      if (peer == victim) {
-        std::thread([delay_us] {
-          usleep(delay_us);
-          raise(SIGKILL);
-        }).detach();
-      }
-      auto info = comm->SyncSharedState(state, peer == 2 ? SyncStrategy::kReceiveOnly
-                                                         : SyncStrategy::kEnforcePopular);
-      if (!info.ok()) return Fail(peer, absl::StrCat("run ", run, " sync"), info.status());
-      if (state.revision != 5) return Fail(peer, "revision");
-      for (int t = 0; t < kTensors; ++t) {
-        for (float v : tensors[t]) {
-          if (v != static_cast<float>(t + 1)) {
-            return Fail(peer, absl::StrCat("run ", run, " tensor ", t, " holds ", v));
+    absl::Status status = RunJoinedPeers(
+        port, 3,
+        [&](int peer, std::unique_ptr<Communicator>& comm) {
+          constexpr int kTensors = 8;
+          std::vector<std::vector<float>> tensors(kTensors, std::vector<float>(2 << 20));
+          SharedState state;
+          for (int t = 0; t < kTensors; ++t) {
+            const float value = peer == 2 ? 0.0f : static_cast<float>(t + 1);
+            std::fill(tensors[t].begin(), tensors[t].end(), value);
+            state.tensors.push_back({absl::StrCat("layer", t), tensors[t].data(),
+                                     static_cast<int64_t>(tensors[t].size()), DType::kFloat32,
+                                     false});
           }
-        }
-      }
-      return 0;
-    }, absl::Seconds(120));
+          state.revision = peer == 2 ? 0 : 5;
+          if (peer == victim) {
+            std::thread([delay_us] {
+              usleep(delay_us);
+              raise(SIGKILL);
+            }).detach();
+          }
+          auto info = comm->SyncSharedState(
+              state, peer == 2 ? SyncStrategy::kReceiveOnly : SyncStrategy::kEnforcePopular);
+          if (!info.ok()) return Fail(peer, absl::StrCat("run ", run, " sync"), info.status());
+          if (state.revision != 5) return Fail(peer, "revision");
+          for (int t = 0; t < kTensors; ++t) {
+            for (float v : tensors[t]) {
+              if (v != static_cast<float>(t + 1)) {
+                return Fail(peer, absl::StrCat("run ", run, " tensor ", t, " holds ", v));
+              }
+            }
+          }
+          return 0;
+        },
+        absl::Seconds(120));
     // The victim's exit is a kill (or, if the sync beat the timer, 0): only survivors count.
     const std::string text(status.message());
     killed += absl::StrContains(text, absl::StrCat("child ", victim, " killed")) ? 1 : 0;

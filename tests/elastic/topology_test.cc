@@ -1,9 +1,10 @@
 // optimize_topology: the ring-order search on synthetic bandwidths, and forked peers measuring
 // their loopback links and agreeing on the ring the master picks (asymmetric links are tested
 // across network namespaces in bindings/python/tests/test_elastic_topology.py).
+#include <sys/stat.h>
+
 #include <fstream>
 #include <string>
-#include <sys/stat.h>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -55,23 +56,26 @@ TEST(OptimizeTopologyTest, PeersMeasureAgreeOnTheRingAndKeepReducing) {
   const int port = master->port();
   const std::string dir = testing::TempPath("rings");
   ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
-  absl::Status status = RunJoinedPeers(port, kWorld, [&](int peer, std::unique_ptr<Communicator>& comm) {
-    std::string rings;
-    for (int i = 0; i < 2; ++i) {
-      auto changed = comm->OptimizeTopology();
-      if (!changed.ok()) return Fail(peer, "optimize_topology", changed.status());
-      // Read before the all-reduce: once a peer finishes, it leaves and the ring shrinks.
-      absl::StrAppend(&rings, absl::StrJoin(comm->Ring(), ","), ";");
-      double x = 1;
-      ReduceDescriptor d;
-      d.count = 1;
-      d.dtype = DType::kFloat64;
-      auto reduced = comm->AllReduce(&x, &x, d);
-      if (!reduced.ok() || x != kWorld) return Fail(peer, "all_reduce after", reduced.status());
-    }
-    std::ofstream(absl::StrCat(dir, "/", peer)) << rings;
-    return 0;
-  }, absl::Seconds(120));
+  absl::Status status = RunJoinedPeers(
+      port, kWorld,
+      [&](int peer, std::unique_ptr<Communicator>& comm) {
+        std::string rings;
+        for (int i = 0; i < 2; ++i) {
+          auto changed = comm->OptimizeTopology();
+          if (!changed.ok()) return Fail(peer, "optimize_topology", changed.status());
+          // Read before the all-reduce: once a peer finishes, it leaves and the ring shrinks.
+          absl::StrAppend(&rings, absl::StrJoin(comm->Ring(), ","), ";");
+          double x = 1;
+          ReduceDescriptor d;
+          d.count = 1;
+          d.dtype = DType::kFloat64;
+          auto reduced = comm->AllReduce(&x, &x, d);
+          if (!reduced.ok() || x != kWorld) return Fail(peer, "all_reduce after", reduced.status());
+        }
+        std::ofstream(absl::StrCat(dir, "/", peer)) << rings;
+        return 0;
+      },
+      absl::Seconds(120));
   ASSERT_TRUE(status.ok()) << status;
   ExpectSameOnEveryPeer(dir, kWorld);
 }

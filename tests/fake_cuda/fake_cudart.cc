@@ -146,12 +146,18 @@ EventRef AsEvent(cudaEvent_t event) { return *reinterpret_cast<EventRef*>(event)
 
 const char* cudaGetErrorName(cudaError_t error) {
   switch (error) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorNotReady: return "cudaErrorNotReady";
-    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-    case cudaErrorNoDevice: return "cudaErrorNoDevice";
-    default: return "cudaErrorUnknown";
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorNotReady:
+      return "cudaErrorNotReady";
+    case cudaErrorInvalidValue:
+      return "cudaErrorInvalidValue";
+    case cudaErrorInvalidDevice:
+      return "cudaErrorInvalidDevice";
+    case cudaErrorNoDevice:
+      return "cudaErrorNoDevice";
+    default:
+      return "cudaErrorUnknown";
   }
 }
 
@@ -160,8 +166,14 @@ const char* cudaGetErrorString(cudaError_t error) {
 }
 
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
-cudaError_t cudaRuntimeGetVersion(int* version) { *version = 13000; return cudaSuccess; }
-cudaError_t cudaDriverGetVersion(int* version) { *version = 13000; return cudaSuccess; }
+cudaError_t cudaRuntimeGetVersion(int* version) {
+  *version = 13000;
+  return cudaSuccess;
+}
+cudaError_t cudaDriverGetVersion(int* version) {
+  *version = 13000;
+  return cudaSuccess;
+}
 
 cudaError_t cudaGetDeviceCount(int* count) {
   *count = fake_cuda::DeviceTotal();

@@ -51,10 +51,20 @@ void WriteAtomically(const std::string& path, const void* data, size_t bytes) {
 
 size_t TypeSize(ncclDataType_t type) {
   switch (type) {
-    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-    default: return 8;
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2:
+      return 1;
+    case ncclFloat16:
+    case ncclBfloat16:
+      return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      return 4;
+    default:
+      return 8;
   }
 }
 
@@ -166,11 +176,21 @@ void ReduceTyped(void* out, const std::vector<const void*>& inputs, size_t count
       C next = Codec::Load(inputs[r], i);
       if (op.premul) next = static_cast<C>(next * op.scale);
       switch (op.kind) {
-        case ncclSum: case ncclAvg: value = static_cast<C>(value + next); break;
-        case ncclProd: value = static_cast<C>(value * next); break;
-        case ncclMax: value = next > value ? next : value; break;
-        case ncclMin: value = next < value ? next : value; break;
-        default: break;
+        case ncclSum:
+        case ncclAvg:
+          value = static_cast<C>(value + next);
+          break;
+        case ncclProd:
+          value = static_cast<C>(value * next);
+          break;
+        case ncclMax:
+          value = next > value ? next : value;
+          break;
+        case ncclMin:
+          value = next < value ? next : value;
+          break;
+        default:
+          break;
       }
     }
     if (op.kind == ncclAvg) value = static_cast<C>(value / static_cast<C>(n));
@@ -178,20 +198,31 @@ void ReduceTyped(void* out, const std::vector<const void*>& inputs, size_t count
   }
 }
 
-void Reduce(void* out, const std::vector<const void*>& inputs, size_t count,
-            ncclDataType_t type, const Operator& op) {
+void Reduce(void* out, const std::vector<const void*>& inputs, size_t count, ncclDataType_t type,
+            const Operator& op) {
   switch (type) {
-    case ncclInt8: return ReduceTyped<Native<int8_t>>(out, inputs, count, op);
-    case ncclUint8: return ReduceTyped<Native<uint8_t>>(out, inputs, count, op);
-    case ncclInt32: return ReduceTyped<Native<int32_t>>(out, inputs, count, op);
-    case ncclUint32: return ReduceTyped<Native<uint32_t>>(out, inputs, count, op);
-    case ncclInt64: return ReduceTyped<Native<int64_t>>(out, inputs, count, op);
-    case ncclUint64: return ReduceTyped<Native<uint64_t>>(out, inputs, count, op);
-    case ncclFloat16: return ReduceTyped<Half>(out, inputs, count, op);
-    case ncclBfloat16: return ReduceTyped<BFloat>(out, inputs, count, op);
-    case ncclFloat32: return ReduceTyped<Native<float>>(out, inputs, count, op);
-    case ncclFloat64: return ReduceTyped<Native<double>>(out, inputs, count, op);
-    default: return;
+    case ncclInt8:
+      return ReduceTyped<Native<int8_t>>(out, inputs, count, op);
+    case ncclUint8:
+      return ReduceTyped<Native<uint8_t>>(out, inputs, count, op);
+    case ncclInt32:
+      return ReduceTyped<Native<int32_t>>(out, inputs, count, op);
+    case ncclUint32:
+      return ReduceTyped<Native<uint32_t>>(out, inputs, count, op);
+    case ncclInt64:
+      return ReduceTyped<Native<int64_t>>(out, inputs, count, op);
+    case ncclUint64:
+      return ReduceTyped<Native<uint64_t>>(out, inputs, count, op);
+    case ncclFloat16:
+      return ReduceTyped<Half>(out, inputs, count, op);
+    case ncclBfloat16:
+      return ReduceTyped<BFloat>(out, inputs, count, op);
+    case ncclFloat32:
+      return ReduceTyped<Native<float>>(out, inputs, count, op);
+    case ncclFloat64:
+      return ReduceTyped<Native<double>>(out, inputs, count, op);
+    default:
+      return;
   }
 }
 
@@ -297,12 +328,18 @@ ncclResult_t ncclGetVersion(int* version) {
 
 const char* ncclGetErrorString(ncclResult_t result) {
   switch (result) {
-    case ncclSuccess: return "no error";
-    case ncclInvalidArgument: return "invalid argument";
-    case ncclInvalidUsage: return "invalid usage";
-    case ncclRemoteError: return "remote process exited or there was a network error";
-    case ncclInProgress: return "NCCL operation in progress";
-    default: return "unhandled error";
+    case ncclSuccess:
+      return "no error";
+    case ncclInvalidArgument:
+      return "invalid argument";
+    case ncclInvalidUsage:
+      return "invalid usage";
+    case ncclRemoteError:
+      return "remote process exited or there was a network error";
+    case ncclInProgress:
+      return "NCCL operation in progress";
+    default:
+      return "unhandled error";
   }
 }
 
@@ -389,11 +426,20 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTyp
   Comm* comm = AsComm(handle);
   double scale = 0;
   switch (type) {
-    case ncclFloat32: scale = *static_cast<float*>(scalar); break;
-    case ncclFloat64: scale = *static_cast<double*>(scalar); break;
-    case ncclFloat16: scale = plexus::HalfToFloat(*static_cast<uint16_t*>(scalar)); break;
-    case ncclBfloat16: scale = plexus::BFloat16ToFloat(*static_cast<uint16_t*>(scalar)); break;
-    default: return ncclInvalidArgument;
+    case ncclFloat32:
+      scale = *static_cast<float*>(scalar);
+      break;
+    case ncclFloat64:
+      scale = *static_cast<double*>(scalar);
+      break;
+    case ncclFloat16:
+      scale = plexus::HalfToFloat(*static_cast<uint16_t*>(scalar));
+      break;
+    case ncclBfloat16:
+      scale = plexus::BFloat16ToFloat(*static_cast<uint16_t*>(scalar));
+      break;
+    default:
+      return ncclInvalidArgument;
   }
   std::lock_guard<std::mutex> lock(comm->ops_mu);
   *op = static_cast<ncclRedOp_t>(comm->next_op++);
@@ -477,8 +523,8 @@ ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t type, int p
   Comm* comm = AsComm(handle);
   if (comm == nullptr || peer < 0 || peer >= comm->size) return ncclInvalidArgument;
   const size_t bytes = count * fake_nccl::TypeSize(type);
-  return fake_nccl::Launch(comm, stream,
-                           [=] { fake_nccl::SendMessage(comm, peer, send, bytes); }, nullptr);
+  return fake_nccl::Launch(
+      comm, stream, [=] { fake_nccl::SendMessage(comm, peer, send, bytes); }, nullptr);
 }
 
 ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t type, int peer, ncclComm_t handle,

@@ -80,8 +80,7 @@ ForkedRanks ForkRanksLoopingAllReduce(int world_size, const std::string& url,
         close(ready[1]);
       }
       auto work = (*group)->AllReduce(Tensor::Flat(data.data(), DType::kFloat32, data.size()));
-      absl::Status status =
-          work.ok() ? (*work)->Wait(timeout + absl::Seconds(5)) : work.status();
+      absl::Status status = work.ok() ? (*work)->Wait(timeout + absl::Seconds(5)) : work.status();
       if (!status.ok()) return then ? then(rank, **group, status) : status;
     }
   });

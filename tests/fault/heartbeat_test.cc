@@ -2,13 +2,14 @@
 // open, silent) fails every survivor with Unavailable within the heartbeat interval + 1 s, and
 // a rank that computes for three intervals between collectives is not expelled.
 // PLEXUS_HEARTBEAT comes from the BUILD file (2 s); PLEXUS_TRANSPORT picks rings or sockets.
+#include "frontend/core/heartbeat.h"
+
 #include <signal.h>
 
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "frontend/core/heartbeat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/fault/forked_ranks.h"
@@ -17,9 +18,9 @@
 namespace plexus {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::CollectOutcomes;
 using testing::ForkedRanks;
+using ::testing::HasSubstr;
 using testing::Outcome;
 
 constexpr int kWorld = 4;
@@ -148,8 +149,8 @@ TEST(HeartbeatTest, AGroupAbortedWithAStoppedPeerIsDestroyedPromptly) {
     group->reset();
     const absl::Duration took = absl::Now() - start;
     if (took > absl::Seconds(1)) {
-      return absl::InternalError(absl::StrCat("destroying the aborted group took ",
-                                              absl::FormatDuration(took)));
+      return absl::InternalError(
+          absl::StrCat("destroying the aborted group took ", absl::FormatDuration(took)));
     }
     return absl::OkStatus();
   });

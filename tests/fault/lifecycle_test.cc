@@ -66,9 +66,9 @@ absl::Status EveryKind(ProcessGroup& g, int round) {
 
   std::vector<float> chunks(16 * n), own(16);
   for (int p = 0; p < n; ++p) std::fill_n(chunks.begin() + 16 * p, 16, static_cast<float>(r + p));
-  RETURN_IF_ERROR(Wait(g.ReduceScatterTensor(Tensor::Flat(own.data(), DType::kFloat32, 16),
-                                             Tensor::Flat(chunks.data(), DType::kFloat32,
-                                                          chunks.size()))));
+  RETURN_IF_ERROR(
+      Wait(g.ReduceScatterTensor(Tensor::Flat(own.data(), DType::kFloat32, 16),
+                                 Tensor::Flat(chunks.data(), DType::kFloat32, chunks.size()))));
   RETURN_IF_ERROR(Check(own[0] == n * r + n * (n - 1) / 2, "reduce_scatter_tensor", round, g));
 
   std::vector<int32_t> out(8 * n), in(8 * n);
@@ -117,8 +117,8 @@ TEST_P(LifecycleTest, AbortEndsPendingAndLaterOperationsOnThisRank) {
     std::vector<float> x(1000, 1.0f);
     AllReduceOptions options;
     options.timeout = absl::Seconds(3);
-    ASSIGN_OR_RETURN(WorkPtr pending, group->AllReduce(Tensor::Flat(x.data(), DType::kFloat32,
-                                                                    x.size()), options));
+    ASSIGN_OR_RETURN(WorkPtr pending,
+                     group->AllReduce(Tensor::Flat(x.data(), DType::kFloat32, x.size()), options));
     std::thread aborter([&] {
       absl::SleepFor(absl::Milliseconds(300));
       (void)group->Abort("the training loop gave up");
@@ -131,7 +131,8 @@ TEST_P(LifecycleTest, AbortEndsPendingAndLaterOperationsOnThisRank) {
     const bool aborted = absl::IsAborted(waited) &&
                          waited.message().find("the training loop gave up") != std::string::npos;
     if (!aborted && (interrupts_running || !absl::IsDeadlineExceeded(waited))) {
-      return absl::InternalError(absl::StrCat("pending all_reduce ended with: ", waited.ToString()));
+      return absl::InternalError(
+          absl::StrCat("pending all_reduce ended with: ", waited.ToString()));
     }
     if (took > (interrupts_running ? absl::Seconds(2) : absl::Seconds(5))) {
       return absl::InternalError(absl::StrCat("abort took ", absl::FormatDuration(took)));
@@ -139,8 +140,8 @@ TEST_P(LifecycleTest, AbortEndsPendingAndLaterOperationsOnThisRank) {
     absl::StatusOr<WorkPtr> later =
         group->AllReduce(Tensor::Flat(x.data(), DType::kFloat32, x.size()));
     if (!absl::IsAborted(later.status())) {
-      return absl::InternalError(absl::StrCat("a later all_reduce gave: ",
-                                              later.status().ToString()));
+      return absl::InternalError(
+          absl::StrCat("a later all_reduce gave: ", later.status().ToString()));
     }
     return absl::OkStatus();
   });

@@ -71,9 +71,8 @@ absl::StatusOr<absl::Duration> TimeToClose(int port, const std::string& bytes, b
   while (true) {
     absl::Status read = RecvExact(fd->get(), sink, 1, start + kClosedWithin);
     if (absl::IsDeadlineExceeded(read)) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("port ", port, " kept the connection open past ", absl::FormatDuration(
-                                                                              kClosedWithin)));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "port ", port, " kept the connection open past ", absl::FormatDuration(kClosedWithin)));
     }
     if (!read.ok()) return absl::Now() - start;  // Closed (or reset).
   }
@@ -93,8 +92,8 @@ std::vector<std::pair<std::string, bool>> Abuses(const std::string& valid_prefix
 
 void ExpectEveryAbuseClosedPromptly(int port, const std::string& valid_prefix, int rounds,
                                     int64_t max_growth_kib,
-                                    const std::string& oversized =
-                                        LengthHeader(uint64_t{1} << 40) + "x") {
+                                    const std::string& oversized = LengthHeader(uint64_t{1} << 40) +
+                                                                   "x") {
   for (int warm = 0; warm < 20; ++warm) {  // Let allocator pools settle before measuring.
     for (auto& [bytes, half] : Abuses(valid_prefix, oversized, warm)) {
       (void)TimeToClose(port, bytes, half);
@@ -183,8 +182,10 @@ TEST(ListenerAbuseTest, AFormingMeshDropsHostileConnectionsAndStillForms) {
   std::vector<uint8_t> sent(100000, 7), received(100000);
   const MessageTag tag{MakeTag(1, 1), 0};
   WorkPtr recv = (*rank1)->Recv(0, tag, {received.data(), received.size()}, absl::Seconds(20));
-  ASSERT_TRUE((*rank0)->Send(1, tag, {sent.data(), sent.size()}, absl::Seconds(20))
-                  ->Wait(absl::Seconds(20)).ok());
+  ASSERT_TRUE((*rank0)
+                  ->Send(1, tag, {sent.data(), sent.size()}, absl::Seconds(20))
+                  ->Wait(absl::Seconds(20))
+                  .ok());
   ASSERT_TRUE(recv->Wait(absl::Seconds(20)).ok());
   EXPECT_EQ(received, sent);
 }
@@ -220,8 +221,10 @@ TEST(ListenerAbuseTest, SilentConnectionsDoNotHoldUpAFormingMesh) {
   std::vector<uint8_t> sent(1000, 3), received(1000);
   const MessageTag tag{MakeTag(1, 1), 0};
   WorkPtr recv = (*rank1)->Recv(0, tag, {received.data(), received.size()}, absl::Seconds(20));
-  ASSERT_TRUE((*rank0)->Send(1, tag, {sent.data(), sent.size()}, absl::Seconds(20))
-                  ->Wait(absl::Seconds(20)).ok());
+  ASSERT_TRUE((*rank0)
+                  ->Send(1, tag, {sent.data(), sent.size()}, absl::Seconds(20))
+                  ->Wait(absl::Seconds(20))
+                  .ok());
   ASSERT_TRUE(recv->Wait(absl::Seconds(20)).ok());
   EXPECT_EQ(received, sent);
 }

@@ -23,13 +23,13 @@ namespace plexus {
 namespace {
 
 // Reports a failed expectation from a rank and makes it exit 1.
-#define RANK_EXPECT(condition, ...)                                                  \
-  do {                                                                               \
-    if (!(condition)) {                                                              \
-      fprintf(stderr, "rank %d: %s:%d: %s\n", rank, __FILE__, __LINE__,              \
-              absl::StrCat("expected " #condition ": ", __VA_ARGS__).c_str());     \
-      return 1;                                                                      \
-    }                                                                                \
+#define RANK_EXPECT(condition, ...)                                            \
+  do {                                                                         \
+    if (!(condition)) {                                                        \
+      fprintf(stderr, "rank %d: %s:%d: %s\n", rank, __FILE__, __LINE__,        \
+              absl::StrCat("expected " #condition ": ", __VA_ARGS__).c_str()); \
+      return 1;                                                                \
+    }                                                                          \
   } while (0)
 
 std::shared_ptr<ProcessGroup> Join(const std::string& url, int rank, int world,
@@ -48,7 +48,6 @@ std::shared_ptr<ProcessGroup> Join(const std::string& url, int rank, int world,
   return *group;
 }
 
-
 Tensor OnDevice(float* pointer, int64_t count, int device) {
   return Tensor::Flat(pointer, DType::kFloat32, count, Device::Cuda(device));
 }
@@ -64,43 +63,47 @@ std::string Url() { return "file://" + testing::TempPath("nccl"); }
 // A test hook of the fake runtime (loaded RTLD_LOCAL by plexus, so asked of its handle).
 TEST(NcclFakeTest, CollectiveWaitsForTheCallersStreamAndWaitOnStreamOrdersAfterIt) {
   const std::string url = Url();
-  absl::Status status = testing::RunInChildren(2, [&](int rank) {
-    auto group = Join(url, rank, 2, "cpu:tcp,cuda:nccl", absl::Seconds(30));
-    if (group == nullptr) return 1;
-    const cuda::CudaApi& api = Cuda(rank);
-    cudaStream_t stream = nullptr;
-    api.StreamCreateWithPriority(&stream, cudaStreamNonBlocking, 0);
-    auto hold = reinterpret_cast<void* (*)(cudaStream_t)>(
-        testing::FakeCudaHook("fakeCudaHoldStream"));
-    auto release =
-        reinterpret_cast<void (*)(void*)>(testing::FakeCudaHook("fakeCudaReleaseStream"));
-    RANK_EXPECT(hold != nullptr && release != nullptr, "the fake's test hooks");
-    float* data = testing::DeviceFloats({1, 1, 1, 1});
-    float* update = testing::DeviceFloats({10.0f * (rank + 1), 0, 0, 0});
-    float* copy = testing::DeviceFloats({0, 0, 0, 0});
-    // On the caller's stream: held, then a write into `data` the all_reduce must see.
-    void* gate = hold(stream);
-    api.MemcpyAsync(data, update, sizeof(float), cudaMemcpyDeviceToDevice, stream);
-    WorkPtr work;
-    {
-      cuda::StreamGuard current(rank, stream);
-      auto issued = group->AllReduce(OnDevice(data, 4, rank));
-      RANK_EXPECT(issued.ok(), issued.status().ToString());
-      work = *issued;
-      // Ordered after the all_reduce without blocking: the copy sees the reduced value.
-      RANK_EXPECT(work->WaitOnStream(rank, stream).ok(), "WaitOnStream");
-      api.MemcpyAsync(copy, data, 4 * sizeof(float), cudaMemcpyDeviceToDevice, stream);
-    }
-    absl::SleepFor(absl::Milliseconds(200));
-    RANK_EXPECT(!work->IsCompleted(), "the all_reduce ran before the caller's stream reached it");
-    release(gate);
-    RANK_EXPECT(work->Wait(absl::Seconds(30)).ok(), work->status().ToString());
-    api.StreamSynchronize(stream);
-    const std::vector<float> expected = {30, 2, 2, 2};
-    RANK_EXPECT(testing::ReadFloats(data, 4) == expected, "all_reduce result");
-    RANK_EXPECT(testing::ReadFloats(copy, 4) == expected, "the copy ordered after it");
-    return group->Shutdown(absl::Seconds(30)).ok() ? 0 : 1;
-  }, absl::Seconds(120));
+  absl::Status status = testing::RunInChildren(
+      2,
+      [&](int rank) {
+        auto group = Join(url, rank, 2, "cpu:tcp,cuda:nccl", absl::Seconds(30));
+        if (group == nullptr) return 1;
+        const cuda::CudaApi& api = Cuda(rank);
+        cudaStream_t stream = nullptr;
+        api.StreamCreateWithPriority(&stream, cudaStreamNonBlocking, 0);
+        auto hold =
+            reinterpret_cast<void* (*)(cudaStream_t)>(testing::FakeCudaHook("fakeCudaHoldStream"));
+        auto release =
+            reinterpret_cast<void (*)(void*)>(testing::FakeCudaHook("fakeCudaReleaseStream"));
+        RANK_EXPECT(hold != nullptr && release != nullptr, "the fake's test hooks");
+        float* data = testing::DeviceFloats({1, 1, 1, 1});
+        float* update = testing::DeviceFloats({10.0f * (rank + 1), 0, 0, 0});
+        float* copy = testing::DeviceFloats({0, 0, 0, 0});
+        // On the caller's stream: held, then a write into `data` the all_reduce must see.
+        void* gate = hold(stream);
+        api.MemcpyAsync(data, update, sizeof(float), cudaMemcpyDeviceToDevice, stream);
+        WorkPtr work;
+        {
+          cuda::StreamGuard current(rank, stream);
+          auto issued = group->AllReduce(OnDevice(data, 4, rank));
+          RANK_EXPECT(issued.ok(), issued.status().ToString());
+          work = *issued;
+          // Ordered after the all_reduce without blocking: the copy sees the reduced value.
+          RANK_EXPECT(work->WaitOnStream(rank, stream).ok(), "WaitOnStream");
+          api.MemcpyAsync(copy, data, 4 * sizeof(float), cudaMemcpyDeviceToDevice, stream);
+        }
+        absl::SleepFor(absl::Milliseconds(200));
+        RANK_EXPECT(!work->IsCompleted(),
+                    "the all_reduce ran before the caller's stream reached it");
+        release(gate);
+        RANK_EXPECT(work->Wait(absl::Seconds(30)).ok(), work->status().ToString());
+        api.StreamSynchronize(stream);
+        const std::vector<float> expected = {30, 2, 2, 2};
+        RANK_EXPECT(testing::ReadFloats(data, 4) == expected, "all_reduce result");
+        RANK_EXPECT(testing::ReadFloats(copy, 4) == expected, "the copy ordered after it");
+        return group->Shutdown(absl::Seconds(30)).ok() ? 0 : 1;
+      },
+      absl::Seconds(120));
   EXPECT_TRUE(status.ok()) << status;
 }
 
@@ -109,64 +112,72 @@ TEST(NcclFakeTest, CollectiveWaitsForTheCallersStreamAndWaitOnStreamOrdersAfterI
 TEST(NcclFakeTest, RanksThatDisagreeAreRefusedBeforeLaunch) {
   for (const char* backend : {"cpu:tcp,cuda:nccl", "cuda:nccl"}) {
     const std::string url = Url();
-    absl::Status status = testing::RunInChildren(2, [&](int rank) {
-      auto group = Join(url, rank, 2, backend, absl::Seconds(30));
-      if (group == nullptr) return 1;
-      const cuda::CudaApi& api = Cuda(rank);
-      float* data = testing::DeviceFloats(std::vector<float>(11, 1.0f + rank));
-      const int64_t count = rank == 0 ? 10 : 11;
-      auto issued = group->AllReduce(OnDevice(data, count, rank));
-      RANK_EXPECT(!issued.ok() && absl::IsFailedPrecondition(issued.status()),
-                  issued.ok() ? "accepted" : issued.status().ToString());
-      RANK_EXPECT(absl::StrContains(issued.status().message(), "x10") &&
-                      absl::StrContains(issued.status().message(), "x11"),
-                  issued.status().message());
-      RANK_EXPECT(testing::ReadFloats(data, 11) == std::vector<float>(11, 1.0f + rank), "buffer touched");
-      // Agreement afterwards works as before.
-      auto agreed = group->AllReduce(OnDevice(data, 11, rank));
-      RANK_EXPECT(agreed.ok() && (*agreed)->Wait(absl::Seconds(30)).ok(), "agreed all_reduce");
-      RANK_EXPECT(testing::ReadFloats(data, 11) == std::vector<float>(11, 3.0f), "agreed result");
-      return group->Shutdown(absl::Seconds(30)).ok() ? 0 : 1;
-    }, absl::Seconds(120));
+    absl::Status status = testing::RunInChildren(
+        2,
+        [&](int rank) {
+          auto group = Join(url, rank, 2, backend, absl::Seconds(30));
+          if (group == nullptr) return 1;
+          const cuda::CudaApi& api = Cuda(rank);
+          float* data = testing::DeviceFloats(std::vector<float>(11, 1.0f + rank));
+          const int64_t count = rank == 0 ? 10 : 11;
+          auto issued = group->AllReduce(OnDevice(data, count, rank));
+          RANK_EXPECT(!issued.ok() && absl::IsFailedPrecondition(issued.status()),
+                      issued.ok() ? "accepted" : issued.status().ToString());
+          RANK_EXPECT(absl::StrContains(issued.status().message(), "x10") &&
+                          absl::StrContains(issued.status().message(), "x11"),
+                      issued.status().message());
+          RANK_EXPECT(testing::ReadFloats(data, 11) == std::vector<float>(11, 1.0f + rank),
+                      "buffer touched");
+          // Agreement afterwards works as before.
+          auto agreed = group->AllReduce(OnDevice(data, 11, rank));
+          RANK_EXPECT(agreed.ok() && (*agreed)->Wait(absl::Seconds(30)).ok(), "agreed all_reduce");
+          RANK_EXPECT(testing::ReadFloats(data, 11) == std::vector<float>(11, 3.0f),
+                      "agreed result");
+          return group->Shutdown(absl::Seconds(30)).ok() ? 0 : 1;
+        },
+        absl::Seconds(120));
     EXPECT_TRUE(status.ok()) << backend << ": " << status;
   }
 }
 
 TEST(NcclFakeTest, LostPeerIsUnavailableOnTheSurvivorsPromptly) {
   const std::string url = Url();
-  absl::Status status = testing::RunInChildren(3, [&](int rank) {
-    auto group = Join(url, rank, 3, "cpu:tcp,cuda:nccl", absl::Seconds(30));
-    if (group == nullptr) return 1;
-    const cuda::CudaApi& api = Cuda(rank);
-    float* data = testing::DeviceFloats(std::vector<float>(1000, 1.0f));
-    auto first = group->AllReduce(OnDevice(data, 1000, rank));
-    RANK_EXPECT(first.ok() && (*first)->Wait(absl::Seconds(30)).ok(), "first all_reduce");
-    // Rank 2 dies after the agreement check of the second collective: its peers are inside
-    // the NCCL operation when it goes.
-    if (rank == 2) {
-      cudaStream_t stream = nullptr;
-      api.StreamCreateWithPriority(&stream, cudaStreamNonBlocking, 0);
-      auto hold = reinterpret_cast<void* (*)(cudaStream_t)>(
-          testing::FakeCudaHook("fakeCudaHoldStream"));
-      hold(stream);  // Its part never reaches the wire.
-      cuda::StreamGuard current(rank, stream);
-      (void)group->AllReduce(OnDevice(data, 1000, rank));
-      raise(SIGKILL);
-    }
-    AllReduceOptions options;
-    options.timeout = absl::Seconds(60);
-    const absl::Time start = absl::Now();
-    auto second = group->AllReduce(OnDevice(data, 1000, rank), options);
-    absl::Status outcome = second.ok() ? (*second)->Wait(absl::Seconds(60)) : second.status();
-    const absl::Duration took = absl::Now() - start;
-    RANK_EXPECT(absl::IsUnavailable(outcome), outcome.ToString());
-    RANK_EXPECT(took < absl::Seconds(10), "detected after ", absl::FormatDuration(took));
-    // The communicator is aborted: later calls fail at once with the same cause.
-    auto third = group->AllReduce(OnDevice(data, 1000, rank), options);
-    absl::Status later = third.ok() ? (*third)->Wait(absl::Seconds(5)) : third.status();
-    RANK_EXPECT(!later.ok() && !absl::IsDeadlineExceeded(later), later.ToString());
-    return 0;
-  }, absl::Seconds(120));
+  absl::Status status = testing::RunInChildren(
+      3,
+      [&](int rank) {
+        auto group = Join(url, rank, 3, "cpu:tcp,cuda:nccl", absl::Seconds(30));
+        if (group == nullptr) return 1;
+        const cuda::CudaApi& api = Cuda(rank);
+        float* data = testing::DeviceFloats(std::vector<float>(1000, 1.0f));
+        auto first = group->AllReduce(OnDevice(data, 1000, rank));
+        RANK_EXPECT(first.ok() && (*first)->Wait(absl::Seconds(30)).ok(), "first all_reduce");
+        // Rank 2 dies after the agreement check of the second collective: its peers are inside
+        // the NCCL operation when it goes.
+        if (rank == 2) {
+          cudaStream_t stream = nullptr;
+          api.StreamCreateWithPriority(&stream, cudaStreamNonBlocking, 0);
+          auto hold = reinterpret_cast<void* (*)(cudaStream_t)>(
+              testing::FakeCudaHook("fakeCudaHoldStream"));
+          hold(stream);  // Its part never reaches the wire.
+          cuda::StreamGuard current(rank, stream);
+          (void)group->AllReduce(OnDevice(data, 1000, rank));
+          raise(SIGKILL);
+        }
+        AllReduceOptions options;
+        options.timeout = absl::Seconds(60);
+        const absl::Time start = absl::Now();
+        auto second = group->AllReduce(OnDevice(data, 1000, rank), options);
+        absl::Status outcome = second.ok() ? (*second)->Wait(absl::Seconds(60)) : second.status();
+        const absl::Duration took = absl::Now() - start;
+        RANK_EXPECT(absl::IsUnavailable(outcome), outcome.ToString());
+        RANK_EXPECT(took < absl::Seconds(10), "detected after ", absl::FormatDuration(took));
+        // The communicator is aborted: later calls fail at once with the same cause.
+        auto third = group->AllReduce(OnDevice(data, 1000, rank), options);
+        absl::Status later = third.ok() ? (*third)->Wait(absl::Seconds(5)) : third.status();
+        RANK_EXPECT(!later.ok() && !absl::IsDeadlineExceeded(later), later.ToString());
+        return 0;
+      },
+      absl::Seconds(120));
   EXPECT_TRUE(absl::StrContains(status.ToString(), "child 2 killed by signal 9")) << status;
   EXPECT_FALSE(absl::StrContains(status.ToString(), "child 0")) << status;
   EXPECT_FALSE(absl::StrContains(status.ToString(), "child 1")) << status;
@@ -174,56 +185,63 @@ TEST(NcclFakeTest, LostPeerIsUnavailableOnTheSurvivorsPromptly) {
 
 TEST(NcclFakeTest, DeadlineAbortsTheCommunicator) {
   const std::string url = Url();
-  absl::Status status = testing::RunInChildren(2, [&](int rank) {
-    auto group = Join(url, rank, 2, "cuda:nccl", absl::Seconds(30));
-    if (group == nullptr) return 1;
-    const cuda::CudaApi& api = Cuda(rank);
-    float* data = testing::DeviceFloats(std::vector<float>(16, 1.0f));
-    // Both create the communicator, then rank 1 stops taking part (alive, silent).
-    auto warm = group->Broadcast(OnDevice(data, 16, rank));
-    RANK_EXPECT(warm.ok() && (*warm)->Wait(absl::Seconds(30)).ok(), "broadcast");
-    if (rank == 1) {
-      (void)group->store()->Wait({"rank0.done"}, absl::Seconds(60));
-      return 0;
-    }
-    // A receive goes straight to NCCL (point-to-point has no agreement check) and waits for a
-    // message that never comes.
-    const absl::Time start = absl::Now();
-    auto received = group->Recv(OnDevice(data, 16, rank), 1, RecvOptions{0, absl::Seconds(1)});
-    absl::Status outcome = received.ok() ? (*received)->Wait(absl::Seconds(30)) : received.status();
-    const absl::Duration took = absl::Now() - start;
-    RANK_EXPECT(absl::IsDeadlineExceeded(outcome), outcome.ToString());
-    RANK_EXPECT(absl::StrContains(outcome.message(), "aborted"), outcome.message());
-    RANK_EXPECT(took < absl::Seconds(5), "took ", absl::FormatDuration(took));
-    auto later = group->Recv(OnDevice(data, 16, rank), 1, RecvOptions{0, absl::Seconds(1)});
-    absl::Status again = later.ok() ? (*later)->Wait(absl::Seconds(5)) : later.status();
-    RANK_EXPECT(absl::IsDeadlineExceeded(again), again.ToString());
-    (void)group->store()->Set("rank0.done", "1");
-    return 0;
-  }, absl::Seconds(120));
+  absl::Status status = testing::RunInChildren(
+      2,
+      [&](int rank) {
+        auto group = Join(url, rank, 2, "cuda:nccl", absl::Seconds(30));
+        if (group == nullptr) return 1;
+        const cuda::CudaApi& api = Cuda(rank);
+        float* data = testing::DeviceFloats(std::vector<float>(16, 1.0f));
+        // Both create the communicator, then rank 1 stops taking part (alive, silent).
+        auto warm = group->Broadcast(OnDevice(data, 16, rank));
+        RANK_EXPECT(warm.ok() && (*warm)->Wait(absl::Seconds(30)).ok(), "broadcast");
+        if (rank == 1) {
+          (void)group->store()->Wait({"rank0.done"}, absl::Seconds(60));
+          return 0;
+        }
+        // A receive goes straight to NCCL (point-to-point has no agreement check) and waits for a
+        // message that never comes.
+        const absl::Time start = absl::Now();
+        auto received = group->Recv(OnDevice(data, 16, rank), 1, RecvOptions{0, absl::Seconds(1)});
+        absl::Status outcome =
+            received.ok() ? (*received)->Wait(absl::Seconds(30)) : received.status();
+        const absl::Duration took = absl::Now() - start;
+        RANK_EXPECT(absl::IsDeadlineExceeded(outcome), outcome.ToString());
+        RANK_EXPECT(absl::StrContains(outcome.message(), "aborted"), outcome.message());
+        RANK_EXPECT(took < absl::Seconds(5), "took ", absl::FormatDuration(took));
+        auto later = group->Recv(OnDevice(data, 16, rank), 1, RecvOptions{0, absl::Seconds(1)});
+        absl::Status again = later.ok() ? (*later)->Wait(absl::Seconds(5)) : later.status();
+        RANK_EXPECT(absl::IsDeadlineExceeded(again), again.ToString());
+        (void)group->store()->Set("rank0.done", "1");
+        return 0;
+      },
+      absl::Seconds(120));
   EXPECT_TRUE(status.ok()) << status;
 }
 
 TEST(NcclFakeTest, CommunicatorNamesTheRankThatNeverArrived) {
   const std::string url = Url();
-  absl::Status status = testing::RunInChildren(2, [&](int rank) {
-    setenv("PLEXUS_CHECK_COLLECTIVES", "0", 1);  // Reach NCCL's own rendezvous.
-    auto group = Join(url, rank, 2, "cpu:tcp,cuda:nccl", absl::Seconds(2));
-    if (group == nullptr) return 1;
-    if (rank == 1) {
-      (void)group->store()->Wait({"rank0.done"}, absl::Seconds(30));
-      return 0;
-    }
-    const cuda::CudaApi& api = Cuda(rank);
-    float* data = testing::DeviceFloats(std::vector<float>(4, 1.0f));
-    auto issued = group->AllReduce(OnDevice(data, 4, rank));
-    absl::Status outcome = issued.ok() ? (*issued)->Wait(absl::Seconds(30)) : issued.status();
-    (void)group->store()->Set("rank0.done", "1");
-    RANK_EXPECT(absl::IsDeadlineExceeded(outcome), outcome.ToString());
-    RANK_EXPECT(absl::StrContains(outcome.message(), "rank(s) 1 never arrived"),
-                outcome.message());
-    return 0;
-  }, absl::Seconds(60));
+  absl::Status status = testing::RunInChildren(
+      2,
+      [&](int rank) {
+        setenv("PLEXUS_CHECK_COLLECTIVES", "0", 1);  // Reach NCCL's own rendezvous.
+        auto group = Join(url, rank, 2, "cpu:tcp,cuda:nccl", absl::Seconds(2));
+        if (group == nullptr) return 1;
+        if (rank == 1) {
+          (void)group->store()->Wait({"rank0.done"}, absl::Seconds(30));
+          return 0;
+        }
+        const cuda::CudaApi& api = Cuda(rank);
+        float* data = testing::DeviceFloats(std::vector<float>(4, 1.0f));
+        auto issued = group->AllReduce(OnDevice(data, 4, rank));
+        absl::Status outcome = issued.ok() ? (*issued)->Wait(absl::Seconds(30)) : issued.status();
+        (void)group->store()->Set("rank0.done", "1");
+        RANK_EXPECT(absl::IsDeadlineExceeded(outcome), outcome.ToString());
+        RANK_EXPECT(absl::StrContains(outcome.message(), "rank(s) 1 never arrived"),
+                    outcome.message());
+        return 0;
+      },
+      absl::Seconds(60));
   EXPECT_TRUE(status.ok()) << status;
 }
 
@@ -245,39 +263,45 @@ InitOptions TwoRanks(const std::string& url, int rank, absl::Duration timeout,
 // collective, minutes later.
 TEST(NcclFakeTest, EagerInitConnectsNcclBeforeReturningAndNamesAMissingRank) {
   const std::string url = Url();
-  absl::Status status = testing::RunInChildren(2, [&](int rank) {
-    auto group = InitProcessGroup(TwoRanks(url, rank, absl::Seconds(30), Device::Cuda(rank)));
-    RANK_EXPECT(group.ok(), group.status().ToString());
-    Cuda(rank);
-    float* data = testing::DeviceFloats(std::vector<float>(4, 1.0f + rank));
-    auto issued = (*group)->AllReduce(OnDevice(data, 4, rank));
-    absl::Status outcome = issued.ok() ? (*issued)->Wait(absl::Seconds(30)) : issued.status();
-    RANK_EXPECT(outcome.ok(), outcome.ToString());
-    RANK_EXPECT(testing::ReadFloats(data, 4) == std::vector<float>(4, 3.0f), "wrong sum");
-    return 0;
-  }, absl::Seconds(60));
+  absl::Status status = testing::RunInChildren(
+      2,
+      [&](int rank) {
+        auto group = InitProcessGroup(TwoRanks(url, rank, absl::Seconds(30), Device::Cuda(rank)));
+        RANK_EXPECT(group.ok(), group.status().ToString());
+        Cuda(rank);
+        float* data = testing::DeviceFloats(std::vector<float>(4, 1.0f + rank));
+        auto issued = (*group)->AllReduce(OnDevice(data, 4, rank));
+        absl::Status outcome = issued.ok() ? (*issued)->Wait(absl::Seconds(30)) : issued.status();
+        RANK_EXPECT(outcome.ok(), outcome.ToString());
+        RANK_EXPECT(testing::ReadFloats(data, 4) == std::vector<float>(4, 3.0f), "wrong sum");
+        return 0;
+      },
+      absl::Seconds(60));
   EXPECT_TRUE(status.ok()) << status;
 
   const std::string lazy_url = Url();
-  status = testing::RunInChildren(2, [&](int rank) {
-    setenv("PLEXUS_CHECK_COLLECTIVES", "0", 1);
-    // Rank 1 stays lazy and idle.
-    const std::optional<Device> device =
-        rank == 0 ? std::optional<Device>(Device::Cuda(0)) : std::nullopt;
-    const absl::Time start = absl::Now();
-    auto group = InitProcessGroup(TwoRanks(lazy_url, rank, absl::Seconds(2), device));
-    if (rank == 1) {  // Never makes its NCCL communicator.
-      RANK_EXPECT(group.ok(), group.status().ToString());
-      return 0;
-    }
-    RANK_EXPECT(absl::IsDeadlineExceeded(group.status()), group.status().ToString());
-    RANK_EXPECT(absl::StrContains(group.status().message(), "device_id=cuda:0"),
-                group.status().message());
-    RANK_EXPECT(absl::StrContains(group.status().message(), "rank(s) 1 never arrived"),
-                group.status().message());
-    RANK_EXPECT(absl::Now() - start < absl::Seconds(10), "init took too long");
-    return 0;
-  }, absl::Seconds(60));
+  status = testing::RunInChildren(
+      2,
+      [&](int rank) {
+        setenv("PLEXUS_CHECK_COLLECTIVES", "0", 1);
+        // Rank 1 stays lazy and idle.
+        const std::optional<Device> device =
+            rank == 0 ? std::optional<Device>(Device::Cuda(0)) : std::nullopt;
+        const absl::Time start = absl::Now();
+        auto group = InitProcessGroup(TwoRanks(lazy_url, rank, absl::Seconds(2), device));
+        if (rank == 1) {  // Never makes its NCCL communicator.
+          RANK_EXPECT(group.ok(), group.status().ToString());
+          return 0;
+        }
+        RANK_EXPECT(absl::IsDeadlineExceeded(group.status()), group.status().ToString());
+        RANK_EXPECT(absl::StrContains(group.status().message(), "device_id=cuda:0"),
+                    group.status().message());
+        RANK_EXPECT(absl::StrContains(group.status().message(), "rank(s) 1 never arrived"),
+                    group.status().message());
+        RANK_EXPECT(absl::Now() - start < absl::Seconds(10), "init took too long");
+        return 0;
+      },
+      absl::Seconds(60));
   EXPECT_TRUE(status.ok()) << status;
 }
 
@@ -285,39 +309,43 @@ TEST(NcclFakeTest, EagerInitConnectsNcclBeforeReturningAndNamesAMissingRank) {
 // fresh NCCL communicator (a new unique id through the store); then they split by colour.
 TEST(NcclFakeTest, SurvivorsShrinkToANewCommunicatorAndSplit) {
   const std::string url = Url();
-  absl::Status status = testing::RunInChildren(4, [&](int rank) {
-    setenv("PLEXUS_CHECK_COLLECTIVES", "0", 1);
-    auto world = Join(url, rank, 4, "cpu:tcp,cuda:nccl", absl::Seconds(30));
-    if (world == nullptr) return 1;
-    Cuda(rank);
-    float* data = testing::DeviceFloats(std::vector<float>(256, 1.0f));
-    auto first = world->AllReduce(OnDevice(data, 256, rank));
-    RANK_EXPECT(first.ok() && (*first)->Wait(absl::Seconds(30)).ok(), "first all_reduce");
-    if (rank == 2) raise(SIGKILL);
-    AllReduceOptions options;
-    options.timeout = absl::Seconds(10);
-    auto second = world->AllReduce(OnDevice(data, 256, rank), options);
-    absl::Status failed = second.ok() ? (*second)->Wait(absl::Seconds(30)) : second.status();
-    RANK_EXPECT(!failed.ok(), "the all_reduce without rank 2 succeeded");
-    auto shrunk = world->Shrink({2});
-    RANK_EXPECT(shrunk.ok() && *shrunk != nullptr, shrunk.status().ToString());
-    const int rank3 = (*shrunk)->rank();
-    float* values = testing::DeviceFloats(std::vector<float>(256, 1.0f + rank3));
-    auto third = (*shrunk)->AllReduce(OnDevice(values, 256, rank));
-    absl::Status outcome = third.ok() ? (*third)->Wait(absl::Seconds(30)) : third.status();
-    RANK_EXPECT(outcome.ok(), outcome.ToString());
-    RANK_EXPECT(testing::ReadFloats(values, 256) == std::vector<float>(256, 6.0f), "shrunk sum");
-    // Ranks 0 and 1 of the shrunk group together, rank 2 alone.
-    auto split = (*shrunk)->Split(rank3 == 2 ? 1 : 0, rank3);
-    RANK_EXPECT(split.ok() && *split != nullptr, split.status().ToString());
-    float* part = testing::DeviceFloats(std::vector<float>(8, 1.0f));
-    auto fourth = (*split)->AllReduce(OnDevice(part, 8, rank));
-    outcome = fourth.ok() ? (*fourth)->Wait(absl::Seconds(30)) : fourth.status();
-    RANK_EXPECT(outcome.ok(), outcome.ToString());
-    RANK_EXPECT(testing::ReadFloats(part, 8) == std::vector<float>(8, rank3 == 2 ? 1.0f : 2.0f),
-                "split sum");
-    return 0;
-  }, absl::Seconds(120));
+  absl::Status status = testing::RunInChildren(
+      4,
+      [&](int rank) {
+        setenv("PLEXUS_CHECK_COLLECTIVES", "0", 1);
+        auto world = Join(url, rank, 4, "cpu:tcp,cuda:nccl", absl::Seconds(30));
+        if (world == nullptr) return 1;
+        Cuda(rank);
+        float* data = testing::DeviceFloats(std::vector<float>(256, 1.0f));
+        auto first = world->AllReduce(OnDevice(data, 256, rank));
+        RANK_EXPECT(first.ok() && (*first)->Wait(absl::Seconds(30)).ok(), "first all_reduce");
+        if (rank == 2) raise(SIGKILL);
+        AllReduceOptions options;
+        options.timeout = absl::Seconds(10);
+        auto second = world->AllReduce(OnDevice(data, 256, rank), options);
+        absl::Status failed = second.ok() ? (*second)->Wait(absl::Seconds(30)) : second.status();
+        RANK_EXPECT(!failed.ok(), "the all_reduce without rank 2 succeeded");
+        auto shrunk = world->Shrink({2});
+        RANK_EXPECT(shrunk.ok() && *shrunk != nullptr, shrunk.status().ToString());
+        const int rank3 = (*shrunk)->rank();
+        float* values = testing::DeviceFloats(std::vector<float>(256, 1.0f + rank3));
+        auto third = (*shrunk)->AllReduce(OnDevice(values, 256, rank));
+        absl::Status outcome = third.ok() ? (*third)->Wait(absl::Seconds(30)) : third.status();
+        RANK_EXPECT(outcome.ok(), outcome.ToString());
+        RANK_EXPECT(testing::ReadFloats(values, 256) == std::vector<float>(256, 6.0f),
+                    "shrunk sum");
+        // Ranks 0 and 1 of the shrunk group together, rank 2 alone.
+        auto split = (*shrunk)->Split(rank3 == 2 ? 1 : 0, rank3);
+        RANK_EXPECT(split.ok() && *split != nullptr, split.status().ToString());
+        float* part = testing::DeviceFloats(std::vector<float>(8, 1.0f));
+        auto fourth = (*split)->AllReduce(OnDevice(part, 8, rank));
+        outcome = fourth.ok() ? (*fourth)->Wait(absl::Seconds(30)) : fourth.status();
+        RANK_EXPECT(outcome.ok(), outcome.ToString());
+        RANK_EXPECT(testing::ReadFloats(part, 8) == std::vector<float>(8, rank3 == 2 ? 1.0f : 2.0f),
+                    "split sum");
+        return 0;
+      },
+      absl::Seconds(120));
   EXPECT_TRUE(absl::StrContains(status.ToString(), "child 2 killed by signal 9")) << status;
   EXPECT_FALSE(absl::StrContains(status.ToString(), "child 0")) << status;
   EXPECT_FALSE(absl::StrContains(status.ToString(), "child 1")) << status;
@@ -326,39 +354,43 @@ TEST(NcclFakeTest, SurvivorsShrinkToANewCommunicatorAndSplit) {
 
 TEST(NcclFakeTest, BadInputIsRefusedWithItsReason) {
   const std::string url = Url();
-  absl::Status status = testing::RunInChildren(1, [&](int rank) {
-    auto group = Join(url, 0, 1, "cpu:tcp,cuda:nccl", absl::Seconds(30));
-    if (group == nullptr) return 1;
-    const cuda::CudaApi& api = Cuda(0);
-    std::vector<float> host(4, 1.0f);
-    auto outcome = [](absl::StatusOr<WorkPtr> work) {
-      return work.ok() ? (*work)->Wait(absl::Seconds(10)) : work.status();
-    };
-    absl::Status host_memory = outcome(group->AllReduce(OnDevice(host.data(), 4, 0)));
-    RANK_EXPECT(absl::IsInvalidArgument(host_memory) &&
-                    absl::StrContains(host_memory.message(), "does not point at memory of cuda:0"),
-                host_memory.ToString());
-    api.SetDevice(1);
-    float* elsewhere = testing::DeviceFloats(std::vector<float>(4, 1.0f));
-    api.SetDevice(0);
-    float* here = testing::DeviceFloats(std::vector<float>(4, 1.0f));
-    Tensor one = OnDevice(here, 4, 0), other = OnDevice(elsewhere, 4, 1);
-    absl::Status mixed = outcome(group->AllGatherIntoTensor(one, other));
-    RANK_EXPECT(absl::IsInvalidArgument(mixed), mixed.ToString());
-    Tensor shorts = Tensor::Flat(here, DType::kInt16, 4, Device::Cuda(0));
-    absl::Status int16_sum = outcome(group->AllReduce(shorts));
-    RANK_EXPECT(absl::IsInvalidArgument(int16_sum) &&
-                    absl::StrContains(int16_sum.message(), "cannot reduce int16 with SUM"),
-                int16_sum.ToString());
-    absl::Status any_source = outcome(group->RecvAnySource(one));
-    RANK_EXPECT(absl::IsUnimplemented(any_source), any_source.ToString());
-    absl::Status out_of_range = outcome(group->AllReduce(OnDevice(here, 4, 9)));
-    RANK_EXPECT(absl::IsInvalidArgument(out_of_range) &&
-                    absl::StrContains(out_of_range.message(), "cuda:9 does not exist"),
-                out_of_range.ToString());
-    (void)rank;
-    return group->Shutdown(absl::Seconds(30)).ok() ? 0 : 1;
-  }, absl::Seconds(60));
+  absl::Status status = testing::RunInChildren(
+      1,
+      [&](int rank) {
+        auto group = Join(url, 0, 1, "cpu:tcp,cuda:nccl", absl::Seconds(30));
+        if (group == nullptr) return 1;
+        const cuda::CudaApi& api = Cuda(0);
+        std::vector<float> host(4, 1.0f);
+        auto outcome = [](absl::StatusOr<WorkPtr> work) {
+          return work.ok() ? (*work)->Wait(absl::Seconds(10)) : work.status();
+        };
+        absl::Status host_memory = outcome(group->AllReduce(OnDevice(host.data(), 4, 0)));
+        RANK_EXPECT(
+            absl::IsInvalidArgument(host_memory) &&
+                absl::StrContains(host_memory.message(), "does not point at memory of cuda:0"),
+            host_memory.ToString());
+        api.SetDevice(1);
+        float* elsewhere = testing::DeviceFloats(std::vector<float>(4, 1.0f));
+        api.SetDevice(0);
+        float* here = testing::DeviceFloats(std::vector<float>(4, 1.0f));
+        Tensor one = OnDevice(here, 4, 0), other = OnDevice(elsewhere, 4, 1);
+        absl::Status mixed = outcome(group->AllGatherIntoTensor(one, other));
+        RANK_EXPECT(absl::IsInvalidArgument(mixed), mixed.ToString());
+        Tensor shorts = Tensor::Flat(here, DType::kInt16, 4, Device::Cuda(0));
+        absl::Status int16_sum = outcome(group->AllReduce(shorts));
+        RANK_EXPECT(absl::IsInvalidArgument(int16_sum) &&
+                        absl::StrContains(int16_sum.message(), "cannot reduce int16 with SUM"),
+                    int16_sum.ToString());
+        absl::Status any_source = outcome(group->RecvAnySource(one));
+        RANK_EXPECT(absl::IsUnimplemented(any_source), any_source.ToString());
+        absl::Status out_of_range = outcome(group->AllReduce(OnDevice(here, 4, 9)));
+        RANK_EXPECT(absl::IsInvalidArgument(out_of_range) &&
+                        absl::StrContains(out_of_range.message(), "cuda:9 does not exist"),
+                    out_of_range.ToString());
+        (void)rank;
+        return group->Shutdown(absl::Seconds(30)).ok() ? 0 : 1;
+      },
+      absl::Seconds(60));
   EXPECT_TRUE(status.ok()) << status;
 }
 

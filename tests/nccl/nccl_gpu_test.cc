@@ -17,10 +17,10 @@ namespace plexus {
 namespace {
 
 // Skips the test unless at least `needed` GPUs are visible.
-#define REQUIRE_GPUS(needed)                                                         \
-  do {                                                                               \
-    absl::StatusOr<int> devices = testing::CudaDeviceCountInChild();                 \
-    if (!devices.ok()) GTEST_SKIP() << devices.status().message();                   \
+#define REQUIRE_GPUS(needed)                                                          \
+  do {                                                                                \
+    absl::StatusOr<int> devices = testing::CudaDeviceCountInChild();                  \
+    if (!devices.ok()) GTEST_SKIP() << devices.status().message();                    \
     if (*devices < (needed)) GTEST_SKIP() << *devices << " GPU(s); needs " << needed; \
   } while (0)
 
@@ -60,8 +60,7 @@ int StreamOrderedAllReduce(const std::string& url, int rank, int world) {
   WorkPtr work;
   {
     cuda::StreamGuard current(rank, stream);
-    auto issued =
-        group->AllReduce(Tensor::Flat(data, DType::kFloat32, kCount, Device::Cuda(rank)));
+    auto issued = group->AllReduce(Tensor::Flat(data, DType::kFloat32, kCount, Device::Cuda(rank)));
     if (!issued.ok()) return Fail(rank, issued.status().ToString());
     work = *issued;
     absl::Status ordered = work->WaitOnStream(rank, stream);
@@ -77,7 +76,8 @@ int StreamOrderedAllReduce(const std::string& url, int rank, int world) {
     if (host[i] != expected) return Fail(rank, "copy after the all_reduce is wrong");
   }
   // Host memory labelled cuda is refused with its reason, before NCCL sees it.
-  auto refused = group->AllReduce(Tensor::Flat(host.data(), DType::kFloat32, 4, Device::Cuda(rank)));
+  auto refused =
+      group->AllReduce(Tensor::Flat(host.data(), DType::kFloat32, 4, Device::Cuda(rank)));
   absl::Status outcome = refused.ok() ? (*refused)->Wait(absl::Seconds(10)) : refused.status();
   if (!absl::IsInvalidArgument(outcome) ||
       !absl::StrContains(outcome.message(), "does not point at memory")) {

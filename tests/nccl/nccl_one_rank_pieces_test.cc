@@ -14,8 +14,7 @@ namespace {
 // How many of `count` elements the affected kernel writes.
 size_t ElementsTheKernelWrites(size_t count, size_t element_size) {
   if (count == 0) return 0;
-  const size_t blocks =
-      std::min<size_t>(32, (count * element_size + (16 << 10) - 1) / (16 << 10));
+  const size_t blocks = std::min<size_t>(32, (count * element_size + (16 << 10) - 1) / (16 << 10));
   const size_t per_pack = 16 / element_size;
   const size_t share = (count / blocks + per_pack - 1) / per_pack * per_pack;
   return std::min(count, blocks * share);
@@ -35,8 +34,8 @@ TEST(OneRankPiecesTest, EveryPieceIsWrittenWholeAndThePiecesTileTheCount) {
       for (const NcclPiece& piece : OneRankPieces(count, element_size)) {
         ASSERT_EQ(piece.offset, next) << "count " << count << " size " << element_size;
         ASSERT_EQ(ElementsTheKernelWrites(piece.count, element_size), piece.count)
-            << "piece at " << piece.offset << " of " << piece.count << " (count " << count
-            << ", " << element_size << "-byte elements)";
+            << "piece at " << piece.offset << " of " << piece.count << " (count " << count << ", "
+            << element_size << "-byte elements)";
         next += piece.count;
       }
       ASSERT_EQ(next, count) << "count " << count << " size " << element_size;

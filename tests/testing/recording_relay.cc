@@ -36,8 +36,8 @@ void RecordingRelay::Run() {
     if (poll(fds.data(), fds.size(), 50) <= 0) continue;
     if (fds[0].revents & POLLIN) {
       ScopedFd accepted(accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-      auto upstream = ConnectTcpWithRetry("127.0.0.1", target_port_,
-                                          absl::Now() + absl::Seconds(5));
+      auto upstream =
+          ConnectTcpWithRetry("127.0.0.1", target_port_, absl::Now() + absl::Seconds(5));
       if (accepted.valid() && upstream.ok()) {
         pairs.emplace_back(std::move(accepted), std::move(upstream).value());
       }

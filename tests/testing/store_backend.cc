@@ -21,8 +21,7 @@ class StoreBackend : public Backend {
   BackendCapabilities capabilities() const override {
     BackendCapabilities caps;
     caps.devices = {DeviceType::kCpu};
-    caps.dtypes = {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64,
-                   DType::kUInt8};
+    caps.dtypes = {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kUInt8};
     return caps;
   }
 
@@ -64,8 +63,8 @@ class StoreBackend : public Backend {
   }
 
   WorkPtr Barrier(const BarrierOptions& options) override {
-    return Done("barrier", StoreBarrier(store(), "storetest_barrier", context_.rank,
-                                        context_.size, options.timeout));
+    return Done("barrier", StoreBarrier(store(), "storetest_barrier", context_.rank, context_.size,
+                                        options.timeout));
   }
 
   WorkPtr Send(const Tensor& tensor, int dst, const SendOptions& options) override {
@@ -118,9 +117,8 @@ class StoreBackend : public Backend {
   }
   static absl::Status CopyIn(const Tensor& tensor, const std::string& bytes) {
     if (bytes.size() != tensor.nbytes()) {
-      return absl::FailedPreconditionError(absl::StrCat("storetest: received ", bytes.size(),
-                                                        " bytes for a ", tensor.nbytes(),
-                                                        "-byte tensor"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "storetest: received ", bytes.size(), " bytes for a ", tensor.nbytes(), "-byte tensor"));
     }
     if (!bytes.empty()) std::memcpy(tensor.data(), bytes.data(), bytes.size());
     return absl::OkStatus();

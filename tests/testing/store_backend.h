@@ -11,10 +11,10 @@
 #define PLEXUS_TESTS_TESTING_STORE_BACKEND_H_
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
-#include <mutex>
 #include "frontend/dispatch/backend.h"
 
 namespace plexus::testing {

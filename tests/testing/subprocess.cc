@@ -18,8 +18,7 @@
 
 namespace plexus::testing {
 
-absl::Status RunInChildren(int count, const std::function<int(int)>& body,
-                           absl::Duration timeout) {
+absl::Status RunInChildren(int count, const std::function<int(int)>& body, absl::Duration timeout) {
   fflush(stdout);
   fflush(stderr);
   std::vector<pid_t> pids;

@@ -15,8 +15,7 @@ namespace plexus::testing {
 // Forks `count` children; child i runs body(i) and exits with its return value (0 = success).
 // Waits for all of them until `timeout`, then kills the stragglers. Returns OK when every child
 // exited 0, otherwise an error listing each failing child and how it ended.
-absl::Status RunInChildren(int count, const std::function<int(int)>& body,
-                           absl::Duration timeout);
+absl::Status RunInChildren(int count, const std::function<int(int)>& body, absl::Duration timeout);
 
 // A server in a forked child process, so that the test process stays single-threaded and can
 // fork further children safely (forking a process that runs threads can deadlock the child).

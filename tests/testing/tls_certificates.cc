@@ -41,8 +41,8 @@ Certificate Sign(const std::string& name, EVP_PKEY* key, X509* issuer, EVP_PKEY*
   X509V3_CTX context;
   X509V3_set_ctx(&context, issuer != nullptr ? issuer : certificate.get(), certificate.get(),
                  nullptr, nullptr, 0);
-  X509_EXTENSION* constraints = X509V3_EXT_conf_nid(
-      nullptr, &context, NID_basic_constraints, authority ? "critical,CA:TRUE" : "CA:FALSE");
+  X509_EXTENSION* constraints = X509V3_EXT_conf_nid(nullptr, &context, NID_basic_constraints,
+                                                    authority ? "critical,CA:TRUE" : "CA:FALSE");
   X509_add_ext(certificate.get(), constraints, -1);
   X509_EXTENSION_free(constraints);
   if (authority) {
@@ -59,8 +59,8 @@ absl::Status WritePem(const std::string& path, X509* certificate, EVP_PKEY* key)
   FILE* file = std::fopen(path.c_str(), "w");
   if (file == nullptr) return absl::InternalError(absl::StrCat("cannot write ", path));
   const bool written = certificate != nullptr ? PEM_write_X509(file, certificate) == 1
-                                              : PEM_write_PrivateKey(file, key, nullptr, nullptr,
-                                                                     0, nullptr, nullptr) == 1;
+                                              : PEM_write_PrivateKey(file, key, nullptr, nullptr, 0,
+                                                                     nullptr, nullptr) == 1;
   std::fclose(file);
   if (!written) return absl::InternalError(absl::StrCat("cannot write PEM to ", path));
   return absl::OkStatus();

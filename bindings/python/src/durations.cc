@@ -15,9 +15,8 @@ absl::Duration ToDuration(py::handle value, absl::Duration if_none, absl::string
   } else if (PyFloat_Check(value.ptr()) || PyLong_Check(value.ptr())) {
     seconds = value.cast<double>();
   } else {
-    throw StatusError(absl::InvalidArgumentError(
-        absl::StrCat(what, ": expected a datetime.timedelta or seconds, got ",
-                     Py_TYPE(value.ptr())->tp_name)));
+    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+        what, ": expected a datetime.timedelta or seconds, got ", Py_TYPE(value.ptr())->tp_name)));
   }
   if (std::isnan(seconds) || seconds < 0) {
     throw StatusError(absl::InvalidArgumentError(

@@ -79,8 +79,8 @@ absl::StatusOr<ReduceDescriptor> ToDescriptor(const Spec& spec) {
   if (d.quantization.algorithm != elastic::QuantizationAlgorithm::kNone) {
     const std::string& code = std::get<5>(spec);
     if (code != "uint8" && code != "uint16") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "all_reduce: quantization to ", code, " is not supported (UINT8 or UINT16)"));
+      return absl::InvalidArgumentError(absl::StrCat("all_reduce: quantization to ", code,
+                                                     " is not supported (UINT8 or UINT16)"));
     }
     d.quantization.quantized_dtype =
         code == "uint8" ? elastic::QuantizedType::kUInt8 : elastic::QuantizedType::kUInt16;
@@ -127,18 +127,20 @@ absl::Status Bind(py::handle send, py::handle recv, const ReduceDescriptor& d, v
   auto r = ToTensor(recv, "all_reduce", "recv", Access::kWrite, keepalive);
   if (!r.ok()) return r.status();
   if (s->dtype() != r->dtype() || s->numel() != r->numel()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "all_reduce: send is ", s->numel(), " ", DTypeName(s->dtype()), ", recv ", r->numel(),
-        " ", DTypeName(r->dtype()), "; they must match"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("all_reduce: send is ", s->numel(), " ", DTypeName(s->dtype()), ", recv ",
+                     r->numel(), " ", DTypeName(r->dtype()), "; they must match"));
   }
   if (s->dtype() != d.dtype) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "all_reduce: the tensors are ", DTypeName(s->dtype()), " but the operand descriptor says ",
-        DTypeName(d.dtype)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("all_reduce: the tensors are ", DTypeName(s->dtype()),
+                     " but the operand descriptor says ", DTypeName(d.dtype)));
   }
   if (d.count != r->numel()) {
-    return absl::InvalidArgumentError(absl::StrCat("all_reduce: count ", d.count, " but the "
-                                                   "tensors hold ", r->numel(), " elements"));
+    return absl::InvalidArgumentError(absl::StrCat("all_reduce: count ", d.count,
+                                                   " but the "
+                                                   "tensors hold ",
+                                                   r->numel(), " elements"));
   }
   const std::string what = absl::StrCat("all_reduce with tag ", d.tag);
   const bool in_place = s->data() == r->data() && s->device() == r->device();
@@ -215,18 +217,17 @@ absl::StatusOr<elastic::TensorInfo> ToTensorInfo(const SharedTensorSpec& spec, K
 
 void RegisterElastic(py::module_& module) {
   py::class_<MasterNode>(module, "_ElasticMaster")
-      .def_static(
-          "create",
-          [](const std::string& address, double heartbeat_s,
-             std::optional<std::string> secret) -> py::tuple {
-            elastic::MasterNodeOptions options;
-            options.listen_address = address;
-            options.heartbeat_timeout = absl::Seconds(heartbeat_s);
-            options.secret = std::move(secret);
-            auto made = MasterNode::Create(options);
-            if (!made.ok()) return Outcome(made.status());
-            return py::make_tuple(0, std::string(), py::cast(std::move(made).value()));
-          })
+      .def_static("create",
+                  [](const std::string& address, double heartbeat_s,
+                     std::optional<std::string> secret) -> py::tuple {
+                    elastic::MasterNodeOptions options;
+                    options.listen_address = address;
+                    options.heartbeat_timeout = absl::Seconds(heartbeat_s);
+                    options.secret = std::move(secret);
+                    auto made = MasterNode::Create(options);
+                    if (!made.ok()) return Outcome(made.status());
+                    return py::make_tuple(0, std::string(), py::cast(std::move(made).value()));
+                  })
       .def("run", [](MasterNode& m) { return Outcome(m.Run()); })
       .def("interrupt", &MasterNode::Interrupt)
       .def("await_termination",
@@ -240,23 +241,24 @@ void RegisterElastic(py::module_& module) {
       .def("done", &Handle::done);
 
   py::class_<Communicator>(module, "_ElasticCommunicator")
-      .def_static(
-          "create",
-          [](const std::string& address, int64_t group, double operation_timeout_s,
-             double accept_timeout_s, int64_t probe_bytes,
-             std::optional<std::string> secret) -> py::tuple {
-            elastic::CommunicatorOptions options;
-            options.secret = std::move(secret);
-            options.master_address = address;
-            options.peer_group = group;
-            options.bandwidth_probe_bytes = probe_bytes;
-            // Negative: unset (PLEXUS_ELASTIC_TIMEOUT or the default decides).
-            if (operation_timeout_s >= 0) options.operation_timeout = absl::Seconds(operation_timeout_s);
-            if (accept_timeout_s >= 0) options.accept_timeout = absl::Seconds(accept_timeout_s);
-            auto made = Communicator::Create(options);
-            if (!made.ok()) return Outcome(made.status());
-            return py::make_tuple(0, std::string(), py::cast(std::move(made).value()));
-          })
+      .def_static("create",
+                  [](const std::string& address, int64_t group, double operation_timeout_s,
+                     double accept_timeout_s, int64_t probe_bytes,
+                     std::optional<std::string> secret) -> py::tuple {
+                    elastic::CommunicatorOptions options;
+                    options.secret = std::move(secret);
+                    options.master_address = address;
+                    options.peer_group = group;
+                    options.bandwidth_probe_bytes = probe_bytes;
+                    // Negative: unset (PLEXUS_ELASTIC_TIMEOUT or the default decides).
+                    if (operation_timeout_s >= 0)
+                      options.operation_timeout = absl::Seconds(operation_timeout_s);
+                    if (accept_timeout_s >= 0)
+                      options.accept_timeout = absl::Seconds(accept_timeout_s);
+                    auto made = Communicator::Create(options);
+                    if (!made.ok()) return Outcome(made.status());
+                    return py::make_tuple(0, std::string(), py::cast(std::move(made).value()));
+                  })
       .def("connect",
            [](Communicator& c, double timeout_s) {
              return OutcomeWithoutGil([&] { return c.Connect(Seconds(timeout_s)); });
@@ -274,7 +276,8 @@ void RegisterElastic(py::module_& module) {
       .def("get_attribute",
            [](Communicator& c, int attribute, bool announced) {
              if (attribute < 0 || attribute > 3) {
-               return Outcome(absl::StatusOr<int64_t>(absl::InvalidArgumentError("unknown attribute")));
+               return Outcome(
+                   absl::StatusOr<int64_t>(absl::InvalidArgumentError("unknown attribute")));
              }
              const auto which = static_cast<elastic::Attribute>(attribute);
              return Outcome(announced ? c.AnnouncedAttribute(which) : c.GetAttribute(which));
@@ -348,8 +351,9 @@ void RegisterElastic(py::module_& module) {
                }
              }
              if (!info.ok()) return Outcome(info.status());
-             return py::make_tuple(0, std::string(),
-                                   py::make_tuple(info->local_world_size, info->tx_bytes, info->rx_bytes));
+             return py::make_tuple(
+                 0, std::string(),
+                 py::make_tuple(info->local_world_size, info->tx_bytes, info->rx_bytes));
            });
 }
 

@@ -67,9 +67,10 @@ void RegisterErrors(py::module_& module) {
                         "(e.g. 'UNAVAILABLE'), `message` says what failed.");
   auto derived = [&](const char* name, PyObject* extra_base, const char* doc) {
     // py::tuple on each branch: pybind11 3 gives make_tuple a typed result per arity.
-    py::tuple bases = extra_base == nullptr
-                          ? py::tuple(py::make_tuple(py::handle(base_class)))
-                          : py::tuple(py::make_tuple(py::handle(base_class), py::handle(extra_base)));
+    py::tuple bases =
+        extra_base == nullptr
+            ? py::tuple(py::make_tuple(py::handle(base_class)))
+            : py::tuple(py::make_tuple(py::handle(base_class), py::handle(extra_base)));
     return NewClass(module, name, bases.ptr(), doc);
   };
   classes_by_code = new absl::flat_hash_map<absl::StatusCode, PyObject*>{
@@ -86,8 +87,7 @@ void RegisterErrors(py::module_& module) {
       {absl::StatusCode::kAborted,
        derived("AbortedError", nullptr, "Aborted by the user or the elastic layer.")},
       {absl::StatusCode::kUnimplemented,
-       derived("UnimplementedError", PyExc_NotImplementedError,
-               "The backend cannot do this.")},
+       derived("UnimplementedError", PyExc_NotImplementedError, "The backend cannot do this.")},
       {absl::StatusCode::kUnauthenticated,
        derived("UnauthenticatedError", nullptr, "A connection handshake failed.")},
       {absl::StatusCode::kNotFound, derived("NotFoundError", nullptr, "Nothing by that name.")},

@@ -90,7 +90,9 @@ py::list ListOf(py::handle object) {
   return list;
 }
 
-absl::Duration Timeout(py::handle timeout) { return ToDuration(timeout, kDefaultTimeout, "timeout"); }
+absl::Duration Timeout(py::handle timeout) {
+  return ToDuration(timeout, kDefaultTimeout, "timeout");
+}
 
 std::vector<int64_t> Splits(py::handle splits) {
   if (splits.is_none()) return {};
@@ -109,12 +111,9 @@ void RegisterReduceOp(py::module_& module) {
                 "SUM of each rank's input multiplied by `scale` first (floating point only).")
       .def_static(
           "from_name",
-          [](const std::string& name) {
-            return ReduceOp(ValueOrThrow(ParseReduceOp(name)));
-          },
+          [](const std::string& name) { return ReduceOp(ValueOrThrow(ParseReduceOp(name))); },
           py::arg("name"), "Parses 'sum', 'MAX', 'band', ... (any case).")
-      .def_property_readonly("name",
-                             [](const ReduceOp& value) { return ReduceOpName(value.kind); })
+      .def_property_readonly("name", [](const ReduceOp& value) { return ReduceOpName(value.kind); })
       .def_readonly("scale", &ReduceOp::scale)
       .def("__eq__", [](const ReduceOp& a, const ReduceOp& b) { return a == b; })
       .def("__hash__",
@@ -206,8 +205,7 @@ void RegisterProcessGroup(py::module_& module) {
       py::arg("tensor"), py::arg("root"), py::arg("timeout") = py::none());
   group.def(
       "reduce",
-      [](ProcessGroup& self, py::object tensor, int root, const ReduceOp& op,
-         py::handle timeout) {
+      [](ProcessGroup& self, py::object tensor, int root, const ReduceOp& op, py::handle timeout) {
         Call call("reduce");
         Tensor t = call.One(tensor, "tensor", Access::kWrite);
         ReduceOptions options{op, root, Timeout(timeout)};
@@ -249,14 +247,12 @@ void RegisterProcessGroup(py::module_& module) {
         Tensor out = call.One(output, "output_tensor", Access::kWrite);
         Tensor in = call.One(input, "input_tensor", Access::kRead);
         AllGatherOptions options{Timeout(timeout)};
-        return call.Run([&] { return self.AllGatherIntoTensor(out, in, options); },
-                        ListOf(output));
+        return call.Run([&] { return self.AllGatherIntoTensor(out, in, options); }, ListOf(output));
       },
       py::arg("output"), py::arg("input"), py::arg("timeout") = py::none());
   group.def(
       "gather",
-      [](ProcessGroup& self, py::object outputs, py::object input, int root,
-         py::handle timeout) {
+      [](ProcessGroup& self, py::object outputs, py::object input, int root, py::handle timeout) {
         Call call("gather");
         std::vector<Tensor> outs;
         if (!outputs.is_none()) outs = call.Many(outputs, "gather_list", Access::kWrite);
@@ -268,8 +264,7 @@ void RegisterProcessGroup(py::module_& module) {
       py::arg("outputs"), py::arg("input"), py::arg("root"), py::arg("timeout") = py::none());
   group.def(
       "scatter",
-      [](ProcessGroup& self, py::object output, py::object inputs, int root,
-         py::handle timeout) {
+      [](ProcessGroup& self, py::object output, py::object inputs, int root, py::handle timeout) {
         Call call("scatter");
         Tensor out = call.One(output, "tensor", Access::kWrite);
         std::vector<Tensor> ins;
@@ -297,8 +292,7 @@ void RegisterProcessGroup(py::module_& module) {
         Tensor out = call.One(output, "output", Access::kWrite);
         Tensor in = call.One(input, "input", Access::kRead);
         ReduceScatterOptions options{op, Timeout(timeout)};
-        return call.Run([&] { return self.ReduceScatterTensor(out, in, options); },
-                        ListOf(output));
+        return call.Run([&] { return self.ReduceScatterTensor(out, in, options); }, ListOf(output));
       },
       py::arg("output"), py::arg("input"), py::arg("op"), py::arg("timeout") = py::none());
   group.def(
@@ -420,7 +414,8 @@ void RegisterProcessGroup(py::module_& module) {
       "Writes the flight recorder of every process group of this process as JSON (to `path`, "
       "or PLEXUS_FLIGHT_RECORDER_DIR/plexus_flight_rank<R>_pid<P>.json) and returns the path.");
   module.def(
-      "_flight_recorder_json", [](const std::string& reason) { return FlightRecordersJson(reason); },
+      "_flight_recorder_json",
+      [](const std::string& reason) { return FlightRecordersJson(reason); },
       py::arg("reason") = "requested");
 }
 

@@ -26,16 +26,36 @@ namespace {
 py::array NumpyView(const Tensor& tensor) {
   const char* format = "B";
   switch (tensor.dtype()) {
-    case DType::kBool: format = "?"; break;
-    case DType::kUInt8: format = "B"; break;
-    case DType::kInt8: format = "b"; break;
-    case DType::kInt16: format = "h"; break;
-    case DType::kInt32: format = "i"; break;
-    case DType::kInt64: format = "q"; break;
-    case DType::kFloat16: format = "e"; break;
-    case DType::kBFloat16: format = "H"; break;  // No numpy bfloat16: the bit patterns.
-    case DType::kFloat32: format = "f"; break;
-    case DType::kFloat64: format = "d"; break;
+    case DType::kBool:
+      format = "?";
+      break;
+    case DType::kUInt8:
+      format = "B";
+      break;
+    case DType::kInt8:
+      format = "b";
+      break;
+    case DType::kInt16:
+      format = "h";
+      break;
+    case DType::kInt32:
+      format = "i";
+      break;
+    case DType::kInt64:
+      format = "q";
+      break;
+    case DType::kFloat16:
+      format = "e";
+      break;
+    case DType::kBFloat16:
+      format = "H";
+      break;  // No numpy bfloat16: the bit patterns.
+    case DType::kFloat32:
+      format = "f";
+      break;
+    case DType::kFloat64:
+      format = "d";
+      break;
   }
   std::vector<py::ssize_t> shape(tensor.shape().begin(), tensor.shape().end());
   std::vector<py::ssize_t> strides;
@@ -236,8 +256,8 @@ class PythonBackend : public Backend {
         task = std::move(tasks_.front());
         tasks_.pop_front();
       }
-      absl::Status status = absl::AbortedError(
-          absl::StrCat(task.op, ": the Python interpreter is shutting down"));
+      absl::Status status =
+          absl::AbortedError(absl::StrCat(task.op, ": the Python interpreter is shutting down"));
       WithGil([&] {
         try {
           py::object impl = impl_.get();
@@ -294,8 +314,9 @@ void RegisterPythonBackends(py::module_& module) {
         BackendRegistration registration;
         registration.name = name;
         registration.devices = device_types;
-        registration.factory = [name, creator_ref, device_types](const BackendContext& context)
-            -> absl::StatusOr<std::shared_ptr<Backend>> {
+        registration.factory =
+            [name, creator_ref, device_types](
+                const BackendContext& context) -> absl::StatusOr<std::shared_ptr<Backend>> {
           absl::StatusOr<std::shared_ptr<Backend>> backend = absl::AbortedError(
               absl::StrCat("backend ", name, ": the Python interpreter is shutting down"));
           WithGil([&] {
@@ -306,7 +327,7 @@ void RegisterPythonBackends(py::module_& module) {
                   name, impl, CapabilitiesOf(impl, device_types), context.size);
             } catch (py::error_already_set& error) {
               backend = StatusFromPython(error, absl::StrCat("creating backend ", name),
-                                       absl::StatusCode::kUnknown);
+                                         absl::StatusCode::kUnknown);
             } catch (const StatusError& error) {
               backend = error.status();
             }

@@ -75,8 +75,7 @@ class PythonStore : public Store {
   }
   absl::Status Wait(absl::Span<const std::string> keys, absl::Duration timeout) override {
     return Call("wait", [&](py::object store) {
-      store.attr("wait")(std::vector<std::string>(keys.begin(), keys.end()),
-                         ToTimedelta(timeout));
+      store.attr("wait")(std::vector<std::string>(keys.begin(), keys.end()), ToTimedelta(timeout));
     });
   }
   using Store::Wait;
@@ -113,9 +112,8 @@ class PythonStore : public Store {
   }
   absl::StatusOr<int64_t> NumKeys() override {
     int64_t count = 0;
-    absl::Status status = Call("num_keys", [&](py::object store) {
-      count = store.attr("num_keys")().cast<int64_t>();
-    });
+    absl::Status status = Call(
+        "num_keys", [&](py::object store) { count = store.attr("num_keys")().cast<int64_t>(); });
     if (!status.ok()) return status;
     return count;
   }
@@ -169,74 +167,85 @@ std::shared_ptr<Store> StoreFromPython(py::handle object) {
 void RegisterStores(py::module_& module) {
   py::class_<Store, std::shared_ptr<Store>>(module, "Store",
                                             "Key-value store ranks meet through (c10d's API).")
-      .def("set",
-           [](Store& store, const std::string& key, py::handle value) {
-             std::string bytes = ToBytes(value);
-             ThrowIfError(Released([&] { return store.Set(key, bytes); }));
-           },
-           py::arg("key"), py::arg("value"))
-      .def("get",
-           [](Store& store, const std::string& key) {
-             return py::bytes(ValueOrThrow(Released([&] { return store.Get(key); })));
-           },
-           py::arg("key"), "Waits up to the store's timeout for `key`, then returns its value.")
-      .def("add",
-           [](Store& store, const std::string& key, int64_t delta) {
-             return ValueOrThrow(Released([&] { return store.Add(key, delta); }));
-           },
-           py::arg("key"), py::arg("amount"))
-      .def("compare_set",
-           [](Store& store, const std::string& key, py::handle expected, py::handle desired) {
-             std::string want = ToBytes(expected), put = ToBytes(desired);
-             return py::bytes(
-                 ValueOrThrow(Released([&] { return store.CompareSet(key, want, put); })));
-           },
-           py::arg("key"), py::arg("expected_value"), py::arg("desired_value"))
-      .def("wait",
-           [](Store& store, const std::vector<std::string>& keys, py::handle timeout) {
-             absl::Duration limit = ToDuration(timeout, store.timeout(), "Store.wait timeout");
-             ThrowIfError(Released([&] { return store.Wait(keys, limit); }));
-           },
-           py::arg("keys"), py::arg("timeout") = py::none())
-      .def("check",
-           [](Store& store, const std::vector<std::string>& keys) {
-             return ValueOrThrow(Released([&] { return store.Check(keys); }));
-           },
-           py::arg("keys"))
-      .def("delete_key",
-           [](Store& store, const std::string& key) {
-             return ValueOrThrow(Released([&] { return store.DeleteKey(key); }));
-           },
-           py::arg("key"))
+      .def(
+          "set",
+          [](Store& store, const std::string& key, py::handle value) {
+            std::string bytes = ToBytes(value);
+            ThrowIfError(Released([&] { return store.Set(key, bytes); }));
+          },
+          py::arg("key"), py::arg("value"))
+      .def(
+          "get",
+          [](Store& store, const std::string& key) {
+            return py::bytes(ValueOrThrow(Released([&] { return store.Get(key); })));
+          },
+          py::arg("key"), "Waits up to the store's timeout for `key`, then returns its value.")
+      .def(
+          "add",
+          [](Store& store, const std::string& key, int64_t delta) {
+            return ValueOrThrow(Released([&] { return store.Add(key, delta); }));
+          },
+          py::arg("key"), py::arg("amount"))
+      .def(
+          "compare_set",
+          [](Store& store, const std::string& key, py::handle expected, py::handle desired) {
+            std::string want = ToBytes(expected), put = ToBytes(desired);
+            return py::bytes(
+                ValueOrThrow(Released([&] { return store.CompareSet(key, want, put); })));
+          },
+          py::arg("key"), py::arg("expected_value"), py::arg("desired_value"))
+      .def(
+          "wait",
+          [](Store& store, const std::vector<std::string>& keys, py::handle timeout) {
+            absl::Duration limit = ToDuration(timeout, store.timeout(), "Store.wait timeout");
+            ThrowIfError(Released([&] { return store.Wait(keys, limit); }));
+          },
+          py::arg("keys"), py::arg("timeout") = py::none())
+      .def(
+          "check",
+          [](Store& store, const std::vector<std::string>& keys) {
+            return ValueOrThrow(Released([&] { return store.Check(keys); }));
+          },
+          py::arg("keys"))
+      .def(
+          "delete_key",
+          [](Store& store, const std::string& key) {
+            return ValueOrThrow(Released([&] { return store.DeleteKey(key); }));
+          },
+          py::arg("key"))
       .def("num_keys",
            [](Store& store) { return ValueOrThrow(Released([&] { return store.NumKeys(); })); })
-      .def("multi_get",
-           [](Store& store, const std::vector<std::string>& keys) {
-             std::vector<std::string> values =
-                 ValueOrThrow(Released([&] { return store.MultiGet(keys); }));
-             py::list out;
-             for (const std::string& value : values) out.append(Bytes(value));
-             return out;
-           },
-           py::arg("keys"))
-      .def("multi_set",
-           [](Store& store, const std::vector<std::string>& keys, py::sequence values) {
-             std::vector<std::string> bytes;
-             for (py::handle value : values) bytes.push_back(ToBytes(value));
-             ThrowIfError(Released([&] { return store.MultiSet(keys, bytes); }));
-           },
-           py::arg("keys"), py::arg("values"))
-      .def("append",
-           [](Store& store, const std::string& key, py::handle value) {
-             std::string bytes = ToBytes(value);
-             ThrowIfError(Released([&] { return store.Append(key, bytes); }));
-           },
-           py::arg("key"), py::arg("value"))
-      .def("set_timeout",
-           [](Store& store, py::handle timeout) {
-             store.SetTimeout(ToDuration(timeout, kDefaultStoreTimeout, "Store.set_timeout"));
-           },
-           py::arg("timeout"))
+      .def(
+          "multi_get",
+          [](Store& store, const std::vector<std::string>& keys) {
+            std::vector<std::string> values =
+                ValueOrThrow(Released([&] { return store.MultiGet(keys); }));
+            py::list out;
+            for (const std::string& value : values) out.append(Bytes(value));
+            return out;
+          },
+          py::arg("keys"))
+      .def(
+          "multi_set",
+          [](Store& store, const std::vector<std::string>& keys, py::sequence values) {
+            std::vector<std::string> bytes;
+            for (py::handle value : values) bytes.push_back(ToBytes(value));
+            ThrowIfError(Released([&] { return store.MultiSet(keys, bytes); }));
+          },
+          py::arg("keys"), py::arg("values"))
+      .def(
+          "append",
+          [](Store& store, const std::string& key, py::handle value) {
+            std::string bytes = ToBytes(value);
+            ThrowIfError(Released([&] { return store.Append(key, bytes); }));
+          },
+          py::arg("key"), py::arg("value"))
+      .def(
+          "set_timeout",
+          [](Store& store, py::handle timeout) {
+            store.SetTimeout(ToDuration(timeout, kDefaultStoreTimeout, "Store.set_timeout"));
+          },
+          py::arg("timeout"))
       .def_property_readonly("timeout", [](Store& store) { return ToTimedelta(store.timeout()); });
 
   py::class_<HashStore, Store, std::shared_ptr<HashStore>>(module, "HashStore",

@@ -61,14 +61,16 @@ PyObject* TorchTensorType() {
 absl::StatusOr<Tensor> FromTorch(py::handle object, absl::string_view op, absl::string_view name) {
   std::string layout = py::str(object.attr("layout"));
   if (layout != "torch.strided") {
-    return Invalid(op, name, absl::StrCat("is a ", layout, " torch tensor; only dense ones can be sent"));
+    return Invalid(op, name,
+                   absl::StrCat("is a ", layout, " torch tensor; only dense ones can be sent"));
   }
   std::string dtype_name = py::str(object.attr("dtype"));
   absl::string_view short_name = dtype_name;
   absl::ConsumePrefix(&short_name, "torch.");
   absl::StatusOr<DType> dtype = ParseDType(short_name);
   if (!dtype.ok()) {
-    return Invalid(op, name, absl::StrCat("has dtype ", dtype_name, ", which plexus does not carry"));
+    return Invalid(op, name,
+                   absl::StrCat("has dtype ", dtype_name, ", which plexus does not carry"));
   }
   py::object device = object.attr("device");
   std::string device_type = py::str(device.attr("type"));
@@ -77,7 +79,8 @@ absl::StatusOr<Tensor> FromTorch(py::handle object, absl::string_view op, absl::
     py::object index = device.attr("index");
     where = Device::Cuda(index.is_none() ? 0 : index.cast<int>());
   } else if (device_type != "cpu") {
-    return Invalid(op, name, absl::StrCat("is on device ", device_type, ", which plexus does not serve"));
+    return Invalid(op, name,
+                   absl::StrCat("is on device ", device_type, ", which plexus does not serve"));
   }
   Shape shape;
   for (py::handle size : object.attr("shape")) shape.push_back(size.cast<int64_t>());
@@ -102,14 +105,25 @@ absl::StatusOr<DType> BufferDType(const Py_buffer& view, absl::string_view op,
   }
   if (format.size() == 1) {
     switch (format[0]) {
-      case '?': return DType::kBool;
-      case 'b': return DType::kInt8;
-      case 'B': case 'c': return DType::kUInt8;
-      case 'h': return DType::kInt16;
-      case 'e': return DType::kFloat16;
-      case 'f': return DType::kFloat32;
-      case 'd': return DType::kFloat64;
-      case 'i': case 'l': case 'q': case 'n':
+      case '?':
+        return DType::kBool;
+      case 'b':
+        return DType::kInt8;
+      case 'B':
+      case 'c':
+        return DType::kUInt8;
+      case 'h':
+        return DType::kInt16;
+      case 'e':
+        return DType::kFloat16;
+      case 'f':
+        return DType::kFloat32;
+      case 'd':
+        return DType::kFloat64;
+      case 'i':
+      case 'l':
+      case 'q':
+      case 'n':
         if (view.itemsize == 4) return DType::kInt32;
         if (view.itemsize == 8) return DType::kInt64;
         break;
@@ -138,16 +152,18 @@ absl::StatusOr<Tensor> FromBuffer(py::handle object, absl::string_view op, absl:
     delete buffer;
   }));
   if (view->readonly && access == Access::kWrite) {
-    return Invalid(op, name, absl::StrCat("(", TypeName(object), ") is read-only, and ", op,
-                                          " writes into it"));
+    return Invalid(
+        op, name,
+        absl::StrCat("(", TypeName(object), ") is read-only, and ", op, " writes into it"));
   }
   ASSIGN_OR_RETURN(DType dtype, BufferDType(*view, op, name));
   Shape shape(view->shape, view->shape + view->ndim);
   Shape strides;
   for (int i = 0; i < view->ndim; ++i) {
     if (view->strides[i] % view->itemsize != 0) {
-      return Invalid(op, name, absl::StrCat("(", TypeName(object), ") is not contiguous: stride ",
-                                            view->strides[i], " bytes in dimension ", i));
+      return Invalid(op, name,
+                     absl::StrCat("(", TypeName(object), ") is not contiguous: stride ",
+                                  view->strides[i], " bytes in dimension ", i));
     }
     strides.push_back(view->strides[i] / view->itemsize);
   }
@@ -186,19 +202,20 @@ absl::StatusOr<DType> DLPackDType(const DLDataType& type, absl::string_view op,
         break;
     }
   }
-  return Invalid(op, name, absl::StrCat("has DLPack dtype (code ", type.code, ", ", type.bits,
-                                        " bits, ", type.lanes, " lanes), which plexus does not carry"));
+  return Invalid(op, name,
+                 absl::StrCat("has DLPack dtype (code ", type.code, ", ", type.bits, " bits, ",
+                              type.lanes, " lanes), which plexus does not carry"));
 }
 
 absl::StatusOr<Tensor> FromDLPack(py::handle object, absl::string_view op, absl::string_view name,
                                   Keepalive& keepalive) {
   py::object capsule = object.attr("__dlpack__")();
-  auto* managed =
-      static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
   if (managed == nullptr) {
     PyErr_Clear();
-    return Invalid(op, name, absl::StrCat("(", TypeName(object),
-                                          ") returned no unused DLPack capsule from __dlpack__"));
+    return Invalid(
+        op, name,
+        absl::StrCat("(", TypeName(object), ") returned no unused DLPack capsule from __dlpack__"));
   }
   // Consumed: the capsule no longer frees it; this keepalive calls the deleter instead.
   PyCapsule_SetName(capsule.ptr(), "used_dltensor");
@@ -213,8 +230,9 @@ absl::StatusOr<Tensor> FromDLPack(py::handle object, absl::string_view op, absl:
   if (dl.device.device_type == 2) {
     device = Device::Cuda(dl.device.device_id);
   } else if (dl.device.device_type != 1 && dl.device.device_type != 3) {
-    return Invalid(op, name, absl::StrCat("is on DLPack device type ", dl.device.device_type,
-                                          ", which plexus does not serve"));
+    return Invalid(op, name,
+                   absl::StrCat("is on DLPack device type ", dl.device.device_type,
+                                ", which plexus does not serve"));
   }
   Shape shape(dl.shape, dl.shape + dl.ndim);
   void* data = static_cast<uint8_t*>(dl.data) + dl.byte_offset;
@@ -254,15 +272,15 @@ absl::StatusOr<std::vector<Tensor>> ToTensors(py::handle objects, absl::string_v
                                               Keepalive& keepalive) {
   if (!PySequence_Check(objects.ptr()) || IsTorchTensor(objects) ||
       PyObject_CheckBuffer(objects.ptr())) {
-    return Invalid(op, name, absl::StrCat("is a ", TypeName(objects),
-                                          "; expected a list of tensors"));
+    return Invalid(op, name,
+                   absl::StrCat("is a ", TypeName(objects), "; expected a list of tensors"));
   }
   std::vector<Tensor> tensors;
   py::sequence sequence = py::reinterpret_borrow<py::sequence>(objects);
   tensors.reserve(sequence.size());
   for (size_t i = 0; i < sequence.size(); ++i) {
-    ASSIGN_OR_RETURN(Tensor tensor, ToTensor(sequence[i], op, absl::StrCat(name, "[", i, "]"),
-                                             access, keepalive));
+    ASSIGN_OR_RETURN(Tensor tensor,
+                     ToTensor(sequence[i], op, absl::StrCat(name, "[", i, "]"), access, keepalive));
     tensors.push_back(tensor);
   }
   return tensors;

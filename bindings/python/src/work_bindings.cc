@@ -137,10 +137,11 @@ void RegisterWork(py::module_& module) {
           "seconds", [](const Work::Stats& stats) { return absl::ToDoubleSeconds(stats.duration); })
       .def_readonly("world_size", &Work::Stats::world_size)
       .def("__repr__", [](const Work::Stats& stats) {
-        return py::str("WorkStats(bytes_sent={}, bytes_received={}, seconds={:.6f}, "
-                       "world_size={})")
-            .format(stats.bytes_sent, stats.bytes_received,
-                    absl::ToDoubleSeconds(stats.duration), stats.world_size);
+        return py::str(
+                   "WorkStats(bytes_sent={}, bytes_received={}, seconds={:.6f}, "
+                   "world_size={})")
+            .format(stats.bytes_sent, stats.bytes_received, absl::ToDoubleSeconds(stats.duration),
+                    stats.world_size);
       });
 
   py::class_<PyWork>(module, "Work",
@@ -156,8 +157,7 @@ void RegisterWork(py::module_& module) {
       .def("source_rank", &PyWork::SourceRank)
       .def("stats", [](const PyWork& work) { return work.work()->stats(); })
       .def_property_readonly("op", [](const PyWork& work) { return work.work()->op_name(); })
-      .def_property_readonly("sequence",
-                             [](const PyWork& work) { return work.work()->sequence(); })
+      .def_property_readonly("sequence", [](const PyWork& work) { return work.work()->sequence(); })
       .def("__repr__", [](const PyWork& work) {
         return py::str("<plexus.Work {} #{} {}>")
             .format(work.work()->op_name(), work.work()->sequence(),

@@ -36,7 +36,6 @@ int main(int argc, char** argv) {
     }
   }
   const double checksum = std::accumulate(parameters.begin(), parameters.end(), 0.0);
-  std::printf("rank %d of %d: checksum %.1f after %d steps\n", rank, group.size(), checksum,
-              steps);
+  std::printf("rank %d of %d: checksum %.1f after %d steps\n", rank, group.size(), checksum, steps);
   return 0;  // The session leaves with every rank (a deadline-bounded barrier).
 }
