@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Every C++ file of the checkout is formatted as .clang-format says (clang-format 14, Debian's):
+# the diff is printed, and the fix is `clang-format -i FILE`.
+set -euo pipefail
+checkout="$(dirname "$(readlink -f WORKSPACE)")"
+if ! command -v clang-format > /dev/null; then
+  echo "SKIPPED: clang-format is not installed (tools/install_deps.sh installs it)"
+  exit 0
+fi
+cd "${checkout}"
+if [[ -d .git ]] && command -v git > /dev/null; then
+  mapfile -t files < <(git ls-files '*.cc' '*.h')
+else
+  mapfile -t files < <(find . -path ./bazel-\* -prune -o \( -name '*.cc' -o -name '*.h' \) -print)
+fi
+failed=()
+for file in "${files[@]}"; do
+  [[ -f "${file}" ]] || continue  # Deleted in the working tree.
+  if ! clang-format --dry-run --Werror "${file}" > /dev/null 2>&1; then
+    failed+=("${file}")
+    clang-format "${file}" | diff -u "${file}" - | head -40 || true
+  fi
+done
+if [[ ${#failed[@]} -gt 0 ]]; then
+  echo "${#failed[@]} of ${#files[@]} C++ files differ from .clang-format; fix with:"
+  echo "  clang-format -i ${failed[*]}"
+  exit 1
+fi
+echo "${#files[@]} C++ files formatted as .clang-format says ($(clang-format --version))"
