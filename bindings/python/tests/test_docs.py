@@ -1,6 +1,8 @@
-"""Every ```python block in docs/python.md runs as written (each in a fresh interpreter), and
-the README's two examples run on two ranks: its Python block as shown, its C++ block as
-docs/examples/cpp/quick_start.cc, which it must show unchanged."""
+"""The documentation's examples run as written. Every ```python block of README.md and docs/
+carries a marker on the line above it: `<!-- runs -->` (run here, alone, in a fresh
+interpreter), `<!-- runs on 2 ranks -->` (run here as two env:// ranks), or `<!-- from PATH -->`
+(a piece of PATH, a program or file of this repository that a test runs). The README's C++
+block must be docs/examples/cpp/quick_start.cc, which runs here on two ranks."""
 import os
 import re
 import socket
@@ -17,8 +19,35 @@ def _read(*path):
         return f.read()
 
 
+MARKED = re.compile(r"(?:<!-- (runs|runs on 2 ranks|from [^ ]+) -->\n)?```python\n(.*?)```", re.S)
+
+
+def _pages():
+    pages = ["README.md"]
+    pages += ["docs/" + name for name in sorted(os.listdir(os.path.join(ROOT, "docs")))
+              if name.endswith(".md")]
+    return pages
+
+
+def marked_blocks():
+    """(page, marker or None, code) for every python block of the documentation."""
+    return [(page, marker or None, code) for page in _pages()
+            for marker, code in MARKED.findall(_read(page))]
+
+
 def blocks():
-    return re.findall(r"```python\n(.*?)```", _read("docs", "python.md"), re.S)
+    """The blocks that run alone."""
+    return [code for _, marker, code in marked_blocks() if marker == "runs"]
+
+
+def test_every_python_block_runs_or_names_where_it_comes_from():
+    pages = {page for page, _, _ in marked_blocks()}
+    assert {"README.md", "docs/python.md", "docs/elastic.md"} <= pages, pages
+    for page, marker, code in marked_blocks():
+        assert marker is not None, "%s: a python block without a marker:\n%s" % (page, code)
+        if marker.startswith("from "):
+            path = marker[len("from "):]
+            assert os.path.exists(os.path.join(ROOT, path)), "%s: %s does not exist" % (page, path)
 
 
 def _readme_block(language):
@@ -62,7 +91,7 @@ def test_the_readme_cpp_example_is_the_built_one_and_runs_on_two_ranks():
 
 
 def test_there_are_examples():
-    assert len(blocks()) >= 4
+    assert len(blocks()) >= 6
 
 
 @pytest.mark.parametrize("index", range(len(blocks())))
