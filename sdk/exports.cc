@@ -15,7 +15,8 @@ absl::Status (PrefixStore::*const kPrefixStoreSet)(absl::string_view,
 }  // namespace
 
 extern "C" {
-__attribute__((used, visibility("default"))) const void* const plexus_public_entry_points[] = {
+// `used` keeps the table (and so what it points at) although nothing reads it.
+__attribute__((used)) const void* const plexus_public_entry_points[] = {
     reinterpret_cast<const void*>(&Session::Join),
     reinterpret_cast<const void*>(&InitProcessGroup),
     reinterpret_cast<const void*>(&TCPStore::Create),

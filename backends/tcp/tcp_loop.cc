@@ -232,7 +232,7 @@ void Loop::SetWantWrite(int peer_index, bool want) {
   peer.want_write = want;
   if (peer.out != nullptr) return;  // Room in a ring is signalled by doorbell, not EPOLLOUT.
   epoll_event event{};
-  event.events = EPOLLIN | (want ? EPOLLOUT : 0);
+  event.events = static_cast<uint32_t>(EPOLLIN) | (want ? static_cast<uint32_t>(EPOLLOUT) : 0u);
   event.data.u64 = static_cast<uint64_t>(peer_index);
   epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, peer.fd.get(), &event);
 }

@@ -195,7 +195,9 @@ TEST(EventJournalTest, KeepsTheLatestEventsInOrderWithTheirTimes) {
     EXPECT_EQ(events[i].kind, "test");
     EXPECT_GE(events[i].unix_ns, before);
     EXPECT_LE(events[i].unix_ns, after);
-    if (i > 0) EXPECT_GE(events[i].unix_ns, events[i - 1].unix_ns);
+    if (i > 0) {
+      EXPECT_GE(events[i].unix_ns, events[i - 1].unix_ns);
+    }
   }
 }
 
@@ -209,7 +211,9 @@ TEST(EnvironmentTest, TheTableIsSortedCompleteAndReadThrough) {
          {variable.type, variable.default_value, variable.meaning, variable.details}) {
       EXPECT_NE(std::string(field), "") << variable.name;
     }
-    if (i > 0) EXPECT_LT(std::string(table[i - 1].name), std::string(variable.name));
+    if (i > 0) {
+      EXPECT_LT(std::string(table[i - 1].name), std::string(variable.name));
+    }
     EXPECT_EQ(FindEnvironmentVariable(variable.name), &variable);
   }
   EXPECT_EQ(FindEnvironmentVariable("PLEXUS_NOT_A_VARIABLE"), nullptr);

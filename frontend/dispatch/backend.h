@@ -97,7 +97,7 @@ class Backend {
   // Connects now what the backend would otherwise connect on first use on `device` (NCCL's
   // communicator); collective over the group. A rank that never arrives is a DeadlineExceeded
   // naming it. Backends that connect when created return OK.
-  virtual absl::Status ConnectEagerly(const Device& device) { return absl::OkStatus(); }
+  virtual absl::Status ConnectEagerly(const Device& /*device*/) { return absl::OkStatus(); }
   // Ranks of the group this backend has found gone (crashed, silent, reset), in rank order;
   // empty when it cannot tell.
   virtual std::vector<int> LostRanks() { return {}; }

@@ -88,7 +88,9 @@ TEST(FlightRecorderTest, ADumpBesideRecordingShowsOnlyWholeEntries) {
       const std::string outcome = sequence % 2 == 0   ? "completed"
                                   : sequence % 3 == 0 ? "failed"
                                                       : "issued";
-      if (state != "issued") EXPECT_EQ(state, outcome) << it->str();
+      if (state != "issued") {
+        EXPECT_EQ(state, outcome) << it->str();
+      }
       if (state == "failed") {
         EXPECT_EQ((*it)[5], absl::StrCat("INTERNAL: failed ", sequence)) << it->str();
       }

@@ -532,7 +532,8 @@ void TCPStoreServer::WatchWritable(Connection& connection, bool want_write) {
   if (want_write == connection.want_write) return;
   connection.want_write = want_write;
   epoll_event event{};
-  event.events = EPOLLIN | (want_write ? EPOLLOUT : 0);
+  event.events =
+      static_cast<uint32_t>(EPOLLIN) | (want_write ? static_cast<uint32_t>(EPOLLOUT) : 0u);
   event.data.u64 = connection.id;
   epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, connection.fd.get(), &event);
 }

@@ -271,7 +271,9 @@ TEST(TCPStoreTest, UnderAFloodARefusalIsFinalAndNamed) {
   }
   auto good = Connect(port, std::string(kSecret));
   EXPECT_TRUE(good.ok()) << good.status();
-  if (good.ok()) EXPECT_TRUE((*good)->Set("k", "v").ok());
+  if (good.ok()) {
+    EXPECT_TRUE((*good)->Set("k", "v").ok());
+  }
   flooding = false;
   for (std::thread& thread : flood) thread.join();
 }

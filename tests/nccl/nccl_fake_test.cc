@@ -117,7 +117,7 @@ TEST(NcclFakeTest, RanksThatDisagreeAreRefusedBeforeLaunch) {
         [&](int rank) {
           auto group = Join(url, rank, 2, backend, absl::Seconds(30));
           if (group == nullptr) return 1;
-          const cuda::CudaApi& api = Cuda(rank);
+          Cuda(rank);  // Selects the rank's device.
           float* data = testing::DeviceFloats(std::vector<float>(11, 1.0f + rank));
           const int64_t count = rank == 0 ? 10 : 11;
           auto issued = group->AllReduce(OnDevice(data, count, rank));
@@ -190,7 +190,7 @@ TEST(NcclFakeTest, DeadlineAbortsTheCommunicator) {
       [&](int rank) {
         auto group = Join(url, rank, 2, "cuda:nccl", absl::Seconds(30));
         if (group == nullptr) return 1;
-        const cuda::CudaApi& api = Cuda(rank);
+        Cuda(rank);  // Selects the rank's device.
         float* data = testing::DeviceFloats(std::vector<float>(16, 1.0f));
         // Both create the communicator, then rank 1 stops taking part (alive, silent).
         auto warm = group->Broadcast(OnDevice(data, 16, rank));
@@ -231,7 +231,7 @@ TEST(NcclFakeTest, CommunicatorNamesTheRankThatNeverArrived) {
           (void)group->store()->Wait({"rank0.done"}, absl::Seconds(30));
           return 0;
         }
-        const cuda::CudaApi& api = Cuda(rank);
+        Cuda(rank);  // Selects the rank's device.
         float* data = testing::DeviceFloats(std::vector<float>(4, 1.0f));
         auto issued = group->AllReduce(OnDevice(data, 4, rank));
         absl::Status outcome = issued.ok() ? (*issued)->Wait(absl::Seconds(30)) : issued.status();

@@ -211,7 +211,7 @@ class PythonBackend : public Backend {
                                py::arg("timeout") = ToTimedelta(options.timeout));
     });
   }
-  WorkPtr RecvAnySource(const Tensor& tensor, const RecvOptions& options) override {
+  WorkPtr RecvAnySource(const Tensor& /*tensor*/, const RecvOptions& /*options*/) override {
     return Work::Finished(absl::UnimplementedError(absl::StrCat(
                               name_, ": Python-defined backends cannot receive from any source")),
                           "recv", size_);
