@@ -68,7 +68,11 @@ absl::StatusOr<std::shared_ptr<Backend>> GlooBackend::Create(const BackendContex
       new GlooBackend(std::move(collectives), std::move(transport), native));
 }
 
-BackendCapabilities GlooBackend::capabilities() const { return CpuTransportCapabilities(); }
+BackendCapabilities GlooBackend::capabilities() const {
+  BackendCapabilities capabilities = CpuTransportCapabilities();
+  capabilities.may_leave_after_failure = true;  // The first failure closes every connection.
+  return capabilities;
+}
 
 WorkPtr GlooBackend::SubmitNative(
     CollectiveKind kind, DType dtype, int64_t count, absl::Duration timeout,

@@ -46,7 +46,11 @@ absl::StatusOr<std::shared_ptr<Backend>> TcpBackend::Create(const BackendContext
   return std::shared_ptr<Backend>(new TcpBackend(std::move(collectives)));
 }
 
-BackendCapabilities TcpBackend::capabilities() const { return CpuTransportCapabilities(); }
+BackendCapabilities TcpBackend::capabilities() const {
+  BackendCapabilities capabilities = CpuTransportCapabilities();
+  capabilities.may_leave_after_failure = true;  // A failure aborts the operation everywhere.
+  return capabilities;
+}
 
 namespace {
 

@@ -51,6 +51,12 @@ struct BackendCapabilities {
   // A collective whose options say `blocking` may run in the calling thread (it returns a
   // complete Work). When false the ProcessGroup clears the flag and waits on the Work itself.
   bool runs_blocking_in_place = false;
+  // A failed operation leaves nothing behind that a peer could still complete against this
+  // rank (it was withdrawn, or the connections were closed), so a rank whose group failed may
+  // exit without waiting for its peers: Shutdown (destroy_process_group) then skips its
+  // departure barrier. False where posted requests outlive a failure (MPI) or kernels may
+  // still run (NCCL).
+  bool may_leave_after_failure = false;
 };
 
 // Everything a backend factory needs to join its group.

@@ -278,12 +278,15 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::NewGroup(std::vector
   return Child(name, absl::StrCat("group.", id), ranks, "new_group", std::move(backend));
 }
 
-bool ProcessGroup::IsBroken() const {
+bool ProcessGroup::MayLeaveAlone() const {
+  for (const Served& served : backends_) {
+    if (!served.capabilities.may_leave_after_failure) return false;
+  }
   return is_aborted_.load(std::memory_order_acquire) || outcomes_->failed() || !LostRanks().empty();
 }
 
 absl::Status ProcessGroup::Shutdown(absl::Duration timeout) {
-  if (IsBroken()) {
+  if (MayLeaveAlone()) {
     // Counted, so a healthy rank's barrier still opens; the store may be gone with the peers.
     absl::StatusOr<int64_t> departed = config_.store->Add("departed", 1);
     if (departed.ok() && *departed == config_.size) (void)config_.store->Set("all_departed", "1");

@@ -107,8 +107,9 @@ class ProcessGroup {
   // returns (within `timeout`) once every rank has called it - so no rank closes connections
   // a peer still reads from. Rank 0 returns last, so a store it hosts outlives every other
   // rank's last request. A group that is broken (aborted, a rank lost, an operation failed on
-  // the transport) has nothing in flight to protect: it counts itself departed, best effort,
-  // and returns without waiting for the others.
+  // the transport) and whose backends leave nothing in flight after a failure
+  // (BackendCapabilities::may_leave_after_failure: tcp, gloo) counts itself departed, best
+  // effort, and returns without waiting for the others.
   absl::Status Shutdown(absl::Duration timeout);
 
   // --- Collectives and point-to-point, as torch.distributed's. ---
@@ -206,8 +207,9 @@ class ProcessGroup {
   absl::Status aborted_;                 // Guarded by abort_mu_.
   std::atomic<bool> is_aborted_{false};  // aborted_ is set (checked before every operation).
 
-  // Aborted, a rank lost, or an operation that failed on the transport.
-  bool IsBroken() const;
+  // The group is broken (aborted, a rank lost, an operation failed on the transport) and every
+  // backend of it may leave after a failure without waiting for its peers.
+  bool MayLeaveAlone() const;
   static std::string ShrinkKey(int64_t generation);
   // Unimplemented when a backend of this group cannot survive a lost rank (mpi).
   absl::Status CheckCanShrink() const;
