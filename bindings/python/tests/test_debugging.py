@@ -81,8 +81,9 @@ def rank_two_falls_behind(rank, world):
         return "completed?"
     # Stays alive (a rank that left would fail the others with Unavailable instead) until
     # the others' timeouts have dumped, then dumps itself as SIGUSR1 would make it.
+    dump_dir = os.environ["PLEXUS_FLIGHT_RECORDER_DIR"]
     for peer in (0, 1):
-        _wait_for(os.path.join(_dump_dir(), "plexus_flight_rank%d_pid*.json" % peer), 60)
+        _wait_for(os.path.join(dump_dir, "plexus_flight_rank%d_pid*.json" % peer), 60)
     return dist.debug_dump()
 
 
@@ -121,25 +122,15 @@ def test_sigusr1_dumps_without_stopping_the_process():
 
 
 def _falls_behind_on_a_store_server(rank, port, dump_dir):
-    """Rank 2 of 3 never issues the 4th all_reduce; ranks meet in a TCPStore server (which
-    has a clock), so the dumps carry each rank's clock offset."""
+    """rank_two_falls_behind with ranks that meet in a TCPStore server (which has a clock), so
+    the dumps carry each rank's clock offset."""
     import datetime
     import plexus as dist
     os.environ["PLEXUS_FLIGHT_RECORDER_DIR"] = dump_dir
     store = dist.TCPStore("127.0.0.1", port, timeout=60)
     dist.init_process_group("tcp", store=store, rank=rank, world_size=3,
                             timeout=datetime.timedelta(seconds=3))
-    for _ in range(3):
-        dist.all_reduce(np.ones(1024, np.float32))
-    if rank != 2:
-        try:
-            dist.all_reduce(np.ones(4, np.float32))
-        except dist.DeadlineExceededError:
-            return "timed out"
-        return "completed?"
-    for peer in (0, 1):
-        _wait_for(os.path.join(dump_dir, "plexus_flight_rank%d_pid*.json" % peer), 60)
-    return dist.debug_dump()
+    return rank_two_falls_behind(rank, 3)
 
 
 def test_timeline_puts_every_rank_on_one_clock_and_names_the_missing_rank():
