@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "frontend/auth/mutual_auth.h"
 #include "frontend/core/logging.h"
 #include "frontend/core/status_macros.h"
+#include "frontend/store/accept_guard.h"
 
 namespace plexus::tcp {
 namespace {
@@ -152,11 +154,25 @@ class Handshakes {
       absl::StatusOr<int> peer = Handshake(connection, from, deadline);
       std::lock_guard<std::mutex> lock(mu_);
       running_.erase(id);
+      shut_down_.erase(id);
       done_.push_back({id, Done{std::move(connection), std::move(peer), from}});
       if (wake_[1] >= 0) {
         [[maybe_unused]] ssize_t n = write(wake_[1], "x", 1);
       }
     });
+  }
+
+  // Shuts down the oldest handshake not shut down yet, so that its descriptor is freed when its
+  // thread ends; false if every one already was (or none runs).
+  bool ShutDownOldest() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, fd] : running_) {
+      if (shut_down_.insert(id).second) {
+        shutdown(fd, SHUT_RDWR);
+        return true;
+      }
+    }
+    return false;
   }
 
   // The handshakes that finished since the last call (their threads joined).
@@ -206,6 +222,7 @@ class Handshakes {
   uint64_t next_id_ = 0;  // Start() is called from one thread.
   std::mutex mu_;
   std::map<uint64_t, int> running_;  // Handshake -> its socket.
+  std::set<uint64_t> shut_down_;     // Running handshakes shut down to free descriptors.
   std::map<uint64_t, std::thread> threads_;
   std::vector<std::pair<uint64_t, Done>> done_;
 };
@@ -309,6 +326,9 @@ absl::StatusOr<std::vector<Connection>> ConnectMesh(const MeshOptions& options) 
   std::string refused;  // The last connection dropped, for the timeout's message.
   int refusals = 0;
   Handshakes handshakes(options);
+  // Out of descriptors, the listener backs off instead of spinning; peers wait in its backlog.
+  AcceptGuard guard(absl::StrCat("tcp: ", me, " of group '", options.group_name, "'"),
+                    AcceptGuard::OnShortage::kPause);
   for (int accepted = 0; accepted < options.rank;) {
     if (Cancelled(options)) return CancelledError(options);
     for (Handshakes::Done& done : handshakes.TakeDone()) {
@@ -333,11 +353,14 @@ absl::StatusOr<std::vector<Connection>> ConnectMesh(const MeshOptions& options) 
       ++accepted;
     }
     if (accepted == options.rank) break;
-    const bool room = handshakes.running() < kMostHandshakes;
+    const absl::Time now = absl::Now();
+    const bool room = handshakes.running() < kMostHandshakes && now >= guard.paused_until();
     pollfd fds[2] = {{listener.get(), static_cast<short>(room ? POLLIN : 0), 0},
                      {handshakes.wake_fd(), POLLIN, 0}};
-    const int64_t left_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
-    if (left_ms <= 0 || poll(fds, 2, static_cast<int>(std::min<int64_t>(left_ms, 200))) < 0) {
+    const int64_t left_ms = absl::ToInt64Milliseconds(deadline - now);
+    const int64_t wait_ms = std::min<int64_t>(
+        {left_ms, 200, room ? 200 : absl::ToInt64Milliseconds(guard.paused_until() - now) + 1});
+    if (left_ms <= 0 || poll(fds, 2, static_cast<int>(std::max<int64_t>(wait_ms, 0))) < 0) {
       if (left_ms > 0 && errno == EINTR) continue;
       if (left_ms > 0) return absl::InternalError(absl::StrCat("poll: ", strerror(errno)));
       std::string missing;
@@ -350,16 +373,22 @@ absl::StatusOr<std::vector<Connection>> ConnectMesh(const MeshOptions& options) 
           "; missing: ", missing, " (can they reach ", here, "?)",
           refused.empty()
               ? std::string()
-              : absl::StrCat(
-                    "; last refused: ", refused,
-                    refusals > 1 ? absl::StrCat(" (", refusals, " refused in all)") : "")));
+              : absl::StrCat("; last refused: ", refused,
+                             refusals > 1 ? absl::StrCat(" (", refusals, " refused in all)") : ""),
+          guard.shortages() == 0
+              ? std::string()
+              : absl::StrCat("; this rank ran out of file descriptors (accept: ",
+                             strerror(guard.last_shortage_errno()), ") ", guard.shortages(),
+                             " time(s) while accepting: raise its limit (ulimit -n)")));
     }
     while (room && (fds[0].revents & POLLIN) && handshakes.running() < kMostHandshakes) {
-      Connection connection{ScopedFd(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC)),
-                            nullptr};
+      Connection connection{
+          ScopedFd(guard.Accept(listener.get(), [&] { return handshakes.ShutDownOldest(); })),
+          nullptr};
       if (!connection.valid()) break;
       handshakes.Start(std::move(connection), std::min(deadline, absl::Now() + kHandshakeTimeout));
     }
+    guard.EndRound();
   }
   for (Connection& connection : peers) {
     if (connection.valid()) RETURN_IF_ERROR(SetNonBlocking(connection.fd.get(), true));

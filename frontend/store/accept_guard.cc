@@ -32,8 +32,9 @@ bool OutOfDescriptors(int accept_errno) {
 
 }  // namespace
 
-AcceptGuard::AcceptGuard(std::string server) : server_(std::move(server)) {
-  reserve_.Reset(OpenReserve());
+AcceptGuard::AcceptGuard(std::string server, OnShortage on_shortage)
+    : server_(std::move(server)), on_shortage_(on_shortage) {
+  if (on_shortage_ == OnShortage::kTurnAway) reserve_.Reset(OpenReserve());
 }
 
 bool AcceptGuard::TurnAwayOne(int listener) {
@@ -57,6 +58,12 @@ int AcceptGuard::Accept(int listener, const std::function<bool()>& shed_one) {
       return -1;
     }
     round_errno_ = errno;
+    if (on_shortage_ == OnShortage::kPause) {
+      if (shed_one()) ++round_shed_;
+      ++total_pauses_;
+      paused_until_ = absl::Now() + kPause;
+      return -1;
+    }
     if (round_shed_ + round_turned_away_ >= kMostMadeRoomPerRound) return -1;
     if (shed_one()) {
       ++round_shed_;
@@ -76,15 +83,18 @@ void AcceptGuard::EndRound() {
   total_turned_away_ += std::exchange(round_turned_away_, 0);
   if (accept_errno == 0) return;
   ++shortages_;
+  last_errno_ = accept_errno;
   const absl::Time now = absl::Now();
   if (now - last_log_ < kLogEvery) return;
   last_log_ = now;
   Log(LogLevel::kWarning,
       absl::StrCat(server_, ": out of file descriptors (accept: ", strerror(accept_errno),
-                   "): closed ", total_shed_,
-                   " connection(s) that had not authenticated to make "
-                   "room, turned ",
-                   total_turned_away_, " new one(s) away at once; ", shortages_,
+                   "): too many open connections; closed ", total_shed_,
+                   " connection(s) that had not authenticated to make room, ",
+                   on_shortage_ == OnShortage::kPause
+                       ? absl::StrCat("paused accepting ", total_pauses_, " time(s)")
+                       : absl::StrCat("turned ", total_turned_away_, " new one(s) away at once"),
+                   "; ", shortages_,
                    " shortage(s) so far. Raise the limit (ulimit -n) if this is legitimate load"));
 }
 
