@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "frontend/core/environment.h"
-#include "frontend/core/status_macros.h"
+#include "base/core/environment.h"
+#include "base/core/status_macros.h"
 
 namespace plexus {
 namespace {

@@ -10,8 +10,8 @@
 #include "absl/status/status.h"
 #include "algorithms/collective_context.h"
 #include "algorithms/quantize_kernels.h"
-#include "frontend/core/dtype.h"
-#include "frontend/core/reduce_op.h"
+#include "base/core/dtype.h"
+#include "base/core/reduce_op.h"
 
 namespace plexus {
 

@@ -17,7 +17,7 @@
 
 #include "absl/status/status.h"
 #include "algorithms/collective_context.h"
-#include "frontend/transport/shared_arena.h"
+#include "base/transport/shared_arena.h"
 
 namespace plexus {
 

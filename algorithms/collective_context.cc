@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "frontend/core/deadline.h"
+#include "base/core/deadline.h"
 
 namespace plexus {
 

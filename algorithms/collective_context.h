@@ -14,10 +14,10 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "frontend/core/dtype.h"
-#include "frontend/core/tensor.h"
-#include "frontend/transport/transport.h"
-#include "frontend/work/work.h"
+#include "base/core/dtype.h"
+#include "base/core/tensor.h"
+#include "base/transport/transport.h"
+#include "base/work/work.h"
 
 namespace plexus {
 

@@ -19,8 +19,8 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "frontend/core/dtype.h"
-#include "frontend/core/reduce_op.h"
+#include "base/core/dtype.h"
+#include "base/core/reduce_op.h"
 
 namespace plexus {
 

@@ -7,8 +7,8 @@
 
 #include <cstdint>
 
-#include "frontend/core/dtype.h"
-#include "frontend/core/reduce_op.h"
+#include "base/core/dtype.h"
+#include "base/core/reduce_op.h"
 
 namespace plexus {
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "frontend/transport/transport.h"
+#include "base/transport/transport.h"
 
 namespace plexus {
 

@@ -56,9 +56,9 @@ ln -sfn "libplexus.so.${version_major}" "${prefix}/lib/libplexus.so"
 # plexus.h and every header it includes from this repository, under include/plexus/, with
 # their includes of each other rewritten to "plexus/..." so one -I PREFIX/include finds them.
 headers="$(cd "${source_root}" && g++ -std=c++17 -MM -MT x -I. -isystem /usr/local/cuda/include \
-  sdk/plexus.h | tr -d '\\' | tr ' ' '\n' | grep -E '^(frontend|algorithms|backends|devices)/.*\.h$' | sort -u)"
+  sdk/plexus.h | tr -d '\\' | tr ' ' '\n' | grep -E '^(base|executor|frontend|algorithms|backends|devices)/.*\.h$' | sort -u)"
 rewrite() {
-  sed -E 's@#include "(frontend|algorithms|backends|devices)/@#include "plexus/\1/@' "$1"
+  sed -E 's@#include "(base|executor|frontend|algorithms|backends|devices)/@#include "plexus/\1/@' "$1"
 }
 for header in ${headers}; do
   install -d "${prefix}/include/plexus/$(dirname "${header}")"

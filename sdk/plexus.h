@@ -10,22 +10,22 @@
 #ifndef PLEXUS_SDK_PLEXUS_H_
 #define PLEXUS_SDK_PLEXUS_H_
 
-#include "frontend/auth/tls.h"
-#include "frontend/core/device.h"
-#include "frontend/core/dtype.h"
-#include "frontend/core/options.h"
-#include "frontend/core/reduce_op.h"
-#include "frontend/core/tensor.h"
+#include "base/auth/tls.h"
+#include "base/core/device.h"
+#include "base/core/dtype.h"
+#include "base/core/options.h"
+#include "base/core/reduce_op.h"
+#include "base/core/tensor.h"
+#include "base/store/file_store.h"
+#include "base/store/hash_store.h"
+#include "base/store/prefix_store.h"
+#include "base/store/tcp_store.h"
+#include "base/work/work.h"
 #include "frontend/dispatch/init.h"
 #include "frontend/dispatch/process_group.h"
 #include "frontend/dispatch/session.h"
 #include "frontend/elastic/communicator.h"
 #include "frontend/elastic/master_node.h"
-#include "frontend/store/file_store.h"
-#include "frontend/store/hash_store.h"
-#include "frontend/store/prefix_store.h"
-#include "frontend/store/tcp_store.h"
-#include "frontend/work/work.h"
 
 namespace plexus {
 

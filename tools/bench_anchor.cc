@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "frontend/core/environment.h"
+#include "base/core/environment.h"
 
 namespace plexus::bench {
 

@@ -17,10 +17,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "frontend/dispatch/backend_registry.h"
+#include "backends/interface/backend_registry.h"
+#include "base/store/tcp_store.h"
+#include "base/store/tcp_store_server.h"
 #include "frontend/dispatch/init.h"
-#include "frontend/store/tcp_store.h"
-#include "frontend/store/tcp_store_server.h"
 #include "tests/testing/store_backend.h"
 
 namespace plexus {

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "absl/strings/numbers.h"
-#include "frontend/core/heartbeat.h"
+#include "base/core/heartbeat.h"
 #include "frontend/elastic/master_node.h"
 
 namespace {

@@ -1,12 +1,12 @@
 // Prints docs/environment.md from the table of environment variables
-// (frontend/core/environment.h), or with --names only their names, one a line.
+// (base/core/environment.h), or with --names only their names, one a line.
 //
 //   bazel run //tools:environment_doc > docs/environment.md
 #include <cstdio>
 #include <cstring>
 #include <string>
 
-#include "frontend/core/environment.h"
+#include "base/core/environment.h"
 
 namespace {
 
@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
       "Every `PLEXUS_*` variable plexus reads. Explicit arguments (`init_process_group(...,\n"
       "secret=...)`, `TcpTransportOptions`, `CommunicatorOptions`, ...) win over the\n"
       "environment where both exist.\n\n"
-      "This page is generated from the table in `frontend/core/environment.cc` (`bazel run\n"
+      "This page is generated from the table in `base/core/environment.cc` (`bazel run\n"
       "//tools:environment_doc > docs/environment.md`); `//tools:environment_doc_test` fails\n"
       "when the page, the table or the names the sources read disagree.\n\n"
       "| variable | type | default | meaning | more |\n"

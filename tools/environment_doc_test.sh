@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/environment.md, the table in frontend/core/environment.cc and the PLEXUS_* names the
+# docs/environment.md, the table in base/core/environment.cc and the PLEXUS_* names the
 # sources read must agree: the page is the generator's output, every name the code, scripts or
 # docs use is in the table, every name in the table is read somewhere, and C++ reads them
 # through ReadEnvironment (not std::getenv).
@@ -22,7 +22,7 @@ fi
 (cd "${checkout}" &&
  grep -rhoE 'PLEXUS_[A-Z0-9_]*[A-Z0-9]\b\*?' --include='*.cc' --include='*.h' --include='*.py' \
       --include='*.sh' --include='*.md' --include='*.bzl' --include=BUILD \
-      algorithms backends bindings devices docs frontend sdk third_party tools README.md \
+      algorithms backends base bindings devices docs executor frontend sdk third_party tools README.md \
       --exclude='*_test.*' --exclude-dir=tests) |
   grep -vE '_H_$|\*$' |
   grep -vxE 'PLEXUS_(ABSL|BENCH_CUDA|CUDA_ROOT|HAVE_NCCL|TORCH_BACKEND_API)' |
@@ -30,22 +30,22 @@ fi
   sort -u > "${TEST_TMPDIR}/used"
 if ! comm -23 "${TEST_TMPDIR}/used" "${TEST_TMPDIR}/table" > "${TEST_TMPDIR}/unlisted" ||
    [[ -s "${TEST_TMPDIR}/unlisted" ]]; then
-  echo "used but not in frontend/core/environment.cc's table:"
+  echo "used but not in base/core/environment.cc's table:"
   cat "${TEST_TMPDIR}/unlisted"
   failed=1
 fi
 # Every listed name must be read by code, not only named in docs.
 (cd "${checkout}" &&
  grep -rhoE 'PLEXUS_[A-Z0-9_]*[A-Z0-9]\b' --include='*.cc' --include='*.py' --include='*.sh' \
-      algorithms backends bindings devices frontend sdk tools --exclude='*_test.*' \
+      algorithms backends base bindings devices executor frontend sdk tools --exclude='*_test.*' \
       --exclude-dir=tests --exclude=environment.cc) | sort -u > "${TEST_TMPDIR}/read"
 if comm -23 "${TEST_TMPDIR}/table" "${TEST_TMPDIR}/read" | grep . ; then
   echo "^ listed in the table but read by no code"
   failed=1
 fi
 if (cd "${checkout}" && grep -rn 'getenv("PLEXUS_' --include='*.cc' --include='*.h' \
-      algorithms backends bindings devices frontend sdk tools --exclude='*_test.cc'); then
-  echo "^ read with std::getenv: use ReadEnvironment (frontend/core/environment.h)"
+      algorithms backends base bindings devices executor frontend sdk tools --exclude='*_test.cc'); then
+  echo "^ read with std::getenv: use ReadEnvironment (base/core/environment.h)"
   failed=1
 fi
 exit "${failed}"

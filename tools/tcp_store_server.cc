@@ -6,7 +6,7 @@
 // PLEXUS_TLS_KEY / PLEXUS_TLS_CA (every connection is TLS 1.3), docs/security.md.
 // --require=secret, --require=tls or --require=secret,tls refuse to start without them, so a
 // deployment that lost its variables fails loudly instead of serving anyone.
-#include "frontend/store/tcp_store_server.h"
+#include "base/store/tcp_store_server.h"
 
 #include <csignal>
 #include <cstdio>
@@ -15,8 +15,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "frontend/auth/mutual_auth.h"
-#include "frontend/auth/tls.h"
+#include "base/auth/mutual_auth.h"
+#include "base/auth/tls.h"
 
 namespace {
 

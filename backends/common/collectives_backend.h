@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/collectives.h"
 #include "backends/common/split_bytes.h"
-#include "frontend/dispatch/backend.h"
+#include "backends/interface/backend.h"
+#include "executor/collectives.h"
 
 namespace plexus {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "frontend/core/tensor.h"
+#include "base/core/tensor.h"
 
 namespace plexus {
 

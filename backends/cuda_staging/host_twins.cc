@@ -1,4 +1,4 @@
-// Host twins of CUDA tensors (frontend/core/host_twin.h), for the elastic communicator: pinned
+// Host twins of CUDA tensors (base/core/host_twin.h), for the elastic communicator: pinned
 // buffers from a pool, copied on the caller's current stream and waited for, so a twin holds
 // what the stream's earlier work wrote and a copy back is in place when CopyBack returns.
 #include <algorithm>
@@ -7,11 +7,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/core/host_twin.h"
+#include "base/core/status_macros.h"
 #include "devices/cuda/cuda_api.h"
 #include "devices/cuda/current_stream.h"
 #include "devices/cuda/pinned_pool.h"
-#include "frontend/core/host_twin.h"
-#include "frontend/core/status_macros.h"
 
 namespace plexus::cuda_staging {
 namespace {

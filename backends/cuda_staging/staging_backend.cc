@@ -3,10 +3,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "backends/interface/backend_registry.h"
+#include "base/core/status_macros.h"
 #include "devices/cuda/current_stream.h"
 #include "devices/cuda/device_tensors.h"
-#include "frontend/core/status_macros.h"
-#include "frontend/dispatch/backend_registry.h"
 
 namespace plexus::cuda_staging {
 
@@ -110,7 +110,7 @@ class StagingBackend::Copier {
 
   // The stream results go back to `device` on, made on first use.
   absl::StatusOr<cudaStream_t> StreamFor(int device) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = streams_.find(device);
     if (it != streams_.end()) return it->second;
     cuda::DeviceGuard guard(api, device);
@@ -154,7 +154,7 @@ class StagingBackend::Copier {
   cuda::EventWatcher watcher;
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::map<int, cudaStream_t> streams_;
 };
 
@@ -164,7 +164,7 @@ StagingBackend::StagingBackend(std::shared_ptr<Backend> host, const BackendConte
 StagingBackend::~StagingBackend() = default;
 
 absl::StatusOr<std::shared_ptr<StagingBackend::Copier>> StagingBackend::Load() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (loaded_) {
     if (!load_error_.ok()) return load_error_;
     return copier_;

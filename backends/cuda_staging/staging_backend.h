@@ -19,10 +19,11 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "backends/interface/backend.h"
+#include "base/core/mutex.h"
 #include "devices/cuda/cuda_api.h"
 #include "devices/cuda/event_watcher.h"
 #include "devices/cuda/pinned_pool.h"
-#include "frontend/dispatch/backend.h"
 
 namespace plexus::cuda_staging {
 
@@ -89,7 +90,7 @@ class StagingBackend : public Backend {
 
   const std::shared_ptr<Backend> host_;
   const BackendContext context_;
-  std::mutex mu_;
+  Mutex mu_;
   bool loaded_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status load_error_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<Copier> copier_ ABSL_GUARDED_BY(mu_);

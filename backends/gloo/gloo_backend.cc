@@ -1,23 +1,18 @@
 #include "backends/gloo/gloo_backend.h"
 
-#include <signal.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "algorithms/reduce_kernels.h"
-#include "backends/gloo/gloo_store_adapter.h"
 #include "backends/gloo/gloo_transport.h"
-#include "frontend/core/environment.h"
-#include "frontend/core/logging.h"
-#include "frontend/core/status_macros.h"
-#include "frontend/dispatch/backend_registry.h"
-#include "gloo/rendezvous/context.h"
-#include "gloo/transport/tcp/device.h"
+#include "backends/interface/backend_registry.h"
+#include "base/core/environment.h"
+#include "base/core/logging.h"
+#include "base/core/status_macros.h"
 
 namespace plexus {
 
@@ -28,41 +23,18 @@ std::string GlooDeviceAddress(const BackendContext& context) {
   return context.address;
 }
 
-void IgnoreSigpipeUnlessHandled() {
-  struct sigaction current {};
-  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
-    signal(SIGPIPE, SIG_IGN);
-  }
-}
-
 absl::StatusOr<std::shared_ptr<Backend>> GlooBackend::Create(const BackendContext& context) {
   ASSIGN_OR_RETURN(AlgorithmTable table, AlgorithmTable::FromEnvironment());
-  // Gloo writes to its sockets without MSG_NOSIGNAL: a write to a dead peer would kill this
-  // process with SIGPIPE instead of failing the operation.
-  IgnoreSigpipeUnlessHandled();
-  std::shared_ptr<gloo::rendezvous::Context> gloo_context;
   const std::string address = GlooDeviceAddress(context);
   if (LogEnabled(LogLevel::kDebug)) {
     Log(LogLevel::kDebug, absl::StrCat("gloo: group '", context.group_name, "' rank ", context.rank,
                                        " listens at ", address));
   }
-  try {
-    gloo::transport::tcp::attr attr;
-    attr.hostname = address;
-    std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
-    gloo_context = std::make_shared<gloo::rendezvous::Context>(context.rank, context.size);
-    gloo_context->setTimeout(std::chrono::milliseconds(absl::ToInt64Milliseconds(context.timeout)));
-    GlooStoreAdapter store(context.store, context.timeout);
-    gloo_context->connectFullMesh(store, device);
-  } catch (const std::exception& error) {
-    return GlooErrorToStatus(
-        error, absl::StrCat("gloo: connecting rank ", context.rank, " of ", context.size,
-                            " (group ", context.group_name, ", listening at ", address,
-                            "; peers dial the addresses they advertised)"));
-  }
+  ASSIGN_OR_RETURN(std::shared_ptr<GlooTransport> transport,
+                   GlooTransport::Connect(context.store, context.rank, context.size, address,
+                                          context.timeout, context.group_name));
   const char* native_env = ReadEnvironment("PLEXUS_GLOO_NATIVE");
   const bool native = native_env == nullptr || std::string(native_env) != "0";
-  auto transport = std::make_shared<GlooTransport>(std::move(gloo_context));
   auto collectives = std::make_unique<Collectives>(transport, std::move(table));
   return std::shared_ptr<Backend>(
       new GlooBackend(std::move(collectives), std::move(transport), native));

@@ -16,7 +16,7 @@
 #include "backends/common/nominal_traffic.h"
 #include "backends/gloo/gloo_native.h"
 #include "backends/gloo/gloo_transport.h"
-#include "frontend/dispatch/backend.h"
+#include "backends/interface/backend.h"
 
 namespace plexus {
 

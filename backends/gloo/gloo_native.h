@@ -10,8 +10,8 @@
 #include <memory>
 #include <vector>
 
-#include "frontend/core/dtype.h"
-#include "frontend/core/reduce_op.h"
+#include "base/core/dtype.h"
+#include "base/core/reduce_op.h"
 #include "gloo/context.h"
 
 namespace plexus::gloo_native {

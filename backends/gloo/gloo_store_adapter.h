@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "frontend/store/store.h"
+#include "base/store/store.h"
 #include "gloo/rendezvous/store.h"
 
 namespace plexus {

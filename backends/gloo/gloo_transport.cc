@@ -1,13 +1,19 @@
 #include "backends/gloo/gloo_transport.h"
 
+#include <signal.h>
+
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "backends/gloo/gloo_store_adapter.h"
 #include "gloo/common/error.h"
+#include "gloo/rendezvous/context.h"
+#include "gloo/transport/tcp/device.h"
 #include "gloo/transport/unbound_buffer.h"
 
 namespace plexus {
@@ -40,6 +46,41 @@ absl::Status GlooErrorToStatus(const std::exception& error, const std::string& w
     return absl::UnavailableError(text);
   }
   return absl::InternalError(text);
+}
+
+namespace {
+
+void IgnoreSigpipeUnlessHandled() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    signal(SIGPIPE, SIG_IGN);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<GlooTransport>> GlooTransport::Connect(std::shared_ptr<Store> store,
+                                                                      int rank, int size,
+                                                                      const std::string& address,
+                                                                      absl::Duration timeout,
+                                                                      const std::string& group) {
+  // Gloo writes to its sockets without MSG_NOSIGNAL: a write to a dead peer would kill this
+  // process with SIGPIPE instead of failing the operation.
+  IgnoreSigpipeUnlessHandled();
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = address;
+    std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    context->setTimeout(std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
+    GlooStoreAdapter adapter(std::move(store), timeout);
+    context->connectFullMesh(adapter, device);
+    return std::make_shared<GlooTransport>(std::move(context));
+  } catch (const std::exception& error) {
+    return GlooErrorToStatus(error, absl::StrCat("gloo: connecting rank ", rank, " of ", size,
+                                                 " (group ", group, ", listening at ", address,
+                                                 "; peers dial the addresses they advertised)"));
+  }
 }
 
 GlooTransport::GlooTransport(std::shared_ptr<gloo::Context> context)

@@ -21,7 +21,10 @@
 #include <thread>
 
 #include "absl/status/status.h"
-#include "frontend/transport/transport.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "base/store/store.h"
+#include "base/transport/transport.h"
 #include "gloo/context.h"
 
 namespace plexus {
@@ -39,6 +42,13 @@ absl::Status GlooErrorToStatus(const std::exception& error, const std::string& w
 
 class GlooTransport : public Transport {
  public:
+  // Connects `size` ranks' Gloo TCP pairs through `store`, this rank listening on `address`,
+  // within `timeout`: how a gloo group forms. `group` names it in errors.
+  static absl::StatusOr<std::shared_ptr<GlooTransport>> Connect(std::shared_ptr<Store> store,
+                                                                int rank, int size,
+                                                                const std::string& address,
+                                                                absl::Duration timeout,
+                                                                const std::string& group);
   explicit GlooTransport(std::shared_ptr<gloo::Context> context);
   ~GlooTransport() override;
 

@@ -13,10 +13,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "algorithms/reduce_kernels.h"
-#include "frontend/core/status_macros.h"
-#include "frontend/dispatch/backend_registry.h"
-#include "frontend/dispatch/rendezvous.h"
-#include "frontend/store/tcp_store.h"
+#include "backends/interface/backend_registry.h"
+#include "base/core/status_macros.h"
+#include "base/rendezvous/rendezvous.h"
+#include "base/store/tcp_store.h"
 
 namespace plexus {
 namespace {

@@ -19,9 +19,9 @@
 #include "absl/status/statusor.h"
 #include "backends/common/collectives_backend.h"
 #include "backends/common/nominal_traffic.h"
+#include "backends/interface/backend.h"
 #include "backends/mpi/mpi_transport.h"
-#include "frontend/dispatch/backend.h"
-#include "frontend/dispatch/rendezvous.h"
+#include "base/rendezvous/rendezvous.h"
 
 namespace plexus {
 

@@ -9,9 +9,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "frontend/core/environment.h"
-#include "frontend/dispatch/rendezvous.h"
-#include "frontend/net/interfaces.h"
+#include "base/core/environment.h"
+#include "base/net/interfaces.h"
+#include "base/rendezvous/rendezvous.h"
 
 namespace plexus {
 

@@ -26,7 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "frontend/work/work.h"
+#include "base/work/work.h"
 
 namespace plexus {
 

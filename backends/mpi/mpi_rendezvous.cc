@@ -8,10 +8,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "backends/mpi/mpi_engine.h"
-#include "frontend/core/logging.h"
-#include "frontend/core/status_macros.h"
-#include "frontend/net/interfaces.h"
-#include "frontend/store/tcp_store.h"
+#include "base/core/logging.h"
+#include "base/core/status_macros.h"
+#include "base/net/interfaces.h"
+#include "base/store/tcp_store.h"
 
 namespace plexus {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "frontend/dispatch/rendezvous.h"
+#include "base/rendezvous/rendezvous.h"
 
 namespace plexus {
 

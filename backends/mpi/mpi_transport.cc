@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "algorithms/collectives.h"
+#include "executor/collectives.h"
 
 namespace plexus {
 namespace {

@@ -21,7 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "backends/mpi/mpi_engine.h"
-#include "frontend/transport/transport.h"
+#include "base/transport/transport.h"
 
 namespace plexus {
 

@@ -1,6 +1,6 @@
 // Linked instead of the nccl backend where the build found no CUDA toolkit with NCCL: the
 // registry then says why "nccl" is missing instead of calling it unknown.
-#include "frontend/dispatch/backend_registry.h"
+#include "backends/interface/backend_registry.h"
 
 #ifndef PLEXUS_CUDA_ROOT
 #define PLEXUS_CUDA_ROOT "/usr/local/cuda"

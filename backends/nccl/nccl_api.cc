@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/core/environment.h"
 #include "devices/cuda/dynamic_library.h"
-#include "frontend/core/environment.h"
 
 #ifndef PLEXUS_CUDA_ROOT
 #define PLEXUS_CUDA_ROOT "/usr/local/cuda"

@@ -3,11 +3,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "backends/interface/backend_registry.h"
 #include "backends/nccl/nccl_types.h"
+#include "base/core/status_macros.h"
 #include "devices/cuda/current_stream.h"
 #include "devices/cuda/device_tensors.h"
-#include "frontend/core/status_macros.h"
-#include "frontend/dispatch/backend_registry.h"
 
 namespace plexus::nccl {
 
@@ -33,7 +33,7 @@ absl::Status NcclBackend::Load() {
 }
 
 absl::Status NcclBackend::ConnectEagerly(const Device& device) {
-  std::lock_guard<std::mutex> lock(issue_mu_);
+  MutexLock lock(issue_mu_);
   RETURN_IF_ERROR(Load());
   RETURN_IF_ERROR(cuda::RequireDevice(device.index));
   absl::Status made = CommunicatorFor(device.index).status();
@@ -42,7 +42,7 @@ absl::Status NcclBackend::ConnectEagerly(const Device& device) {
 }
 
 absl::Status NcclBackend::Abort(const absl::Status& reason) {
-  std::lock_guard<std::mutex> lock(issue_mu_);
+  MutexLock lock(issue_mu_);
   for (auto& [device, communicator] : communicators_) {
     if (communicator.ok()) (*communicator)->Abort(reason);
   }
@@ -52,7 +52,7 @@ absl::Status NcclBackend::Abort(const absl::Status& reason) {
 NcclBackend::~NcclBackend() {
   // Abort first, so kernels waiting on peers exit; then the watcher fails what was pending.
   {
-    std::lock_guard<std::mutex> lock(issue_mu_);
+    MutexLock lock(issue_mu_);
     for (auto& [device, communicator] : communicators_) {
       if (communicator.ok()) {
         (*communicator)
@@ -102,7 +102,7 @@ absl::StatusOr<std::shared_ptr<NcclCommunicator>> NcclBackend::CommunicatorFor(i
 }
 
 WorkPtr NcclBackend::Run(const Call& call, const Enqueue& enqueue) {
-  std::unique_lock<std::mutex> lock(issue_mu_);
+  UniqueLock lock(issue_mu_);
   const int64_t sequence = next_sequence_++;
   // A call without tensors (barrier) runs where the last one ran, else on the current device.
   int device = call.tensors.empty() ? last_device_ : -1;

@@ -24,8 +24,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "backends/common/nominal_traffic.h"
+#include "backends/interface/backend.h"
 #include "backends/nccl/nccl_communicator.h"
-#include "frontend/dispatch/backend.h"
+#include "base/core/mutex.h"
 
 namespace plexus::nccl {
 
@@ -99,7 +100,7 @@ class NcclBackend : public Backend {
   absl::Status Load() ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mu_);
 
   const BackendContext context_;
-  std::mutex issue_mu_;  // Issue order = launch order = sequence order.
+  Mutex issue_mu_;  // Issue order = launch order = sequence order.
   bool loaded_ ABSL_GUARDED_BY(issue_mu_) = false;
   absl::Status load_error_ ABSL_GUARDED_BY(issue_mu_);
   const NcclApi* nccl_ = nullptr;  // Set by Load(); read only after it succeeded.

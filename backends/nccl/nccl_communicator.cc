@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "frontend/core/status_macros.h"
+#include "base/core/status_macros.h"
 
 namespace plexus::nccl {
 namespace {
@@ -77,7 +77,7 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   // An older library than the header reads only the fields its version has.
   nccl_config.version = std::min<unsigned>(nccl_config.version, nccl.version);
   nccl_config.commName = c.name.c_str();
-  std::lock_guard<std::mutex> lock(self->mu_);
+  MutexLock lock(self->mu_);
   self->caller_ready_ = std::move(ready);
   ncclResult_t started = nccl.CommInitRankConfig(&self->comm_, c.size, id, c.rank, &nccl_config);
   if (started != ncclSuccess && started != ncclInProgress) {
@@ -100,17 +100,17 @@ NcclCommunicator::~NcclCommunicator() {
   cuda::DeviceGuard guard(cuda_, config_.device);
   if (stream_ != nullptr) cuda_.StreamDestroy(stream_);
   if (scratch_ != nullptr) cuda_.Free(scratch_);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   caller_ready_.reset();
 }
 
 void NcclCommunicator::Fail(absl::Status status) {
-  std::lock_guard<std::mutex> lock(failure_mu_);
+  MutexLock lock(failure_mu_);
   if (failure_.ok()) failure_ = std::move(status);
 }
 
 absl::Status NcclCommunicator::failure() const {
-  std::lock_guard<std::mutex> lock(failure_mu_);
+  MutexLock lock(failure_mu_);
   return failure_;
 }
 
@@ -138,7 +138,7 @@ absl::StatusOr<std::shared_ptr<cuda::CudaEvent>> NcclCommunicator::Launch(absl::
                                                                           absl::Time deadline) {
   ASSIGN_OR_RETURN(std::shared_ptr<cuda::CudaEvent> done,
                    cuda::CudaEvent::Create(cuda_, config_.device));
-  std::unique_lock<std::mutex> lock(mu_);
+  UniqueLock lock(mu_);
   if (abort_requested_.load(std::memory_order_acquire)) {
     absl::Status why = failure();
     return absl::Status(why.code(), absl::StrCat(what, ": ", why.message()));
@@ -161,9 +161,10 @@ absl::StatusOr<std::shared_ptr<cuda::CudaEvent>> NcclCommunicator::Launch(absl::
 }
 
 absl::Status NcclCommunicator::Health() {
-  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
   // A launch in progress polls NCCL itself; the watcher asks again shortly.
-  if (!lock.owns_lock() || aborted_) return failure();
+  if (!mu_.try_lock()) return failure();
+  UniqueLock lock(mu_, std::adopt_lock);
+  if (aborted_) return failure();
   ncclResult_t state = ncclSuccess;
   ncclResult_t asked = nccl_.CommGetAsyncError(comm_, &state);
   if (asked == ncclSuccess && (state == ncclSuccess || state == ncclInProgress)) {
@@ -187,7 +188,7 @@ absl::Status NcclCommunicator::Health() {
 void NcclCommunicator::Abort(const absl::Status& reason) {
   Fail(reason);
   abort_requested_.store(true, std::memory_order_release);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (aborted_) return;
   aborted_ = true;
   if (comm_ != nullptr) nccl_.CommAbort(comm_);  // Ends in-flight kernels; never waits on peers.

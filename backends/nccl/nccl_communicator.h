@@ -21,9 +21,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "backends/nccl/nccl_api.h"
+#include "base/core/mutex.h"
+#include "base/store/store.h"
 #include "devices/cuda/cuda_api.h"
 #include "devices/cuda/event_watcher.h"
-#include "frontend/store/store.h"
 
 namespace plexus::nccl {
 
@@ -93,7 +94,7 @@ class NcclCommunicator {
   const Config config_;
   // Guards every use of comm_ (NCCL calls on one communicator must not interleave), and the
   // abort, which frees it.
-  std::mutex mu_;
+  Mutex mu_;
   ncclComm_t comm_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;
   cudaStream_t stream_ = nullptr;
@@ -102,7 +103,7 @@ class NcclCommunicator {
   // Set by Abort before it takes mu_, so a launch polling NCCL gives way at once.
   std::atomic<bool> abort_requested_{false};
 
-  mutable std::mutex failure_mu_;
+  mutable Mutex failure_mu_;
   absl::Status failure_ ABSL_GUARDED_BY(failure_mu_);
 };
 

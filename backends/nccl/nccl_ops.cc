@@ -6,7 +6,7 @@
 #include "backends/common/split_bytes.h"
 #include "backends/nccl/nccl_backend.h"
 #include "backends/nccl/nccl_types.h"
-#include "frontend/core/status_macros.h"
+#include "base/core/status_macros.h"
 
 namespace plexus::nccl {
 namespace {

@@ -17,8 +17,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "frontend/core/dtype.h"
-#include "frontend/core/reduce_op.h"
+#include "base/core/dtype.h"
+#include "base/core/reduce_op.h"
 
 namespace plexus::nccl {
 

@@ -11,7 +11,7 @@
 #include <ctime>
 
 #include "absl/strings/str_cat.h"
-#include "frontend/core/deadline.h"
+#include "base/core/deadline.h"
 
 namespace plexus::tcp {
 namespace {

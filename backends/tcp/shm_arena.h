@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "frontend/transport/shared_arena.h"
+#include "base/transport/shared_arena.h"
 
 namespace plexus::tcp {
 

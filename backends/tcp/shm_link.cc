@@ -9,10 +9,10 @@
 #include "absl/base/internal/endian.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "frontend/core/environment.h"
-#include "frontend/core/logging.h"
-#include "frontend/core/status_macros.h"
-#include "frontend/net/host_identity.h"
+#include "base/core/environment.h"
+#include "base/core/logging.h"
+#include "base/core/status_macros.h"
+#include "base/net/host_identity.h"
 
 namespace plexus::tcp {
 namespace {

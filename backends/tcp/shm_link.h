@@ -22,7 +22,7 @@
 #include "absl/time/time.h"
 #include "backends/tcp/shm_arena.h"
 #include "backends/tcp/shm_ring.h"
-#include "frontend/store/socket_util.h"
+#include "base/net/socket_util.h"
 
 namespace plexus::tcp {
 

@@ -2,9 +2,9 @@
 
 #include <utility>
 
-#include "frontend/core/status_macros.h"
-#include "frontend/dispatch/backend_registry.h"
-#include "frontend/transport/transport_registry.h"
+#include "backends/interface/backend_registry.h"
+#include "base/core/status_macros.h"
+#include "base/transport/transport_registry.h"
 
 namespace plexus {
 

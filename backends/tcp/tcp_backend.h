@@ -1,5 +1,5 @@
 // TcpBackend: the in-house backend, registered as "tcp" (cpu tensors). A
-// TcpTransport per group and the shared algorithms (algorithms/collectives.h)
+// TcpTransport per group and the shared algorithms (executor/collectives.h)
 // on top.
 #ifndef PLEXUS_BACKENDS_TCP_TCP_BACKEND_H_
 #define PLEXUS_BACKENDS_TCP_TCP_BACKEND_H_
@@ -8,10 +8,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "algorithms/collectives.h"
 #include "backends/common/collectives_backend.h"
+#include "backends/interface/backend.h"
 #include "backends/tcp/tcp_transport.h"
-#include "frontend/dispatch/backend.h"
+#include "executor/collectives.h"
 
 namespace plexus {
 

@@ -17,10 +17,10 @@
 #include "absl/base/internal/endian.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "frontend/auth/mutual_auth.h"
-#include "frontend/core/logging.h"
-#include "frontend/core/status_macros.h"
-#include "frontend/store/accept_guard.h"
+#include "base/auth/mutual_auth.h"
+#include "base/core/logging.h"
+#include "base/core/status_macros.h"
+#include "base/net/accept_guard.h"
 
 namespace plexus::tcp {
 namespace {

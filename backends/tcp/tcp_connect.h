@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "frontend/auth/tls.h"
-#include "frontend/store/socket_util.h"
-#include "frontend/store/store.h"
+#include "base/auth/tls.h"
+#include "base/net/socket_util.h"
+#include "base/store/store.h"
 
 namespace plexus::tcp {
 
@@ -27,9 +27,9 @@ struct MeshOptions {
   // Polled while waiting for peers: true gives up with Aborted (the elastic communicator's
   // epoch moved on). May be empty.
   std::function<bool()> cancelled;
-  // Shared secret every connection proves both ways first (frontend/auth); empty: none.
+  // Shared secret every connection proves both ways first (base/auth); empty: none.
   std::string secret;
-  // TLS on every connection (frontend/auth/tls.h); null: none.
+  // TLS on every connection (base/auth/tls.h); null: none.
   std::shared_ptr<const auth::TlsContext> tls;
 };
 

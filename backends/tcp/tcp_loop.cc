@@ -9,9 +9,9 @@
 
 #include "absl/base/internal/endian.h"
 #include "absl/strings/str_cat.h"
-#include "frontend/core/deadline.h"
-#include "frontend/core/event_journal.h"
-#include "frontend/core/logging.h"
+#include "base/core/deadline.h"
+#include "base/core/event_journal.h"
+#include "base/core/logging.h"
 
 namespace plexus::tcp {
 namespace {

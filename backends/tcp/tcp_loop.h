@@ -18,8 +18,8 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "backends/tcp/shm_link.h"
-#include "frontend/store/socket_util.h"
-#include "frontend/transport/transport.h"
+#include "base/net/socket_util.h"
+#include "base/transport/transport.h"
 
 namespace plexus::tcp {
 

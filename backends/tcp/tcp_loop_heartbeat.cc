@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/tcp/tcp_loop.h"
-#include "frontend/core/heartbeat.h"
+#include "base/core/heartbeat.h"
 
 namespace plexus::tcp {
 namespace {

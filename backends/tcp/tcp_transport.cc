@@ -19,10 +19,10 @@
 #include "absl/strings/str_cat.h"
 #include "backends/tcp/tcp_connect.h"
 #include "backends/tcp/tcp_loop.h"
-#include "frontend/auth/mutual_auth.h"
-#include "frontend/core/deadline.h"
-#include "frontend/core/heartbeat.h"
-#include "frontend/core/status_macros.h"
+#include "base/auth/mutual_auth.h"
+#include "base/core/deadline.h"
+#include "base/core/heartbeat.h"
+#include "base/core/status_macros.h"
 
 namespace plexus {
 

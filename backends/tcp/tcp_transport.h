@@ -21,10 +21,10 @@
 
 #include "absl/status/statusor.h"
 #include "backends/tcp/shm_link.h"
-#include "frontend/auth/tls.h"
-#include "frontend/store/socket_util.h"
-#include "frontend/store/store.h"
-#include "frontend/transport/transport.h"
+#include "base/auth/tls.h"
+#include "base/net/socket_util.h"
+#include "base/store/store.h"
+#include "base/transport/transport.h"
 
 namespace plexus {
 namespace tcp {
@@ -51,13 +51,13 @@ struct TcpTransportOptions {
   // Whether and how peers on this host exchange frames through shared-memory rings (see
   // shm_link.h); unset: from the environment (PLEXUS_TRANSPORT, PLEXUS_SHM_*, PLEXUS_HOST_ID).
   std::optional<tcp::ShmConfig> shared_memory_config;
-  // Silence after which a peer counts as lost (frontend/core/heartbeat.h); unset: from
+  // Silence after which a peer counts as lost (base/core/heartbeat.h); unset: from
   // PLEXUS_HEARTBEAT (default 5 s); InfiniteDuration: never.
   std::optional<absl::Duration> heartbeat;
-  // Shared secret every connection of the mesh proves both ways (frontend/auth); unset:
+  // Shared secret every connection of the mesh proves both ways (base/auth); unset:
   // PLEXUS_SECRET / PLEXUS_SECRET_FILE; empty: none.
   std::optional<std::string> secret;
-  // TLS on every connection of the mesh (frontend/auth/tls.h); peers on this host still use
+  // TLS on every connection of the mesh (base/auth/tls.h); peers on this host still use
   // shared memory unless it is turned off. Unset: PLEXUS_TLS_CERT / _KEY / _CA.
   std::optional<auth::TlsFiles> tls;
 };

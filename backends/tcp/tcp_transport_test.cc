@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/tcp/shm_arena.h"
-#include "frontend/store/hash_store.h"
+#include "base/store/hash_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/tls_certificates.h"

@@ -13,7 +13,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
-#include "frontend/store/store.h"
+#include "base/store/store.h"
 
 namespace plexus::torch_backend {
 

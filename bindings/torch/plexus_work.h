@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "frontend/work/work.h"
+#include "base/work/work.h"
 
 namespace plexus::torch_backend {
 

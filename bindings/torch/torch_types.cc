@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "frontend/core/dtype.h"
-#include "frontend/core/options.h"
+#include "base/core/dtype.h"
+#include "base/core/options.h"
 
 namespace plexus::torch_backend {
 namespace {

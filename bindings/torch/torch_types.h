@@ -19,8 +19,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "frontend/core/reduce_op.h"
-#include "frontend/core/tensor.h"
+#include "base/core/reduce_op.h"
+#include "base/core/tensor.h"
 
 #if TORCH_VERSION_MAJOR >= 2
 #define PLEXUS_TORCH_BACKEND_API 1

@@ -7,8 +7,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "base/core/tensor.h"
 #include "devices/cuda/cuda_api.h"
-#include "frontend/core/tensor.h"
 
 namespace plexus::cuda {
 

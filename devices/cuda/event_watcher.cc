@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "frontend/core/logging.h"
+#include "base/core/logging.h"
 
 namespace plexus::cuda {
 
@@ -43,7 +43,7 @@ struct EventWatcher::State {
   void AbortLeft();
 
   const CudaApi& api;
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable wake;
   std::vector<Entry> entries ABSL_GUARDED_BY(mu);
   bool stopping ABSL_GUARDED_BY(mu) = false;
@@ -63,7 +63,7 @@ EventWatcher::EventWatcher(const CudaApi& api)
 
 EventWatcher::~EventWatcher() {
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(state_->mu);
     state_->stopping = true;
   }
   state_->wake.notify_all();
@@ -77,7 +77,7 @@ EventWatcher::~EventWatcher() {
 void EventWatcher::State::AbortLeft() {
   std::vector<Entry> left;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     left.swap(entries);
   }
   for (Entry& entry : left) {
@@ -112,7 +112,7 @@ void EventWatcher::Watch(Entry entry) {
       });
   bool asleep;
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(state_->mu);
     state_->entries.push_back(std::move(entry));
     ++state_->arrivals;
     asleep = state_->asleep;
@@ -170,10 +170,11 @@ void EventWatcher::State::Run() {
   // collective ends in microseconds or in seconds, and the event cannot wake a thread.
   const absl::Duration poll = absl::Microseconds(5);
   absl::Duration idle_wait = poll;
-  std::unique_lock<std::mutex> lock(mu);
+  UniqueLock lock(mu);
   while (true) {
     asleep = true;
-    wake.wait(lock, [this] { return stopping || !entries.empty(); });
+    wake.wait(lock,
+              [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stopping || !entries.empty(); });
     asleep = false;
     if (stopping) return;
     std::vector<Entry> batch;
@@ -203,7 +204,7 @@ void EventWatcher::State::Run() {
     const uint64_t seen = arrivals;
     asleep = idle_wait > poll;  // A short poll sees new entries soon enough unwoken.
     wake.wait_for(lock, absl::ToChronoNanoseconds(idle_wait),
-                  [&] { return stopping || arrivals != seen; });
+                  [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stopping || arrivals != seen; });
     asleep = false;
     if (stopping) return;
   }

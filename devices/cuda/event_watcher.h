@@ -22,9 +22,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/work/work.h"
 #include "devices/cuda/cuda_api.h"
 #include "devices/cuda/current_stream.h"
-#include "frontend/work/work.h"
 
 namespace plexus::cuda {
 

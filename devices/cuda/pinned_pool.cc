@@ -1,6 +1,6 @@
 #include "devices/cuda/pinned_pool.h"
 
-#include "frontend/core/status_macros.h"
+#include "base/core/status_macros.h"
 
 namespace plexus::cuda {
 
@@ -19,7 +19,7 @@ absl::StatusOr<std::shared_ptr<void>> PinnedPool::Get(size_t bytes) {
   while (size < bytes) size *= 2;
   void* pointer = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = free_.find(size);
     if (it != free_.end() && !it->second.empty()) {
       pointer = it->second.back();
@@ -43,7 +43,7 @@ absl::StatusOr<std::shared_ptr<void>> PinnedPool::Get(size_t bytes) {
 
 void PinnedPool::Return(void* pointer, size_t size) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     std::vector<void*>& kept = free_[size];
     if (kept.size() < kKeptPerSize) {
       kept.push_back(pointer);

@@ -11,6 +11,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "base/core/mutex.h"
 #include "devices/cuda/cuda_api.h"
 
 namespace plexus::cuda {
@@ -30,7 +31,7 @@ class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
   void Return(void* pointer, size_t size);
 
   const CudaApi& api_;
-  std::mutex mu_;
+  Mutex mu_;
   std::map<size_t, std::vector<void*>> free_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -7,11 +7,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "frontend/core/logging.h"
-#include "frontend/core/status_macros.h"
-#include "frontend/net/host_identity.h"
-#include "frontend/net/interfaces.h"
-#include "frontend/net/route.h"
+#include "base/core/logging.h"
+#include "base/core/status_macros.h"
+#include "base/net/host_identity.h"
+#include "base/net/interfaces.h"
+#include "base/net/route.h"
 
 namespace plexus {
 namespace {

@@ -1,6 +1,6 @@
 // Which address a rank's backends listen on and tell their peers to dial. In order:
 //  1. PLEXUS_TCP_ADDR, taken as given.
-//  2. PLEXUS_SOCKET_IFNAME (NCCL's syntax, see frontend/net/interfaces.h), else torch's
+//  2. PLEXUS_SOCKET_IFNAME (NCCL's syntax, see base/net/interfaces.h), else torch's
 //     GLOO_SOCKET_IFNAME (exact names): an address of a matching interface, the one on the route
 //     to the store when it matches.
 //  3. The local address of the kernel's route to the store's host (MASTER_ADDR), when that is
@@ -20,8 +20,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "frontend/dispatch/rendezvous.h"
-#include "frontend/store/store.h"
+#include "base/rendezvous/rendezvous.h"
+#include "base/store/store.h"
 
 namespace plexus {
 

@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "frontend/net/interfaces.h"
-#include "frontend/store/hash_store.h"
+#include "base/net/interfaces.h"
+#include "base/store/hash_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fake_env.h"

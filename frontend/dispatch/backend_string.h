@@ -7,8 +7,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "frontend/core/device.h"
-#include "frontend/dispatch/backend_registry.h"
+#include "backends/interface/backend_registry.h"
+#include "base/core/device.h"
 
 namespace plexus {
 

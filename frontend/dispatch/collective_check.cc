@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "frontend/core/environment.h"
-#include "frontend/core/status_macros.h"
+#include "base/core/environment.h"
+#include "base/core/status_macros.h"
 
 namespace plexus {
 namespace {
@@ -57,7 +57,7 @@ bool CollectiveCheck::EnabledByEnvironment() {
 }
 
 absl::Status CollectiveCheck::Verify(const CollectiveDescription& mine) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const int64_t number = checks_++;
   const int64_t code = OpCode(mine.op);
   const int64_t fields[kFields] = {number,     code,      static_cast<int64_t>(mine.dtype),

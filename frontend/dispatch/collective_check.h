@@ -19,10 +19,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "frontend/core/dtype.h"
-#include "frontend/core/reduce_op.h"
-#include "frontend/dispatch/backend.h"
-#include "frontend/store/store.h"
+#include "backends/interface/backend.h"
+#include "base/core/dtype.h"
+#include "base/core/mutex.h"
+#include "base/core/reduce_op.h"
+#include "base/store/store.h"
 
 namespace plexus {
 
@@ -54,7 +55,7 @@ class CollectiveCheck {
   const int rank_;
   const int size_;
   const absl::Duration timeout_;
-  std::mutex mu_;  // One check at a time: their order is the issue order.
+  Mutex mu_;  // One check at a time: their order is the issue order.
   int64_t checks_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

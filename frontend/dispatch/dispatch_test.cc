@@ -5,10 +5,10 @@
 #include <thread>
 #include <vector>
 
-#include "frontend/dispatch/backend_registry.h"
+#include "backends/interface/backend_registry.h"
+#include "base/store/hash_store.h"
 #include "frontend/dispatch/backend_string.h"
 #include "frontend/dispatch/process_group.h"
-#include "frontend/store/hash_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/store_backend.h"

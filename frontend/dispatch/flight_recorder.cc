@@ -17,10 +17,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "frontend/core/deadline.h"
-#include "frontend/core/environment.h"
-#include "frontend/core/event_journal.h"
-#include "frontend/core/logging.h"
+#include "base/core/deadline.h"
+#include "base/core/environment.h"
+#include "base/core/event_journal.h"
+#include "base/core/logging.h"
 
 namespace plexus {
 namespace {
@@ -244,7 +244,7 @@ void FlightRecorder::Finish(uint64_t handle, const absl::Status& status) {
   uint64_t issued = Stamp(handle, State::kIssued);
   if (entry.stamp.load(std::memory_order_relaxed) != issued) return;  // Overwritten already.
   if (!status.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     errors_.emplace(handle, status.ToString());
     // Kept for twice the ring: a dump that just read this entry may still ask for it.
     const uint64_t next = next_handle_.load(std::memory_order_relaxed);
@@ -301,7 +301,7 @@ std::string FlightRecorder::ToJson() const {
     const auto state = static_cast<State>(after & 3);
     std::string error;
     if (state == State::kFailed) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (auto it = errors_.find(handle); it != errors_.end()) error = it->second;
     }
     // Still this operation's entry (so its error, kept longer than the entry, was still there).

@@ -26,9 +26,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "frontend/core/dtype.h"
-#include "frontend/store/clock_offset.h"
-#include "frontend/work/work.h"
+#include "base/core/dtype.h"
+#include "base/core/mutex.h"
+#include "base/store/clock_offset.h"
+#include "base/work/work.h"
 
 namespace plexus {
 
@@ -109,7 +110,7 @@ class FlightRecorder : public Work::Listener {
   std::atomic<uint64_t> next_collective_{0};
   std::atomic<uint64_t> next_point_to_point_{0};
   std::atomic<bool> dumped_on_timeout_{false};
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   // Failed operations' errors by handle (the latest `capacity_` handles' only).
   std::map<uint64_t, std::string> errors_ ABSL_GUARDED_BY(mu_);
 };
@@ -118,7 +119,7 @@ class FlightRecorder : public Work::Listener {
 // server); tools/hang_report --timeline subtracts it. init_process_group sets it.
 void SetFlightRecorderClock(const ClockOffset& offset, absl::string_view reference);
 // One JSON document with every live recorder of this process, the clock offset and the event
-// journal (frontend/core/event_journal.h); `reason` is recorded in it.
+// journal (base/core/event_journal.h); `reason` is recorded in it.
 std::string FlightRecordersJson(absl::string_view reason = "requested");
 // Writes FlightRecordersJson() to `path`, or to the default file when empty (whole, through a
 // rename); returns the path.

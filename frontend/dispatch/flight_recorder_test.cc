@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "frontend/core/event_journal.h"
+#include "base/core/event_journal.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

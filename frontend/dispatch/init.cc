@@ -7,16 +7,16 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
-#include "frontend/core/logging.h"
-#include "frontend/core/status_macros.h"
+#include "base/core/logging.h"
+#include "base/core/status_macros.h"
+#include "base/rendezvous/launcher_env.h"
+#include "base/store/clock_offset.h"
+#include "base/store/prefix_store.h"
+#include "base/store/tcp_store.h"
+#include "base/store/torch_store_client.h"
 #include "frontend/dispatch/advertise_address.h"
 #include "frontend/dispatch/backend_string.h"
 #include "frontend/dispatch/flight_recorder.h"
-#include "frontend/dispatch/launcher_env.h"
-#include "frontend/store/clock_offset.h"
-#include "frontend/store/prefix_store.h"
-#include "frontend/store/tcp_store.h"
-#include "frontend/store/torch_store_client.h"
 
 namespace plexus {
 namespace {

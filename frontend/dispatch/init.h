@@ -7,8 +7,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "base/rendezvous/rendezvous.h"
 #include "frontend/dispatch/process_group.h"
-#include "frontend/dispatch/rendezvous.h"
 
 namespace plexus {
 
@@ -20,7 +20,7 @@ struct InitOptions {
   absl::Duration timeout = kDefaultGroupTimeout;  // Rendezvous and the group's default.
   std::shared_ptr<Store> store;                   // Use this store instead of the init method.
   std::string group_name = "world";
-  // Shared secret for the store and every backend connection plexus makes (frontend/auth);
+  // Shared secret for the store and every backend connection plexus makes (base/auth);
   // unset: PLEXUS_SECRET / PLEXUS_SECRET_FILE; empty: none. Gloo's, MPI's and NCCL's own
   // connections are the vendors' and are not covered.
   std::optional<std::string> secret;

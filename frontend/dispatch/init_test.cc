@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "frontend/dispatch/backend_registry.h"
-#include "frontend/store/hash_store.h"
-#include "frontend/store/socket_util.h"
+#include "backends/interface/backend_registry.h"
+#include "base/net/socket_util.h"
+#include "base/store/hash_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fake_env.h"

@@ -4,11 +4,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "frontend/core/status_macros.h"
+#include "base/core/status_macros.h"
+#include "base/rendezvous/rendezvous.h"
+#include "base/store/prefix_store.h"
 #include "frontend/dispatch/advertise_address.h"
-#include "frontend/dispatch/rendezvous.h"
 #include "frontend/dispatch/validate.h"
-#include "frontend/store/prefix_store.h"
 
 namespace plexus {
 namespace {

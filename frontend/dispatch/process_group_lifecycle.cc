@@ -6,12 +6,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "frontend/core/event_journal.h"
-#include "frontend/core/logging.h"
-#include "frontend/core/status_macros.h"
+#include "base/core/event_journal.h"
+#include "base/core/logging.h"
+#include "base/core/status_macros.h"
+#include "base/rendezvous/rendezvous.h"
+#include "base/store/prefix_store.h"
 #include "frontend/dispatch/process_group.h"
-#include "frontend/dispatch/rendezvous.h"
-#include "frontend/store/prefix_store.h"
 
 namespace plexus {
 namespace {

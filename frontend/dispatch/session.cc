@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "frontend/core/logging.h"
-#include "frontend/core/status_macros.h"
+#include "base/core/logging.h"
+#include "base/core/status_macros.h"
 #include "frontend/dispatch/init.h"
 
 namespace plexus {

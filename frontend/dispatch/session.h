@@ -18,8 +18,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "frontend/core/device.h"
-#include "frontend/core/options.h"
+#include "base/core/device.h"
+#include "base/core/options.h"
 #include "frontend/dispatch/process_group.h"
 
 namespace plexus {

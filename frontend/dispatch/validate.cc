@@ -3,7 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "frontend/core/status_macros.h"
+#include "base/core/status_macros.h"
 
 namespace plexus {
 namespace {

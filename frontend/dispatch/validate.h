@@ -9,8 +9,8 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "frontend/core/options.h"
-#include "frontend/core/tensor.h"
+#include "base/core/options.h"
+#include "base/core/tensor.h"
 
 namespace plexus {
 

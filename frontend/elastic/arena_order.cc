@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "frontend/core/deadline.h"
+#include "base/core/deadline.h"
 
 namespace plexus::elastic {
 

@@ -37,12 +37,12 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "frontend/auth/tls.h"
+#include "base/auth/tls.h"
+#include "base/work/work.h"
 #include "frontend/elastic/arena_order.h"
 #include "frontend/elastic/elastic_types.h"
 #include "frontend/elastic/master_protocol.h"
 #include "frontend/elastic/shared_state.h"
-#include "frontend/work/work.h"
 
 namespace plexus {
 class Store;
@@ -65,13 +65,13 @@ struct CommunicatorOptions {
   std::optional<absl::Duration> accept_timeout;
   // Address peers reach this one's data port at; empty: the local end of the route to the master.
   std::string address;
-  std::string transport = "tcp";  // A registered transport (frontend/transport).
+  std::string transport = "tcp";  // A registered transport (base/transport).
   // Bytes sent each way between every pair of peers by OptimizeTopology.
   int64_t bandwidth_probe_bytes = 4 << 20;
-  // Shared secret proven to the master, its store and every peer (frontend/auth); unset:
+  // Shared secret proven to the master, its store and every peer (base/auth); unset:
   // PLEXUS_SECRET / PLEXUS_SECRET_FILE; empty: none.
   std::optional<std::string> secret;
-  // TLS to the master, its store and every peer (frontend/auth/tls.h); unset:
+  // TLS to the master, its store and every peer (base/auth/tls.h); unset:
   // PLEXUS_TLS_CERT / PLEXUS_TLS_KEY / PLEXUS_TLS_CA; disabled: none.
   std::optional<auth::TlsFiles> tls;
 };

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "frontend/core/status_macros.h"
+#include "base/core/status_macros.h"
 #include "frontend/elastic/backup_pool.h"
 #include "frontend/elastic/communicator.h"
 

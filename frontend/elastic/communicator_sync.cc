@@ -7,8 +7,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "algorithms/collective_context.h"
-#include "frontend/core/deadline.h"
-#include "frontend/core/status_macros.h"
+#include "base/core/deadline.h"
+#include "base/core/status_macros.h"
 #include "frontend/elastic/communicator.h"
 #include "frontend/elastic/master_link.h"
 

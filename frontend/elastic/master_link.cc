@@ -10,9 +10,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "frontend/auth/mutual_auth.h"
-#include "frontend/core/deadline.h"
-#include "frontend/core/status_macros.h"
+#include "base/auth/mutual_auth.h"
+#include "base/core/deadline.h"
+#include "base/core/status_macros.h"
 
 namespace plexus::elastic {
 namespace {

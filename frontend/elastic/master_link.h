@@ -17,9 +17,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "frontend/auth/tls.h"
+#include "base/auth/tls.h"
+#include "base/net/socket_util.h"
 #include "frontend/elastic/master_protocol.h"
-#include "frontend/store/socket_util.h"
 
 namespace plexus::elastic {
 
@@ -35,8 +35,8 @@ class MasterLink {
   // Connects, says hello for `group` and reads the welcome, all by `deadline`; then starts the
   // reader thread. Unavailable (with Result kMasterConnectionFailed) when the master cannot be
   // reached or answers wrongly.
-  // `secret`: proven to the master first (frontend/auth); empty: none. `tls`: the connection
-  // is encrypted (frontend/auth/tls.h); null: none.
+  // `secret`: proven to the master first (base/auth); empty: none. `tls`: the connection
+  // is encrypted (base/auth/tls.h); null: none.
   static absl::StatusOr<std::unique_ptr<MasterLink>> Connect(
       const std::string& host, int port, int64_t group, absl::Time deadline, Callbacks callbacks,
       const std::string& secret = "", const std::shared_ptr<const auth::TlsContext>& tls = nullptr);

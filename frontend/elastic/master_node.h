@@ -18,9 +18,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "frontend/auth/tls.h"
-#include "frontend/store/socket_util.h"
-#include "frontend/store/tcp_store_server.h"
+#include "base/auth/tls.h"
+#include "base/net/socket_util.h"
+#include "base/store/tcp_store_server.h"
 
 namespace plexus::elastic {
 
@@ -31,9 +31,9 @@ struct MasterNodeOptions {
   // A peer silent this long is dropped; peers learn the value and beat 5 times per period.
   absl::Duration heartbeat_timeout = absl::Seconds(5);
   // Shared secret every peer proves before its hello, and its store connections too
-  // (frontend/auth); unset: PLEXUS_SECRET / PLEXUS_SECRET_FILE; empty: none.
+  // (base/auth); unset: PLEXUS_SECRET / PLEXUS_SECRET_FILE; empty: none.
   std::optional<std::string> secret;
-  // TLS for every peer and store connection (frontend/auth/tls.h); unset: PLEXUS_TLS_CERT /
+  // TLS for every peer and store connection (base/auth/tls.h); unset: PLEXUS_TLS_CERT /
   // PLEXUS_TLS_KEY / PLEXUS_TLS_CA; disabled: none.
   std::optional<auth::TlsFiles> tls;
 };

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "frontend/core/dtype.h"
+#include "base/core/dtype.h"
 
 namespace plexus::elastic {
 

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "frontend/core/reduce_op.h"
+#include "base/core/reduce_op.h"
 #include "gtest/gtest.h"
 #include "tests/conformance/conformance.h"
 #include "tests/conformance/reference.h"

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "frontend/core/dtype.h"
-#include "frontend/core/reduce_op.h"
+#include "base/core/dtype.h"
+#include "base/core/reduce_op.h"
 #include "tests/testing/typed_buffer.h"
 
 namespace plexus::conformance {

@@ -11,9 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/net/socket_util.h"
 #include "frontend/elastic/communicator.h"
 #include "frontend/elastic/master_node.h"
-#include "frontend/store/socket_util.h"
 #include "gtest/gtest.h"
 #include "tests/testing/subprocess.h"
 

@@ -2,7 +2,7 @@
 // open, silent) fails every survivor with Unavailable within the heartbeat interval + 1 s, and
 // a rank that computes for three intervals between collectives is not expelled.
 // PLEXUS_HEARTBEAT comes from the BUILD file (2 s); PLEXUS_TRANSPORT picks rings or sockets.
-#include "frontend/core/heartbeat.h"
+#include "base/core/heartbeat.h"
 
 #include <signal.h>
 

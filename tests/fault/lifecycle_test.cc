@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "frontend/core/status_macros.h"
+#include "base/core/status_macros.h"
 #include "frontend/dispatch/init.h"
 #include "frontend/dispatch/process_group.h"
 #include "gtest/gtest.h"

@@ -15,13 +15,13 @@
 #include "absl/base/internal/endian.h"
 #include "absl/strings/str_cat.h"
 #include "backends/tcp/tcp_transport.h"
+#include "base/net/socket_util.h"
+#include "base/store/hash_store.h"
+#include "base/store/tcp_store.h"
+#include "base/store/tcp_store_protocol.h"
 #include "frontend/elastic/communicator.h"
 #include "frontend/elastic/master_node.h"
 #include "frontend/elastic/master_protocol.h"
-#include "frontend/store/hash_store.h"
-#include "frontend/store/socket_util.h"
-#include "frontend/store/tcp_store.h"
-#include "frontend/store/tcp_store_protocol.h"
 #include "gtest/gtest.h"
 
 namespace plexus {

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "backends/tcp/tcp_connect.h"
-#include "frontend/auth/mutual_auth.h"
-#include "frontend/store/tcp_store_protocol.h"
+#include "base/auth/mutual_auth.h"
+#include "base/store/tcp_store_protocol.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;

@@ -17,22 +17,23 @@ clang="${CLANGXX:-clang++}"
 command -v "${clang}" > /dev/null || { echo "run_fuzzers: ${clang} not found (apt install clang)"; exit 1; }
 
 absl_libs=$(sed -n 's/^ *"\(-labsl_[a-z0-9_]*\)",$/\1/p' "${root}/third_party/absl.BUILD" | tr '\n' ' ')
-common=(frontend/core/logging.cc frontend/core/heartbeat.cc frontend/core/dtype.cc
-        frontend/store/socket_util.cc)
+common=(base/core/logging.cc base/core/heartbeat.cc base/core/dtype.cc base/core/environment.cc
+        base/core/event_journal.cc
+        base/net/socket_util.cc base/net/accept_guard.cc)
 declare -A sources=(
-  [handshakes_fuzz]="frontend/auth/mutual_auth.cc frontend/auth/tls.cc backends/tcp/tcp_connect.cc
-                     frontend/store/tcp_store_protocol.cc frontend/store/store.cc"
+  [handshakes_fuzz]="base/auth/mutual_auth.cc base/auth/tls.cc backends/tcp/tcp_connect.cc
+                     base/store/tcp_store_protocol.cc base/store/store.cc"
   [master_messages_fuzz]="frontend/elastic/master_protocol.cc frontend/elastic/master_state.cc
                           frontend/elastic/ring_order.cc frontend/elastic/shared_state.cc
-                          frontend/elastic/elastic_types.cc frontend/core/reduce_op.cc
+                          frontend/elastic/elastic_types.cc base/core/reduce_op.cc
                           algorithms/quantize_kernels.cc algorithms/reduce_kernels.cc"
-  [store_server_fuzz]="frontend/store/tcp_store_server.cc frontend/store/tcp_store_protocol.cc
-                       frontend/store/key_value_table.cc frontend/store/store.cc
-                       frontend/auth/mutual_auth.cc frontend/auth/tls.cc"
+  [store_server_fuzz]="base/store/tcp_store_server.cc base/store/tcp_store_protocol.cc
+                       base/store/key_value_table.cc base/store/store.cc
+                       base/auth/mutual_auth.cc base/auth/tls.cc"
   [tcp_frames_fuzz]="backends/tcp/tcp_loop.cc backends/tcp/tcp_loop_rings.cc
                      backends/tcp/tcp_loop_heartbeat.cc backends/tcp/shm_ring.cc
                      backends/tcp/shm_arena.cc backends/tcp/shm_link.cc
-                     frontend/net/host_identity.cc frontend/work/work.cc"
+                     base/net/host_identity.cc base/work/work.cc"
 )
 targets=("$@")
 [[ ${#targets[@]} -eq 0 ]] && targets=(handshakes_fuzz master_messages_fuzz store_server_fuzz tcp_frames_fuzz)

@@ -10,9 +10,9 @@
 #include <memory>
 #include <string>
 
-#include "frontend/store/socket_util.h"
-#include "frontend/store/tcp_store_protocol.h"
-#include "frontend/store/tcp_store_server.h"
+#include "base/net/socket_util.h"
+#include "base/store/tcp_store_protocol.h"
+#include "base/store/tcp_store_server.h"
 
 namespace {
 

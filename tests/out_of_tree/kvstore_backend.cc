@@ -9,8 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/common/collectives_backend.h"
-#include "frontend/dispatch/backend_registry.h"
-#include "frontend/transport/transport.h"
+#include "backends/interface/backend_registry.h"
+#include "base/transport/transport.h"
 
 namespace kvstore_example {
 namespace {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "frontend/dispatch/backend_registry.h"
+#include "backends/interface/backend_registry.h"
 #include "frontend/dispatch/init.h"
 #include "gtest/gtest.h"
 #include "tests/testing/subprocess.h"

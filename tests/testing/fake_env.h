@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "frontend/dispatch/rendezvous.h"
+#include "base/rendezvous/rendezvous.h"
 
 namespace plexus::testing {
 

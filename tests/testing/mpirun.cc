@@ -6,8 +6,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "frontend/dispatch/rendezvous.h"
-#include "frontend/net/interfaces.h"
+#include "base/net/interfaces.h"
+#include "base/rendezvous/rendezvous.h"
 #include "tests/testing/subprocess.h"
 
 namespace plexus::testing {

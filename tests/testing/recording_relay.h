@@ -8,7 +8,7 @@
 #include <string>
 #include <thread>
 
-#include "frontend/store/socket_util.h"
+#include "base/net/socket_util.h"
 
 namespace plexus::testing {
 

@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "algorithms/reduce_kernels.h"
-#include "frontend/core/status_macros.h"
-#include "frontend/dispatch/backend_registry.h"
-#include "frontend/dispatch/rendezvous.h"
+#include "backends/interface/backend_registry.h"
+#include "base/core/status_macros.h"
+#include "base/rendezvous/rendezvous.h"
 
 namespace plexus::testing {
 namespace {

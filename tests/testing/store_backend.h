@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "frontend/dispatch/backend.h"
+#include "backends/interface/backend.h"
 
 namespace plexus::testing {
 

@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "frontend/core/dtype.h"
-#include "frontend/core/tensor.h"
+#include "base/core/dtype.h"
+#include "base/core/tensor.h"
 
 namespace plexus::testing {
 

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/core/host_twin.h"
 #include "bindings/python/src/tensor_convert.h"
 #include "bindings/python/src/work_bindings.h"
 #include "devices/cuda/current_stream.h"
-#include "frontend/core/host_twin.h"
 #include "frontend/elastic/communicator.h"
 #include "frontend/elastic/master_node.h"
 
@@ -88,7 +88,7 @@ absl::StatusOr<ReduceDescriptor> ToDescriptor(const Spec& spec) {
   return d;
 }
 
-// Device tensors (CUDA) go through host twins (frontend/core/host_twin.h): read into the twin
+// Device tensors (CUDA) go through host twins (base/core/host_twin.h): read into the twin
 // before the call, on the caller's current stream (torch's), and written back after the call
 // succeeded. A failed call writes nothing back, so the device tensor stays as it was.
 class Staged {

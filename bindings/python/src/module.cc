@@ -3,6 +3,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "backends/interface/backend_registry.h"
+#include "base/core/dtype.h"
 #include "bindings/python/src/elastic_bindings.h"
 #include "bindings/python/src/errors.h"
 #include "bindings/python/src/process_group_bindings.h"
@@ -10,8 +12,6 @@
 #include "bindings/python/src/python_backend.h"
 #include "bindings/python/src/store_bindings.h"
 #include "bindings/python/src/work_bindings.h"
-#include "frontend/core/dtype.h"
-#include "frontend/dispatch/backend_registry.h"
 
 namespace py = pybind11;
 

@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backends/interface/backend_registry.h"
 #include "bindings/python/src/durations.h"
 #include "bindings/python/src/errors.h"
 #include "bindings/python/src/py_ref.h"
-#include "frontend/dispatch/backend_registry.h"
 
 namespace plexus::python {
 namespace {

@@ -9,13 +9,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/store/file_store.h"
+#include "base/store/hash_store.h"
+#include "base/store/prefix_store.h"
+#include "base/store/tcp_store.h"
 #include "bindings/python/src/durations.h"
 #include "bindings/python/src/errors.h"
 #include "bindings/python/src/py_ref.h"
-#include "frontend/store/file_store.h"
-#include "frontend/store/hash_store.h"
-#include "frontend/store/prefix_store.h"
-#include "frontend/store/tcp_store.h"
 
 namespace plexus::python {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <memory>
 
-#include "frontend/store/store.h"
+#include "base/store/store.h"
 
 namespace plexus::python {
 

@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "frontend/core/tensor.h"
+#include "base/core/tensor.h"
 
 namespace plexus::python {
 

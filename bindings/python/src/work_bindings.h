@@ -5,9 +5,9 @@
 
 #include <pybind11/pybind11.h>
 
+#include "base/work/work.h"
 #include "bindings/python/src/tensor_convert.h"
 #include "devices/cuda/current_stream.h"
-#include "frontend/work/work.h"
 
 namespace plexus::python {
 

@@ -1,0 +1,281 @@
+#include "base/store/tcp_store.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/auth/mutual_auth.h"
+#include "base/core/heartbeat.h"
+#include "base/core/status_macros.h"
+
+namespace plexus {
+
+using tcp_store::Decoder;
+using tcp_store::Encoder;
+using tcp_store::Opcode;
+
+namespace {
+
+// Extra time a client allows beyond a server-side wait, for the answer to travel.
+constexpr absl::Duration kReplyGrace = absl::Seconds(5);
+
+uint8_t OpByte(Opcode op) { return static_cast<uint8_t>(op); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TCPStore>> TCPStore::Create(TCPStoreOptions options) {
+  ASSIGN_OR_RETURN(options.secret, auth::ResolveSecret(options.secret));
+  ASSIGN_OR_RETURN(std::shared_ptr<const auth::TlsContext> tls,
+                   auth::TlsContext::Resolve(options.tls));
+  std::unique_ptr<TCPStoreServer> server;
+  int port = options.port;
+  if (options.is_server) {
+    TCPStoreServerOptions server_options;
+    server_options.host = options.bind_host.empty() ? options.host : options.bind_host;
+    server_options.port = options.port;
+    server_options.expected_clients = options.world_size;
+    server_options.max_frame_bytes = options.max_frame_bytes;
+    server_options.secret = *options.secret;
+    server_options.tls = tls;
+    auto started = TCPStoreServer::Start(server_options);
+    if (!started.ok()) {
+      return absl::Status(started.status().code(),
+                          absl::StrCat("TCPStore server: ", started.status().message()));
+    }
+    server = std::move(started).value();
+    port = server->port();
+  }
+  if (!options.heartbeat.has_value()) {
+    ASSIGN_OR_RETURN(options.heartbeat, HeartbeatFromEnvironment());
+  }
+  const absl::Time deadline = absl::Now() + options.timeout;
+  auto connected = ConnectTcpWithRetry(options.host, port, deadline);
+  if (!connected.ok()) {
+    return absl::Status(connected.status().code(),
+                        absl::StrCat("TCPStore client: ", connected.status().message()));
+  }
+  Connection socket{std::move(connected).value(), nullptr};
+  const std::string server_name = absl::StrCat("TCPStore server ", HostPort(options.host, port));
+  if (tls != nullptr) {
+    auto session =
+        tls->Secure(socket.fd.get(), auth::TlsContext::Role::kClient, server_name, deadline);
+    if (!session.ok()) {
+      return absl::Status(session.status().code(),
+                          absl::StrCat("TCPStore client: ", session.status().message()));
+    }
+    socket.cipher = std::move(session).value();
+  }
+  if (!options.secret->empty()) {
+    absl::Status authenticated =
+        auth::AuthenticateToServer(socket.fd.get(), *options.secret, auth::Purpose::kStore,
+                                   server_name, deadline, socket.cipher.get());
+    if (!authenticated.ok()) {
+      return absl::Status(authenticated.code(),
+                          absl::StrCat("TCPStore client: ", authenticated.message()));
+    }
+  }
+  absl::Status handshake =
+      SendAll(socket.fd.get(), socket.cipher.get(),
+              tcp_store::HandshakeBytes(tcp_store::BeatField(HeartbeatPeriod(*options.heartbeat))),
+              deadline);
+  char reply[tcp_store::kHandshakeBytes];
+  if (handshake.ok()) {
+    handshake = RecvExact(socket.fd.get(), socket.cipher.get(), reply, sizeof(reply), deadline);
+  }
+  uint16_t server_status = 0;
+  if (handshake.ok()) {
+    handshake = tcp_store::ParseHandshake(absl::string_view(reply, sizeof(reply)), &server_status);
+  }
+  if (!handshake.ok()) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "TCPStore client: handshake with ", HostPort(options.host, port),
+        " failed: ", handshake.message(),
+        options.secret->empty() ? " (a server that requires a shared secret closes connections "
+                                  "without one: set PLEXUS_SECRET)"
+                                : "",
+        tls == nullptr ? " (a server that requires TLS closes clear-text connections: set "
+                         "PLEXUS_TLS_CERT, PLEXUS_TLS_KEY and PLEXUS_TLS_CA)"
+                       : ""));
+  }
+  auto store =
+      std::unique_ptr<TCPStore>(new TCPStore(options, std::move(server), port, std::move(socket)));
+  if (store->is_server() && options.wait_for_workers && options.world_size > 0) {
+    RETURN_IF_ERROR(store->WaitForClients(options.world_size,
+                                          std::max(deadline - absl::Now(), absl::ZeroDuration())));
+  }
+  return store;
+}
+
+TCPStore::TCPStore(TCPStoreOptions options, std::unique_ptr<TCPStoreServer> server, int port,
+                   Connection socket)
+    : Store(options.timeout),
+      options_(std::move(options)),
+      server_(std::move(server)),
+      port_(port),
+      socket_(std::move(socket)) {}
+
+TCPStore::~TCPStore() {
+  MutexLock lock(mu_);
+  socket_ = Connection();  // Close before the server (if ours) shuts down.
+}
+
+absl::StatusOr<std::string> TCPStore::Call(absl::string_view op_name, const Encoder& request,
+                                           absl::Duration wait) {
+  MutexLock lock(mu_);
+  if (!broken_.ok()) return broken_;
+  // A parked request may legitimately take `wait`; the answer then needs time to travel.
+  const absl::Duration grace = wait > absl::ZeroDuration() ? kReplyGrace : absl::ZeroDuration();
+  const absl::Time deadline = absl::Now() + std::max(wait, timeout()) + grace;
+  auto lost = [&](const absl::Status& cause) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    broken_ = absl::UnavailableError(absl::StrCat("TCPStore ", HostPort(options_.host, port_),
+                                                  ": connection lost during ", op_name, ": ",
+                                                  cause.message()));
+    socket_ = Connection();
+    return broken_;
+  };
+  absl::Status sent = SendAll(socket_.fd.get(), socket_.cipher.get(), request.Frame(), deadline);
+  if (!sent.ok()) return lost(sent);
+  absl::StatusOr<std::string> response = ReadResponse(deadline);
+  if (!response.ok()) return lost(response.status());
+  const std::string& payload = *response;
+  const auto code = static_cast<absl::StatusCode>(static_cast<uint8_t>(payload[0]));
+  if (code != absl::StatusCode::kOk) {
+    Decoder error(absl::string_view(payload).substr(1));
+    auto message = error.Str();
+    return absl::Status(
+        code, absl::StrCat("TCPStore ", op_name, ": ", message.ok() ? *message : "(no message)"));
+  }
+  return payload.substr(1);
+}
+
+absl::StatusOr<std::string> TCPStore::ReadResponse(absl::Time deadline) {
+  const absl::Duration interval = options_.heartbeat.value_or(kDefaultHeartbeat);
+  while (true) {
+    // The server answers at once or beats while it holds the request: silence this long
+    // means it is stopped, frozen or unreachable.
+    const absl::Time silent_by = std::min(deadline, absl::Now() + interval);
+    char header[tcp_store::kFrameHeaderBytes];
+    absl::Status received =
+        RecvExact(socket_.fd.get(), socket_.cipher.get(), header, sizeof(header), silent_by);
+    if (!received.ok() && received.code() == absl::StatusCode::kDeadlineExceeded &&
+        silent_by < deadline) {
+      return absl::UnavailableError(absl::StrCat(
+          "server silent for ", absl::FormatDuration(interval),
+          ", the heartbeat interval (stopped, frozen or unreachable; PLEXUS_HEARTBEAT sets it)"));
+    }
+    RETURN_IF_ERROR(received);
+    const uint64_t length = tcp_store::FrameLength(header);
+    if (length == 0) continue;  // A heartbeat.
+    if (length > options_.max_frame_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "server sent a frame of ", length, " bytes (cap ", options_.max_frame_bytes, ")"));
+    }
+    std::string payload(length, '\0');
+    RETURN_IF_ERROR(RecvExact(socket_.fd.get(), socket_.cipher.get(), payload.data(),
+                              payload.size(), deadline));
+    return payload;
+  }
+}
+
+absl::Status TCPStore::Set(absl::string_view key, absl::string_view value) {
+  return Call("set", Encoder().U8(OpByte(Opcode::kSet)).Str(key).Str(value)).status();
+}
+
+absl::StatusOr<std::string> TCPStore::Get(absl::string_view key) {
+  const absl::Duration wait = timeout();
+  ASSIGN_OR_RETURN(
+      std::string reply,
+      Call("get", Encoder().U8(OpByte(Opcode::kGet)).Str(key).I64(absl::ToInt64Milliseconds(wait)),
+           wait));
+  Decoder out(reply);
+  return out.Str();
+}
+
+absl::StatusOr<int64_t> TCPStore::Add(absl::string_view key, int64_t delta) {
+  ASSIGN_OR_RETURN(std::string reply,
+                   Call("add", Encoder().U8(OpByte(Opcode::kAdd)).Str(key).I64(delta)));
+  Decoder out(reply);
+  return out.I64();
+}
+
+absl::StatusOr<std::string> TCPStore::CompareSet(absl::string_view key, absl::string_view expected,
+                                                 absl::string_view desired) {
+  ASSIGN_OR_RETURN(
+      std::string reply,
+      Call("compare_set",
+           Encoder().U8(OpByte(Opcode::kCompareSet)).Str(key).Str(expected).Str(desired)));
+  Decoder out(reply);
+  return out.Str();
+}
+
+absl::Status TCPStore::Wait(absl::Span<const std::string> keys, absl::Duration timeout) {
+  return Call("wait",
+              Encoder()
+                  .U8(OpByte(Opcode::kWait))
+                  .StrList(keys)
+                  .I64(absl::ToInt64Milliseconds(timeout)),
+              timeout)
+      .status();
+}
+
+absl::StatusOr<bool> TCPStore::Check(absl::Span<const std::string> keys) {
+  ASSIGN_OR_RETURN(std::string reply,
+                   Call("check", Encoder().U8(OpByte(Opcode::kCheck)).StrList(keys)));
+  Decoder out(reply);
+  ASSIGN_OR_RETURN(uint8_t present, out.U8());
+  return present != 0;
+}
+
+absl::StatusOr<bool> TCPStore::DeleteKey(absl::string_view key) {
+  ASSIGN_OR_RETURN(std::string reply,
+                   Call("delete_key", Encoder().U8(OpByte(Opcode::kDelete)).Str(key)));
+  Decoder out(reply);
+  ASSIGN_OR_RETURN(uint8_t existed, out.U8());
+  return existed != 0;
+}
+
+absl::StatusOr<int64_t> TCPStore::NumKeys() {
+  ASSIGN_OR_RETURN(std::string reply, Call("num_keys", Encoder().U8(OpByte(Opcode::kNumKeys))));
+  Decoder out(reply);
+  return out.I64();
+}
+
+absl::StatusOr<int64_t> TCPStore::ServerUnixNanos() {
+  ASSIGN_OR_RETURN(std::string reply, Call("clock", Encoder().U8(OpByte(Opcode::kClock))));
+  Decoder out(reply);
+  return out.I64();
+}
+
+absl::StatusOr<std::vector<std::string>> TCPStore::MultiGet(absl::Span<const std::string> keys) {
+  const absl::Duration wait = timeout();
+  ASSIGN_OR_RETURN(std::string reply, Call("multi_get",
+                                           Encoder()
+                                               .U8(OpByte(Opcode::kMultiGet))
+                                               .StrList(keys)
+                                               .I64(absl::ToInt64Milliseconds(wait)),
+                                           wait));
+  Decoder out(reply);
+  return out.StrList();
+}
+
+absl::Status TCPStore::MultiSet(absl::Span<const std::string> keys,
+                                absl::Span<const std::string> values) {
+  RETURN_IF_ERROR(CheckMultiSetSizes(keys, values));
+  return Call("multi_set", Encoder().U8(OpByte(Opcode::kMultiSet)).StrList(keys).StrList(values))
+      .status();
+}
+
+absl::Status TCPStore::Append(absl::string_view key, absl::string_view value) {
+  return Call("append", Encoder().U8(OpByte(Opcode::kAppend)).Str(key).Str(value)).status();
+}
+
+absl::Status TCPStore::WaitForClients(int count, absl::Duration timeout) {
+  return Call("wait_for_workers",
+              Encoder()
+                  .U8(OpByte(Opcode::kWaitClients))
+                  .I64(count)
+                  .I64(absl::ToInt64Milliseconds(timeout)),
+              timeout)
+      .status();
+}
+
+}  // namespace plexus

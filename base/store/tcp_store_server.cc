@@ -1,0 +1,598 @@
+#include "base/store/tcp_store_server.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/auth/mutual_auth.h"
+#include "base/core/event_journal.h"
+#include "base/core/logging.h"
+#include "base/core/status_macros.h"
+#include "base/store/store.h"
+
+namespace plexus {
+
+using tcp_store::Decoder;
+using tcp_store::Encoder;
+using tcp_store::Opcode;
+
+namespace {
+
+constexpr uint64_t kListenerId = 0;
+constexpr uint64_t kWakeupId = 1;
+constexpr size_t kReadChunk = 64 * 1024;
+constexpr int64_t kMaxWaitMs = int64_t{365} * 24 * 3600 * 1000;
+
+std::string OkFrame() { return Encoder().U8(static_cast<uint8_t>(absl::StatusCode::kOk)).Frame(); }
+
+}  // namespace
+
+struct TCPStoreServer::Waiter {
+  Opcode op;
+  std::vector<std::string> keys;
+  int64_t client_count = 0;  // For kWaitClients.
+  absl::Duration timeout;
+  absl::Time deadline;
+};
+
+struct TCPStoreServer::Connection {
+  uint64_t id = 0;
+  ScopedFd fd;
+  bool handshaken = false;
+  absl::Time handshake_deadline;
+  bool broken = false;  // A write failed; closed by the loop after the current event.
+  bool want_write = false;
+  std::string in;
+  std::string out;
+  std::string peer;                       // Its address, for logs.
+  std::unique_ptr<auth::TlsSession> tls;  // Set when TLS is configured.
+  bool tls_established = false;
+  std::unique_ptr<auth::ServerHandshake> auth;  // Until the client proved the secret.
+  std::optional<Waiter> waiter;  // At most one parked request; input pauses behind it.
+  // How often the client wants to hear while its request is parked (from its handshake).
+  absl::Duration beat_period = absl::InfiniteDuration();
+  absl::Time last_sent;
+};
+
+absl::StatusOr<std::unique_ptr<TCPStoreServer>> TCPStoreServer::Start(
+    TCPStoreServerOptions options) {
+  ASSIGN_OR_RETURN(ScopedFd listener, ListenTcp(options.host, options.port));
+  ASSIGN_OR_RETURN(int port, LocalPort(listener.get()));
+  ScopedFd epoll(epoll_create1(EPOLL_CLOEXEC));
+  ScopedFd wakeup(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!epoll.valid() || !wakeup.valid()) {
+    return absl::InternalError(absl::StrCat("TCPStore server: epoll/eventfd: ", strerror(errno)));
+  }
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.u64 = kListenerId;
+  epoll_ctl(epoll.get(), EPOLL_CTL_ADD, listener.get(), &event);
+  event.data.u64 = kWakeupId;
+  epoll_ctl(epoll.get(), EPOLL_CTL_ADD, wakeup.get(), &event);
+  return std::unique_ptr<TCPStoreServer>(new TCPStoreServer(
+      std::move(options), std::move(listener), port, std::move(epoll), std::move(wakeup)));
+}
+
+TCPStoreServer::TCPStoreServer(TCPStoreServerOptions options, ScopedFd listener, int port,
+                               ScopedFd epoll, ScopedFd wakeup)
+    : options_(std::move(options)),
+      listener_(std::move(listener)),
+      port_(port),
+      epoll_(std::move(epoll)),
+      wakeup_(std::move(wakeup)) {
+  next_id_ = kWakeupId + 1;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+TCPStoreServer::~TCPStoreServer() {
+  stopping_.store(true);
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(wakeup_.get(), &one, sizeof(one));
+  thread_.join();
+}
+
+void TCPStoreServer::Loop() {
+  epoll_event events[64];
+  while (!stopping_.load()) {
+    int n = epoll_wait(epoll_.get(), events, 64, NextTimeoutMs());
+    if (n < 0 && errno != EINTR) {
+      Log(LogLevel::kError, absl::StrCat("TCPStore server: epoll_wait: ", strerror(errno)));
+      break;
+    }
+    for (int i = 0; i < n; ++i) {
+      const uint64_t id = events[i].data.u64;
+      if (id == kListenerId) {
+        AcceptAll();
+      } else if (id == kWakeupId) {
+        uint64_t count;
+        [[maybe_unused]] ssize_t r = read(wakeup_.get(), &count, sizeof(count));
+      } else {
+        if (events[i].events & EPOLLOUT) OnWritable(id);
+        if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) OnReadable(id);
+      }
+    }
+    ExpireHandshakes();
+    ServeWaiters();
+    BeatToWaiters();
+    if (listener_paused_ && absl::Now() >= accept_guard_.paused_until()) {
+      listener_paused_ = false;
+      epoll_event event{};
+      event.events = EPOLLIN;
+      event.data.u64 = kListenerId;
+      epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, listener_.get(), &event);
+    }
+  }
+  connections_.clear();
+}
+
+void TCPStoreServer::AcceptAll() {
+  while (true) {
+    const int fd =
+        accept_guard_.Accept(listener_.get(), [this] { return ShedOldestUnauthenticated(); });
+    if (fd < 0) break;
+    SetNoDelay(fd);
+    auto connection = std::make_unique<Connection>();
+    connection->id = next_id_++;
+    connection->fd.Reset(fd);
+    connection->handshake_deadline = absl::Now() + options_.handshake_timeout;
+    connection->peer = PeerAddress(fd);
+    if (options_.tls != nullptr) {
+      connection->tls = options_.tls->NewSession(fd, auth::TlsContext::Role::kServer);
+      if (connection->tls == nullptr) continue;  // Out of memory: the connection is dropped.
+    } else if (!options_.secret.empty()) {
+      connection->auth =
+          std::make_unique<auth::ServerHandshake>(options_.secret, auth::Purpose::kStore);
+    }
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.u64 = connection->id;
+    epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event);
+    connections_[connection->id] = std::move(connection);
+  }
+  accept_guard_.EndRound();
+  if (absl::Now() < accept_guard_.paused_until()) {  // Off the loop's events until then.
+    epoll_event event{};
+    event.data.u64 = kListenerId;
+    epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, listener_.get(), &event);
+    listener_paused_ = true;
+  }
+}
+
+std::string TCPStoreServer::RefusalReport() const {
+  std::lock_guard<std::mutex> lock(refusals_mu_);
+  if (refused_count_ == 0) return "";
+  return absl::StrCat(refused_count_, " connection(s) refused, the last ", last_refusal_);
+}
+
+bool TCPStoreServer::ShedOldestUnauthenticated() {
+  uint64_t oldest = 0;
+  for (const auto& [id, connection] : connections_) {
+    if (!connection->handshaken && (oldest == 0 || id < oldest)) oldest = id;
+  }
+  if (oldest == 0) return false;
+  CloseConnection(oldest, "closed to make room (out of file descriptors) before its handshake",
+                  /*rejected=*/true);
+  return true;
+}
+
+void TCPStoreServer::OnReadable(uint64_t id) {
+  auto it = connections_.find(id);
+  if (it == connections_.end()) return;
+  Connection& connection = *it->second;
+  if (connection.tls != nullptr && !connection.tls_established &&
+      (!AdvanceTls(connection) || !connection.tls_established)) {
+    return;
+  }
+  // Bounded by one maximal frame plus its header and the handshake; a peer that sends more
+  // while a request is parked is misbehaving.
+  // Before authentication only the exchange's few bytes are legitimate.
+  const size_t limit =
+      connection.auth != nullptr
+          ? size_t{4096}
+          : options_.max_frame_bytes + tcp_store::kFrameHeaderBytes + tcp_store::kHandshakeBytes;
+  char chunk[kReadChunk];
+  while (true) {
+    ssize_t n = connection.tls != nullptr ? connection.tls->Read(chunk, sizeof(chunk))
+                                          : recv(connection.fd.get(), chunk, sizeof(chunk), 0);
+    if (n > 0) {
+      connection.in.append(chunk, static_cast<size_t>(n));
+      if (connection.in.size() > limit) {
+        CloseConnection(id, "sent more than one maximal frame ahead", /*rejected=*/true);
+        return;
+      }
+      continue;
+    }
+    if (n == 0) {
+      // A client that gives up mid-authentication found this server's proof wrong: it knows
+      // another secret (or none).
+      const bool authenticating =
+          connection.auth != nullptr || (connection.tls != nullptr && !connection.tls_established);
+      CloseConnection(id,
+                      authenticating ? "it closed the connection during authentication (its "
+                                       "shared secret or TLS settings differ from this store's?)"
+                                     : "peer closed the connection",
+                      /*rejected=*/authenticating);
+      return;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    CloseConnection(id, absl::StrCat("recv: ", strerror(errno)), /*rejected=*/false);
+    return;
+  }
+  if (ProcessInput(connection) && connection.broken) {
+    CloseConnection(id, "write failed", /*rejected=*/false);
+  }
+}
+
+void TCPStoreServer::OnWritable(uint64_t id) {
+  auto it = connections_.find(id);
+  if (it == connections_.end()) return;
+  Connection& connection = *it->second;
+  if (connection.tls != nullptr && !connection.tls_established) {
+    if (AdvanceTls(connection) && connection.tls_established) OnReadable(id);
+    return;
+  }
+  Reply(connection, "");
+  if (connection.broken) {
+    CloseConnection(id, "write failed", /*rejected=*/false);
+    return;
+  }
+  if (!connection.want_write && ProcessInput(connection) && connection.broken) {
+    CloseConnection(id, "write failed", /*rejected=*/false);
+  }
+}
+
+bool TCPStoreServer::ProcessInput(Connection& connection) {
+  const uint64_t id = connection.id;
+  size_t pos = 0;
+  if (connection.auth != nullptr) {
+    std::string reply;
+    const auth::ServerHandshake::Step step = connection.auth->Feed(connection.in, reply);
+    if (!reply.empty()) Reply(connection, reply);
+    if (step == auth::ServerHandshake::Step::kRejected) {
+      CloseConnection(id, absl::StrCat("authentication: ", connection.auth->reason()),
+                      /*rejected=*/true);
+      return false;
+    }
+    if (step == auth::ServerHandshake::Step::kNeedMore) return true;
+    connection.auth.reset();
+  }
+  if (!connection.handshaken) {
+    if (connection.in.size() < tcp_store::kHandshakeBytes) return true;
+    uint16_t beat_field;
+    absl::Status handshake = tcp_store::ParseHandshake(
+        absl::string_view(connection.in).substr(0, tcp_store::kHandshakeBytes), &beat_field);
+    if (!handshake.ok()) {
+      CloseConnection(id, absl::StrCat("handshake: ", handshake.message()), /*rejected=*/true);
+      return false;
+    }
+    connection.handshaken = true;
+    connection.beat_period = tcp_store::BeatPeriod(beat_field);
+    connected_.fetch_add(1);
+    Reply(connection, tcp_store::HandshakeBytes(0));
+    pos = tcp_store::kHandshakeBytes;
+  }
+  while (!connection.waiter.has_value() && !connection.broken &&
+         connection.out.size() < options_.max_frame_bytes) {
+    const size_t available = connection.in.size() - pos;
+    if (available < tcp_store::kFrameHeaderBytes) break;
+    const uint64_t length = tcp_store::FrameLength(connection.in.data() + pos);
+    if (length > options_.max_frame_bytes) {
+      CloseConnection(
+          id,
+          absl::StrCat("frame of ", length, " bytes exceeds the cap of ", options_.max_frame_bytes),
+          /*rejected=*/true);
+      return false;
+    }
+    if (available - tcp_store::kFrameHeaderBytes < length) break;
+    absl::string_view payload(connection.in.data() + pos + tcp_store::kFrameHeaderBytes, length);
+    absl::Status handled = HandleRequest(connection, payload);
+    if (!handled.ok()) {
+      CloseConnection(id, absl::StrCat("bad request: ", handled.message()), /*rejected=*/true);
+      return false;
+    }
+    pos += tcp_store::kFrameHeaderBytes + length;
+  }
+  connection.in.erase(0, pos);
+  return true;
+}
+
+absl::Status TCPStoreServer::HandleRequest(Connection& connection, absl::string_view payload) {
+  Decoder in(payload);
+  ASSIGN_OR_RETURN(uint8_t raw_op, in.U8());
+  const Opcode op = static_cast<Opcode>(raw_op);
+  auto wait_for = [&](std::vector<std::string> keys, int64_t client_count) -> absl::Status {
+    ASSIGN_OR_RETURN(int64_t timeout_ms, in.I64());
+    RETURN_IF_ERROR(in.Done());
+    const absl::Duration timeout =
+        absl::Milliseconds(std::clamp<int64_t>(timeout_ms, 0, kMaxWaitMs));
+    Waiter waiter{op, std::move(keys), client_count, timeout, absl::Now() + timeout};
+    if (WaiterReady(waiter)) {
+      AnswerWaiter(connection, waiter);
+    } else {
+      connection.waiter = std::move(waiter);
+    }
+    return absl::OkStatus();
+  };
+  switch (op) {
+    case Opcode::kSet: {
+      ASSIGN_OR_RETURN(std::string key, in.Str());
+      ASSIGN_OR_RETURN(std::string value, in.Str());
+      RETURN_IF_ERROR(in.Done());
+      table_.Set(key, value);
+      Reply(connection, OkFrame());
+      return absl::OkStatus();
+    }
+    case Opcode::kGet: {
+      ASSIGN_OR_RETURN(std::string key, in.Str());
+      return wait_for({std::move(key)}, 0);
+    }
+    case Opcode::kAdd: {
+      ASSIGN_OR_RETURN(std::string key, in.Str());
+      ASSIGN_OR_RETURN(int64_t delta, in.I64());
+      RETURN_IF_ERROR(in.Done());
+      absl::StatusOr<int64_t> value = table_.Add(key, delta);
+      if (!value.ok()) {
+        ReplyError(connection, value.status());
+      } else {
+        Reply(connection, Encoder().U8(0).I64(*value).Frame());
+      }
+      return absl::OkStatus();
+    }
+    case Opcode::kCompareSet: {
+      ASSIGN_OR_RETURN(std::string key, in.Str());
+      ASSIGN_OR_RETURN(std::string expected, in.Str());
+      ASSIGN_OR_RETURN(std::string desired, in.Str());
+      RETURN_IF_ERROR(in.Done());
+      Reply(connection, Encoder().U8(0).Str(table_.CompareSet(key, expected, desired)).Frame());
+      return absl::OkStatus();
+    }
+    case Opcode::kWait:
+    case Opcode::kMultiGet: {
+      ASSIGN_OR_RETURN(std::vector<std::string> keys, in.StrList());
+      return wait_for(std::move(keys), 0);
+    }
+    case Opcode::kCheck: {
+      ASSIGN_OR_RETURN(std::vector<std::string> keys, in.StrList());
+      RETURN_IF_ERROR(in.Done());
+      Reply(connection, Encoder().U8(0).U8(table_.ContainsAll(keys) ? 1 : 0).Frame());
+      return absl::OkStatus();
+    }
+    case Opcode::kDelete: {
+      ASSIGN_OR_RETURN(std::string key, in.Str());
+      RETURN_IF_ERROR(in.Done());
+      Reply(connection, Encoder().U8(0).U8(table_.Delete(key) ? 1 : 0).Frame());
+      return absl::OkStatus();
+    }
+    case Opcode::kNumKeys: {
+      RETURN_IF_ERROR(in.Done());
+      Reply(connection, Encoder().U8(0).I64(table_.size()).Frame());
+      return absl::OkStatus();
+    }
+    case Opcode::kMultiSet: {
+      ASSIGN_OR_RETURN(std::vector<std::string> keys, in.StrList());
+      ASSIGN_OR_RETURN(std::vector<std::string> values, in.StrList());
+      RETURN_IF_ERROR(in.Done());
+      absl::Status sizes = CheckMultiSetSizes(keys, values);
+      if (!sizes.ok()) {
+        ReplyError(connection, sizes);
+        return absl::OkStatus();
+      }
+      for (size_t i = 0; i < keys.size(); ++i) table_.Set(keys[i], values[i]);
+      Reply(connection, OkFrame());
+      return absl::OkStatus();
+    }
+    case Opcode::kAppend: {
+      ASSIGN_OR_RETURN(std::string key, in.Str());
+      ASSIGN_OR_RETURN(std::string value, in.Str());
+      RETURN_IF_ERROR(in.Done());
+      table_.Append(key, value);
+      Reply(connection, OkFrame());
+      return absl::OkStatus();
+    }
+    case Opcode::kWaitClients: {
+      ASSIGN_OR_RETURN(int64_t count, in.I64());
+      return wait_for({}, count);
+    }
+    case Opcode::kClock: {
+      RETURN_IF_ERROR(in.Done());
+      Reply(connection, Encoder().U8(0).I64(UnixNanos()).Frame());
+      return absl::OkStatus();
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown opcode ", raw_op));
+}
+
+bool TCPStoreServer::WaiterReady(const Waiter& waiter) const {
+  if (waiter.op == Opcode::kWaitClients) return connected_.load() >= waiter.client_count;
+  return table_.ContainsAll(waiter.keys);
+}
+
+void TCPStoreServer::AnswerWaiter(Connection& connection, const Waiter& waiter) {
+  if (!WaiterReady(waiter)) {
+    if (waiter.op == Opcode::kWaitClients) {
+      ReplyError(connection,
+                 absl::DeadlineExceededError(absl::StrCat(
+                     "timed out after ", absl::FormatDuration(waiter.timeout), " waiting for ",
+                     waiter.client_count, " clients; ", JoinedDetail())));
+    } else {
+      ReplyError(connection,
+                 WaitTimeoutError(waiter.timeout, table_.Missing(waiter.keys), JoinedDetail()));
+    }
+    return;
+  }
+  Encoder out;
+  out.U8(0);
+  if (waiter.op == Opcode::kGet) out.Str(*table_.Find(waiter.keys[0]));
+  if (waiter.op == Opcode::kMultiGet) {
+    std::vector<std::string> values;
+    values.reserve(waiter.keys.size());
+    for (const std::string& key : waiter.keys) values.push_back(*table_.Find(key));
+    out.StrList(values);
+  }
+  Reply(connection, out.Frame());
+}
+
+void TCPStoreServer::ServeWaiters() {
+  const absl::Time now = absl::Now();
+  std::vector<uint64_t> answered;
+  for (auto& [id, connection] : connections_) {
+    if (!connection->waiter.has_value()) continue;
+    if (!WaiterReady(*connection->waiter) && connection->waiter->deadline > now) continue;
+    Waiter waiter = std::move(*connection->waiter);
+    connection->waiter.reset();
+    AnswerWaiter(*connection, waiter);
+    answered.push_back(id);
+  }
+  // Requests queued behind an answered waiter run now; they may change the table and so
+  // satisfy other waiters, which the next loop iteration serves.
+  for (uint64_t id : answered) {
+    auto it = connections_.find(id);
+    if (it == connections_.end()) continue;
+    if (ProcessInput(*it->second) && it->second->broken) {
+      CloseConnection(id, "write failed", /*rejected=*/false);
+    }
+  }
+}
+
+void TCPStoreServer::BeatToWaiters() {
+  const absl::Time now = absl::Now();
+  std::vector<uint64_t> broken;
+  for (auto& [id, connection] : connections_) {
+    if (!connection->waiter.has_value() || connection->broken ||
+        now - connection->last_sent < connection->beat_period) {
+      continue;
+    }
+    Reply(*connection, tcp_store::HeartbeatFrame());
+    if (connection->broken) broken.push_back(id);
+  }
+  for (uint64_t id : broken) CloseConnection(id, "write failed", /*rejected=*/false);
+}
+
+void TCPStoreServer::ExpireHandshakes() {
+  const absl::Time now = absl::Now();
+  std::vector<uint64_t> expired;
+  for (const auto& [id, connection] : connections_) {
+    if (!connection->handshaken && connection->handshake_deadline <= now) expired.push_back(id);
+  }
+  for (uint64_t id : expired) {
+    CloseConnection(
+        id, absl::StrCat("no handshake within ", absl::FormatDuration(options_.handshake_timeout)),
+        /*rejected=*/true);
+  }
+}
+
+int TCPStoreServer::NextTimeoutMs() const {
+  absl::Time next = absl::Now() + absl::Seconds(1);
+  if (listener_paused_) next = std::min(next, accept_guard_.paused_until());
+  for (const auto& [id, connection] : connections_) {
+    if (!connection->handshaken) next = std::min(next, connection->handshake_deadline);
+    if (connection->waiter.has_value()) {
+      next = std::min(
+          {next, connection->waiter->deadline, connection->last_sent + connection->beat_period});
+    }
+  }
+  return static_cast<int>(std::max<int64_t>(
+      0, absl::ToInt64Milliseconds(absl::Ceil(next - absl::Now(), absl::Milliseconds(1)))));
+}
+
+std::string TCPStoreServer::JoinedDetail() const {
+  if (options_.expected_clients > 0) {
+    return absl::StrCat(connected_.load(), "/", options_.expected_clients, " clients joined");
+  }
+  return absl::StrCat(connected_.load(), " clients connected");
+}
+
+bool TCPStoreServer::AdvanceTls(Connection& connection) {
+  absl::StatusOr<auth::TlsSession::Progress> progress = connection.tls->Handshake();
+  if (!progress.ok()) {
+    CloseConnection(connection.id, progress.status().message(), /*rejected=*/true);
+    return false;
+  }
+  WatchWritable(connection, *progress == auth::TlsSession::Progress::kWantWrite);
+  if (*progress != auth::TlsSession::Progress::kDone) return true;
+  connection.tls_established = true;
+  if (!options_.secret.empty()) {
+    connection.auth = std::make_unique<auth::ServerHandshake>(
+        options_.secret, auth::Purpose::kStore, connection.tls->ChannelBinding());
+  }
+  return true;
+}
+
+void TCPStoreServer::WatchWritable(Connection& connection, bool want_write) {
+  if (want_write == connection.want_write) return;
+  connection.want_write = want_write;
+  epoll_event event{};
+  event.events =
+      static_cast<uint32_t>(EPOLLIN) | (want_write ? static_cast<uint32_t>(EPOLLOUT) : 0u);
+  event.data.u64 = connection.id;
+  epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, connection.fd.get(), &event);
+}
+
+void TCPStoreServer::Reply(Connection& connection, const std::string& frame) {
+  connection.out += frame;
+  connection.last_sent = absl::Now();
+  auth::TlsSession* tls = connection.tls.get();
+  while (!connection.out.empty() || (tls != nullptr && tls->HasPendingOutput())) {
+    ssize_t n;
+    if (connection.out.empty()) {
+      n = tls->Flush();
+      if (n == 0) break;
+    } else if (tls != nullptr) {
+      iovec iov{connection.out.data(), connection.out.size()};
+      n = tls->Write(&iov, 1);
+    } else {
+      n = send(connection.fd.get(), connection.out.data(), connection.out.size(),
+               MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    if (n > 0) {
+      connection.out.erase(0, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    connection.broken = true;
+    return;
+  }
+  WatchWritable(connection, !connection.out.empty() || (tls != nullptr && tls->HasPendingOutput()));
+}
+
+void TCPStoreServer::ReplyError(Connection& connection, const absl::Status& status) {
+  Reply(connection,
+        Encoder().U8(static_cast<uint8_t>(status.code())).Str(status.message()).Frame());
+}
+
+void TCPStoreServer::CloseConnection(uint64_t id, absl::string_view reason, bool rejected) {
+  auto it = connections_.find(id);
+  if (it == connections_.end()) return;
+  Connection& connection = *it->second;
+  if (connection.handshaken) connected_.fetch_sub(1);
+  // Refusals are logged with the peer, the first ones each and then every 1000th, so a flood
+  // of bad connections cannot flood the log.
+  if (rejected) {
+    ++refused_;
+    std::lock_guard<std::mutex> lock(refusals_mu_);
+    refused_count_ = refused_;
+    last_refusal_ = absl::StrCat("from ", connection.peer, ": ", reason);
+  }
+  if (!rejected || refused_ <= 10 || refused_ % 1000 == 0) {
+    Log(rejected ? LogLevel::kWarning : LogLevel::kDebug,
+        absl::StrCat("TCPStore server on port ", port_, ": closing connection ", id, " from ",
+                     connection.peer, ": ", reason,
+                     rejected && refused_ >= 10 ? absl::StrCat(" (", refused_, " refused so far)")
+                                                : std::string()));
+  }
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, connection.fd.get(), nullptr);
+  connections_.erase(it);
+}
+
+}  // namespace plexus

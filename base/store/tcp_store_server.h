@@ -1,0 +1,119 @@
+// TCPStoreServer: the server side of TCPStore. One event-loop thread (epoll) serves any number
+// of clients; blocking requests (get, wait, multi_get, wait-for-clients) are parked as waiters
+// and answered when their keys appear or their deadline passes, so one slow client never
+// stalls the others; while parked, the client hears a heartbeat as often as it asked. Runs inside a
+// process (TCPStore with is_server) or standalone
+// (//tools:tcp_store_server).
+#ifndef PLEXUS_BASE_STORE_TCP_STORE_SERVER_H_
+#define PLEXUS_BASE_STORE_TCP_STORE_SERVER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "base/auth/tls.h"
+#include "base/net/accept_guard.h"
+#include "base/net/socket_util.h"
+#include "base/store/key_value_table.h"
+#include "base/store/tcp_store_protocol.h"
+
+namespace plexus {
+
+struct TCPStoreServerOptions {
+  // Address to bind: "" listens on all IPv4 interfaces, "127.0.0.1" stays on loopback.
+  std::string host;
+  int port = 0;  // 0 picks a free port; see TCPStoreServer::port().
+  // Clients expected in total; only used in messages ("1/4 clients joined"). 0 = unknown.
+  int expected_clients = 0;
+  // Frames larger than this close the connection before anything is allocated for them.
+  uint64_t max_frame_bytes = tcp_store::kDefaultMaxFrameBytes;
+  // A connection that has not completed its handshake by then is closed.
+  absl::Duration handshake_timeout = absl::Seconds(10);
+  // With a secret, every client must first prove it (base/auth/mutual_auth.h); one that
+  // does not is closed before any other byte is parsed. Empty: no authentication.
+  std::string secret;
+  // With TLS, every connection starts with a TLS 1.3 handshake (then the secret's exchange,
+  // bound to it); a client that speaks no TLS or whose certificate is refused is closed.
+  std::shared_ptr<const auth::TlsContext> tls;
+};
+
+class TCPStoreServer {
+ public:
+  // Binds, listens and starts the loop thread.
+  static absl::StatusOr<std::unique_ptr<TCPStoreServer>> Start(TCPStoreServerOptions options);
+  // Stops the loop and closes every connection.
+  ~TCPStoreServer();
+
+  int port() const { return port_; }
+  // Clients connected now that completed the handshake.
+  int connected_clients() const { return connected_.load(); }
+  // "N connection(s) refused, the last from ADDR: why"; "" while none was (thread-safe).
+  std::string RefusalReport() const;
+
+ private:
+  struct Connection;
+  struct Waiter;
+
+  TCPStoreServer(TCPStoreServerOptions options, ScopedFd listener, int port, ScopedFd epoll,
+                 ScopedFd wakeup);
+  void Loop();
+  void AcceptAll();
+  // Out of descriptors: closes the oldest connection that has not completed its handshake;
+  // false if there is none.
+  bool ShedOldestUnauthenticated();
+  void OnReadable(uint64_t id);
+  void OnWritable(uint64_t id);
+  // Advances a connection's TLS handshake; false if it was closed.
+  bool AdvanceTls(Connection& connection);
+  void WatchWritable(Connection& connection, bool want_write);
+  // Handles every complete frame buffered on the connection. False if it was closed.
+  bool ProcessInput(Connection& connection);
+  // Executes one request; an error status means a protocol violation (close the connection).
+  absl::Status HandleRequest(Connection& connection, absl::string_view payload);
+  void Reply(Connection& connection, const std::string& frame);
+  void ReplyError(Connection& connection, const absl::Status& status);
+  void CloseConnection(uint64_t id, absl::string_view reason, bool rejected);
+  // Answers the waiters whose condition now holds or whose deadline has passed.
+  void ServeWaiters();
+  bool WaiterReady(const Waiter& waiter) const;
+  void AnswerWaiter(Connection& connection, const Waiter& waiter);
+  // Sends a heartbeat to each client whose parked request has been quiet for its period.
+  void BeatToWaiters();
+  void ExpireHandshakes();
+  int NextTimeoutMs() const;
+  std::string JoinedDetail() const;
+
+  const TCPStoreServerOptions options_;
+  const ScopedFd listener_;
+  const int port_;
+  const ScopedFd epoll_;
+  const ScopedFd wakeup_;  // eventfd that interrupts epoll_wait on shutdown.
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> connected_{0};
+  uint64_t refused_ = 0;  // Connections closed for a failed handshake or authentication.
+  mutable std::mutex refusals_mu_;
+  std::string last_refusal_;  // Guarded by refusals_mu_, with refused_count_.
+  uint64_t refused_count_ = 0;
+  AcceptGuard accept_guard_{"TCPStore server"};
+  // The listener is out of the loop's events (no descriptor could be freed) until the guard's
+  // paused_until().
+  bool listener_paused_ = false;
+
+  // Loop-thread state only.
+  KeyValueTable table_;
+  uint64_t next_id_ = 1;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Connection>> connections_;
+  bool table_changed_ = false;
+
+  std::thread thread_;
+};
+
+}  // namespace plexus
+
+#endif  // PLEXUS_BASE_STORE_TCP_STORE_SERVER_H_

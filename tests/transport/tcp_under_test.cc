@@ -1,0 +1,27 @@
+// The tcp transport under the contract: over sockets, or (PLEXUS_CONTRACT_RINGS) with every
+// pair of ranks on shared-memory rings, as ranks on one host are by default.
+#include "base/core/status_macros.h"
+#include "tests/transport/contract.h"
+#include "tests/transport/tcp_member.h"
+
+namespace plexus::testing {
+
+const TransportUnderTest& UnderTest() {
+#ifdef PLEXUS_CONTRACT_RINGS
+  constexpr tcp::ShmMode kMode = tcp::ShmMode::kRequired;
+  constexpr char kName[] = "tcp over shared-memory rings";
+#else
+  constexpr tcp::ShmMode kMode = tcp::ShmMode::kOff;
+  constexpr char kName[] = "tcp over sockets";
+#endif
+  static const TransportUnderTest* const under = new TransportUnderTest{
+      .name = kName,
+      .make = [](std::shared_ptr<Store> store, int rank, int world) -> absl::StatusOr<Member> {
+        ASSIGN_OR_RETURN(std::shared_ptr<TcpTransport> transport,
+                         MakeTcpTransport(std::move(store), rank, world, kMode));
+        return Member{transport, nullptr};
+      }};
+  return *under;
+}
+
+}  // namespace plexus::testing
