@@ -26,13 +26,15 @@ void ArenaOrder::RunReady(std::unique_lock<std::mutex>& lock, int64_t own) {
     entry->taken = true;
     running_ = true;
     const int64_t epoch = epoch_;
+    const uint64_t generation = generation_;
     lock.unlock();
     absl::Status status = (*entry->body)();
     lock.lock();
     entry->status = std::move(status);
     entry->done = true;
     running_ = false;
-    if (epoch_ == epoch) ++next_;  // A new epoch began meanwhile: its count starts at 0.
+    // A new epoch (or a Reset) began meanwhile: its count starts at 0.
+    if (epoch_ == epoch && generation_ == generation) ++next_;
     advanced_.notify_all();
   }
 }
@@ -41,6 +43,7 @@ absl::Status ArenaOrder::Run(int64_t epoch, int64_t turn, absl::Time deadline,
                              const std::function<bool()>& abandoned,
                              const std::function<absl::Status()>& body) {
   std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t generation = generation_;
   if (epoch > epoch_) {  // The first turn of a new epoch: the old one's turns are over.
     epoch_ = epoch;
     next_ = 0;
@@ -56,7 +59,7 @@ absl::Status ArenaOrder::Run(int64_t epoch, int64_t turn, absl::Time deadline,
     RunReady(lock, turn);
     if (entry.done) return entry.status;
     const absl::Time now = absl::Now();
-    const bool gone = epoch_ != epoch || now >= deadline || [&] {
+    const bool gone = epoch_ != epoch || generation_ != generation || now >= deadline || [&] {
       lock.unlock();
       const bool result = abandoned();
       lock.lock();
@@ -65,7 +68,7 @@ absl::Status ArenaOrder::Run(int64_t epoch, int64_t turn, absl::Time deadline,
     if (entry.done) return entry.status;
     if (gone && !entry.taken) {
       // Nobody runs it (a taken one is waited for: its body refers to this frame): withdraw.
-      if (epoch_ == epoch) {
+      if (epoch_ == epoch && generation_ == generation) {
         auto it = waiting_.find(turn);
         if (it != waiting_.end() && it->second == &entry) waiting_.erase(it);
       }
@@ -81,6 +84,15 @@ absl::Status ArenaOrder::Run(int64_t epoch, int64_t turn, absl::Time deadline,
         entry.taken ? absl::Milliseconds(20) : std::min(deadline - now, absl::Milliseconds(20));
     advanced_.wait_until(lock, SteadyDeadline(slice));
   }
+}
+
+void ArenaOrder::Reset() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++generation_;
+  epoch_ = -1;
+  next_ = 0;
+  waiting_.clear();  // Their callers see the generation moved on.
+  advanced_.notify_all();
 }
 
 }  // namespace plexus::elastic

@@ -31,6 +31,10 @@ class ArenaOrder {
                    const std::function<bool()>& abandoned,
                    const std::function<absl::Status()>& body);
 
+  // Forgets every epoch: a new connection to the master (a restarted one numbers its epochs
+  // from the start again). Turns still waiting end as Unavailable.
+  void Reset();
+
  private:
   struct Entry {
     const std::function<absl::Status()>* body;
@@ -43,6 +47,7 @@ class ArenaOrder {
 
   std::mutex mu_;
   std::condition_variable advanced_;
+  uint64_t generation_ = 0;  // Reset() calls so far.
   int64_t epoch_ = -1;
   int64_t next_ = 0;                   // The turn of epoch_ that may go now.
   bool running_ = false;               // A thread runs a turn.

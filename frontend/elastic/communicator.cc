@@ -254,6 +254,8 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
   }
   if (old_mesh) old_mesh->Abort(absl::UnavailableError("reconnected to the master"));
   old_mesh.reset();
+  // The arena's turns count per epoch too: a restarted master's epoch 2 is not the old one's.
+  arena_order_.Reset();
   // The old link's reader may still report its loss late: only this link's reports count.
   MasterLink::Callbacks callbacks;
   callbacks.on_topology = [this, generation](const Topology& t) { OnTopology(generation, t); };

@@ -70,5 +70,43 @@ TEST(ArenaOrderTest, ATurnWhoseTurnNeverComesEndsByItsDeadlineOrItsEpoch) {
   EXPECT_EQ(over.code(), absl::StatusCode::kUnavailable) << over;
 }
 
+// A restarted master numbers its epochs from the start again: after Reset (a new connection),
+// turn 0 of an epoch the old master had already used runs at once, and a turn still waiting from
+// the old connection ends. (Without Reset the new turn 0 waited behind the old count until its
+// deadline: tests/elastic:lifecycle_test's restarted master, once in four CI runs.)
+// A restarted master numbers its epochs from the start again. After Reset (a new connection) an
+// epoch number seen before starts at turn 0, and a turn left waiting from the old connection
+// ends. Without it, tests/elastic:lifecycle_test's restarted master once left a peer's turn 0
+// waiting behind the old count until its deadline.
+TEST(ArenaOrderTest, AfterResetAnEpochNumberSeenBeforeStartsAgainAtTurnZero) {
+  ArenaOrder order;
+  int runs = 0;
+  std::function<absl::Status()> body = [&] {
+    ++runs;
+    return absl::OkStatus();
+  };
+  for (int turn = 0; turn < 3; ++turn) {
+    ASSERT_TRUE(order.Run(2, turn, absl::Now() + absl::Seconds(5), kNever, body).ok());
+  }
+  // Turn 5 of the old epoch 2 never comes; `abandoned` is first asked once it waits.
+  std::atomic<bool> waiting{false};
+  const std::function<bool()> note_waiting = [&] {
+    waiting = true;
+    return false;
+  };
+  absl::Status stale;
+  std::thread old_turn(
+      [&] { stale = order.Run(2, 5, absl::Now() + absl::Seconds(30), note_waiting, body); });
+  while (!waiting) std::this_thread::yield();
+  order.Reset();
+  old_turn.join();
+  EXPECT_EQ(stale.code(), absl::StatusCode::kUnavailable) << stale;
+  const absl::Time start = absl::Now();
+  absl::Status fresh = order.Run(2, 0, absl::Now() + absl::Seconds(5), kNever, body);
+  EXPECT_TRUE(fresh.ok()) << fresh;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  EXPECT_EQ(runs, 4);
+}
+
 }  // namespace
 }  // namespace plexus::elastic
