@@ -20,14 +20,14 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 asan_targets=(
-  //base/store:all //base/auth:all //base/work:all //backends/tcp:all //algorithms:all
+  //base/store:all //base/auth:all //base/work:all //backends/tcp:all //algorithms:all //executor:all
   //frontend/dispatch:flight_recorder_test //tests/fault:fault_test //tests/fault:fault_sockets_test //tests/fault:heartbeat_test
   //tests/fault:listener_abuse_test //tests/fault:lifecycle_test
   //tests/conformance:reductions_tcp_test //tests/conformance:semantics_tcp_test
   //tests/conformance:data_movement_tcp_test
 )
 tsan_targets=(
-  //base/store:all //base/auth:all //base/work:all //backends/tcp:all //algorithms:all
+  //base/store:all //base/auth:all //base/work:all //backends/tcp:all //algorithms:all //executor:all
   //devices/cuda:event_watcher_test //frontend/dispatch:flight_recorder_test
 )
 
