@@ -327,8 +327,8 @@ absl::StatusOr<std::vector<Connection>> ConnectMesh(const MeshOptions& options) 
   int refusals = 0;
   Handshakes handshakes(options);
   // Out of descriptors, the listener backs off instead of spinning; peers wait in its backlog.
-  AcceptGuard guard(absl::StrCat("tcp: ", me, " of group '", options.group_name, "'"),
-                    AcceptGuard::OnShortage::kPause);
+  const std::string server = absl::StrCat("tcp: ", me, " of group '", options.group_name, "'");
+  AcceptGuard guard(server, AcceptGuard::OnShortage::kPause);
   for (int accepted = 0; accepted < options.rank;) {
     if (Cancelled(options)) return CancelledError(options);
     for (Handshakes::Done& done : handshakes.TakeDone()) {
@@ -341,8 +341,7 @@ absl::StatusOr<std::vector<Connection>> ConnectMesh(const MeshOptions& options) 
         // The first ten, then every hundredth: a flood must not flood the log.
         if (++refusals <= 10 || refusals % 100 == 0) {
           Log(LogLevel::kWarning,
-              absl::StrCat("tcp: ", me, " of group '", options.group_name,
-                           "' refused a connection from ", refused,
+              absl::StrCat(server, " refused a connection from ", refused,
                            refusals >= 10 ? absl::StrCat(" (", refusals, " refused so far)") : ""));
         }
         continue;
@@ -354,13 +353,16 @@ absl::StatusOr<std::vector<Connection>> ConnectMesh(const MeshOptions& options) 
     }
     if (accepted == options.rank) break;
     const absl::Time now = absl::Now();
-    const bool room = handshakes.running() < kMostHandshakes && now >= guard.paused_until();
+    const bool paused = now < guard.paused_until();
+    const bool room = handshakes.running() < kMostHandshakes && !paused;
     pollfd fds[2] = {{listener.get(), static_cast<short>(room ? POLLIN : 0), 0},
                      {handshakes.wake_fd(), POLLIN, 0}};
     const int64_t left_ms = absl::ToInt64Milliseconds(deadline - now);
-    const int64_t wait_ms = std::min<int64_t>(
-        {left_ms, 200, room ? 200 : absl::ToInt64Milliseconds(guard.paused_until() - now) + 1});
-    if (left_ms <= 0 || poll(fds, 2, static_cast<int>(std::max<int64_t>(wait_ms, 0))) < 0) {
+    int64_t wait_ms = std::min<int64_t>(left_ms, 200);
+    if (paused) {  // Look at the listener again when the pause ends.
+      wait_ms = std::min(wait_ms, absl::ToInt64Milliseconds(guard.paused_until() - now) + 1);
+    }
+    if (left_ms <= 0 || poll(fds, 2, static_cast<int>(wait_ms)) < 0) {
       if (left_ms > 0 && errno == EINTR) continue;
       if (left_ms > 0) return absl::InternalError(absl::StrCat("poll: ", strerror(errno)));
       std::string missing;

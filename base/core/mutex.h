@@ -21,8 +21,6 @@ class ABSL_LOCKABLE Mutex {
   void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
   void unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
   bool try_lock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return mu_.try_lock(); }
-  // Tells the analysis that the caller holds it (after a wait that re-took it elsewhere).
-  void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK() {}
 
   // The std::mutex underneath, for std::unique_lock and condition variables (UniqueLock).
   std::mutex& native() ABSL_LOCK_RETURNED(this) { return mu_; }

@@ -2,6 +2,7 @@
 // forming tcp mesh's data listener, and the TCPStore's. 2^40-byte lengths, truncated frames
 // and random bytes each get the connection closed within a second, a thousand of them leave
 // the listening process within a few MiB, and the job then works as if nothing happened.
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #include "frontend/elastic/master_node.h"
 #include "frontend/elastic/master_protocol.h"
 #include "gtest/gtest.h"
+#include "tests/testing/loopback_tcp.h"
 
 namespace plexus {
 namespace {
@@ -145,17 +147,7 @@ TEST(ListenerAbuseTest, TheElasticMasterClosesHostileConnectionsAndKeepsServing)
 // Rank `rank` of a 2-rank tcp group on loopback (no shared memory, secret or TLS).
 absl::StatusOr<std::unique_ptr<TcpTransport>> MakeTransport(const std::shared_ptr<Store>& store,
                                                             int rank, const std::string& group) {
-  TcpTransportOptions options;
-  options.store = store;
-  options.rank = rank;
-  options.size = 2;
-  options.group_name = group;
-  options.address = "127.0.0.1";
-  options.connect_timeout = absl::Seconds(60);
-  options.secret = "";
-  options.tls = auth::TlsFiles{};
-  options.shared_memory_config = tcp::ShmConfig{tcp::ShmMode::kOff};
-  return TcpTransport::Create(options);
+  return testing::LoopbackTcpTransport(store, rank, 2, group);
 }
 
 TEST(ListenerAbuseTest, AFormingMeshDropsHostileConnectionsAndStillForms) {
@@ -227,6 +219,38 @@ TEST(ListenerAbuseTest, SilentConnectionsDoNotHoldUpAFormingMesh) {
                   .ok());
   ASSERT_TRUE(recv->Wait(absl::Seconds(20)).ok());
   EXPECT_EQ(received, sent);
+}
+
+// More silent connections than the listener handshakes at once (64): the listener waits for a
+// handshake to end rather than spinning while the rest sit in its backlog, and the peer behind
+// them still gets in once the first handshakes give up.
+TEST(ListenerAbuseTest, MoreSilentConnectionsThanHandshakeSlotsDoNotSpinTheListener) {
+  auto store = std::make_shared<HashStore>(absl::Seconds(60));
+  auto make = [&](int rank) { return MakeTransport(store, rank, "crowded"); };
+  absl::StatusOr<std::unique_ptr<TcpTransport>> rank1 = absl::UnknownError("not created");
+  std::thread waiting([&] { rank1 = make(1); });
+  ASSERT_TRUE(store->Wait({"addr/1"}, absl::Seconds(30)).ok());
+  const std::string address = *store->Get("addr/1");
+  const int port = std::stoi(address.substr(address.rfind(':') + 1));
+  std::vector<ScopedFd> silent;
+  for (int i = 0; i < 70; ++i) {
+    auto fd = ConnectTcpWithRetry("127.0.0.1", port, absl::Now() + absl::Seconds(5));
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    silent.push_back(std::move(fd).value());
+  }
+  auto cpu = [] {
+    rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    return absl::DurationFromTimeval(usage.ru_utime) + absl::DurationFromTimeval(usage.ru_stime);
+  };
+  // Only rank 1's listener runs in this process now; spinning, it would use the whole second.
+  const absl::Duration before = cpu();
+  absl::SleepFor(absl::Seconds(1));
+  EXPECT_LT(cpu() - before, absl::Milliseconds(300));
+  auto rank0 = make(0);
+  waiting.join();
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  ASSERT_TRUE(rank1.ok()) << rank1.status();
 }
 
 TEST(ListenerAbuseTest, TheStoreClosesHostileConnectionsAndKeepsServing) {

@@ -21,6 +21,7 @@
 #include "base/store/tcp_store.h"
 #include "base/store/tcp_store_server.h"
 #include "gtest/gtest.h"
+#include "tests/testing/loopback_tcp.h"
 #include "tests/testing/subprocess.h"
 
 namespace plexus {
@@ -29,6 +30,8 @@ namespace {
 constexpr absl::Duration kTimeout = absl::Seconds(30);
 constexpr size_t kMessageBytes = 100000;
 
+// From getrusage, not /proc (testing::CpuTime): with the descriptor table full, opening a file
+// would fail and read as no CPU at all.
 absl::Duration OwnCpuTime() {
   rusage usage;
   getrusage(RUSAGE_SELF, &usage);
@@ -40,17 +43,8 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> MakeTransport(int store_port, int 
   store_options.port = store_port;
   store_options.timeout = kTimeout;
   ASSIGN_OR_RETURN(std::unique_ptr<TCPStore> store, TCPStore::Create(store_options));
-  TcpTransportOptions options;
-  options.store = std::move(store);
-  options.rank = rank;
-  options.size = 2;
-  options.group_name = "short of descriptors";
-  options.address = "127.0.0.1";
-  options.connect_timeout = kTimeout;
-  options.secret = "";
-  options.tls = auth::TlsFiles{};
-  options.shared_memory_config = tcp::ShmConfig{tcp::ShmMode::kOff};
-  return TcpTransport::Create(options);
+  return testing::LoopbackTcpTransport(std::move(store), rank, 2, "short of descriptors",
+                                       tcp::ShmMode::kOff, kTimeout);
 }
 
 // Opens descriptors until the (lowered) limit refuses one; closing the returned ones and

@@ -22,7 +22,6 @@
 #include "base/core/status_macros.h"
 #include "base/store/file_store.h"
 #include "base/store/hash_store.h"
-#include "base/store/prefix_store.h"
 #include "gtest/gtest.h"
 #include "tests/testing/mpirun.h"
 #include "tests/testing/subprocess.h"

@@ -4,8 +4,8 @@
 
 #include "algorithms/subgroup_transport.h"
 #include "base/core/status_macros.h"
+#include "tests/testing/loopback_tcp.h"
 #include "tests/transport/contract.h"
-#include "tests/transport/tcp_member.h"
 
 namespace plexus::testing {
 
@@ -15,8 +15,9 @@ const TransportUnderTest& UnderTest() {
       .idle_ranks = 1,
       .receives_from_any = false,
       .make = [](std::shared_ptr<Store> store, int rank, int world) -> absl::StatusOr<Member> {
-        ASSIGN_OR_RETURN(std::shared_ptr<TcpTransport> parent,
-                         MakeTcpTransport(std::move(store), rank, world, tcp::ShmMode::kOff));
+        ASSIGN_OR_RETURN(
+            std::shared_ptr<TcpTransport> parent,
+            LoopbackTcpTransport(std::move(store), rank, world, "contract", tcp::ShmMode::kOff));
         const std::vector<int> members = {3, 0, 2};
         if (rank == 1) return Member{nullptr, parent};
         return Member{std::make_shared<SubgroupTransport>(*parent, members, /*phase=*/3), parent};

@@ -1,8 +1,8 @@
 // The tcp transport under the contract: over sockets, or (PLEXUS_CONTRACT_RINGS) with every
 // pair of ranks on shared-memory rings, as ranks on one host are by default.
 #include "base/core/status_macros.h"
+#include "tests/testing/loopback_tcp.h"
 #include "tests/transport/contract.h"
-#include "tests/transport/tcp_member.h"
 
 namespace plexus::testing {
 
@@ -18,7 +18,7 @@ const TransportUnderTest& UnderTest() {
       .name = kName,
       .make = [](std::shared_ptr<Store> store, int rank, int world) -> absl::StatusOr<Member> {
         ASSIGN_OR_RETURN(std::shared_ptr<TcpTransport> transport,
-                         MakeTcpTransport(std::move(store), rank, world, kMode));
+                         LoopbackTcpTransport(std::move(store), rank, world, "contract", kMode));
         return Member{transport, nullptr};
       }};
   return *under;
