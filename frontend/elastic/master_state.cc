@@ -501,6 +501,7 @@ absl::Status MasterState::HandleSyncState(int64_t id, const Message& message) {
   sync.epoch = epoch;
   ballot->peer = id;
   ballot->description = Describe(id);
+  ballot->holds_group_state = peer.holds_group_state;
   sync.ballots[id] = {Waiting{request, expires}, std::move(ballot).value()};
   if (sync.ballots.size() == group.ring.size()) {
     PlanGroupSync(peer.group);
@@ -566,7 +567,10 @@ absl::Status MasterState::HandleSyncDone(int64_t id, const Message& message) {
   if (!sync.failure.ok()) {
     Reply(id, request, sync.failure, 0);
   } else if (sync.done.size() == group.ring.size()) {
-    for (const auto& [member, waiting] : sync.done) Reply(member, waiting, absl::OkStatus(), 0);
+    for (const auto& [member, waiting] : sync.done) {
+      peers_.at(member).holds_group_state = true;
+      Reply(member, waiting, absl::OkStatus(), 0);
+    }
   }
   if (sync.done.size() == group.ring.size()) sync = SyncRound{};
   return absl::OkStatus();

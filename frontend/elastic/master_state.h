@@ -74,7 +74,8 @@ class MasterState {
     int64_t group = 0;
     std::string address;
     bool accepted = false;
-    int64_t waiting_request = -1;  // Its update_topology request, while it waits.
+    bool holds_group_state = false;  // A sync of its group completed with it.
+    int64_t waiting_request = -1;    // Its update_topology request, while it waits.
     absl::Time waiting_since;
     absl::Time waiting_expires;
   };

@@ -126,9 +126,15 @@ absl::StatusOr<SyncPlan> PlanSync(const std::vector<SyncBallot>& ballots) {
   for (const SyncBallot& b : ballots) any_send_only |= b.strategy == SyncStrategy::kSendOnly;
   const SyncStrategy authority =
       any_send_only ? SyncStrategy::kSendOnly : SyncStrategy::kEnforcePopular;
+  bool members_vote = false;  // Whether a member that holds the group's state can vote.
+  for (const SyncBallot& b : ballots)
+    members_vote |= b.strategy == authority && b.holds_group_state;
+  const auto votes = [&](const SyncBallot& b) {
+    return b.strategy == authority && (b.holds_group_state || !members_vote);
+  };
   std::vector<uint64_t> revisions;
   for (const SyncBallot& b : ballots) {
-    if (b.strategy == authority) revisions.push_back(b.revision);
+    if (votes(b)) revisions.push_back(b.revision);
   }
   if (revisions.empty()) {
     return absl::FailedPreconditionError(
@@ -141,14 +147,13 @@ absl::StatusOr<SyncPlan> PlanSync(const std::vector<SyncBallot>& ballots) {
   for (size_t t = 0; t < n_tensors; ++t) {
     std::vector<uint64_t> hashes;
     for (const SyncBallot& b : ballots) {
-      if (b.strategy == authority && b.revision == plan.revision)
-        hashes.push_back(b.tensors[t].hash);
+      if (votes(b) && b.revision == plan.revision) hashes.push_back(b.tensors[t].hash);
     }
     const uint64_t popular = Mode(hashes, [](uint64_t a, uint64_t b) { return a < b; });
     plan.popular_hash[t] = popular;
     std::vector<int64_t> holders;
     for (const SyncBallot& b : ballots) {
-      if (b.strategy == authority && b.revision == plan.revision && b.tensors[t].hash == popular) {
+      if (votes(b) && b.revision == plan.revision && b.tensors[t].hash == popular) {
         holders.push_back(b.peer);
       }
     }

@@ -6,6 +6,8 @@
 // tensor to whom; the peers then move exactly those tensors over their data connections. Rules:
 //  - Authorities: the SEND_ONLY peers if there are any, else the ENFORCE_POPULAR ones. RECEIVE_ONLY
 //    peers never vote (a joiner's zeros must not win). No authority at all is an error.
+//  - While an authority holds the group's state (finished a sync of the group before), only such
+//    authorities vote: newcomers cannot outvote the group's progress, however many join at once.
 //  - The target revision is the most common revision among the authorities (ties: the higher).
 //  - Per tensor, the popular content is the most common hash among the authorities at the
 //    target revision (ties: the smaller hash, so every master picks the same).
@@ -72,6 +74,9 @@ struct SyncBallot {
   std::string description;  // For errors: "peer 3 (10.0.0.2, group 0)".
   uint64_t revision = 0;
   SyncStrategy strategy = SyncStrategy::kEnforcePopular;
+  // It finished a sync of this group before: it holds the group's state, so peers that never
+  // did (newcomers, however many) defer to it instead of outvoting the group's progress.
+  bool holds_group_state = false;
   std::vector<Tensor> tensors;
 };
 

@@ -1,6 +1,7 @@
 // sync_shared_state: the master's plan (PlanSync) for every strategy, and forked peers that
-// reconcile diverged state, hand the state to a peer joining mid-run, refuse irreconcilable
-// ballots without touching a byte, and finish a sync whose sender is SIGKILLed mid-transfer.
+// reconcile diverged state, hand the state to a peer joining mid-run (also to newcomers that
+// outnumber the group), refuse irreconcilable ballots without touching a byte, and finish a sync
+// whose sender is SIGKILLed mid-transfer.
 #include "frontend/elastic/shared_state.h"
 
 #include <signal.h>
@@ -78,6 +79,37 @@ TEST(PlanSyncTest, ReceiveOnlyPeersNeverVoteAndAlwaysAdopt) {
   auto nobody = PlanSync({Ballot(1, 0, SyncStrategy::kReceiveOnly, {5})});
   EXPECT_EQ(nobody.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(nobody.status().message(), HasSubstr("RECEIVE_ONLY"));
+}
+
+TEST(PlanSyncTest, NewcomersDeferToTheGroupsMembersHoweverMany) {
+  // Peer 1 ran the group alone to revision 1; two newcomers at revision 0 with their own random
+  // weights must receive its state, not roll it back (what a plain majority would do).
+  SyncBallot member = Ballot(1, 1, kPopular, {5});
+  member.holds_group_state = true;
+  auto plan = PlanSync({member, Ballot(2, 0, kPopular, {3}), Ballot(3, 0, kPopular, {3})});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->revision, 1u);
+  EXPECT_EQ(plan->popular_hash[0], 5u);
+  EXPECT_EQ(plan->source[0], (std::vector<int64_t>{-1, 1, 1}));
+  // Among members the majority still rules; newcomers never vote while a member does.
+  SyncBallot other = Ballot(4, 2, kPopular, {6});
+  other.holds_group_state = true;
+  SyncBallot third = Ballot(5, 2, kPopular, {6});
+  third.holds_group_state = true;
+  plan = PlanSync({member, other, third, Ballot(2, 7, kPopular, {9}), Ballot(3, 7, kPopular, {9}),
+                   Ballot(6, 7, kPopular, {9})});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->revision, 2u);
+  EXPECT_EQ(plan->popular_hash[0], 6u);
+  EXPECT_EQ(plan->source[0][1], -1);
+  EXPECT_THAT(plan->source[0][0], ::testing::AnyOf(4, 5));
+  EXPECT_THAT(plan->source[0][3], ::testing::AnyOf(4, 5));
+  // A member that asked to RECEIVE_ONLY does not vote; then the newcomers decide.
+  member.strategy = SyncStrategy::kReceiveOnly;
+  plan = PlanSync({member, Ballot(2, 0, kPopular, {3}), Ballot(3, 0, kPopular, {3})});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->revision, 0u);
+  EXPECT_EQ(plan->source[0], (std::vector<int64_t>{2, -1, -1}));
 }
 
 TEST(PlanSyncTest, SendOnlyPeersAreTheAuthorityAndMustAgree) {
@@ -211,6 +243,47 @@ TEST(SharedStateSyncTest, DivergedPeerAdoptsThePopularStateAndAJoinerReceivesIt)
         auto reduced = comm->AllReduce(&one, &one, d);
         if (!reduced.ok() || one != 4)
           return Fail(peer, absl::StrCat("all_reduce gave ", one), reduced.status());
+        return 0;
+      },
+      absl::Seconds(120));
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+TEST(SharedStateSyncTest, NewcomersOutnumberingTheGroupReceiveItsStateInsteadOfRollingItBack) {
+  auto master = StartMaster();
+  ASSERT_NE(master, nullptr);
+  const int port = master->port();
+  int member_synced[2];
+  ASSERT_EQ(pipe(member_synced), 0);
+  absl::Status status = testing::RunInChildren(
+      3,
+      [&](int peer) {
+        auto comm = MakePeer(port);
+        Model model;
+        if (peer == 0) {  // Trains alone to revision 5, then takes in two newcomers at once.
+          if (absl::Status s = comm->Connect(absl::Seconds(60)); !s.ok())
+            return Fail(peer, "connect", s);
+          model.Fill(4, 4.0f);
+          auto info = comm->SyncSharedState(model.state, SyncStrategy::kEnforcePopular);
+          if (!info.ok()) return Fail(peer, "alone sync", info.status());
+          [[maybe_unused]] ssize_t n = write(member_synced[1], "ss", 2);
+          model.Fill(5, 5.0f);
+          if (absl::Status s = GrowWorld(*comm, 3); !s.ok()) return Fail(peer, "grow", s);
+        } else {  // Newcomers with their own (equal) initial weights, voting as usual.
+          char byte;
+          if (read(member_synced[0], &byte, 1) != 1) return Fail(peer, "pipe");
+          if (absl::Status s = JoinWorld(*comm, 3); !s.ok()) return Fail(peer, "join", s);
+          model.Fill(0, 0.0f);
+        }
+        auto info = comm->SyncSharedState(model.state, SyncStrategy::kEnforcePopular);
+        if (!info.ok()) return Fail(peer, "sync", info.status());
+        if (!model.Holds(5)) {
+          return Fail(peer, absl::StrCat("holds revision ", model.state.revision, " (step ",
+                                         model.step, "), not the group's revision 5"));
+        }
+        if ((peer == 0) != (info->rx_bytes == 0)) {
+          return Fail(peer, absl::StrCat("received ", info->rx_bytes, " bytes"));
+        }
         return 0;
       },
       absl::Seconds(120));
