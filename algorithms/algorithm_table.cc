@@ -1,6 +1,7 @@
 #include "algorithms/algorithm_table.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstdlib>
 #include <limits>
 
@@ -15,33 +16,7 @@
 namespace plexus {
 namespace {
 
-constexpr uint64_t kOpen = std::numeric_limits<uint64_t>::max();
-
-struct Known {
-  const char* collective;
-  std::vector<std::string> algorithms;
-};
-
-const std::vector<Known>& KnownTable() {
-  static const auto* table = new std::vector<Known>{
-      {"all_reduce", {"ring", "rd", "hd"}},
-      // When every rank of the group shares this host (and its shared-memory arena).
-      {"all_reduce_same_host", {"shm_rs", "shm", "ring", "rd", "hd"}},
-      // When the group spans hosts and some host runs several of its ranks.
-      {"all_reduce_multi_host", {"hier", "ring", "rd", "hd"}},
-      {"broadcast", {"binomial"}},
-      {"reduce", {"binomial"}},
-      {"all_gather", {"ring"}},
-      {"gather", {"linear"}},
-      {"scatter", {"linear"}},
-      {"reduce_scatter", {"ring"}},
-      {"all_to_all", {"pairwise"}},
-      {"barrier", {"dissemination"}},
-      // When every rank of the group shares this host (and its shared-memory arena).
-      {"barrier_same_host", {"shm", "dissemination"}},
-  };
-  return *table;
-}
+constexpr uint64_t kOpen = kNoSizeLimit;
 
 absl::StatusOr<uint64_t> ParseSize(absl::string_view text) {
   text = absl::StripAsciiWhitespace(text);
@@ -72,41 +47,33 @@ absl::StatusOr<uint64_t> ParseSize(absl::string_view text) {
 }  // namespace
 
 std::vector<std::string> KnownAlgorithms(absl::string_view collective) {
-  for (const Known& known : KnownTable()) {
-    if (known.collective == collective) return known.algorithms;
+  std::vector<std::string> names;
+  for (const Algorithm& row : AlgorithmCatalog()) {
+    if (row.collective == collective) names.push_back(row.name);
   }
-  return {};
+  return names;
+}
+
+std::vector<std::string> KnownCollectives() {
+  std::vector<std::string> names;
+  for (const Algorithm& row : AlgorithmCatalog()) {
+    if (names.empty() || names.back() != row.collective) names.push_back(row.collective);
+  }
+  return names;
 }
 
 AlgorithmTable AlgorithmTable::Default() {
   AlgorithmTable table;
-  for (const Known& known : KnownTable()) {
-    if (std::string(known.collective) == "all_reduce") {
-      // Below 128 KiB latency dominates: log2(p) whole-buffer exchanges beat 2 log2(p) steps
-      // (over TCP at 64 KiB, medians of 6-8 runs: 2 ranks 33 against 43 us, 4 ranks 129
-      // against 146, 8 ranks 353 against 405; at 128 KiB 8 ranks already favour hd).
-      // Up to 8 MiB halving-doubling moves the ring's bytes in 2 log2(p) steps (8 ranks,
-      // 256 KiB: 2.1 ms against 2.9 ms); above, the ring's scratch (2 size/p, not size/2) wins.
-      table.ranges_.push_back({"all_reduce", 0, 128 << 10, "rd"});
-      table.ranges_.push_back({"all_reduce", 128 << 10, 8 << 20, "hd"});
-      table.ranges_.push_back({"all_reduce", 8 << 20, kOpen, "ring"});
-      continue;
+  for (const std::string& collective : KnownCollectives()) {
+    const size_t first = table.ranges_.size();
+    for (const Algorithm& row : AlgorithmCatalog()) {
+      if (row.collective == collective && row.default_from < row.default_to) {
+        table.ranges_.push_back({row.collective, row.default_from, row.default_to, row.name});
+      }
     }
-    if (std::string(known.collective) == "all_reduce_same_host") {
-      // One synchronisation per piece while latency dominates; above, each element reduced
-      // once by its block's owner.
-      table.ranges_.push_back({known.collective, 0, 64 << 10, "shm"});
-      table.ranges_.push_back({known.collective, 64 << 10, kOpen, "shm_rs"});
-      continue;
-    }
-    if (std::string(known.collective) == "all_reduce_multi_host") {
-      // Small messages pay for the hierarchy's two extra hops; large ones gain from sending
-      // one flow per host across the network instead of one per rank.
-      table.ranges_.push_back({known.collective, 0, 64 << 10, "rd"});
-      table.ranges_.push_back({known.collective, 64 << 10, kOpen, "hier"});
-      continue;
-    }
-    table.ranges_.push_back({known.collective, 0, kOpen, known.algorithms.front()});
+    std::sort(
+        table.ranges_.begin() + first, table.ranges_.end(),
+        [](const AlgorithmRange& a, const AlgorithmRange& b) { return a.min_bytes < b.min_bytes; });
   }
   return table;
 }
@@ -132,10 +99,9 @@ absl::Status AlgorithmTable::Override(absl::string_view spec) {
     const std::string collective(absl::StripAsciiWhitespace(clause.substr(0, colon)));
     const std::vector<std::string> known = KnownAlgorithms(collective);
     if (known.empty()) {
-      std::vector<std::string> names;
-      for (const Known& k : KnownTable()) names.push_back(k.collective);
-      return absl::InvalidArgumentError(absl::StrCat("unknown collective '", collective,
-                                                     "'; known: ", absl::StrJoin(names, ", ")));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown collective '", collective,
+                       "'; known: ", absl::StrJoin(KnownCollectives(), ", ")));
     }
     std::vector<AlgorithmRange> ranges;
     for (absl::string_view item : absl::StrSplit(clause.substr(colon + 1), ',')) {
@@ -178,11 +144,18 @@ absl::string_view AlgorithmTable::Choose(absl::string_view collective, uint64_t 
       return range.algorithm;
     }
   }
-  // A gap left by an override falls back to the collective's default algorithm.
-  for (const Known& known : KnownTable()) {
-    if (known.collective == collective) return known.algorithms.front();  // Static storage.
+  // A gap left by an override falls back to the collective's first algorithm.
+  for (const Algorithm& row : AlgorithmCatalog()) {
+    if (row.collective == collective) return row.name;  // Static storage.
   }
   return absl::string_view();
+}
+
+const Algorithm& AlgorithmTable::Select(absl::string_view collective, uint64_t bytes) const {
+  const Algorithm* row = FindAlgorithm(collective, Choose(collective, bytes));
+  // Every name in the table was checked against the catalog when it was put there.
+  assert(row != nullptr);
+  return *row;
 }
 
 std::string AlgorithmTable::ToString() const {

@@ -1,4 +1,5 @@
-// The algorithm table: for each collective, which algorithm serves which message sizes.
+// The algorithm table: for each collective, which algorithm of the catalog
+// (algorithm_catalog.h) serves which message sizes; the catalog's defaults unless overridden.
 // PLEXUS_ALGO overrides it, e.g. PLEXUS_ALGO="all_reduce:0-64K:rd,64K-:ring;broadcast:0-:binomial"
 // (sizes in bytes with optional K/M/G suffixes; ranges are [low, high), "64K-" is open).
 // Every rank must see the same table, or ranks pick different algorithms and fail with
@@ -12,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "algorithms/algorithm_catalog.h"
 
 namespace plexus {
 
@@ -34,6 +36,8 @@ class AlgorithmTable {
   // The algorithm for a message of `bytes`; the collective must be known. The view lives as
   // long as the table.
   absl::string_view Choose(absl::string_view collective, uint64_t bytes) const;
+  // The catalog row of that algorithm.
+  const Algorithm& Select(absl::string_view collective, uint64_t bytes) const;
 
   const std::vector<AlgorithmRange>& ranges() const { return ranges_; }
   std::string ToString() const;
@@ -42,8 +46,10 @@ class AlgorithmTable {
   std::vector<AlgorithmRange> ranges_;
 };
 
-// The algorithms each collective can run, first being the default.
+// The algorithms `collective` can run, in catalog order (the first serves unclaimed sizes).
 std::vector<std::string> KnownAlgorithms(absl::string_view collective);
+// Every collective (range set) of the catalog.
+std::vector<std::string> KnownCollectives();
 
 }  // namespace plexus
 

@@ -1,5 +1,9 @@
 #include "algorithms/algorithm_table.h"
 
+#include <set>
+#include <string>
+
+#include "algorithms/algorithm_catalog.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -40,6 +44,49 @@ TEST(AlgorithmTableTest, BadOverridesNameTheProblem) {
   EXPECT_THAT(table.Override("all_reduce:64K-1K:ring").message(), HasSubstr("empty range"));
   EXPECT_THAT(table.Override("all_reduce:1X-:ring").message(), HasSubstr("bad size"));
   EXPECT_EQ(table.Choose("all_reduce", 10), "rd");  // Unchanged by failed overrides.
+}
+
+// What selection relies on: each collective's default ranges tile [0, no limit) without
+// overlap, names are unique per collective, every set chosen by name at run time has a function
+// in every row, and only the same-host sets hold arena schedules.
+TEST(AlgorithmCatalogTest, EveryCollectiveIsCoveredAndRunnable) {
+  const AlgorithmTable table = AlgorithmTable::Default();
+  for (const std::string& collective : KnownCollectives()) {
+    SCOPED_TRACE(collective);
+    uint64_t covered = 0;
+    for (const AlgorithmRange& range : table.ranges()) {
+      if (range.collective != collective) continue;
+      EXPECT_EQ(range.min_bytes, covered);
+      covered = range.max_bytes;
+    }
+    EXPECT_EQ(covered, kNoSizeLimit);
+    std::set<std::string> names;
+    const bool chosen_by_name =
+        collective.rfind("all_reduce", 0) == 0 || collective.rfind("barrier", 0) == 0;
+    const bool same_host = collective.find("_same_host") != std::string::npos;
+    for (const Algorithm& row : AlgorithmCatalog()) {
+      if (row.collective != collective) continue;
+      EXPECT_TRUE(names.insert(row.name).second) << row.name;
+      EXPECT_EQ(row.run != nullptr, chosen_by_name) << row.name;
+      EXPECT_TRUE(!row.needs_arena || same_host) << row.name;
+      EXPECT_EQ(&table.Select(collective, row.default_from),
+                FindAlgorithm(collective, table.Choose(collective, row.default_from)));
+    }
+    EXPECT_EQ(std::vector<std::string>(names.begin(), names.end()).size(),
+              KnownAlgorithms(collective).size());
+  }
+  EXPECT_EQ(FindAlgorithm("all_reduce", "shm"), nullptr);  // Only where the arena is.
+  EXPECT_TRUE(FindAlgorithm("all_reduce_same_host", "shm_rs")->needs_arena);
+}
+
+TEST(AlgorithmCatalogTest, SelectFollowsOverridesAndGaps) {
+  AlgorithmTable table = AlgorithmTable::Default();
+  ASSERT_TRUE(table.Override("all_reduce_same_host:0-1K:ring,2K-:hd").ok());
+  EXPECT_EQ(table.Select("all_reduce_same_host", 10).name, std::string("ring"));
+  EXPECT_FALSE(table.Select("all_reduce_same_host", 10).needs_arena);
+  // The gap falls to the set's first row.
+  EXPECT_EQ(table.Select("all_reduce_same_host", 1500).name, std::string("shm_rs"));
+  EXPECT_EQ(table.Select("all_reduce_same_host", 1 << 20).name, std::string("hd"));
 }
 
 }  // namespace

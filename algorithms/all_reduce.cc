@@ -1,11 +1,12 @@
 // The all-reduce entry point shared by every user of the algorithms: picks the schedule from
 // the algorithm table by message size (from the all_reduce_same_host ranges when the whole
 // group shares a host and its shared-memory arena is usable, from the all_reduce_multi_host
-// ranges when it spans hosts with several ranks on some) and wraps the kernel op with AVG /
-// PREMUL_SUM scaling.
+// ranges when it spans hosts with several ranks on some), runs the catalog row's function, and
+// wraps the kernel op with AVG / PREMUL_SUM scaling.
 #include <algorithm>
 #include <string>
 
+#include "algorithms/algorithm_catalog.h"
 #include "algorithms/algorithm_table.h"
 #include "algorithms/algorithms.h"
 #include "algorithms/arena_slots.h"
@@ -22,27 +23,18 @@ bool SpansHostsWithNeighbours(absl::Span<const int> host_of) {
   return hosts > 1 && hosts < static_cast<int>(host_of.size());
 }
 
-// The flat schedule named `algorithm` (ring for any other name).
-absl::Status RunFlat(absl::string_view algorithm, CollectiveContext& ctx, void* data, int64_t count,
-                     DType dtype, ReduceOpKind op) {
-  if (algorithm == "rd") return RecursiveDoublingAllReduce(ctx, data, count, dtype, op);
-  if (algorithm == "hd") return HalvingDoublingAllReduce(ctx, data, count, dtype, op);
-  return RingAllReduce(ctx, data, count, dtype, op);
-}
-
 }  // namespace
 
 absl::Status FlatAllReduce(CollectiveContext& ctx, const AlgorithmTable& table, void* data,
                            int64_t count, DType dtype, ReduceOpKind op) {
   const uint64_t bytes = static_cast<uint64_t>(count) * DTypeSize(dtype);
-  return RunFlat(table.Choose("all_reduce", bytes), ctx, data, count, dtype, op);
+  return table.Select("all_reduce", bytes).run({ctx, table, nullptr, data, count, dtype, op});
 }
 
 absl::Status AllReduceInPlace(CollectiveContext& ctx, const AlgorithmTable& table, void* data,
                               int64_t count, DType dtype, const ReduceOp& op) {
   PreScale(data, count, dtype, op);
   const uint64_t bytes = static_cast<uint64_t>(count) * DTypeSize(dtype);
-  const ReduceOpKind kernel = KernelOp(op.kind);
   SharedArena* arena = ArenaSlots::UsableArena(ctx);
   const char* ranges = "all_reduce";
   if (arena != nullptr) {
@@ -50,18 +42,10 @@ absl::Status AllReduceInPlace(CollectiveContext& ctx, const AlgorithmTable& tabl
   } else if (SpansHostsWithNeighbours(ctx.host_of())) {
     ranges = "all_reduce_multi_host";
   }
-  const absl::string_view algorithm = table.Choose(ranges, bytes);
+  const Algorithm& algorithm = table.Select(ranges, bytes);
   absl::Status status;
-  if (count == 0) {
-    status = absl::OkStatus();
-  } else if (algorithm == "shm" && arena != nullptr) {
-    status = SharedMemoryAllReduce(ctx, *arena, data, count, dtype, kernel);
-  } else if (algorithm == "shm_rs" && arena != nullptr) {
-    status = SharedMemoryReduceScatterAllReduce(ctx, *arena, data, count, dtype, kernel);
-  } else if (algorithm == "hier") {
-    status = HierarchicalAllReduce(ctx, table, data, count, dtype, kernel);
-  } else {
-    status = RunFlat(algorithm, ctx, data, count, dtype, kernel);
+  if (count > 0) {
+    status = algorithm.run({ctx, table, arena, data, count, dtype, KernelOp(op.kind)});
   }
   if (status.ok()) PostScale(data, count, dtype, op, ctx.size());
   return status;

@@ -18,10 +18,8 @@ absl::Status SharedMemoryBarrier(CollectiveContext& ctx, SharedArena& arena) {
 
 absl::Status Barrier(CollectiveContext& ctx, const AlgorithmTable& table) {
   SharedArena* arena = ArenaSlots::UsableArena(ctx);
-  if (arena != nullptr && table.Choose("barrier_same_host", 0) == "shm") {
-    return SharedMemoryBarrier(ctx, *arena);
-  }
-  return DisseminationBarrier(ctx);
+  return table.Select(arena != nullptr ? "barrier_same_host" : "barrier", 0)
+      .run({ctx, table, arena});
 }
 
 }  // namespace plexus

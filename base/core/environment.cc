@@ -16,7 +16,7 @@ constexpr EnvironmentVariable kVariables[] = {
     {"PLEXUS_ALGO", "algorithm spec", "the built-in table",
      "Overrides the algorithm chosen per collective and size range, e.g. "
      "`all_reduce:0-64K:rd,64K-:ring`.",
-     "algorithms.md"},
+     "algorithms.md, algorithm_names.md"},
     {"PLEXUS_ANCHORS", "directory", "`../shared/anchors` beside the checkout",
      "Where `bench --anchor` finds `run.sh`, the script that runs Open MPI side by side.",
      "benchmarks.md"},

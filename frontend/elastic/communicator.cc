@@ -520,9 +520,7 @@ bool Communicator::TakesArenaTurns(Transport& mesh, const Op& op) {
       op.descriptor.quantization.algorithm != QuantizationAlgorithm::kNone) {
     return false;
   }
-  const absl::string_view algorithm =
-      ElasticAlgorithmTable().Choose("all_reduce_same_host", op.bytes);
-  return algorithm == "shm" || algorithm == "shm_rs";
+  return ElasticAlgorithmTable().Select("all_reduce_same_host", op.bytes).needs_arena;
 }
 
 absl::Status Communicator::MoveData(const std::shared_ptr<Op>& op, Transport& mesh,
