@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include "absl/base/internal/endian.h"
 #include "absl/strings/str_cat.h"
 #include "base/core/deadline.h"
 #include "base/core/event_journal.h"
@@ -25,14 +24,6 @@ constexpr size_t kMaxRememberedAborts = 4096;
 
 }  // namespace
 
-void EncodeHeader(char* out, FrameType type, uint64_t tag, uint64_t signature, uint64_t size) {
-  absl::little_endian::Store32(out, static_cast<uint32_t>(type));
-  absl::little_endian::Store32(out + 4, 0);
-  absl::little_endian::Store64(out + 8, tag);
-  absl::little_endian::Store64(out + 16, signature);
-  absl::little_endian::Store64(out + 24, size);
-}
-
 Loop::Loop(int rank, std::vector<Connection> peers, std::unique_ptr<ShmLinks> rings,
            std::vector<SendLane*> lanes, int epoll_fd, uint64_t max_message_bytes,
            uint64_t max_unexpected_bytes, absl::Duration heartbeat, SignatureDescriber describe)
@@ -40,9 +31,9 @@ Loop::Loop(int rank, std::vector<Connection> peers, std::unique_ptr<ShmLinks> ri
       epoll_fd_(epoll_fd),
       rings_(std::move(rings)),
       max_message_bytes_(max_message_bytes),
-      max_unexpected_bytes_(max_unexpected_bytes),
       heartbeat_(heartbeat),
       peers_(peers.size()),
+      receives_(max_unexpected_bytes),
       describe_(std::move(describe)) {
   for (size_t i = 0; i < peers.size(); ++i) {
     peers_[i].fd = std::move(peers[i].fd);
@@ -260,14 +251,9 @@ bool Loop::RecordSignature(const Op& op) {
       signature_order_.pop_front();
     }
   }
-  for (const auto& [key, queue] : staged_) {
-    if (TagOperation(key.second) != operation) continue;
-    for (const StagedPtr& staged : queue) {
-      if (staged->signature != 0 && staged->signature != op.tag.signature) {
-        Mismatch(operation, staged->peer, staged->signature, op.tag.signature);
-        return false;
-      }
-    }
+  if (const StagedMessage* early = receives_.Disagreeing(operation, op.tag.signature)) {
+    Mismatch(operation, early->peer, early->signature, op.tag.signature);
+    return false;
   }
   return true;
 }
@@ -280,93 +266,34 @@ void Loop::Mismatch(uint64_t operation, int peer, uint64_t theirs, uint64_t ours
                  /*notify_peers=*/true);
 }
 
-OpPtr Loop::TakePosted(int peer, uint64_t tag) {
-  auto it = posted_.find({peer, tag});
-  while (it != posted_.end() && !it->second.empty()) {
-    OpPtr op = it->second.front();
-    it->second.pop_front();
-    if (it->second.empty()) posted_.erase(it), it = posted_.end();
-    if (!op->done) return op;
-  }
-  auto any = posted_any_.find(tag);
-  while (any != posted_any_.end() && !any->second.empty()) {
-    OpPtr op = any->second.front();
-    any->second.pop_front();
-    if (any->second.empty()) posted_any_.erase(any), any = posted_any_.end();
-    if (!op->done) {
-      op->peer = peer;
-      return op;
-    }
-  }
-  return nullptr;
-}
-
 void Loop::PostRecv(const OpPtr& op) {
   if (absl::Status refused = Refusal(*op); !refused.ok()) return Finish(op, refused);
   if (!RecordSignature(*op)) return Finish(op, Refusal(*op));
   Arm(op);
   // A message that already arrived (or is arriving) is matched first, in arrival order.
-  for (auto it = staged_.begin(); it != staged_.end(); ++it) {
-    if (it->first.second != op->tag.tag) continue;
-    if (op->kind == Op::Kind::kRecv && it->first.first != op->peer) continue;
-    for (auto staged_it = it->second.begin(); staged_it != it->second.end(); ++staged_it) {
-      StagedPtr staged = *staged_it;
-      if (staged->waiter != nullptr && !staged->waiter->done) continue;
-      if (!staged->complete) {
-        staged->waiter = op;
-        op->peer = staged->peer;
-        return;
-      }
-      it->second.erase(staged_it);
-      if (it->second.empty()) staged_.erase(it);
-      return Deliver(op, staged);
+  if (StagedPtr staged = receives_.FindStaged(*op); staged != nullptr) {
+    if (!staged->complete) {
+      staged->waiter = op;
+      op->peer = staged->peer;
+      return;
     }
+    receives_.Unstage(staged);
+    return Deliver(op, staged);
   }
-  if (op->kind == Op::Kind::kRecv) {
-    if (peers_[op->peer].departed) {
-      return Finish(op, absl::UnavailableError(
-                            absl::StrCat(Describe(*op), ": rank ", op->peer, " has shut down")));
-    }
-    posted_[{op->peer, op->tag.tag}].push_back(op);
-  } else {
-    posted_any_[op->tag.tag].push_back(op);
+  if (op->kind == Op::Kind::kRecv && peers_[op->peer].departed) {
+    return Finish(op, absl::UnavailableError(
+                          absl::StrCat(Describe(*op), ": rank ", op->peer, " has shut down")));
   }
+  receives_.Wait(op);
 }
 
 void Loop::Deliver(const OpPtr& op, const StagedPtr& staged) {
-  staged_bytes_ -= staged->size;
   if (Matches(op, staged->peer, staged->size, staged->signature)) {
     op->peer = staged->peer;
     if (staged->size > 0) std::memcpy(op->data, staged->bytes.get(), staged->size);
     Finish(op, absl::OkStatus());
   }
-  ReturnStagingBuffer(*staged);
-}
-
-void Loop::TakeStagingBuffer(Staged& staged, uint64_t size) {
-  staged.size = size;
-  auto it = staging_pool_.lower_bound(size);
-  if (it != staging_pool_.end() && it->first <= 2 * size + 4096) {
-    staged.capacity = it->first;
-    staged.bytes = std::move(it->second);
-    pooled_bytes_ -= it->first;
-    staging_pool_.erase(it);
-    return;
-  }
-  staged.capacity = size;
-  staged.bytes.reset(new uint8_t[size > 0 ? size : 1]);
-}
-
-void Loop::ReturnStagingBuffer(Staged& staged) {
-  constexpr uint64_t kMaxPooledBytes = uint64_t{64} << 20;
-  if (staged.bytes == nullptr || staged.capacity < 4096) return;
-  while (pooled_bytes_ + staged.capacity > kMaxPooledBytes && !staging_pool_.empty()) {
-    pooled_bytes_ -= staging_pool_.begin()->first;  // Drop the smallest first.
-    staging_pool_.erase(staging_pool_.begin());
-  }
-  if (pooled_bytes_ + staged.capacity > kMaxPooledBytes) return;
-  pooled_bytes_ += staged.capacity;
-  staging_pool_.emplace(staged.capacity, std::move(staged.bytes));
+  receives_.Recycle(*staged);
 }
 
 void Loop::OnEvent(int peer, uint32_t events) {
@@ -475,10 +402,11 @@ bool Loop::ProcessBuffered(int peer_index) {
 
 bool Loop::StartFrame(int peer_index, const char* header) {
   Peer& peer = peers_[peer_index];
-  const uint32_t type = absl::little_endian::Load32(header);
-  peer.tag = absl::little_endian::Load64(header + 8);
-  peer.signature = absl::little_endian::Load64(header + 16);
-  const uint64_t size = absl::little_endian::Load64(header + 24);
+  const FrameHeader frame = DecodeHeader(header);
+  const uint32_t type = frame.type;
+  peer.tag = frame.tag;
+  peer.signature = frame.signature;
+  const uint64_t size = frame.size;
   peer.in_payload = true;
   peer.payload_left = size;
   peer.target = nullptr;
@@ -514,28 +442,20 @@ bool Loop::StartFrame(int peer_index, const char* header) {
     }
     if (aborted_.contains(operation)) {
       // A message of an aborted operation: drop it.
-    } else if (OpPtr op = TakePosted(peer_index, peer.tag); op != nullptr) {
+    } else if (OpPtr op = receives_.TakeWaiting(peer_index, peer.tag); op != nullptr) {
       if (Matches(op, peer_index, size, peer.signature)) {
         op->receiving = true;
         peer.rx_op = op;
         peer.target = op->data;
       }
     } else {
-      if (staged_bytes_ + size > max_unexpected_bytes_) {
-        PeerLost(peer_index,
-                 absl::StrCat("peer sent ", staged_bytes_ + size,
-                              " bytes nobody has asked for (cap ", max_unexpected_bytes_, ")"));
+      auto staged = receives_.Stage(peer_index, peer.tag, peer.signature, size);
+      if (!staged.ok()) {
+        PeerLost(peer_index, std::string(staged.status().message()));
         return false;
       }
-      auto staged = std::make_shared<Staged>();
-      staged->peer = peer_index;
-      staged->tag = peer.tag;
-      staged->signature = peer.signature;
-      TakeStagingBuffer(*staged, size);
-      staged_bytes_ += size;
-      staged_[{peer_index, peer.tag}].push_back(staged);
-      peer.rx_staged = staged;
-      peer.target = staged->bytes.get();
+      peer.rx_staged = *staged;
+      peer.target = peer.rx_staged->bytes.get();
     }
   } else {
     PeerLost(peer_index, absl::StrCat("unknown frame type ", type));
@@ -566,9 +486,7 @@ void Loop::FinishFrame(int peer_index) {
     StagedPtr staged = std::move(peer.rx_staged);
     staged->complete = true;
     if (staged->waiter != nullptr && !staged->waiter->done) {
-      auto& queue = staged_[{peer_index, staged->tag}];
-      queue.erase(std::find(queue.begin(), queue.end(), staged));
-      if (queue.empty()) staged_.erase({peer_index, staged->tag});
+      receives_.Unstage(staged);
       OpPtr waiter = std::move(staged->waiter);
       Deliver(waiter, staged);
     }
@@ -584,28 +502,7 @@ void Loop::AbortOperation(uint64_t operation, const absl::Status& reason, bool n
       aborted_order_.pop_front();
     }
   }
-  std::vector<OpPtr> victims;
-  for (auto& [key, queue] : posted_) {
-    for (const OpPtr& op : queue) {
-      if (TagOperation(op->tag.tag) == operation) victims.push_back(op);
-    }
-  }
-  for (auto& [tag, queue] : posted_any_) {
-    for (const OpPtr& op : queue) {
-      if (TagOperation(op->tag.tag) == operation) victims.push_back(op);
-    }
-  }
-  for (auto it = staged_.begin(); it != staged_.end();) {
-    if (TagOperation(it->first.second) != operation) {
-      ++it;
-      continue;
-    }
-    for (const StagedPtr& staged : it->second) {
-      if (staged->waiter != nullptr) victims.push_back(staged->waiter);
-      staged_bytes_ -= staged->size;  // Counted from the frame's start, complete or not.
-    }
-    it = staged_.erase(it);
-  }
+  std::vector<OpPtr> victims = receives_.DropOperation(operation);
   for (Peer& peer : peers_) {
     for (const OpPtr& op : peer.tx) {
       if (TagOperation(op->tag.tag) == operation) victims.push_back(op);
@@ -686,22 +583,11 @@ void Loop::PeerDeparted(int peer_index) {
   // failure that made it leave is this rank's to see for itself (naming the lost rank).
   std::vector<OpPtr> victims(peer.tx.begin(), peer.tx.end());
   peer.tx.clear();
-  for (auto it = posted_.begin(); it != posted_.end();) {
-    if (it->first.first != peer_index) {
-      ++it;
-      continue;
-    }
-    victims.insert(victims.end(), it->second.begin(), it->second.end());
-    it = posted_.erase(it);
-  }
   // Receives from anyone wait on as long as some peer can still send.
   bool anyone_left = false;
   for (const Peer& other : peers_) anyone_left |= other.alive;
-  if (!anyone_left) {
-    for (auto& [tag, queue] : posted_any_)
-      victims.insert(victims.end(), queue.begin(), queue.end());
-    posted_any_.clear();
-  }
+  const std::vector<OpPtr> waiting = receives_.DropWaitingFor(peer_index, !anyone_left);
+  victims.insert(victims.end(), waiting.begin(), waiting.end());
   for (const OpPtr& op : victims) {
     Finish(op, absl::UnavailableError(absl::StrCat(Describe(*op), ": ", gone.message())));
   }
@@ -740,18 +626,7 @@ void Loop::BreakArena(const absl::Status& status) {
 
 void Loop::FailEverything(const absl::Status& status) {
   BreakArena(status);
-  std::vector<OpPtr> victims;
-  for (auto& [key, queue] : posted_) victims.insert(victims.end(), queue.begin(), queue.end());
-  for (auto& [key, queue] : posted_any_) victims.insert(victims.end(), queue.begin(), queue.end());
-  for (auto& [key, queue] : staged_) {
-    for (const StagedPtr& staged : queue) {
-      if (staged->waiter != nullptr) victims.push_back(staged->waiter);
-    }
-  }
-  posted_.clear();
-  posted_any_.clear();
-  staged_.clear();
-  staged_bytes_ = 0;
+  std::vector<OpPtr> victims = receives_.DropAll();
   for (int p = 0; p < static_cast<int>(peers_.size()); ++p) {
     Peer& peer = peers_[p];
     CloseLane(p);  // The transport is broken: every later send goes through Refusal().

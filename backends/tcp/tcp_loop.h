@@ -1,5 +1,6 @@
-// The event loop behind TcpTransport: owns every peer socket and all send/receive matching
-// state. TcpTransport serialises every call with one lock (the loop thread holds it except
+// The event loop behind TcpTransport: owns every peer socket, reads and writes frames
+// (tcp_frame.h), and hands arriving messages to its ReceiveMatcher, which pairs them with
+// receives. TcpTransport serialises every call with one lock (the loop thread holds it except
 // while in epoll_wait); only the send lanes are shared beyond it.
 #ifndef PLEXUS_BACKENDS_TCP_TCP_LOOP_H_
 #define PLEXUS_BACKENDS_TCP_TCP_LOOP_H_
@@ -17,47 +18,13 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "backends/tcp/receive_matcher.h"
 #include "backends/tcp/shm_link.h"
+#include "backends/tcp/tcp_frame.h"
 #include "base/net/socket_util.h"
 #include "base/transport/transport.h"
 
 namespace plexus::tcp {
-
-// Frame header on the wire, little endian: type, reserved (4 bytes each), tag, signature and
-// payload size (8 bytes each). Abort frames carry the operation in `tag`, the status code in
-// `signature` and the reason as payload. A goodbye frame is the last a rank sends when it shuts
-// down cleanly: its peers keep what already arrived, and only a close without one (a crash)
-// breaks the group. A heartbeat frame (header only) goes to each peer a fifth of the heartbeat
-// interval apart; a peer from which nothing at all arrived for the interval is lost.
-inline constexpr size_t kFrameHeaderBytes = 32;
-enum class FrameType : uint32_t { kData = 1, kAbort = 2, kGoodbye = 3, kHeartbeat = 4 };
-
-void EncodeHeader(char* out, FrameType type, uint64_t tag, uint64_t signature, uint64_t size);
-
-// A pending send or receive.
-struct Op {
-  enum class Kind { kSend, kRecv, kRecvAny };
-  Kind kind;
-  int peer;  // For kRecvAny: -1 until matched.
-  MessageTag tag;
-  uint8_t* data;  // Receive target, or the caller's send buffer.
-  uint64_t size;
-  absl::Time deadline;
-  absl::Duration timeout;
-  WorkPtr work;
-  bool done = false;
-  bool receiving = false;  // Payload is being read into `data` right now.
-  // Sends only.
-  char header[kFrameHeaderBytes];
-  const uint8_t* payload = nullptr;  // `data`, or `owned` once the caller's buffer is released.
-  uint64_t written = 0;              // Header + payload bytes written so far.
-  std::unique_ptr<uint8_t[]> owned;
-  std::multimap<absl::Time, std::shared_ptr<Op>>::iterator timer;
-  bool has_timer = false;
-  bool counted = false;     // Counted in its lane's `queued`.
-  bool loop_frame = false;  // An abort or goodbye the loop itself queued.
-};
-using OpPtr = std::shared_ptr<Op>;
 
 // Shared by the loop and callers' threads. A caller may write a frame straight to the socket
 // when nothing is queued ahead of it for that peer, saving a wake-up of the loop thread.
@@ -138,18 +105,6 @@ class Loop {
   SharedArena* arena() const { return rings_ != nullptr ? rings_->arena.get() : nullptr; }
 
  private:
-  struct Staged {
-    int peer;
-    uint64_t tag;
-    uint64_t signature;
-    std::unique_ptr<uint8_t[]> bytes;  // From the staging pool; uninitialised.
-    uint64_t size = 0;
-    uint64_t capacity = 0;
-    bool complete = false;
-    OpPtr waiter;  // A receive posted while the bytes were still arriving.
-  };
-  using StagedPtr = std::shared_ptr<Staged>;
-
   struct Peer {
     ScopedFd fd;
     std::unique_ptr<StreamCipher> cipher;  // TLS; null in the clear.
@@ -176,7 +131,7 @@ class Loop {
     uint64_t payload_left = 0;
     uint8_t* target = nullptr;  // nullptr: discard the payload.
     OpPtr rx_op;
-    StagedPtr rx_staged;
+    StagedPtr rx_staged;  // The staged message its payload goes to.
     std::string abort_text;
   };
 
@@ -201,13 +156,10 @@ class Loop {
   bool ProcessBuffered(int peer);
   bool StartFrame(int peer, const char* header);
   void FinishFrame(int peer);
+  // Completes `op` with a staged message (already unstaged) and recycles its buffer.
   void Deliver(const OpPtr& op, const StagedPtr& staged);
-  // Staging buffers are recycled: fresh allocations cost zeroing and page faults.
-  void TakeStagingBuffer(Staged& staged, uint64_t size);
-  void ReturnStagingBuffer(Staged& staged);
   // Checks a matched receive against the arriving message; fails it on disagreement.
   bool Matches(const OpPtr& op, int peer, uint64_t size, uint64_t signature);
-  OpPtr TakePosted(int peer, uint64_t tag);
   // Remembers the signature this rank uses for an operation, and checks it against messages
   // that already arrived for it. False (and the operation aborted everywhere) on disagreement.
   bool RecordSignature(const Op& op);
@@ -236,17 +188,11 @@ class Loop {
   const int epoll_fd_;
   const std::unique_ptr<ShmLinks> rings_;
   const uint64_t max_message_bytes_;
-  const uint64_t max_unexpected_bytes_;
   const absl::Duration heartbeat_;
   absl::Time next_check_ = absl::InfiniteFuture();
   absl::Time last_check_;
   std::vector<Peer> peers_;
-  std::map<std::pair<int, uint64_t>, std::deque<OpPtr>> posted_;
-  std::map<uint64_t, std::deque<OpPtr>> posted_any_;
-  std::map<std::pair<int, uint64_t>, std::deque<StagedPtr>> staged_;
-  uint64_t staged_bytes_ = 0;
-  std::multimap<uint64_t, std::unique_ptr<uint8_t[]>> staging_pool_;  // Capacity -> buffer.
-  uint64_t pooled_bytes_ = 0;
+  ReceiveMatcher receives_;
   std::multimap<absl::Time, OpPtr> timers_;
   absl::flat_hash_map<uint64_t, absl::Status> aborted_;
   std::deque<uint64_t> aborted_order_;
