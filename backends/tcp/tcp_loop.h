@@ -19,39 +19,13 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "backends/tcp/receive_matcher.h"
+#include "backends/tcp/send_lane.h"
 #include "backends/tcp/shm_link.h"
 #include "backends/tcp/tcp_frame.h"
 #include "base/net/socket_util.h"
 #include "base/transport/transport.h"
 
 namespace plexus::tcp {
-
-// Shared by the loop and callers' threads. A caller may write a frame straight to the socket
-// when nothing is queued ahead of it for that peer, saving a wake-up of the loop thread.
-// Frames reach the loop through `handed`, in the order their senders took the lane: a frame a
-// caller wrote partly is ahead of every frame handed after it, whichever thread's post the loop
-// runs first (else a later frame could be written into the middle of it).
-struct SendLane {
-  std::mutex mu;
-  int fd = -1;              // -1: no direct writes (peer gone, transport broken).
-  ShmRing* ring = nullptr;  // Frames go here when the peer shares this host; fd is its doorbell.
-  int64_t queued = 0;       // Frames handed to the loop and not yet written or dropped.
-  std::deque<std::shared_ptr<Op>> handed;  // Handed over, not yet in the loop's queue.
-};
-
-// Writes `op`'s frame on the calling thread if the lane is idle. True when the whole frame was
-// written (the caller finishes the op); false when the op must go to the loop, in which case it
-// has been counted in `lane.queued`, appended to `lane.handed`, and `op.written` says how much
-// already left.
-bool TrySendDirect(SendLane& lane, const OpPtr& op);
-
-// Sends one doorbell byte on a ring peer's socket (tcp_loop_rings.cc).
-void RingDoorbell(int fd);
-
-// Writes what remains of `op`'s frame to a socket (through `cipher` when it is encrypted), or to
-// `ring` (then `fd` is its doorbell); returns the bytes written, or -1 with errno set (EAGAIN
-// when there is no room).
-ssize_t WriteFrame(int fd, ShmRing* ring, StreamCipher* cipher, Op& op);
 
 // Milliseconds until `deadline` for epoll_wait: rounded up, clamped to [0, 1000].
 int MillisecondsUntil(absl::Time deadline, absl::Time now);
