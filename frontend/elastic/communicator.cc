@@ -193,7 +193,7 @@ absl::Status Communicator::Usable() const {
                       Result::kNotInitialized);
   }
   if (!lost_.ok()) return lost_;
-  if (!has_topology_) {
+  if (!topology_.announced()) {
     return WithResult(absl::FailedPreconditionError("not accepted by the peers yet"),
                       Result::kNotInitialized);
   }
@@ -205,11 +205,7 @@ void Communicator::AdoptTopology() {
   AdoptTopologyLocked();
 }
 
-void Communicator::AdoptTopologyLocked() {
-  if (!has_topology_) return;
-  view_ = topology_;
-  has_view_ = true;
-}
+void Communicator::AdoptTopologyLocked() { topology_.Adopt(); }
 
 absl::Status Communicator::Connect(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + std::min(timeout, accept_timeout_);
@@ -246,8 +242,7 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
     generation = ++generation_;
     link_.reset();
     lost_ = absl::OkStatus();
-    has_topology_ = false;
-    has_view_ = false;
+    topology_.Clear();
     instances_.clear();
     old_mesh = std::move(mesh_);
     mesh_epoch_ = -1;
@@ -294,10 +289,7 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
     store_ = std::shared_ptr<Store>(std::move(store).value());
     data_address_ = address;
     const int64_t me = link->peer_id();
-    auto accepted = [&] {
-      return !lost_.ok() ||
-             (has_topology_ && std::count(topology_.ring.begin(), topology_.ring.end(), me) > 0);
-    };
+    auto accepted = [&] { return !lost_.ok() || topology_.Includes(me); };
     while (!accepted() && absl::Now() < deadline) {
       changed_.wait_until(lock, SteadyDeadline(std::min(deadline - absl::Now(), absl::Seconds(1))));
     }
@@ -313,7 +305,7 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
               "(they must call update_topology) within the connect timeout")),
           Result::kMasterConnectionFailed);
     }
-    epoch = topology_.epoch;
+    epoch = topology_.epoch();
     AdoptTopologyLocked();
   }
   // The peers that accepted this one build the new epoch's connections now: so does this one.
@@ -349,40 +341,14 @@ absl::StatusOr<bool> Communicator::ArePeersPending() {
   return pending != 0;
 }
 
-namespace {
-
-absl::StatusOr<int64_t> AttributeOf(const Topology& topology, Attribute attribute) {
-  switch (attribute) {
-    case Attribute::kGlobalWorldSize:
-      return topology.global_world_size;
-    case Attribute::kLocalWorldSize:
-      return static_cast<int64_t>(topology.ring.size());
-    case Attribute::kNumDistinctPeerGroups:
-      return topology.num_groups;
-    case Attribute::kLargestPeerGroupWorldSize:
-      return topology.largest_group;
-  }
-  return absl::InvalidArgumentError("unknown attribute");
-}
-
-}  // namespace
-
 absl::StatusOr<int64_t> Communicator::GetAttribute(Attribute attribute) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!has_view_) {
-    return WithResult(absl::FailedPreconditionError("not connected: call connect() first"),
-                      Result::kNotInitialized);
-  }
-  return AttributeOf(view_, attribute);  // The caller's epoch, not the latest announcement.
+  return topology_.Attribute(attribute);  // The caller's epoch, not the latest announcement.
 }
 
 absl::StatusOr<int64_t> Communicator::AnnouncedAttribute(Attribute attribute) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!has_topology_) {
-    return WithResult(absl::FailedPreconditionError("not connected: call connect() first"),
-                      Result::kNotInitialized);
-  }
-  return AttributeOf(topology_, attribute);
+  return topology_.AnnouncedAttribute(attribute);
 }
 
 void Communicator::OnTopology(uint64_t generation, const Topology& topology) {
@@ -391,8 +357,7 @@ void Communicator::OnTopology(uint64_t generation, const Topology& topology) {
     std::lock_guard<std::mutex> lock(mu_);
     if (generation != generation_) return;
     if (mesh_ && mesh_epoch_ != topology.epoch) stale = mesh_;
-    topology_ = topology;
-    has_topology_ = true;
+    topology_.Announce(topology);
   }
   changed_.notify_all();
   // Operations of the old epoch cannot finish: end their data phase now (the master fails them).
@@ -446,12 +411,12 @@ absl::StatusOr<std::shared_ptr<Transport>> Communicator::EnsureMesh(int64_t epoc
     std::lock_guard<std::mutex> lock(mu_);
     if (mesh_epoch_ == epoch) return mesh_;
     if (!lost_.ok()) return lost_;
-    if (topology_.epoch != epoch) {
+    if (topology_.epoch() != epoch) {
       return absl::UnavailableError(absl::StrCat("epoch ", epoch, " of peer group ",
-                                                 topology_.group, " is over (now ", topology_.epoch,
-                                                 ")"));
+                                                 topology_.latest().group, " is over (now ",
+                                                 topology_.epoch(), ")"));
     }
-    ring = topology_.ring;
+    ring = topology_.latest().ring;
     me = link_->peer_id();
     store = store_;
     old = std::move(mesh_);
@@ -477,7 +442,7 @@ absl::StatusOr<std::shared_ptr<Transport>> Communicator::EnsureMesh(int64_t epoc
     setup.tls = options_.tls;
     setup.cancelled = [this, epoch] {
       std::lock_guard<std::mutex> lock(mu_);
-      return !lost_.ok() || topology_.epoch != epoch;
+      return !lost_.ok() || topology_.epoch() != epoch;
     };
     auto made = CreateTransport(options_.transport, setup);
     if (!made.ok()) {
@@ -490,7 +455,7 @@ absl::StatusOr<std::shared_ptr<Transport>> Communicator::EnsureMesh(int64_t epoc
     mesh = std::shared_ptr<Transport>(std::move(made).value());
   }
   std::lock_guard<std::mutex> lock(mu_);
-  if (topology_.epoch != epoch) {
+  if (topology_.epoch() != epoch) {
     if (mesh) mesh->Abort(absl::UnavailableError("epoch over"));
     return absl::UnavailableError(absl::StrCat("epoch ", epoch, " ended while connecting"));
   }
@@ -578,7 +543,7 @@ absl::Status Communicator::MoveDataInTurn(const std::shared_ptr<Op>& op, Transpo
   const int64_t epoch = op->key.epoch;
   auto abandoned = [this, epoch] {
     std::lock_guard<std::mutex> lock(mu_);
-    return !lost_.ok() || topology_.epoch != epoch;
+    return !lost_.ok() || topology_.epoch() != epoch;
   };
   // Runs on whichever thread holds the arena when this turn comes (see ArenaOrder).
   std::function<absl::Status()> body = [&] {
@@ -649,25 +614,25 @@ WorkPtr Communicator::Launch(const void* send, void* recv, const ReduceDescripto
                                                   " is already in flight")),
           Result::kInvalidUsage));
     }
-    if (required_epoch >= 0 && required_epoch != topology_.epoch) {
+    if (required_epoch >= 0 && required_epoch != topology_.epoch()) {
       return refuse(WithResult(
           absl::UnavailableError(absl::StrCat("all_reduce ", DescribeReduce(descriptor), ": epoch ",
                                               required_epoch, " of the peer group is over (now ",
-                                              topology_.epoch, ")")),
+                                              topology_.epoch(), ")")),
           Result::kRankConnectionLost));
     }
     AdoptTopologyLocked();  // Launching is the caller's call: its view moves to this epoch.
-    op->key.group = topology_.group;
-    op->key.epoch = topology_.epoch;
+    op->key.group = topology_.latest().group;
+    op->key.epoch = topology_.epoch();
     op->key.tag = static_cast<int64_t>(descriptor.tag);
     auto& [epoch, next] = instances_[descriptor.tag];
-    if (epoch != topology_.epoch) {
-      epoch = topology_.epoch;
+    if (epoch != topology_.epoch()) {
+      epoch = topology_.epoch();
       next = 0;
     }
     op->key.instance = next++;
-    op->work = std::make_shared<Work>("elastic all_reduce", static_cast<int>(topology_.ring.size()),
-                                      op->key.instance);
+    op->work = std::make_shared<Work>(
+        "elastic all_reduce", static_cast<int>(topology_.latest().ring.size()), op->key.instance);
     in_flight_[descriptor.tag] = op;
   }
   if (restore_from == nullptr && bytes > 0) {

@@ -43,6 +43,7 @@
 #include "frontend/elastic/elastic_types.h"
 #include "frontend/elastic/master_protocol.h"
 #include "frontend/elastic/shared_state.h"
+#include "frontend/elastic/topology_view.h"
 
 namespace plexus {
 class Store;
@@ -206,10 +207,8 @@ class Communicator {
   std::shared_ptr<MasterLink> link_;  // Guarded by mu_.
   uint64_t generation_ = 0;           // Connect() calls so far; guarded by mu_.
   absl::Status lost_;                 // Why the link broke; guarded by mu_.
-  bool has_topology_ = false;
-  Topology topology_;  // The latest the master announced; what operations run in.
-  bool has_view_ = false;
-  Topology view_;  // What the caller reads (GetAttribute, Ring): adopted inside its calls.
+  // The latest topology the master announced (what operations run in) and the caller's view.
+  TopologyView topology_;
   std::shared_ptr<Store> store_;
   std::string data_address_;
   std::map<uint64_t, std::shared_ptr<Op>> in_flight_;          // Tag -> op.

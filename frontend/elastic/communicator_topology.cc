@@ -39,7 +39,7 @@ int Partner(int position, int round, int n) {
 
 int64_t Communicator::CurrentEpoch() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return topology_.epoch;
+  return topology_.epoch();
 }
 
 void Communicator::AwaitEpochAfter(int64_t epoch) {
@@ -47,12 +47,12 @@ void Communicator::AwaitEpochAfter(int64_t epoch) {
   // normally here already; wait a little for it otherwise.
   std::unique_lock<std::mutex> lock(mu_);
   changed_.wait_until(lock, SteadyDeadline(absl::Seconds(1)),
-                      [&] { return topology_.epoch != epoch || !lost_.ok(); });
+                      [&] { return topology_.epoch() != epoch || !lost_.ok(); });
 }
 
 std::vector<int64_t> Communicator::Ring() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return has_view_ ? view_.ring : std::vector<int64_t>{};
+  return topology_.Ring();
 }
 
 int Communicator::SharedMemoryPeers() {
@@ -85,8 +85,8 @@ absl::StatusOr<bool> Communicator::OptimizeTopology() {
     size_t members;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      epoch = topology_.epoch;
-      members = topology_.ring.size();
+      epoch = topology_.epoch();
+      members = topology_.latest().ring.size();
     }
     if (members < 3) return false;  // Two peers (or one) have only one ring.
     std::shared_ptr<MasterLink> master = link();
