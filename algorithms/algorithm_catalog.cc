@@ -5,8 +5,8 @@
 namespace plexus {
 namespace {
 
-constexpr uint64_t KiB = uint64_t{1} << 10;
-constexpr uint64_t MiB = uint64_t{1} << 20;
+constexpr uint64_t kKiB = uint64_t{1} << 10;
+constexpr uint64_t kMiB = uint64_t{1} << 20;
 
 absl::Status Ring(const ScheduleCall& c) {
   return RingAllReduce(c.ctx, c.data, c.count, c.dtype, c.op);
@@ -38,28 +38,28 @@ constexpr const char* kHalvingDoubling =
 }  // namespace
 
 const std::vector<Algorithm>& AlgorithmCatalog() {
-  // Defaults: below 128 KiB latency dominates (log2 p whole-buffer exchanges beat 2 log2 p
-  // steps); up to 8 MiB halving-doubling moves the ring's bytes in fewer steps; above, the
+  // Defaults: below 128 kKiB latency dominates (log2 p whole-buffer exchanges beat 2 log2 p
+  // steps); up to 8 kMiB halving-doubling moves the ring's bytes in fewer steps; above, the
   // ring's smaller scratch wins (docs/benchmarks.md has the measurements). On one host the
-  // arena takes over; over several hosts with neighbours the hierarchy pays off from 64 KiB.
+  // arena takes over; over several hosts with neighbours the hierarchy pays off from 64 kKiB.
   static const auto* catalog = new std::vector<Algorithm>{
-      {"all_reduce", "ring", kRing, Ring, false, 8 * MiB, kNoSizeLimit},
-      {"all_reduce", "rd", kRecursiveDoubling, RecursiveDoubling, false, 0, 128 * KiB},
-      {"all_reduce", "hd", kHalvingDoubling, HalvingDoubling, false, 128 * KiB, 8 * MiB},
+      {"all_reduce", "ring", kRing, Ring, false, 8 * kMiB, kNoSizeLimit},
+      {"all_reduce", "rd", kRecursiveDoubling, RecursiveDoubling, false, 0, 128 * kKiB},
+      {"all_reduce", "hd", kHalvingDoubling, HalvingDoubling, false, 128 * kKiB, 8 * kMiB},
       {"all_reduce_same_host", "shm_rs",
        "arena: each rank reduces its block of every input, then copies all blocks out",
-       ArenaReduceScatter, true, 64 * KiB, kNoSizeLimit},
+       ArenaReduceScatter, true, 64 * kKiB, kNoSizeLimit},
       {"all_reduce_same_host", "shm",
        "arena: every rank reduces all inputs itself, one synchronisation per piece", ArenaDirect,
-       true, 0, 64 * KiB},
+       true, 0, 64 * kKiB},
       {"all_reduce_same_host", "ring", kRing, Ring, false, 0, 0},
       {"all_reduce_same_host", "rd", kRecursiveDoubling, RecursiveDoubling, false, 0, 0},
       {"all_reduce_same_host", "hd", kHalvingDoubling, HalvingDoubling, false, 0, 0},
       {"all_reduce_multi_host", "hier",
        "reduce within each host, all-reduce across hosts (one flow per rank slot), share back",
-       Hierarchical, false, 64 * KiB, kNoSizeLimit},
+       Hierarchical, false, 64 * kKiB, kNoSizeLimit},
       {"all_reduce_multi_host", "ring", kRing, Ring, false, 0, 0},
-      {"all_reduce_multi_host", "rd", kRecursiveDoubling, RecursiveDoubling, false, 0, 64 * KiB},
+      {"all_reduce_multi_host", "rd", kRecursiveDoubling, RecursiveDoubling, false, 0, 64 * kKiB},
       {"all_reduce_multi_host", "hd", kHalvingDoubling, HalvingDoubling, false, 0, 0},
       {"broadcast", "binomial", "binomial tree from the root, pipelined in 256 KiB segments",
        nullptr, false, 0, kNoSizeLimit},

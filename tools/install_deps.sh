@@ -13,6 +13,7 @@ packages=(
   libssl-dev           # libcrypto: HMAC-SHA256 connection authentication
   clang                # libFuzzer targets (tests/fuzz)
   clang-format         # tools:format_test: C++ formatted as .clang-format says
+  clang-tidy           # tools/naming_check.sh: names as .clang-tidy says (a CI stage)
   libopenmpi-dev openmpi-bin  # the mpi backend and mpirun
   pybind11-dev python3-dev    # Python bindings
   python3-numpy python3-pytest python3-torch  # Python tests; plexus.torch and DDP

@@ -196,9 +196,9 @@ TEST(ElasticTest, ConcurrentTagsInAnyOrderAndMismatchIsAnErrorOnEveryPeer) {
 // re-added reduced data would show as 6 or 9 - and the survivors must go on.
 TEST(ElasticTest, SigkillDuringConcurrentBatchesTwentyTimes) {
   constexpr int kWorld = 4;
-  const int kRuns = getenv("ELASTIC_RUNS") ? atoi(getenv("ELASTIC_RUNS")) : 20;
+  const int runs = getenv("ELASTIC_RUNS") ? atoi(getenv("ELASTIC_RUNS")) : 20;
   std::mt19937 random(12345);
-  for (int run = 0; run < kRuns; ++run) {
+  for (int run = 0; run < runs; ++run) {
     auto master = StartMaster();
     ASSERT_NE(master, nullptr);
     const int port = master->port();

@@ -333,10 +333,10 @@ TEST(SharedStateSyncTest, IrreconcilableBallotsFailEverywhereWithBuffersUntouche
 // itself at a random moment of the sync; the survivors' sync must still succeed, and peer 2 end
 // up with exactly revision 5 (a half-received tensor would show).
 TEST(SharedStateSyncTest, SyncCompletesWhenASenderIsKilledMidTransfer) {
-  const int kRuns = getenv("ELASTIC_RUNS") ? std::max(1, atoi(getenv("ELASTIC_RUNS")) / 4) : 5;
+  const int runs = getenv("ELASTIC_RUNS") ? std::max(1, atoi(getenv("ELASTIC_RUNS")) / 4) : 5;
   std::mt19937 random(777);
   int killed = 0;
-  for (int run = 0; run < kRuns; ++run) {
+  for (int run = 0; run < runs; ++run) {
     auto master = StartMaster();
     ASSERT_NE(master, nullptr);
     const int port = master->port();
@@ -385,7 +385,7 @@ TEST(SharedStateSyncTest, SyncCompletesWhenASenderIsKilledMidTransfer) {
           << "run " << run << ": " << text;
     }
   }
-  printf("the sender was killed before finishing in %d of %d runs\n", killed, kRuns);
+  printf("the sender was killed before finishing in %d of %d runs\n", killed, runs);
   EXPECT_GT(killed, 0);
 }
 
