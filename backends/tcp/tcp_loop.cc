@@ -20,7 +20,7 @@ constexpr size_t kRxBufferBytes = 16 * 1024;
 // Payloads at least this large (with nothing buffered) are read straight into their target.
 constexpr uint64_t kDirectReadBytes = 32 * 1024;
 constexpr uint64_t kMaxAbortReasonBytes = 64 * 1024;
-constexpr size_t kMaxRememberedAborts = 4096;
+constexpr size_t kMaxRememberedOperations = 4096;
 
 }  // namespace
 
@@ -34,7 +34,9 @@ Loop::Loop(int rank, std::vector<Connection> peers, std::unique_ptr<ShmLinks> ri
       heartbeat_(heartbeat),
       peers_(peers.size()),
       receives_(max_unexpected_bytes),
-      describe_(std::move(describe)) {
+      aborted_(kMaxRememberedOperations),
+      describe_(std::move(describe)),
+      signatures_(kMaxRememberedOperations) {
   for (size_t i = 0; i < peers.size(); ++i) {
     peers_[i].fd = std::move(peers[i].fd);
     peers_[i].cipher = std::move(peers[i].cipher);
@@ -76,8 +78,7 @@ std::string Loop::Describe(const Op& op) const {
 
 absl::Status Loop::Refusal(const Op& op) const {
   if (!broken_.ok()) return broken_;
-  auto aborted = aborted_.find(TagOperation(op.tag.tag));
-  if (aborted != aborted_.end()) return aborted->second;
+  if (const absl::Status* aborted = aborted_.Find(TagOperation(op.tag.tag))) return *aborted;
   if (op.peer >= 0 && (op.peer >= static_cast<int>(peers_.size()) || op.peer == rank_)) {
     return absl::InvalidArgumentError(absl::StrCat(Describe(op), ": no such peer"));
   }
@@ -244,13 +245,7 @@ bool Loop::Matches(const OpPtr& op, int peer, uint64_t size, uint64_t signature)
 bool Loop::RecordSignature(const Op& op) {
   if (op.tag.signature == 0) return true;
   const uint64_t operation = TagOperation(op.tag.tag);
-  if (signatures_.emplace(operation, op.tag.signature).second) {
-    signature_order_.push_back(operation);
-    if (signature_order_.size() > kMaxRememberedAborts) {
-      signatures_.erase(signature_order_.front());
-      signature_order_.pop_front();
-    }
-  }
+  signatures_.Remember(operation, op.tag.signature);
   if (const StagedMessage* early = receives_.Disagreeing(operation, op.tag.signature)) {
     Mismatch(operation, early->peer, early->signature, op.tag.signature);
     return false;
@@ -435,12 +430,12 @@ bool Loop::StartFrame(int peer_index, const char* header) {
     }
     peer.type = FrameType::kData;
     const uint64_t operation = TagOperation(peer.tag);
-    if (auto ours = signatures_.find(operation); peer.signature != 0 && ours != signatures_.end() &&
-                                                 ours->second != peer.signature &&
-                                                 !aborted_.contains(operation)) {
-      Mismatch(operation, peer_index, peer.signature, ours->second);
+    if (const uint64_t* ours = signatures_.Find(operation);
+        peer.signature != 0 && ours != nullptr && *ours != peer.signature &&
+        !aborted_.Contains(operation)) {
+      Mismatch(operation, peer_index, peer.signature, *ours);
     }
-    if (aborted_.contains(operation)) {
+    if (aborted_.Contains(operation)) {
       // A message of an aborted operation: drop it.
     } else if (OpPtr op = receives_.TakeWaiting(peer_index, peer.tag); op != nullptr) {
       if (Matches(op, peer_index, size, peer.signature)) {
@@ -494,14 +489,7 @@ void Loop::FinishFrame(int peer_index) {
 }
 
 void Loop::AbortOperation(uint64_t operation, const absl::Status& reason, bool notify_peers) {
-  if (!aborted_.contains(operation)) {
-    aborted_.emplace(operation, reason);
-    aborted_order_.push_back(operation);
-    if (aborted_order_.size() > kMaxRememberedAborts) {
-      aborted_.erase(aborted_order_.front());
-      aborted_order_.pop_front();
-    }
-  }
+  aborted_.Remember(operation, reason);
   std::vector<OpPtr> victims = receives_.DropOperation(operation);
   for (Peer& peer : peers_) {
     for (const OpPtr& op : peer.tx) {

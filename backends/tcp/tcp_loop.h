@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "backends/tcp/receive_matcher.h"
+#include "backends/tcp/recent_operations.h"
 #include "backends/tcp/send_lane.h"
 #include "backends/tcp/shm_link.h"
 #include "backends/tcp/tcp_frame.h"
@@ -168,12 +169,10 @@ class Loop {
   std::vector<Peer> peers_;
   ReceiveMatcher receives_;
   std::multimap<absl::Time, OpPtr> timers_;
-  absl::flat_hash_map<uint64_t, absl::Status> aborted_;
-  std::deque<uint64_t> aborted_order_;
+  RecentOperations<absl::Status> aborted_;  // Why each aborted operation was.
   absl::Status broken_;
   const SignatureDescriber describe_;
-  absl::flat_hash_map<uint64_t, uint64_t> signatures_;  // Operation -> this rank's signature.
-  std::deque<uint64_t> signature_order_;
+  RecentOperations<uint64_t> signatures_;  // The signature this rank runs each operation with.
 };
 
 }  // namespace plexus::tcp
