@@ -68,7 +68,7 @@ AlgorithmTable AlgorithmTable::Default() {
     const size_t first = table.ranges_.size();
     for (const Algorithm& row : AlgorithmCatalog()) {
       if (row.collective == collective && row.default_from < row.default_to) {
-        table.ranges_.push_back({row.collective, row.default_from, row.default_to, row.name});
+        table.ranges_.push_back({row.collective, row.default_from, row.default_to, &row});
       }
     }
     std::sort(
@@ -97,8 +97,7 @@ absl::Status AlgorithmTable::Override(absl::string_view spec) {
           absl::StrCat("'", clause, "' should look like all_reduce:0-64K:rd,64K-:ring"));
     }
     const std::string collective(absl::StripAsciiWhitespace(clause.substr(0, colon)));
-    const std::vector<std::string> known = KnownAlgorithms(collective);
-    if (known.empty()) {
+    if (KnownAlgorithms(collective).empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown collective '", collective,
                        "'; known: ", absl::StrJoin(KnownCollectives(), ", ")));
@@ -116,11 +115,12 @@ absl::Status AlgorithmTable::Override(absl::string_view spec) {
       if (dash + 1 < parts[0].size()) {
         ASSIGN_OR_RETURN(high, ParseSize(parts[0].substr(dash + 1)));
       }
-      const std::string algorithm(absl::StripAsciiWhitespace(parts[1]));
-      if (std::find(known.begin(), known.end(), algorithm) == known.end()) {
-        return absl::InvalidArgumentError(absl::StrCat("unknown algorithm '", algorithm, "' for ",
-                                                       collective,
-                                                       "; known: ", absl::StrJoin(known, ", ")));
+      const absl::string_view name = absl::StripAsciiWhitespace(parts[1]);
+      const Algorithm* algorithm = FindAlgorithm(collective, name);
+      if (algorithm == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("unknown algorithm '", name, "' for ", collective,
+                         "; known: ", absl::StrJoin(KnownAlgorithms(collective), ", ")));
       }
       if (low >= high) {
         return absl::InvalidArgumentError(absl::StrCat("empty range '", parts[0], "'"));
@@ -137,32 +137,30 @@ absl::Status AlgorithmTable::Override(absl::string_view spec) {
 }
 
 absl::string_view AlgorithmTable::Choose(absl::string_view collective, uint64_t bytes) const {
+  return Select(collective, bytes).name;
+}
+
+const Algorithm& AlgorithmTable::Select(absl::string_view collective, uint64_t bytes) const {
   for (const AlgorithmRange& range : ranges_) {
     // string_view equality tests the lengths first (std::string's compare does not).
     if (bytes >= range.min_bytes && bytes < range.max_bytes &&
         absl::string_view(range.collective) == collective) {
-      return range.algorithm;
+      return *range.algorithm;
     }
   }
   // A gap left by an override falls back to the collective's first algorithm.
   for (const Algorithm& row : AlgorithmCatalog()) {
-    if (row.collective == collective) return row.name;  // Static storage.
+    if (row.collective == collective) return row;
   }
-  return absl::string_view();
-}
-
-const Algorithm& AlgorithmTable::Select(absl::string_view collective, uint64_t bytes) const {
-  const Algorithm* row = FindAlgorithm(collective, Choose(collective, bytes));
-  // Every name in the table was checked against the catalog when it was put there.
-  assert(row != nullptr);
-  return *row;
+  assert(false && "Select of a collective the catalog does not hold");
+  return AlgorithmCatalog().front();
 }
 
 std::string AlgorithmTable::ToString() const {
   return absl::StrJoin(ranges_, ";", [](std::string* out, const AlgorithmRange& r) {
     absl::StrAppend(out, r.collective, ":", r.min_bytes, "-",
                     r.max_bytes == kOpen ? std::string() : absl::StrCat(r.max_bytes), ":",
-                    r.algorithm);
+                    r.algorithm->name);
   });
 }
 

@@ -18,10 +18,10 @@
 namespace plexus {
 
 struct AlgorithmRange {
-  std::string collective;  // "all_reduce", "broadcast", ...
-  uint64_t min_bytes;      // Inclusive.
-  uint64_t max_bytes;      // Exclusive; UINT64_MAX for open-ended.
-  std::string algorithm;   // "ring", "rd", "binomial", ...
+  std::string collective;      // "all_reduce", "broadcast", ...
+  uint64_t min_bytes;          // Inclusive.
+  uint64_t max_bytes;          // Exclusive; UINT64_MAX for open-ended.
+  const Algorithm* algorithm;  // Its catalog row: "ring", "rd", "binomial", ...
 };
 
 class AlgorithmTable {
@@ -33,11 +33,11 @@ class AlgorithmTable {
   // Replaces the ranges of each collective named in `spec`.
   absl::Status Override(absl::string_view spec);
 
-  // The algorithm for a message of `bytes`; the collective must be known. The view lives as
-  // long as the table.
-  absl::string_view Choose(absl::string_view collective, uint64_t bytes) const;
-  // The catalog row of that algorithm.
+  // The catalog row serving a message of `bytes` (a size no range claims: the collective's
+  // first row); the collective must be one of the catalog's.
   const Algorithm& Select(absl::string_view collective, uint64_t bytes) const;
+  // Its name.
+  absl::string_view Choose(absl::string_view collective, uint64_t bytes) const;
 
   const std::vector<AlgorithmRange>& ranges() const { return ranges_; }
   std::string ToString() const;

@@ -202,10 +202,8 @@ absl::Status Communicator::Usable() const {
 
 void Communicator::AdoptTopology() {
   std::lock_guard<std::mutex> lock(mu_);
-  AdoptTopologyLocked();
+  topology_.Adopt();
 }
-
-void Communicator::AdoptTopologyLocked() { topology_.Adopt(); }
 
 absl::Status Communicator::Connect(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + std::min(timeout, accept_timeout_);
@@ -306,7 +304,7 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
           Result::kMasterConnectionFailed);
     }
     epoch = topology_.epoch();
-    AdoptTopologyLocked();
+    topology_.Adopt();
   }
   // The peers that accepted this one build the new epoch's connections now: so does this one.
   auto mesh = EnsureMesh(epoch);
@@ -621,7 +619,7 @@ WorkPtr Communicator::Launch(const void* send, void* recv, const ReduceDescripto
                                               topology_.epoch(), ")")),
           Result::kRankConnectionLost));
     }
-    AdoptTopologyLocked();  // Launching is the caller's call: its view moves to this epoch.
+    topology_.Adopt();  // Launching is the caller's call: its view moves to this epoch.
     op->key.group = topology_.latest().group;
     op->key.epoch = topology_.epoch();
     op->key.tag = static_cast<int64_t>(descriptor.tag);

@@ -190,7 +190,6 @@ class Communicator {
   absl::Status Usable() const;  // Connected, accepted and not lost.
   // The caller's view becomes the latest topology the master announced.
   void AdoptTopology();
-  void AdoptTopologyLocked();
   std::shared_ptr<MasterLink> link() const;
 
   const CommunicatorOptions options_;

@@ -2,7 +2,6 @@
 // forming tcp mesh's data listener, and the TCPStore's. 2^40-byte lengths, truncated frames
 // and random bytes each get the connection closed within a second, a thousand of them leave
 // the listening process within a few MiB, and the job then works as if nothing happened.
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -25,6 +24,7 @@
 #include "frontend/elastic/master_protocol.h"
 #include "gtest/gtest.h"
 #include "tests/testing/loopback_tcp.h"
+#include "tests/testing/subprocess.h"
 
 namespace plexus {
 namespace {
@@ -144,42 +144,80 @@ TEST(ListenerAbuseTest, TheElasticMasterClosesHostileConnectionsAndKeepsServing)
   EXPECT_EQ(out[999], 2.0f);
 }
 
-// Rank `rank` of a 2-rank tcp group on loopback (no shared memory, secret or TLS).
-absl::StatusOr<std::unique_ptr<TcpTransport>> MakeTransport(const std::shared_ptr<Store>& store,
-                                                            int rank, const std::string& group) {
-  return testing::LoopbackTcpTransport(store, rank, 2, group);
+// Rank 1 of a 2-rank tcp group on loopback (no shared memory, secret or TLS) forming in a
+// thread: it listens, publishes its address and waits for rank 0 while a test abuses it.
+class FormingRank1 {
+ public:
+  explicit FormingRank1(const std::string& group) : group_(group) {
+    thread_ = std::thread([this] {
+      rank1_ = testing::LoopbackTcpTransport(store_, 1, 2, group_);
+      formed_ = absl::Now();
+    });
+  }
+  ~FormingRank1() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // The port rank 1 listens on, once it has published it.
+  absl::StatusOr<int> Port() {
+    if (absl::Status s = store_->Wait({"addr/1"}, absl::Seconds(30)); !s.ok()) return s;
+    const std::string address = *store_->Get("addr/1");
+    return std::stoi(address.substr(address.rfind(':') + 1));
+  }
+  // Forms rank 0, which lets rank 1 finish; both must succeed. Returns when both have.
+  void Form() {
+    rank0_ = testing::LoopbackTcpTransport(store_, 0, 2, group_);
+    thread_.join();
+    ASSERT_TRUE(rank0_.ok()) << rank0_.status();
+    ASSERT_TRUE(rank1_.ok()) << rank1_.status();
+  }
+  // After Form: a `bytes` message from rank 0 arrives at rank 1 intact.
+  void ExpectAMessageArrives(size_t bytes) {
+    std::vector<uint8_t> sent(bytes, 7), received(bytes);
+    const MessageTag tag{MakeTag(1, 1), 0};
+    WorkPtr recv = (*rank1_)->Recv(0, tag, {received.data(), received.size()}, absl::Seconds(20));
+    ASSERT_TRUE((*rank0_)
+                    ->Send(1, tag, {sent.data(), sent.size()}, absl::Seconds(20))
+                    ->Wait(absl::Seconds(20))
+                    .ok());
+    ASSERT_TRUE(recv->Wait(absl::Seconds(20)).ok());
+    EXPECT_EQ(received, sent);
+  }
+  absl::Time formed() const { return formed_; }
+
+ private:
+  const std::string group_;
+  const std::shared_ptr<HashStore> store_ = std::make_shared<HashStore>(absl::Seconds(60));
+  absl::StatusOr<std::unique_ptr<TcpTransport>> rank0_ = absl::UnknownError("not created");
+  absl::StatusOr<std::unique_ptr<TcpTransport>> rank1_ = absl::UnknownError("not created");
+  absl::Time formed_;
+  std::thread thread_;
+};
+
+// `count` connections to `port` that say nothing.
+absl::StatusOr<std::vector<ScopedFd>> ConnectSilently(int port, int count) {
+  std::vector<ScopedFd> silent;
+  for (int i = 0; i < count; ++i) {
+    auto fd = ConnectTcpWithRetry("127.0.0.1", port, absl::Now() + absl::Seconds(5));
+    if (!fd.ok()) return fd.status();
+    silent.push_back(std::move(fd).value());
+  }
+  return silent;
 }
 
 TEST(ListenerAbuseTest, AFormingMeshDropsHostileConnectionsAndStillForms) {
-  auto store = std::make_shared<HashStore>(absl::Seconds(60));
-  auto make = [&](int rank) { return MakeTransport(store, rank, "abused"); };
-  // Rank 1 accepts rank 0's connection: it listens, and waits, while the abuse goes on.
-  absl::StatusOr<std::unique_ptr<TcpTransport>> rank1 = absl::UnknownError("not created");
-  std::thread waiting([&] { rank1 = make(1); });
-  ASSERT_TRUE(store->Wait({"addr/1"}, absl::Seconds(30)).ok());
-  const std::string address = *store->Get("addr/1");
-  const int port = std::stoi(address.substr(address.rfind(':') + 1));
+  FormingRank1 rank1("abused");
+  auto port = rank1.Port();
+  ASSERT_TRUE(port.ok()) << port.status();
   // The hello has no length field; its oversized case claims a 2^31-rank group. After a hello's
   // first bytes (magic "PLXT", version 1) the rest is judged too.
   std::string huge_hello("PLXT\x01\x00\x00\x00", 8);
   huge_hello += std::string("\xff\xff\xff\x7f\xff\xff\xff\x7f", 8) + std::string(8, '\x01');
   const std::string hello_start("PLXT\x01\x00", 6);
-  ExpectEveryAbuseClosedPromptly(port, "", 125, 4 * 1024, huge_hello);
-  ExpectEveryAbuseClosedPromptly(port, hello_start, 125, 4 * 1024, huge_hello.substr(6));
-
-  auto rank0 = make(0);
-  waiting.join();
-  ASSERT_TRUE(rank0.ok()) << rank0.status();
-  ASSERT_TRUE(rank1.ok()) << rank1.status();
-  std::vector<uint8_t> sent(100000, 7), received(100000);
-  const MessageTag tag{MakeTag(1, 1), 0};
-  WorkPtr recv = (*rank1)->Recv(0, tag, {received.data(), received.size()}, absl::Seconds(20));
-  ASSERT_TRUE((*rank0)
-                  ->Send(1, tag, {sent.data(), sent.size()}, absl::Seconds(20))
-                  ->Wait(absl::Seconds(20))
-                  .ok());
-  ASSERT_TRUE(recv->Wait(absl::Seconds(20)).ok());
-  EXPECT_EQ(received, sent);
+  ExpectEveryAbuseClosedPromptly(*port, "", 125, 4 * 1024, huge_hello);
+  ExpectEveryAbuseClosedPromptly(*port, hello_start, 125, 4 * 1024, huge_hello.substr(6));
+  rank1.Form();
+  rank1.ExpectAMessageArrives(100000);
 }
 
 // Connections that connect and then say nothing, more than the group has ranks: a forming
@@ -187,70 +225,31 @@ TEST(ListenerAbuseTest, AFormingMeshDropsHostileConnectionsAndStillForms) {
 // (33 of them made all 3 ranks of a group miss a 120 s formation). They handshake side by side
 // now, so the peer behind them is let in at once.
 TEST(ListenerAbuseTest, SilentConnectionsDoNotHoldUpAFormingMesh) {
-  auto store = std::make_shared<HashStore>(absl::Seconds(60));
-  auto make = [&](int rank) { return MakeTransport(store, rank, "silenced"); };
-  absl::StatusOr<std::unique_ptr<TcpTransport>> rank1 = absl::UnknownError("not created");
-  absl::Time formed;
-  std::thread waiting([&] {
-    rank1 = make(1);
-    formed = absl::Now();
-  });
-  ASSERT_TRUE(store->Wait({"addr/1"}, absl::Seconds(30)).ok());
-  const std::string address = *store->Get("addr/1");
-  const int port = std::stoi(address.substr(address.rfind(':') + 1));
-  std::vector<ScopedFd> silent;
-  for (int i = 0; i < 40; ++i) {
-    auto fd = ConnectTcpWithRetry("127.0.0.1", port, absl::Now() + absl::Seconds(5));
-    ASSERT_TRUE(fd.ok()) << fd.status();
-    silent.push_back(std::move(fd).value());
-  }
+  FormingRank1 rank1("silenced");
+  auto port = rank1.Port();
+  ASSERT_TRUE(port.ok()) << port.status();
+  auto silent = ConnectSilently(*port, 40);
+  ASSERT_TRUE(silent.ok()) << silent.status();
   const absl::Time start = absl::Now();
-  auto rank0 = make(0);
-  waiting.join();
-  ASSERT_TRUE(rank0.ok()) << rank0.status();
-  ASSERT_TRUE(rank1.ok()) << rank1.status();
-  EXPECT_LT(formed - start, absl::Seconds(4));  // Less than one silent connection's allowance.
-  std::vector<uint8_t> sent(1000, 3), received(1000);
-  const MessageTag tag{MakeTag(1, 1), 0};
-  WorkPtr recv = (*rank1)->Recv(0, tag, {received.data(), received.size()}, absl::Seconds(20));
-  ASSERT_TRUE((*rank0)
-                  ->Send(1, tag, {sent.data(), sent.size()}, absl::Seconds(20))
-                  ->Wait(absl::Seconds(20))
-                  .ok());
-  ASSERT_TRUE(recv->Wait(absl::Seconds(20)).ok());
-  EXPECT_EQ(received, sent);
+  rank1.Form();
+  EXPECT_LT(rank1.formed() - start, absl::Seconds(4));  // Less than one connection's allowance.
+  rank1.ExpectAMessageArrives(1000);
 }
 
 // More silent connections than the listener handshakes at once (64): the listener waits for a
 // handshake to end rather than spinning while the rest sit in its backlog, and the peer behind
 // them still gets in once the first handshakes give up.
 TEST(ListenerAbuseTest, MoreSilentConnectionsThanHandshakeSlotsDoNotSpinTheListener) {
-  auto store = std::make_shared<HashStore>(absl::Seconds(60));
-  auto make = [&](int rank) { return MakeTransport(store, rank, "crowded"); };
-  absl::StatusOr<std::unique_ptr<TcpTransport>> rank1 = absl::UnknownError("not created");
-  std::thread waiting([&] { rank1 = make(1); });
-  ASSERT_TRUE(store->Wait({"addr/1"}, absl::Seconds(30)).ok());
-  const std::string address = *store->Get("addr/1");
-  const int port = std::stoi(address.substr(address.rfind(':') + 1));
-  std::vector<ScopedFd> silent;
-  for (int i = 0; i < 70; ++i) {
-    auto fd = ConnectTcpWithRetry("127.0.0.1", port, absl::Now() + absl::Seconds(5));
-    ASSERT_TRUE(fd.ok()) << fd.status();
-    silent.push_back(std::move(fd).value());
-  }
-  auto cpu = [] {
-    rusage usage;
-    getrusage(RUSAGE_SELF, &usage);
-    return absl::DurationFromTimeval(usage.ru_utime) + absl::DurationFromTimeval(usage.ru_stime);
-  };
+  FormingRank1 rank1("crowded");
+  auto port = rank1.Port();
+  ASSERT_TRUE(port.ok()) << port.status();
+  auto silent = ConnectSilently(*port, 70);
+  ASSERT_TRUE(silent.ok()) << silent.status();
   // Only rank 1's listener runs in this process now; spinning, it would use the whole second.
-  const absl::Duration before = cpu();
+  const absl::Duration before = testing::CpuTime(getpid());
   absl::SleepFor(absl::Seconds(1));
-  EXPECT_LT(cpu() - before, absl::Milliseconds(300));
-  auto rank0 = make(0);
-  waiting.join();
-  ASSERT_TRUE(rank0.ok()) << rank0.status();
-  ASSERT_TRUE(rank1.ok()) << rank1.status();
+  EXPECT_LT(testing::CpuTime(getpid()) - before, absl::Milliseconds(300));
+  rank1.Form();
 }
 
 TEST(ListenerAbuseTest, TheStoreClosesHostileConnectionsAndKeepsServing) {
