@@ -48,7 +48,7 @@ const std::vector<Algorithm>& AlgorithmCatalog() {
       {"all_reduce", "hd", kHalvingDoubling, HalvingDoubling, false, 128 * kKiB, 8 * kMiB},
       {"all_reduce_same_host", "shm_rs",
        "arena: each rank reduces its block of every input, then copies all blocks out",
-       ArenaReduceScatter, true, 64 * kKiB, kNoSizeLimit},
+       ArenaReduceScatter, true, 64 * kKiB, kNoSizeLimit, /*keeps_originals=*/true},
       {"all_reduce_same_host", "shm",
        "arena: every rank reduces all inputs itself, one synchronisation per piece", ArenaDirect,
        true, 0, 64 * kKiB},

@@ -46,6 +46,9 @@ struct Algorithm {
   // The message sizes it serves by default, [from, to); from == to: only when told to.
   uint64_t default_from;
   uint64_t default_to;
+  // All-reduce: keeps the buffer's input where the context asks itself (keep_originals.h);
+  // otherwise AllReduceInPlace copies it all before the schedule runs.
+  bool keeps_originals = false;
 };
 
 // Every row, grouped by collective; each collective's first row serves sizes nobody claims.

@@ -10,6 +10,7 @@
 #include "algorithms/algorithm_table.h"
 #include "algorithms/algorithms.h"
 #include "algorithms/arena_slots.h"
+#include "algorithms/keep_originals.h"
 #include "algorithms/reduce_kernels.h"
 
 namespace plexus {
@@ -33,7 +34,6 @@ absl::Status FlatAllReduce(CollectiveContext& ctx, const AlgorithmTable& table, 
 
 absl::Status AllReduceInPlace(CollectiveContext& ctx, const AlgorithmTable& table, void* data,
                               int64_t count, DType dtype, const ReduceOp& op) {
-  PreScale(data, count, dtype, op);
   const uint64_t bytes = static_cast<uint64_t>(count) * DTypeSize(dtype);
   SharedArena* arena = ArenaSlots::UsableArena(ctx);
   const char* ranges = "all_reduce";
@@ -43,11 +43,18 @@ absl::Status AllReduceInPlace(CollectiveContext& ctx, const AlgorithmTable& tabl
     ranges = "all_reduce_multi_host";
   }
   const Algorithm& algorithm = table.Select(ranges, bytes);
+  if (!algorithm.keeps_originals || op.kind == ReduceOpKind::kPremulSum) {
+    KeepRemainingOriginals(ctx, data, bytes);
+  }
+  PreScale(data, count, dtype, op);
   absl::Status status;
   if (count > 0) {
     status = algorithm.run({ctx, table, arena, data, count, dtype, KernelOp(op.kind)});
   }
-  if (status.ok()) PostScale(data, count, dtype, op, ctx.size());
+  if (status.ok()) {
+    KeepRemainingOriginals(ctx, data, bytes);  // Whatever the schedule left, before scaling.
+    PostScale(data, count, dtype, op, ctx.size());
+  }
   return status;
 }
 

@@ -112,6 +112,18 @@ class CollectiveContext {
   // Ends the operation on every rank with `status` (idempotent); returns `status`.
   absl::Status Fail(absl::Status status);
 
+  // Where an in-place all-reduce keeps its buffer's input before overwriting it, for a caller
+  // that puts it back on failure (keep_originals.h); `already_kept` bytes of it hold it already.
+  void KeepOriginals(uint8_t* originals, size_t already_kept) {
+    originals_ = originals;
+    originals_kept_ = already_kept;
+  }
+  uint8_t* originals() const { return originals_; }
+  // How much of the buffer's input the originals hold, from its start; beyond that the buffer
+  // itself still holds it.
+  size_t originals_kept() const { return originals_kept_; }
+  void OriginalsKeptUpTo(size_t end) { originals_kept_ = std::max(originals_kept_, end); }
+
  private:
   Transport& transport_;
   const CollectiveKind kind_;
@@ -122,6 +134,8 @@ class CollectiveContext {
   ScratchArena own_arena_;
   ScratchArena* const arena_;
   SharedArena* shared_arena_ = nullptr;
+  uint8_t* originals_ = nullptr;
+  size_t originals_kept_ = 0;
   bool failed_ = false;
 };
 

@@ -1,5 +1,6 @@
 // The shared-memory all-reduce over an in-process arena, driven step by step so the orders
 // that a loaded machine produces only sometimes happen here every time.
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <functional>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "algorithms/algorithms.h"
 #include "algorithms/arena_slots.h"
+#include "algorithms/keep_originals.h"
 #include "gtest/gtest.h"
 
 namespace plexus {
@@ -53,6 +55,10 @@ class FakeArena : public SharedArena {
   absl::StatusOr<uint64_t> WaitFor(int peer, uint64_t value, absl::Time deadline,
                                    absl::FunctionRef<bool(uint64_t)> stop) override {
     if (before_wait) std::exchange(before_wait, nullptr)();
+    if (waits_before_leaving >= 0 && waits_before_leaving-- == 0) {
+      Leave();
+      return absl::UnavailableError(absl::StrCat("rank ", rank_, " left"));
+    }
     while (true) {
       const uint64_t seen = state_->published[peer].load();
       if (seen >= value || (seen & kArenaFailed) != 0) return seen;
@@ -68,6 +74,7 @@ class FakeArena : public SharedArena {
   void Leave() { PublishFailure(absl::StatusCode::kUnavailable, kArenaLeft); }
 
   std::function<void()> before_wait;
+  int waits_before_leaving = -1;  // >= 0: that many waits, then the rank leaves (a crash).
 
  private:
   std::shared_ptr<SharedState> state_;
@@ -117,6 +124,21 @@ struct Rank {
     arena.Announce(signature);
     return SharedMemoryAllReduce(ctx, arena, data.data(), static_cast<int64_t>(data.size()),
                                  DType::kFloat32, ReduceOpKind::kSum);
+  }
+  // The reduce-scatter schedule, keeping the input in `originals` (keep_originals.h); returns
+  // how much of it was kept.
+  absl::Status RunKeeping(uint64_t sequence, std::vector<float>& originals, size_t& kept) {
+    const uint64_t signature =
+        MakeSignature(CollectiveKind::kAllReduce, DType::kFloat32, sequence, data.size());
+    CollectiveContext ctx(transport, CollectiveKind::kAllReduce, sequence, signature,
+                          absl::Seconds(20), nullptr);
+    ctx.KeepOriginals(reinterpret_cast<uint8_t*>(originals.data()), 0);
+    arena.Announce(signature);
+    absl::Status status = SharedMemoryReduceScatterAllReduce(ctx, arena, data.data(),
+                                                             static_cast<int64_t>(data.size()),
+                                                             DType::kFloat32, ReduceOpKind::kSum);
+    kept = ctx.originals_kept();
+    return status;
   }
   absl::Status RunBarrier(uint64_t sequence, absl::Duration timeout = absl::Seconds(20)) {
     const uint64_t signature = MakeSignature(CollectiveKind::kBarrier, DType::kUInt8, sequence, 0);
@@ -334,6 +356,81 @@ TEST(SharedMemoryAllReduceTest, ABarrierMeetingAnotherCollectiveFailsNamingBoth)
   Rank alone(fresh, 0, 2, 16);
   EXPECT_EQ(alone.RunBarrier(1, absl::Milliseconds(100)).code(),
             absl::StatusCode::kDeadlineExceeded);
+}
+
+// Kept originals: after a success they hold the whole input; after a peer crashed mid-way the
+// kept prefix holds it and the buffer beyond it is untouched, so copying the prefix back undoes
+// the all-reduce exactly.
+TEST(SharedMemoryAllReduceTest, TheReduceScatterScheduleKeepsTheInputItOverwrites) {
+  const int64_t count = 5 * kRegionBytes / sizeof(float) + 3;  // Many pieces, a ragged end.
+  const size_t bytes = static_cast<size_t>(count) * sizeof(float);
+  auto state = std::make_shared<SharedState>(3);
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (int r = 0; r < 3; ++r) ranks.push_back(std::make_unique<Rank>(state, r, 3, count));
+  std::vector<std::vector<float>> originals(3, std::vector<float>(count, -1.0f));
+  std::vector<size_t> kept(3);
+  std::vector<absl::Status> statuses(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] { statuses[r] = ranks[r]->RunKeeping(1, originals[r], kept[r]); });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+    ExpectSummed(*ranks[r], 3);
+    EXPECT_EQ(kept[r], bytes) << "rank " << r;
+    for (int64_t i = 0; i < count; ++i) {
+      ASSERT_EQ(originals[r][i], Rank::Input(r, static_cast<size_t>(i), 0)) << "element " << i;
+    }
+  }
+
+  // Two ranks; the peer completes two pieces (two waits each) and crashes in the third.
+  auto crash = std::make_shared<SharedState>(2);
+  Rank survivor(crash, 0, 2, count);
+  Rank crashing(crash, 1, 2, count);
+  crashing.arena.waits_before_leaving = 5;
+  std::vector<float> kept_input(count, -1.0f), unused(count);
+  size_t survivor_kept = 0, crashing_kept = 0;
+  absl::Status crashed;
+  std::thread peer([&] { crashed = crashing.RunKeeping(1, unused, crashing_kept); });
+  absl::Status failed = survivor.RunKeeping(1, kept_input, survivor_kept);
+  peer.join();
+  ASSERT_FALSE(failed.ok());
+  ASSERT_FALSE(crashed.ok());
+  ASSERT_GT(survivor_kept, 0u);
+  ASSERT_LT(survivor_kept, bytes);
+  ASSERT_EQ(survivor_kept % sizeof(float), 0u);
+  const size_t prefix = survivor_kept / sizeof(float);
+  for (size_t i = 0; i < static_cast<size_t>(count); ++i) {
+    const float input = Rank::Input(0, i, 0);
+    if (i < prefix) {
+      ASSERT_EQ(kept_input[i], input) << "kept element " << i;
+      ASSERT_NE(survivor.data[i], input) << "element " << i << " was summed";
+    } else {
+      ASSERT_EQ(survivor.data[i], input) << "element " << i << " beyond the kept prefix";
+    }
+  }
+}
+
+TEST(KeepOriginalsTest, CopiesAtAnyAlignmentAndLength) {
+  std::vector<uint8_t> from(100000), to(100008), data(100000), save(100008);
+  for (size_t i = 0; i < from.size(); ++i) from[i] = static_cast<uint8_t>(i * 7 + 1);
+  for (size_t offset : {0, 1, 3, 8}) {
+    for (size_t length : {size_t{0}, size_t{5}, size_t{4095}, size_t{4096}, size_t{99991}}) {
+      std::fill(to.begin(), to.end(), 0);
+      CopyAside(to.data() + offset, from.data(), length);
+      ASSERT_TRUE(std::equal(from.begin(), from.begin() + length, to.begin() + offset))
+          << offset << " " << length;
+      ASSERT_EQ(to[offset + length], 0) << "wrote past the end";
+      for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 3);
+      const std::vector<uint8_t> before = data;
+      SaveThenOverwrite(data.data() + 1, from.data(), save.data() + offset, length);
+      ASSERT_TRUE(
+          std::equal(before.begin() + 1, before.begin() + 1 + length, save.begin() + offset));
+      ASSERT_TRUE(std::equal(from.begin(), from.begin() + length, data.begin() + 1));
+      ASSERT_EQ(data[1 + length], before[1 + length]);
+    }
+  }
 }
 
 }  // namespace

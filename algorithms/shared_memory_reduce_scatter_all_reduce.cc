@@ -3,12 +3,14 @@
 // blocks of its input that others own; rank i reduces block i of the piece from all ranks'
 // inputs (in rank order; its own straight from its buffer) into the result area of its slot
 // and publishes that; then every rank copies each block's result into its buffer. Each element
-// is reduced once, by its block's owner, and copied everywhere.
+// is reduced once, by its block's owner, and copied everywhere. The copy-out is the only write
+// to the buffer, so it keeps the input where the context asks (keeps_originals in the catalog).
 #include <algorithm>
 #include <cstring>
 
 #include "algorithms/algorithms.h"
 #include "algorithms/arena_slots.h"
+#include "algorithms/keep_originals.h"
 #include "algorithms/reduce_kernels.h"
 
 namespace plexus {
@@ -57,11 +59,21 @@ absl::Status SharedMemoryReduceScatterAllReduce(CollectiveContext& ctx, SharedAr
     }
     slots.PublishResult(piece);
     if (absl::Status status = slots.WaitForResults(piece); !status.ok()) return status;
+    // The copy-out is the only write to the buffer: with originals wanted, each block's input
+    // is kept on the way (keep_originals.h).
+    const size_t piece_at = static_cast<size_t>(offset) * element;
+    const bool keep = ctx.originals() != nullptr && ctx.originals_kept() < piece_at + piece_bytes;
     for (int r = 0; r < n; ++r) {
-      std::memcpy(out + blocks.offsets[r] * element,
-                  slots.payload(r, piece) + result_offset(per_piece),
-                  static_cast<size_t>(blocks.counts[r]) * element);
+      const size_t at = static_cast<size_t>(blocks.offsets[r]) * element;
+      const size_t block_bytes = static_cast<size_t>(blocks.counts[r]) * element;
+      const uint8_t* block_result = slots.payload(r, piece) + result_offset(per_piece);
+      if (keep) {
+        SaveThenOverwrite(out + at, block_result, ctx.originals() + piece_at + at, block_bytes);
+      } else {
+        std::memcpy(out + at, block_result, block_bytes);
+      }
     }
+    if (keep) ctx.OriginalsKeptUpTo(piece_at + piece_bytes);
     const int64_t moved = static_cast<int64_t>(piece_bytes) * 2 * (n - 1) / n;
     ctx.CountBytes(moved, moved);
   }

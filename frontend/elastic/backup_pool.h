@@ -1,5 +1,6 @@
 // Backups of receive buffers for the elastic communicator: a failed all-reduce restores its
-// buffer from one, and all_reduce_multiple_with_retry re-runs from them.
+// buffer from one, and all_reduce_multiple_with_retry re-runs from them (filled as the data
+// phase overwrites the buffer: algorithms/keep_originals.h).
 #ifndef PLEXUS_FRONTEND_ELASTIC_BACKUP_POOL_H_
 #define PLEXUS_FRONTEND_ELASTIC_BACKUP_POOL_H_
 
@@ -30,9 +31,6 @@ class BackupPool {
   std::multimap<size_t, std::unique_ptr<uint8_t[]>> free_;
   size_t pooled_ = 0;
 };
-
-// memcpy for backups (see backup_pool.cc).
-void BackupCopy(uint8_t* to, const uint8_t* from, size_t bytes);
 
 }  // namespace plexus::elastic
 

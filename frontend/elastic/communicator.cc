@@ -16,6 +16,7 @@
 #include "algorithms/algorithms.h"
 #include "algorithms/arena_slots.h"
 #include "algorithms/collective_context.h"
+#include "algorithms/keep_originals.h"
 #include "base/auth/mutual_auth.h"
 #include "base/core/deadline.h"
 #include "base/core/environment.h"
@@ -117,8 +118,14 @@ struct Communicator::Op {
   ReduceDescriptor descriptor;
   void* recv = nullptr;
   size_t bytes = 0;
-  BackupPool::Buffer backup;  // recv before the call, unless restore_from is given.
-  const uint8_t* restore_from = nullptr;
+  // recv's contents before the call, for a failure to put back: in the op's own backup, or in
+  // the caller's buffer (all_reduce_multiple_with_retry's, kept across attempts). Filled as the
+  // data phase overwrites recv (keep_originals.h): the first originals_kept bytes are there,
+  // recv still holds the rest.
+  BackupPool::Buffer backup;
+  uint8_t* originals = nullptr;
+  size_t originals_kept = 0;
+  bool caller_originals = false;  // Then completed when the op ends, for the next attempt.
   WorkPtr work;
   // Set by the master's outcome (guarded by the communicator's mu_).
   bool decided = false;
@@ -513,14 +520,21 @@ absl::Status Communicator::MoveData(const std::shared_ptr<Op>& op, Transport& me
   // The algorithms wait on their own sends: the transport leaves a send the kernel could not
   // take at once to this thread's wait instead of waking a thread of its own for it.
   const ScopedSendsAwaited awaited;
+  // recv's input is kept as the schedule overwrites it, for a failure to put back.
+  ctx.KeepOriginals(op->originals, op->originals_kept);
   const QuantizationOptions& quantization = op->descriptor.quantization;
+  absl::Status status;
   if (quantization.algorithm == QuantizationAlgorithm::kNone) {
-    return AllReduceInPlace(ctx, ElasticAlgorithmTable(), op->recv, op->descriptor.count,
-                            op->descriptor.dtype, ReduceOp(op->descriptor.op));
+    status = AllReduceInPlace(ctx, ElasticAlgorithmTable(), op->recv, op->descriptor.count,
+                              op->descriptor.dtype, ReduceOp(op->descriptor.op));
+  } else {
+    KeepRemainingOriginals(ctx, op->recv, op->bytes);
+    status = QuantizedRingAllReduce(ctx, op->recv, op->descriptor.count, op->descriptor.dtype,
+                                    ReduceOp(op->descriptor.op),
+                                    {quantization.algorithm, quantization.quantized_dtype});
   }
-  return QuantizedRingAllReduce(ctx, op->recv, op->descriptor.count, op->descriptor.dtype,
-                                ReduceOp(op->descriptor.op),
-                                {quantization.algorithm, quantization.quantized_dtype});
+  op->originals_kept = ctx.originals_kept();
+  return status;
 }
 
 absl::Status Communicator::MoveDataInTurn(const std::shared_ptr<Op>& op, Transport& mesh,
@@ -566,7 +580,7 @@ void Communicator::OnTurn(uint64_t generation, const OpKey& key, int64_t turn) {
 
 WorkPtr Communicator::AllReduceAsync(const void* send, void* recv,
                                      const ReduceDescriptor& descriptor) {
-  return Launch(send, recv, descriptor, nullptr, -1, nullptr);
+  return Launch(send, recv, descriptor, nullptr, false, -1, nullptr);
 }
 
 absl::StatusOr<ReduceInfo> Communicator::AllReduce(const void* send, void* recv,
@@ -578,7 +592,7 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduce(const void* send, void* recv,
 }
 
 WorkPtr Communicator::Launch(const void* send, void* recv, const ReduceDescriptor& descriptor,
-                             const uint8_t* restore_from, int64_t required_epoch,
+                             uint8_t* originals, bool originals_full, int64_t required_epoch,
                              std::function<void()> on_data_done) {
   auto refuse = [&](absl::Status status) {
     return Work::Finished(std::move(status), "elastic all_reduce");
@@ -601,7 +615,6 @@ WorkPtr Communicator::Launch(const void* send, void* recv, const ReduceDescripto
   op->descriptor = descriptor;
   op->recv = recv;
   op->bytes = bytes;
-  op->restore_from = restore_from;
   op->on_data_done = std::move(on_data_done);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -633,11 +646,21 @@ WorkPtr Communicator::Launch(const void* send, void* recv, const ReduceDescripto
         "elastic all_reduce", static_cast<int>(topology_.latest().ring.size()), op->key.instance);
     in_flight_[descriptor.tag] = op;
   }
-  if (restore_from == nullptr && bytes > 0) {
+  op->caller_originals = originals != nullptr;
+  if (originals == nullptr && bytes > 0) {
     op->backup = backups_->Take(bytes);
-    BackupCopy(op->backup.data.get(), static_cast<const uint8_t*>(recv), bytes);
+    originals = op->backup.data.get();
   }
-  if (s != r && bytes > 0) std::memcpy(recv, send, bytes);
+  op->originals = originals;
+  op->originals_kept = originals_full ? bytes : 0;
+  if (s != r && bytes > 0) {
+    if (op->originals_kept < bytes) {
+      SaveThenOverwrite(static_cast<uint8_t*>(recv), s, originals, bytes);
+      op->originals_kept = bytes;
+    } else {
+      std::memcpy(recv, send, bytes);
+    }
+  }
   WorkPtr work = op->work;
   runner_->Submit([this, op] { Run(op); });
   return work;
@@ -702,8 +725,8 @@ void Communicator::Run(const std::shared_ptr<Op>& op) {
   }
   if (!outcome.ok()) {
     if (IsRetryableFailure(outcome)) AdoptTopology();  // The peers changed: the caller sees it.
-    const uint8_t* original = op->restore_from ? op->restore_from : op->backup.data.get();
-    if (op->bytes > 0) std::memcpy(op->recv, original, op->bytes);
+    // The kept prefix was overwritten; recv still holds the rest.
+    if (op->originals_kept > 0) std::memcpy(op->recv, op->originals, op->originals_kept);
     if (!local.ok() && local.code() != outcome.code()) {
       outcome = WithResult(
           absl::Status(outcome.code(),
@@ -715,6 +738,12 @@ void Communicator::Run(const std::shared_ptr<Op>& op) {
                                 absl::StrCat("all_reduce ", DescribeReduce(op->descriptor),
                                              " in epoch ", op->key.epoch, ": ", outcome.message())),
                    ResultOf(outcome));
+  }
+  if (op->caller_originals && op->originals_kept < op->bytes) {
+    // A later attempt re-runs from the originals: recv's untouched rest completes them.
+    CopyAside(op->originals + op->originals_kept,
+              static_cast<const uint8_t*>(op->recv) + op->originals_kept,
+              op->bytes - op->originals_kept);
   }
   backups_->Give(std::move(op->backup));
   {

@@ -151,11 +151,13 @@ class Communicator {
   struct Op;
   explicit Communicator(CommunicatorOptions options, std::string master_host, int master_port);
 
-  // Starts one operation; `restore_from` (if set) replaces the op's own backup of `recv`;
-  // with `required_epoch` >= 0 it fails at once (Unavailable) unless that epoch is current;
-  // `on_data_done` (if set) runs once this peer's data movement ended, before the decision.
+  // Starts one operation. `originals` (if set, bytes of recv's size) is where recv's contents
+  // before the call are kept instead of an own backup, and hold all of them when the op ends;
+  // `originals_full`: they do already (a re-run). With `required_epoch` >= 0 it fails at once
+  // (Unavailable) unless that epoch is current; `on_data_done` (if set) runs once this peer's
+  // data movement ended, before the decision.
   WorkPtr Launch(const void* send, void* recv, const ReduceDescriptor& descriptor,
-                 const uint8_t* restore_from, int64_t required_epoch,
+                 uint8_t* originals, bool originals_full, int64_t required_epoch,
                  std::function<void()> on_data_done);
   void Run(const std::shared_ptr<Op>& op);
   // Whether `op` takes a shared-memory turn on `mesh` (same on every member: the mesh's arena,

@@ -57,7 +57,8 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduceMultipleWithRetry(
       for (auto& buffer : buffers) pool.Give(std::move(buffer));
     }
   } return_to_pool{*backups_, originals};
-  // Backed up at each op's first launch, so the copies overlap other ops' transfers.
+  // Whether originals[i] holds op i's input: filled by its first run as its data phase
+  // overwrites recv (keep_originals.h), whole when that run ends.
   std::vector<bool> backed_up(n, false);
   auto restore_all = [&] {
     for (size_t i = 0; i < n; ++i) {
@@ -109,16 +110,12 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduceMultipleWithRetry(
     while ((!failed && next < todo.size()) || !undecided.empty()) {
       while (!failed && next < todo.size() && static_cast<int>(moving.size()) < moving_cap) {
         const size_t i = todo[next++];
-        if (!backed_up[i] && bytes[i] > 0) {
-          BackupCopy(originals[i].data.get(), static_cast<const uint8_t*>(ops[i].recv), bytes[i]);
-        }
-        backed_up[i] = true;
         if (!fresh[i] && bytes[i] > 0) std::memcpy(ops[i].recv, originals[i].data.get(), bytes[i]);
         const bool in_place = ops[i].send == ops[i].recv;
         moving.insert(i);
         undecided.insert(i);
         works[i] = Launch(in_place ? ops[i].recv : ops[i].send, ops[i].recv, ops[i].descriptor,
-                          originals[i].data.get(), round_epoch, [events, i] {
+                          originals[i].data.get(), backed_up[i], round_epoch, [events, i] {
                             std::lock_guard<std::mutex> lock(events->mu);
                             events->data_done[i] = true;
                             events->cv.notify_all();
@@ -165,6 +162,13 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduceMultipleWithRetry(
           failed = true;
           if (!IsRetryableFailure(status) && fatal.ok()) fatal = status;
         }
+      }
+    }
+    {
+      // An op that ran (rather than being refused at launch) left its originals whole.
+      std::lock_guard<std::mutex> lock(events->mu);
+      for (size_t i = 0; i < n; ++i) {
+        if (events->data_done[i]) backed_up[i] = true;
       }
     }
     if (!fatal.ok()) {
