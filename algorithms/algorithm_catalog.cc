@@ -2,7 +2,7 @@
 
 #include "algorithms/algorithms.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 namespace {
 
 constexpr uint64_t kKiB = uint64_t{1} << 10;
@@ -91,4 +91,4 @@ const Algorithm* FindAlgorithm(absl::string_view collective, absl::string_view n
   return nullptr;
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

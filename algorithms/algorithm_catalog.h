@@ -16,7 +16,7 @@
 #include "base/core/dtype.h"
 #include "base/core/reduce_op.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 
 class AlgorithmTable;
 
@@ -56,6 +56,6 @@ const std::vector<Algorithm>& AlgorithmCatalog();
 // The row of `name` for `collective`, or null.
 const Algorithm* FindAlgorithm(absl::string_view collective, absl::string_view name);
 
-}  // namespace plexus
+}  // namespace plexus::algorithms
 
 #endif  // PLEXUS_ALGORITHMS_ALGORITHM_CATALOG_H_

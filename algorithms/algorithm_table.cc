@@ -13,7 +13,7 @@
 #include "base/core/environment.h"
 #include "base/core/status_macros.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 namespace {
 
 constexpr uint64_t kOpen = kNoSizeLimit;
@@ -164,4 +164,4 @@ std::string AlgorithmTable::ToString() const {
   });
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

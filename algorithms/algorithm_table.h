@@ -15,7 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "algorithms/algorithm_catalog.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 
 struct AlgorithmRange {
   std::string collective;      // "all_reduce", "broadcast", ...
@@ -51,6 +51,6 @@ std::vector<std::string> KnownAlgorithms(absl::string_view collective);
 // Every collective (range set) of the catalog.
 std::vector<std::string> KnownCollectives();
 
-}  // namespace plexus
+}  // namespace plexus::algorithms
 
 #endif  // PLEXUS_ALGORITHMS_ALGORITHM_TABLE_H_

@@ -7,7 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 namespace {
 
 using ::testing::HasSubstr;
@@ -92,4 +92,4 @@ TEST(AlgorithmCatalogTest, SelectFollowsOverridesAndGaps) {
 }
 
 }  // namespace
-}  // namespace plexus
+}  // namespace plexus::algorithms

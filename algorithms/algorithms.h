@@ -13,7 +13,7 @@
 #include "base/core/dtype.h"
 #include "base/core/reduce_op.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 
 class AlgorithmTable;
 
@@ -140,6 +140,6 @@ absl::Status SharedMemoryBarrier(CollectiveContext& ctx, SharedArena& arena);
 // barrier_same_host says shm, else dissemination.
 absl::Status Barrier(CollectiveContext& ctx, const AlgorithmTable& table);
 
-}  // namespace plexus
+}  // namespace plexus::algorithms
 
 #endif  // PLEXUS_ALGORITHMS_ALGORITHMS_H_

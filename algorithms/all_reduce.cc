@@ -13,7 +13,7 @@
 #include "algorithms/keep_originals.h"
 #include "algorithms/reduce_kernels.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 
 namespace {
 
@@ -58,4 +58,4 @@ absl::Status AllReduceInPlace(CollectiveContext& ctx, const AlgorithmTable& tabl
   return status;
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 namespace {
 
 constexpr size_t kHeaderBytes = 64;  // Header, padded so payloads stay cache-line aligned.
@@ -141,4 +141,4 @@ absl::Status ArenaSlots::WaitForAll(uint64_t step, uint64_t piece, bool check) {
   return absl::OkStatus();
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

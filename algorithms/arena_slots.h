@@ -19,7 +19,7 @@
 #include "algorithms/collective_context.h"
 #include "base/transport/shared_arena.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 
 class ArenaSlots {
  public:
@@ -77,6 +77,6 @@ class ArenaSlots {
   bool rotating_ = false;  // Small: the payload moves among kRotatingPlaces places.
 };
 
-}  // namespace plexus
+}  // namespace plexus::algorithms
 
 #endif  // PLEXUS_ALGORITHMS_ARENA_SLOTS_H_

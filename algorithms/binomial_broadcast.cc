@@ -7,7 +7,7 @@
 
 #include "algorithms/algorithms.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 
 absl::Status BinomialBroadcast(CollectiveContext& ctx, void* data, size_t bytes, int root) {
   const int n = ctx.size();
@@ -48,4 +48,4 @@ absl::Status BinomialBroadcast(CollectiveContext& ctx, void* data, size_t bytes,
   return ctx.WaitAll(sends);
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

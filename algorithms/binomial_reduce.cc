@@ -7,7 +7,7 @@
 #include "algorithms/algorithms.h"
 #include "algorithms/reduce_kernels.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 
 absl::Status BinomialReduce(CollectiveContext& ctx, void* data, int64_t count, DType dtype,
                             ReduceOpKind op, int root) {
@@ -35,4 +35,4 @@ absl::Status BinomialReduce(CollectiveContext& ctx, void* data, int64_t count, D
   return absl::OkStatus();
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/core/deadline.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 
 const char* CollectiveName(CollectiveKind kind) {
   switch (kind) {
@@ -149,4 +149,4 @@ void UnpackTensors(const uint8_t* packed, absl::Span<const Tensor> tensors) {
   }
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

@@ -19,7 +19,7 @@
 #include "base/transport/transport.h"
 #include "base/work/work.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 
 // Collectives as numbered in signatures (stable: they travel on the wire).
 enum class CollectiveKind : uint8_t {
@@ -153,6 +153,6 @@ int64_t TotalBytes(absl::Span<const Tensor> tensors);
 void PackTensors(absl::Span<const Tensor> tensors, uint8_t* packed);
 void UnpackTensors(const uint8_t* packed, absl::Span<const Tensor> tensors);
 
-}  // namespace plexus
+}  // namespace plexus::algorithms
 
 #endif  // PLEXUS_ALGORITHMS_COLLECTIVE_CONTEXT_H_

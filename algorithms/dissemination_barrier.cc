@@ -2,7 +2,7 @@
 // after ceil(log2(size)) rounds each rank has transitively heard from all others.
 #include "algorithms/algorithms.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 
 absl::Status DisseminationBarrier(CollectiveContext& ctx) {
   const int n = ctx.size();
@@ -16,4 +16,4 @@ absl::Status DisseminationBarrier(CollectiveContext& ctx) {
   return absl::OkStatus();
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

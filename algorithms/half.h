@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace plexus {
+namespace plexus::algorithms {
 
 inline float BitsToFloat(uint32_t bits) {
   float value;
@@ -59,6 +59,6 @@ inline uint16_t FloatToHalf(float value) {
   return sign | static_cast<uint16_t>(half_bits >> 13);
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms
 
 #endif  // PLEXUS_ALGORITHMS_HALF_H_

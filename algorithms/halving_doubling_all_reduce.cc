@@ -15,7 +15,7 @@
 #include "algorithms/algorithms.h"
 #include "algorithms/reduce_kernels.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 
 absl::Status HalvingDoublingAllReduce(CollectiveContext& ctx, void* data, int64_t count,
                                       DType dtype, ReduceOpKind op) {
@@ -113,4 +113,4 @@ absl::Status HalvingDoublingAllReduce(CollectiveContext& ctx, void* data, int64_
   return fold.HandBack(ctx, bytes, total);
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

@@ -14,7 +14,7 @@
 #include "algorithms/algorithms.h"
 #include "algorithms/subgroup_transport.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 namespace {
 
 enum Phase : uint32_t { kLocalReduce = 1, kAcrossHosts = 2, kLocalBroadcast = 3 };
@@ -104,4 +104,4 @@ absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const AlgorithmTable&
   return absl::OkStatus();
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

@@ -9,7 +9,7 @@
 #include <emmintrin.h>
 #endif
 
-namespace plexus {
+namespace plexus::algorithms {
 
 void CopyAside(uint8_t* to, const uint8_t* from, size_t bytes) {
 #if defined(__SSE2__)
@@ -52,4 +52,4 @@ void KeepRemainingOriginals(CollectiveContext& ctx, const void* data, size_t byt
   ctx.OriginalsKeptUpTo(bytes);
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace plexus {
+namespace plexus::algorithms {
 
 class CollectiveContext;
 
@@ -27,6 +27,6 @@ void SaveThenOverwrite(uint8_t* data, const uint8_t* from, uint8_t* save, size_t
 // much already; afterwards ctx.originals_kept() >= bytes.
 void KeepRemainingOriginals(CollectiveContext& ctx, const void* data, size_t bytes);
 
-}  // namespace plexus
+}  // namespace plexus::algorithms
 
 #endif  // PLEXUS_ALGORITHMS_KEEP_ORIGINALS_H_

@@ -6,7 +6,7 @@
 
 #include "algorithms/algorithms.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 
 absl::Status LinearGather(CollectiveContext& ctx, const void* input, size_t bytes,
                           const std::vector<void*>& outputs, int root) {
@@ -20,4 +20,4 @@ absl::Status LinearGather(CollectiveContext& ctx, const void* input, size_t byte
   return ctx.WaitAll(recvs);
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

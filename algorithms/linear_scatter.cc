@@ -5,7 +5,7 @@
 
 #include "algorithms/algorithms.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 
 absl::Status LinearScatter(CollectiveContext& ctx, void* output, size_t bytes,
                            const std::vector<const void*>& inputs, int root) {
@@ -19,4 +19,4 @@ absl::Status LinearScatter(CollectiveContext& ctx, void* output, size_t bytes,
   return ctx.WaitAll(sends);
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

@@ -6,7 +6,7 @@
 
 #include "algorithms/algorithms.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 
 absl::Status PairwiseAllToAll(CollectiveContext& ctx, const std::vector<ByteBlock>& send_blocks,
                               const std::vector<ByteBlock>& recv_blocks) {
@@ -27,4 +27,4 @@ absl::Status PairwiseAllToAll(CollectiveContext& ctx, const std::vector<ByteBloc
   return ctx.WaitAll(works);
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

@@ -6,7 +6,7 @@
 #include "algorithms/algorithms.h"
 #include "algorithms/reduce_kernels.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 
 PowerOfTwoFold::PowerOfTwoFold(int size) {
   p = 1;
@@ -44,4 +44,4 @@ absl::Status PowerOfTwoFold::HandBack(CollectiveContext& ctx, uint8_t* data, siz
                              : ctx.Recv(r + 1, kResultStep, data, bytes));
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

@@ -9,7 +9,7 @@
 #include "algorithms/half.h"
 #include "algorithms/reduce_kernels.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 namespace {
 
 // Element access in the compute type: float for the 16/32-bit floats, double for float64.
@@ -206,4 +206,4 @@ void DequantizeReduceInto(const uint8_t* in, int64_t count, DType dtype, const Q
   ReduceInto(acc, scratch, count, dtype, op);
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

@@ -22,7 +22,7 @@
 #include "base/core/dtype.h"
 #include "base/core/reduce_op.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 
 enum class QuantizationAlgorithm : int { kNone = 0, kMinMax = 1, kZeroPointScale = 2 };
 // The code type; the value is its size in bytes.
@@ -51,6 +51,6 @@ void Dequantize(const uint8_t* in, int64_t count, DType dtype, const Quantizatio
 void DequantizeReduceInto(const uint8_t* in, int64_t count, DType dtype, const Quantization& q,
                           ReduceOpKind op, void* acc, void* scratch);
 
-}  // namespace plexus
+}  // namespace plexus::algorithms
 
 #endif  // PLEXUS_ALGORITHMS_QUANTIZE_KERNELS_H_

@@ -8,7 +8,7 @@
 #include "algorithms/half.h"
 #include "gtest/gtest.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 namespace {
 
 constexpr Quantization kMinMax8{QuantizationAlgorithm::kMinMax, QuantizedType::kUInt8};
@@ -96,4 +96,4 @@ TEST(QuantizeKernelsTest, OnlyFloatingPointDataIsQuantized) {
 }
 
 }  // namespace
-}  // namespace plexus
+}  // namespace plexus::algorithms

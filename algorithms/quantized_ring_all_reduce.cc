@@ -10,7 +10,7 @@
 #include "algorithms/algorithms.h"
 #include "algorithms/reduce_kernels.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 namespace {
 
 // A block quantized segment by segment: each segment is its own run with its own header.
@@ -126,4 +126,4 @@ absl::Status QuantizedRingAllReduce(CollectiveContext& ctx, void* data, int64_t 
   return absl::OkStatus();
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

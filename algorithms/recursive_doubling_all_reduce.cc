@@ -8,7 +8,7 @@
 #include "algorithms/algorithms.h"
 #include "algorithms/reduce_kernels.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 
 absl::Status RecursiveDoublingAllReduce(CollectiveContext& ctx, void* data, int64_t count,
                                         DType dtype, ReduceOpKind op) {
@@ -36,4 +36,4 @@ absl::Status RecursiveDoublingAllReduce(CollectiveContext& ctx, void* data, int6
   return fold.HandBack(ctx, bytes, total);
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

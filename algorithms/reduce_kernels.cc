@@ -6,7 +6,7 @@
 
 #include "algorithms/half.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 namespace {
 
 // Element access for stored types; half types are computed in float.
@@ -217,4 +217,4 @@ void PostScale(void* data, int64_t count, DType dtype, const ReduceOp& op, int r
   if (op.kind == ReduceOpKind::kAvg) ScaleInPlace(data, count, dtype, 1.0 / ranks);
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

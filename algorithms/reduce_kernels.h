@@ -10,7 +10,7 @@
 #include "base/core/dtype.h"
 #include "base/core/reduce_op.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 
 // The primitive op a reduction runs element-wise: AVG and PREMUL_SUM run SUM.
 ReduceOpKind KernelOp(ReduceOpKind op);
@@ -31,6 +31,6 @@ void ScaleInPlace(void* data, int64_t count, DType dtype, double factor);
 void PreScale(void* data, int64_t count, DType dtype, const ReduceOp& op);
 void PostScale(void* data, int64_t count, DType dtype, const ReduceOp& op, int ranks);
 
-}  // namespace plexus
+}  // namespace plexus::algorithms
 
 #endif  // PLEXUS_ALGORITHMS_REDUCE_KERNELS_H_

@@ -12,7 +12,7 @@
 #include "algorithms/half.h"
 #include "gtest/gtest.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 namespace {
 
 TEST(HalfTest, Float16MatchesCompilerConversionsForEveryValue) {
@@ -233,4 +233,4 @@ TEST(ReduceKernelsTest, HalfTypesReduceThroughFloat) {
 }
 
 }  // namespace
-}  // namespace plexus
+}  // namespace plexus::algorithms

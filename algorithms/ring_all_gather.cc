@@ -6,7 +6,7 @@
 
 #include "algorithms/algorithms.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 
 std::vector<WorkPtr> PostRingAllGatherReceives(CollectiveContext& ctx,
                                                const std::vector<uint8_t*>& blocks,
@@ -43,4 +43,4 @@ absl::Status RingAllGather(CollectiveContext& ctx, const std::vector<uint8_t*>& 
   return ctx.WaitAll(sends);
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

@@ -5,7 +5,7 @@
 
 #include "algorithms/algorithms.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 
 absl::Status RingAllReduce(CollectiveContext& ctx, void* data, int64_t count, DType dtype,
                            ReduceOpKind op) {
@@ -32,4 +32,4 @@ absl::Status RingAllReduce(CollectiveContext& ctx, void* data, int64_t count, DT
   return RingAllGather(ctx, pointers, sizes, /*step_base=*/n - 1, std::move(gather_recvs));
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

@@ -9,7 +9,7 @@
 #include "algorithms/algorithms.h"
 #include "algorithms/reduce_kernels.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 
 absl::Status RingReduceScatter(CollectiveContext& ctx, uint8_t* data, const Partition& blocks,
                                DType dtype, ReduceOpKind op, uint32_t step_base) {
@@ -69,4 +69,4 @@ absl::Status RingReduceScatter(CollectiveContext& ctx, uint8_t* data, const Part
   return ctx.WaitAll(sends);
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

@@ -9,7 +9,7 @@
 #include "algorithms/arena_slots.h"
 #include "algorithms/reduce_kernels.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 
 absl::Status SharedMemoryAllReduce(CollectiveContext& ctx, SharedArena& arena, void* data,
                                    int64_t count, DType dtype, ReduceOpKind op) {
@@ -36,4 +36,4 @@ absl::Status SharedMemoryAllReduce(CollectiveContext& ctx, SharedArena& arena, v
   return absl::OkStatus();
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

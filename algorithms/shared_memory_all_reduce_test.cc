@@ -14,7 +14,7 @@
 #include "algorithms/keep_originals.h"
 #include "gtest/gtest.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 namespace {
 
 constexpr size_t kRegionBytes = 4096;
@@ -434,4 +434,4 @@ TEST(KeepOriginalsTest, CopiesAtAnyAlignmentAndLength) {
 }
 
 }  // namespace
-}  // namespace plexus
+}  // namespace plexus::algorithms

@@ -6,7 +6,7 @@
 #include "algorithms/algorithms.h"
 #include "algorithms/arena_slots.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 
 absl::Status SharedMemoryBarrier(CollectiveContext& ctx, SharedArena& arena) {
   ArenaSlots slots(ctx, arena);
@@ -22,4 +22,4 @@ absl::Status Barrier(CollectiveContext& ctx, const AlgorithmTable& table) {
       .run({ctx, table, arena});
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

@@ -13,7 +13,7 @@
 #include "algorithms/keep_originals.h"
 #include "algorithms/reduce_kernels.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 
 absl::Status SharedMemoryReduceScatterAllReduce(CollectiveContext& ctx, SharedArena& arena,
                                                 void* data, int64_t count, DType dtype,
@@ -80,4 +80,4 @@ absl::Status SharedMemoryReduceScatterAllReduce(CollectiveContext& ctx, SharedAr
   return absl::OkStatus();
 }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

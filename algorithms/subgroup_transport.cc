@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-namespace plexus {
+namespace plexus::algorithms {
 
 SubgroupTransport::SubgroupTransport(Transport& parent, std::vector<int> members, uint32_t phase)
     : parent_(parent), members_(std::move(members)), phase_(phase) {
@@ -37,4 +37,4 @@ void SubgroupTransport::AbortOperation(uint64_t operation, absl::Status reason) 
 
 void SubgroupTransport::Abort(absl::Status reason) { parent_.Abort(std::move(reason)); }
 
-}  // namespace plexus
+}  // namespace plexus::algorithms

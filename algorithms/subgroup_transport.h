@@ -11,7 +11,7 @@
 
 #include "base/transport/transport.h"
 
-namespace plexus {
+namespace plexus::algorithms {
 
 class SubgroupTransport : public Transport {
  public:
@@ -41,6 +41,6 @@ class SubgroupTransport : public Transport {
   int rank_ = -1;
 };
 
-}  // namespace plexus
+}  // namespace plexus::algorithms
 
 #endif  // PLEXUS_ALGORITHMS_SUBGROUP_TRANSPORT_H_

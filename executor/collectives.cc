@@ -13,7 +13,26 @@
 #include "algorithms/reduce_kernels.h"
 #include "base/core/deadline.h"
 
-namespace plexus {
+namespace plexus::executor {
+using algorithms::Partition;
+
+using algorithms::AlgorithmTable;
+using algorithms::BinomialBroadcast;
+using algorithms::BinomialReduce;
+using algorithms::ByteBlock;
+using algorithms::CollectiveContext;
+using algorithms::CollectiveKind;
+using algorithms::CollectiveName;
+using algorithms::KernelOp;
+using algorithms::LinearGather;
+using algorithms::LinearScatter;
+using algorithms::PackTensors;
+using algorithms::PairwiseAllToAll;
+using algorithms::PostScale;
+using algorithms::PreScale;
+using algorithms::RingAllGather;
+using algorithms::ScratchArena;
+using algorithms::UnpackTensors;
 namespace {
 
 // A failure found outside the collective (a peer lost to its heartbeat breaks the transport)
@@ -470,7 +489,7 @@ WorkPtr Collectives::AllToAllSingle(const Tensor& output, const Tensor& input,
 
 WorkPtr Collectives::Barrier(const BarrierOptions& options) {
   return Enqueue(CollectiveKind::kBarrier, DType::kUInt8, 0, options.timeout, options.blocking,
-                 [this](CollectiveContext& ctx) { return plexus::Barrier(ctx, table_); });
+                 [this](CollectiveContext& ctx) { return algorithms::Barrier(ctx, table_); });
 }
 
 WorkPtr Collectives::Send(const Tensor& tensor, int dst, const SendOptions& options) {
@@ -488,4 +507,4 @@ WorkPtr Collectives::RecvAnySource(const Tensor& tensor, const RecvOptions& opti
                                  {tensor.bytes(), tensor.nbytes()}, options.timeout);
 }
 
-}  // namespace plexus
+}  // namespace plexus::executor

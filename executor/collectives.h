@@ -35,11 +35,11 @@
 #include "base/core/tensor.h"
 #include "base/transport/transport.h"
 
-namespace plexus {
+namespace plexus::executor {
 
 class Collectives {
  public:
-  Collectives(std::shared_ptr<Transport> transport, AlgorithmTable table);
+  Collectives(std::shared_ptr<Transport> transport, algorithms::AlgorithmTable table);
   // Fails queued work with Aborted and joins the worker.
   ~Collectives();
 
@@ -83,9 +83,9 @@ class Collectives {
   // backend runs its library's native collective for some calls and algorithms/ for others.
   // The body runs on the worker (or a waiting thread) with the operation's context; a failure
   // it returns is also sent to the peers through ctx.Fail.
-  using Body = std::function<absl::Status(CollectiveContext&)>;
-  WorkPtr Submit(CollectiveKind kind, DType dtype, int64_t count, absl::Duration timeout,
-                 Body body);
+  using Body = std::function<absl::Status(algorithms::CollectiveContext&)>;
+  WorkPtr Submit(algorithms::CollectiveKind kind, DType dtype, int64_t count,
+                 absl::Duration timeout, Body body);
 
   // How often the worker has woken to look for unclaimed tasks while waiting threads ran them
   // (for tests).
@@ -104,7 +104,7 @@ class Collectives {
   struct Task {
     absl::Time issued;  // Set for deferred tasks only (the worker's grace counts from it).
     bool deferred;      // A waiting thread gets the first chance to run it (see Submit).
-    CollectiveKind kind;
+    algorithms::CollectiveKind kind;
     uint64_t sequence;
     uint64_t signature;
     absl::Duration timeout;
@@ -142,36 +142,36 @@ class Collectives {
   // options' flag): run it in the calling thread if the queue is idle (RunInPlace) and return
   // a complete Work; otherwise it is queued as usual (the caller then waits on it).
   template <typename F>
-  WorkPtr Enqueue(CollectiveKind kind, DType dtype, int64_t count, absl::Duration timeout,
-                  bool blocking, F body);
+  WorkPtr Enqueue(algorithms::CollectiveKind kind, DType dtype, int64_t count,
+                  absl::Duration timeout, bool blocking, F body);
   // Runs `body` as the next collective in this thread if nothing runs or waits in the queue;
   // its outcome, or nothing (then it must be queued). No Work: nobody else can wait on it.
   template <typename F>
-  std::optional<absl::Status> RunInPlace(CollectiveKind kind, DType dtype, int64_t count,
-                                         absl::Duration timeout, F& body);
+  std::optional<absl::Status> RunInPlace(algorithms::CollectiveKind kind, DType dtype,
+                                         int64_t count, absl::Duration timeout, F& body);
   // Runs `body` as collective `sequence` with its context (deadline `timeout` after `start`,
   // or after now when that is InfinitePast) and the shared-memory arena, failing it on every
   // rank if it fails; for the one task that holds `running`.
   template <typename F>
-  absl::Status RunCurrent(CollectiveKind kind, uint64_t sequence, uint64_t signature,
+  absl::Status RunCurrent(algorithms::CollectiveKind kind, uint64_t sequence, uint64_t signature,
                           absl::Duration timeout, Work* work, absl::Time start, F&& body);
   // Clears `running` after a task and wakes the worker if more is queued or it must stop.
   void FinishRunning();
   // All-reduce of `data` in place, with PREMUL_SUM pre-scaling and AVG post-scaling.
-  absl::Status RunAllReduce(CollectiveContext& ctx, void* data, int64_t count, DType dtype,
-                            const ReduceOp& op);
+  absl::Status RunAllReduce(algorithms::CollectiveContext& ctx, void* data, int64_t count,
+                            DType dtype, const ReduceOp& op);
   // Reduce-scatter of `packed` (size x count elements) into `output`.
-  absl::Status RunReduceScatter(CollectiveContext& ctx, uint8_t* packed, const Tensor& output,
-                                const ReduceOp& op);
+  absl::Status RunReduceScatter(algorithms::CollectiveContext& ctx, uint8_t* packed,
+                                const Tensor& output, const ReduceOp& op);
   void Worker();
 
   const std::shared_ptr<Transport> transport_;
-  const AlgorithmTable table_;
+  const algorithms::AlgorithmTable table_;
   const std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
   // What a blocking collective run in place returns when it succeeded: complete, no statistics.
   const WorkPtr done_;
-  ScratchArena arena_;          // Used by whichever thread runs the (single) current task.
-  uint64_t next_sequence_ = 1;  // Guarded by queue_->mu.
+  algorithms::ScratchArena arena_;  // Used by whichever thread runs the (single) current task.
+  uint64_t next_sequence_ = 1;      // Guarded by queue_->mu.
   std::thread worker_;
 };
 
@@ -186,6 +186,6 @@ inline constexpr absl::Duration kWaiterGrace = absl::Milliseconds(1);
 // claims then starts within this plus kWaiterGrace.
 inline constexpr absl::Duration kLongestWorkerLook = absl::Milliseconds(8);
 
-}  // namespace plexus
+}  // namespace plexus::executor
 
 #endif  // PLEXUS_EXECUTOR_COLLECTIVES_H_

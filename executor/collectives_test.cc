@@ -9,7 +9,11 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 
-namespace plexus {
+namespace plexus::executor {
+
+using algorithms::AlgorithmTable;
+using algorithms::CollectiveContext;
+using algorithms::CollectiveKind;
 namespace {
 
 // A group of one: the bodies below never move bytes.
@@ -235,4 +239,4 @@ TEST(CollectivesTest, WorksOutliveTheirCollectivesAndBodiesReleaseTheirCaptures)
 }
 
 }  // namespace
-}  // namespace plexus
+}  // namespace plexus::executor

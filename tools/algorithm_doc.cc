@@ -21,12 +21,14 @@ std::string Size(uint64_t bytes) {
 }
 
 // The default sizes as PLEXUS_ALGO writes a range ("0-128K", "8M-"), or what else applies.
-std::string WhenByDefault(const plexus::Algorithm& row, bool first) {
-  if (row.default_from == 0 && row.default_to == plexus::kNoSizeLimit) return "every size";
+std::string WhenByDefault(const plexus::algorithms::Algorithm& row, bool first) {
+  if (row.default_from == 0 && row.default_to == plexus::algorithms::kNoSizeLimit)
+    return "every size";
   if (row.default_from < row.default_to) {
-    return absl::StrCat("`", Size(row.default_from), "-",
-                        row.default_to == plexus::kNoSizeLimit ? "" : Size(row.default_to), "`",
-                        first ? " (and any size an override leaves out)" : "");
+    return absl::StrCat(
+        "`", Size(row.default_from), "-",
+        row.default_to == plexus::algorithms::kNoSizeLimit ? "" : Size(row.default_to), "`",
+        first ? " (and any size an override leaves out)" : "");
   }
   return first ? "sizes an override leaves out" : "when told to";
 }
@@ -48,7 +50,7 @@ int main() {
       "| collective | name | by default | what it does |\n"
       "|---|---|---|---|\n");
   std::string last;
-  for (const plexus::Algorithm& row : plexus::AlgorithmCatalog()) {
+  for (const plexus::algorithms::Algorithm& row : plexus::algorithms::AlgorithmCatalog()) {
     const bool first = last != row.collective;
     last = row.collective;
     std::printf("| %s | `%s` | %s | %s |\n", row.collective, row.name,

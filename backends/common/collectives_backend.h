@@ -1,5 +1,5 @@
 // CollectivesBackend: a Backend whose every collective and point-to-point call
-// runs through algorithms/ (Collectives) over one Transport. The tcp backend is
+// runs through algorithms/ (executor::Collectives) over one Transport. The tcp backend is
 // exactly this; the gloo and mpi backends derive from it and override the calls
 // their libraries do natively.
 #ifndef PLEXUS_BACKENDS_COMMON_COLLECTIVES_BACKEND_H_
@@ -56,15 +56,15 @@ class CollectivesBackend : public Backend {
   // that runs algorithms/ over a host transport serves.
   static BackendCapabilities CpuTransportCapabilities();
 
-  explicit CollectivesBackend(std::unique_ptr<Collectives> collectives)
+  explicit CollectivesBackend(std::unique_ptr<executor::Collectives> collectives)
       : collectives_(std::move(collectives)) {}
 
-  Collectives& collectives() { return *collectives_; }
+  executor::Collectives& collectives() { return *collectives_; }
   int rank() const { return collectives_->rank(); }
   int size() const { return collectives_->size(); }
 
  private:
-  const std::unique_ptr<Collectives> collectives_;
+  const std::unique_ptr<executor::Collectives> collectives_;
 };
 
 }  // namespace plexus

@@ -16,6 +16,16 @@
 
 namespace plexus {
 
+using algorithms::AlgorithmTable;
+using algorithms::CollectiveContext;
+using algorithms::CollectiveKind;
+using algorithms::KernelOp;
+using algorithms::PostScale;
+using algorithms::PreScale;
+using algorithms::ScratchArena;
+using algorithms::UnpackTensors;
+using executor::Collectives;
+
 std::string GlooDeviceAddress(const BackendContext& context) {
   if (const char* env = ReadEnvironment("PLEXUS_GLOO_ADDR"); env != nullptr && *env != '\0') {
     return env;

@@ -48,8 +48,8 @@ class GlooBackend : public CollectivesBackend {
   WorkPtr Barrier(const BarrierOptions& options) override;
 
  private:
-  GlooBackend(std::unique_ptr<Collectives> collectives, std::shared_ptr<GlooTransport> transport,
-              bool native)
+  GlooBackend(std::unique_ptr<executor::Collectives> collectives,
+              std::shared_ptr<GlooTransport> transport, bool native)
       : CollectivesBackend(std::move(collectives)),
         transport_(std::move(transport)),
         native_(native) {}
@@ -58,9 +58,10 @@ class GlooBackend : public CollectivesBackend {
   // the operation's signature so that mismatched calls never pair up, the time left); a Gloo
   // exception breaks the transport and fails the Work with the mapped status.
   // On success the Work's stats get `traffic` (Gloo counts no bytes).
-  WorkPtr SubmitNative(CollectiveKind kind, DType dtype, int64_t count, absl::Duration timeout,
-                       nominal_traffic::Traffic traffic,
-                       std::function<void(const gloo_native::Call&, CollectiveContext&)> run);
+  WorkPtr SubmitNative(
+      algorithms::CollectiveKind kind, DType dtype, int64_t count, absl::Duration timeout,
+      nominal_traffic::Traffic traffic,
+      std::function<void(const gloo_native::Call&, algorithms::CollectiveContext&)> run);
 
   const std::shared_ptr<GlooTransport> transport_;
   const bool native_;

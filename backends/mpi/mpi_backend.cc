@@ -19,6 +19,18 @@
 #include "base/store/tcp_store.h"
 
 namespace plexus {
+using executor::Collectives;
+
+using algorithms::AlgorithmTable;
+using algorithms::CollectiveContext;
+using algorithms::CollectiveKind;
+using algorithms::KernelOp;
+using algorithms::PackTensors;
+using algorithms::PostScale;
+using algorithms::PreScale;
+using algorithms::ScratchArena;
+using algorithms::TotalBytes;
+using algorithms::UnpackTensors;
 namespace {
 
 // MPI's type for reducing `dtype`; MPI_DATATYPE_NULL where MPI has none.

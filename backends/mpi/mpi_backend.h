@@ -61,7 +61,7 @@ class MpiBackend : public CollectivesBackend {
   WorkPtr Barrier(const BarrierOptions& options) override;
 
  private:
-  MpiBackend(std::unique_ptr<Collectives> collectives, std::shared_ptr<MpiGroup> group)
+  MpiBackend(std::unique_ptr<executor::Collectives> collectives, std::shared_ptr<MpiGroup> group)
       : CollectivesBackend(std::move(collectives)), group_(std::move(group)) {}
 
   // What a native call does on the worker: prepare (pack, pre-scale) and return the MPI call
@@ -71,12 +71,12 @@ class MpiBackend : public CollectivesBackend {
     std::function<int(MPI_Comm, MPI_Request*)> post;
     std::function<void()> after;
   };
-  using Prepare = std::function<absl::StatusOr<NativeCall>(CollectiveContext&)>;
+  using Prepare = std::function<absl::StatusOr<NativeCall>(algorithms::CollectiveContext&)>;
 
   // Queues the collective; the worker prepares it, hands the MPI call to the engine and waits
   // for it within the deadline. On success the Work's stats get `traffic`.
-  WorkPtr SubmitNative(CollectiveKind kind, DType dtype, int64_t count, absl::Duration timeout,
-                       nominal_traffic::Traffic traffic, Prepare prepare);
+  WorkPtr SubmitNative(algorithms::CollectiveKind kind, DType dtype, int64_t count,
+                       absl::Duration timeout, nominal_traffic::Traffic traffic, Prepare prepare);
 
   const std::shared_ptr<MpiGroup> group_;
 };

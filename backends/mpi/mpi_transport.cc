@@ -111,9 +111,9 @@ WorkPtr MpiTransport::Post(bool is_send, int peer, MessageTag tag, uint8_t* data
                            absl::Duration timeout) {
   const uint64_t operation = TagOperation(tag.tag);
   const uint64_t step = tag.tag & ((uint64_t{1} << kTagStepBits) - 1);
-  const bool point_to_point = operation >= kPointToPointOperationBase;
+  const bool point_to_point = operation >= executor::kPointToPointOperationBase;
   // Collectives run one at a time per group, so the operation's low bits tell them apart.
-  const uint64_t wide = point_to_point ? operation - kPointToPointOperationBase
+  const uint64_t wide = point_to_point ? operation - executor::kPointToPointOperationBase
                                        : ((operation & 0x7fff) << 16) | (step & 0xffff);
   const int mpi_tag =
       static_cast<int>(wide % (static_cast<uint64_t>(group_->tag_upper_bound()) + 1));

@@ -7,6 +7,9 @@
 #include "algorithms/half.h"
 
 namespace plexus::nccl {
+
+using algorithms::FloatToBFloat16;
+using algorithms::FloatToHalf;
 namespace {
 
 // NCCL's type for reductions on `dtype`; false when it has none.

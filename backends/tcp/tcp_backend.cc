@@ -8,6 +8,10 @@
 
 namespace plexus {
 
+using algorithms::AlgorithmTable;
+using algorithms::DescribeSignature;
+using executor::Collectives;
+
 namespace {
 
 // One TcpTransport from the generic setup: the backend's and the elastic communicator's.

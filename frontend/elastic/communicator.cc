@@ -32,6 +32,19 @@
 #include "frontend/elastic/master_node.h"
 
 namespace plexus::elastic {
+using algorithms::CollectiveKind;
+using algorithms::MakeSignature;
+
+using algorithms::AlgorithmTable;
+using algorithms::AllReduceInPlace;
+using algorithms::ArenaSlots;
+using algorithms::CollectiveContext;
+using algorithms::CopyAside;
+using algorithms::DescribeSignature;
+using algorithms::KeepRemainingOriginals;
+using algorithms::QuantizedRingAllReduce;
+using algorithms::SaveThenOverwrite;
+using algorithms::ScratchArena;
 namespace {
 
 // The transport operation id of (tag, instance): below 2^39, unique for 2^19 uses of a tag per

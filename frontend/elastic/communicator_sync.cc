@@ -13,6 +13,9 @@
 #include "frontend/elastic/master_link.h"
 
 namespace plexus::elastic {
+using algorithms::CollectiveKind;
+
+using algorithms::CollectiveContext;
 namespace {
 
 // Transfers of sync number k use transport operation 2^39 + k mod 2^19, above every all-reduce's

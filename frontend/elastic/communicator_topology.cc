@@ -11,6 +11,9 @@
 #include "frontend/elastic/master_link.h"
 
 namespace plexus::elastic {
+using algorithms::CollectiveKind;
+
+using algorithms::CollectiveContext;
 namespace {
 
 // Probes of optimization k use transport operation 2^39 + 2^38 + k mod 2^19, apart from the

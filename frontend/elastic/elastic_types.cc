@@ -7,6 +7,9 @@
 #include "absl/strings/str_cat.h"
 
 namespace plexus::elastic {
+using algorithms::Quantization;
+
+using algorithms::ValidateQuantization;
 namespace {
 
 constexpr char kResultPayload[] = "plexus.elastic/result";

@@ -18,8 +18,8 @@ namespace plexus::elastic {
 // operation id (see communicator.cc).
 inline constexpr uint64_t kMaxTag = uint64_t{1} << 20;
 
-using ::plexus::QuantizationAlgorithm;
-using ::plexus::QuantizedType;
+using ::plexus::algorithms::QuantizationAlgorithm;
+using ::plexus::algorithms::QuantizedType;
 
 enum class DistributionHint : int { kNone = 0, kNormal = 1, kUniform = 2 };
 

@@ -148,19 +148,19 @@ struct Native {
 struct Half {
   using Compute = float;
   static float Load(const void* p, size_t i) {
-    return plexus::HalfToFloat(static_cast<const uint16_t*>(p)[i]);
+    return plexus::algorithms::HalfToFloat(static_cast<const uint16_t*>(p)[i]);
   }
   static void Store(void* p, size_t i, float v) {
-    static_cast<uint16_t*>(p)[i] = plexus::FloatToHalf(v);
+    static_cast<uint16_t*>(p)[i] = plexus::algorithms::FloatToHalf(v);
   }
 };
 struct BFloat {
   using Compute = float;
   static float Load(const void* p, size_t i) {
-    return plexus::BFloat16ToFloat(static_cast<const uint16_t*>(p)[i]);
+    return plexus::algorithms::BFloat16ToFloat(static_cast<const uint16_t*>(p)[i]);
   }
   static void Store(void* p, size_t i, float v) {
-    static_cast<uint16_t*>(p)[i] = plexus::FloatToBFloat16(v);
+    static_cast<uint16_t*>(p)[i] = plexus::algorithms::FloatToBFloat16(v);
   }
 };
 
@@ -433,10 +433,10 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTyp
       scale = *static_cast<double*>(scalar);
       break;
     case ncclFloat16:
-      scale = plexus::HalfToFloat(*static_cast<uint16_t*>(scalar));
+      scale = plexus::algorithms::HalfToFloat(*static_cast<uint16_t*>(scalar));
       break;
     case ncclBfloat16:
-      scale = plexus::BFloat16ToFloat(*static_cast<uint16_t*>(scalar));
+      scale = plexus::algorithms::BFloat16ToFloat(*static_cast<uint16_t*>(scalar));
       break;
     default:
       return ncclInvalidArgument;

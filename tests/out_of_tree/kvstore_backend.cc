@@ -126,10 +126,11 @@ class KvStoreBackend : public plexus::CollectivesBackend {
  public:
   static absl::StatusOr<std::shared_ptr<plexus::Backend>> Create(
       const plexus::BackendContext& context) {
-    auto table = plexus::AlgorithmTable::FromEnvironment();
+    auto table = plexus::algorithms::AlgorithmTable::FromEnvironment();
     if (!table.ok()) return table.status();
     auto transport = std::make_shared<StoreTransport>(context.store, context.rank, context.size);
-    auto collectives = std::make_unique<plexus::Collectives>(std::move(transport), *table);
+    auto collectives =
+        std::make_unique<plexus::executor::Collectives>(std::move(transport), *table);
     return std::shared_ptr<plexus::Backend>(new KvStoreBackend(std::move(collectives)));
   }
 

@@ -11,6 +11,8 @@
 #include "base/rendezvous/rendezvous.h"
 
 namespace plexus::testing {
+
+using algorithms::ReduceInto;
 namespace {
 
 class StoreBackend : public Backend {

@@ -7,6 +7,11 @@
 #include "algorithms/half.h"
 
 namespace plexus::testing {
+
+using algorithms::BFloat16ToFloat;
+using algorithms::FloatToBFloat16;
+using algorithms::FloatToHalf;
+using algorithms::HalfToFloat;
 namespace {
 
 template <typename T>

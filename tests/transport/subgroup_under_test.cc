@@ -8,6 +8,7 @@
 #include "tests/transport/contract.h"
 
 namespace plexus::testing {
+using algorithms::SubgroupTransport;
 
 const TransportUnderTest& UnderTest() {
   static const TransportUnderTest* const under = new TransportUnderTest{
