@@ -14,7 +14,7 @@
 #include "base/core/logging.h"
 #include "base/core/status_macros.h"
 
-namespace plexus {
+namespace plexus::gloo_backend {
 
 using algorithms::AlgorithmTable;
 using algorithms::CollectiveContext;
@@ -226,4 +226,4 @@ namespace {
 const BackendRegisterer kRegisterGloo({kGlooBackendName, {DeviceType::kCpu}, &GlooBackend::Create});
 
 }  // namespace
-}  // namespace plexus
+}  // namespace plexus::gloo_backend

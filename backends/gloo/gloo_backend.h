@@ -18,7 +18,7 @@
 #include "backends/gloo/gloo_transport.h"
 #include "backends/interface/backend.h"
 
-namespace plexus {
+namespace plexus::gloo_backend {
 
 inline constexpr char kGlooBackendName[] = "gloo";
 
@@ -76,6 +76,6 @@ std::string GlooDeviceAddress(const BackendContext& context);
 // installed is left alone.
 void IgnoreSigpipeUnlessHandled();
 
-}  // namespace plexus
+}  // namespace plexus::gloo_backend
 
 #endif  // PLEXUS_BACKENDS_GLOO_GLOO_BACKEND_H_

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "gloo/common/error.h"
 
-namespace plexus {
+namespace plexus::gloo_backend {
 namespace {
 
 [[noreturn]] void Throw(const absl::Status& status) {
@@ -34,4 +34,4 @@ void GlooStoreAdapter::wait(const std::vector<std::string>& keys,
   if (!status.ok()) Throw(status);
 }
 
-}  // namespace plexus
+}  // namespace plexus::gloo_backend

@@ -12,7 +12,7 @@
 #include "base/store/store.h"
 #include "gloo/rendezvous/store.h"
 
-namespace plexus {
+namespace plexus::gloo_backend {
 
 class GlooStoreAdapter : public gloo::rendezvous::Store {
  public:
@@ -32,6 +32,6 @@ class GlooStoreAdapter : public gloo::rendezvous::Store {
   const absl::Duration timeout_;
 };
 
-}  // namespace plexus
+}  // namespace plexus::gloo_backend
 
 #endif  // PLEXUS_BACKENDS_GLOO_GLOO_STORE_ADAPTER_H_

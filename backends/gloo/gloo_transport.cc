@@ -16,7 +16,7 @@
 #include "gloo/transport/tcp/device.h"
 #include "gloo/transport/unbound_buffer.h"
 
-namespace plexus {
+namespace plexus::gloo_backend {
 
 struct GlooTransport::Pending {
   bool is_send = false;
@@ -275,4 +275,4 @@ void GlooTransport::Break(const absl::Status& reason) {
   }
 }
 
-}  // namespace plexus
+}  // namespace plexus::gloo_backend

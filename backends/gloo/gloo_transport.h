@@ -27,7 +27,7 @@
 #include "base/transport/transport.h"
 #include "gloo/context.h"
 
-namespace plexus {
+namespace plexus::gloo_backend {
 
 // Gloo slot prefixes 0x01-0x08 belong to its own collectives; ours carry this one.
 inline constexpr uint64_t kGlooTransportSlotPrefix = uint64_t{0xA7} << 56;
@@ -91,6 +91,6 @@ class GlooTransport : public Transport {
   std::thread completer_;
 };
 
-}  // namespace plexus
+}  // namespace plexus::gloo_backend
 
 #endif  // PLEXUS_BACKENDS_GLOO_GLOO_TRANSPORT_H_

@@ -18,7 +18,7 @@
 #include "base/rendezvous/rendezvous.h"
 #include "base/store/tcp_store.h"
 
-namespace plexus {
+namespace plexus::mpi {
 using executor::Collectives;
 
 using algorithms::AlgorithmTable;
@@ -550,4 +550,4 @@ const BackendRegisterer kRegisterMpi(
     {kMpiBackendName, {DeviceType::kCpu}, &MpiBackend::Create, "mpi://"});
 
 }  // namespace
-}  // namespace plexus
+}  // namespace plexus::mpi

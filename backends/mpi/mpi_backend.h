@@ -23,7 +23,7 @@
 #include "backends/mpi/mpi_transport.h"
 #include "base/rendezvous/rendezvous.h"
 
-namespace plexus {
+namespace plexus::mpi {
 
 inline constexpr char kMpiBackendName[] = "mpi";
 
@@ -81,6 +81,6 @@ class MpiBackend : public CollectivesBackend {
   const std::shared_ptr<MpiGroup> group_;
 };
 
-}  // namespace plexus
+}  // namespace plexus::mpi
 
 #endif  // PLEXUS_BACKENDS_MPI_MPI_BACKEND_H_

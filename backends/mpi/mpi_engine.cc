@@ -13,7 +13,7 @@
 #include "base/net/interfaces.h"
 #include "base/rendezvous/rendezvous.h"
 
-namespace plexus {
+namespace plexus::mpi {
 
 bool LaunchedByMpirun() {
   // Open MPI's launcher, PMIx (srun --mpi=pmix, newer mpiruns) and MPICH's Hydra.
@@ -359,4 +359,4 @@ void MpiEngine::ShutdownAtExit() {
   if ((*engine)->thread_.joinable()) (*engine)->thread_.join();
 }
 
-}  // namespace plexus
+}  // namespace plexus::mpi

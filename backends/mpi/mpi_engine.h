@@ -28,7 +28,7 @@
 #include "absl/time/time.h"
 #include "base/work/work.h"
 
-namespace plexus {
+namespace plexus::mpi {
 
 // Whether this process was started by an MPI launcher (mpirun/mpiexec, or srun with PMIx).
 bool LaunchedByMpirun();
@@ -117,6 +117,6 @@ class MpiEngine {
   int world_size_ = 1;
 };
 
-}  // namespace plexus
+}  // namespace plexus::mpi
 
 #endif  // PLEXUS_BACKENDS_MPI_MPI_ENGINE_H_

@@ -13,7 +13,7 @@
 #include "base/net/interfaces.h"
 #include "base/store/tcp_store.h"
 
-namespace plexus {
+namespace plexus::mpi {
 namespace {
 
 constexpr size_t kAddressBytes = 1024;
@@ -176,4 +176,4 @@ const bool kRegisteredMpiScheme = [] {
 }();
 
 }  // namespace
-}  // namespace plexus
+}  // namespace plexus::mpi

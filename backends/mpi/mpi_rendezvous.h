@@ -13,7 +13,7 @@
 #include "absl/time/time.h"
 #include "base/rendezvous/rendezvous.h"
 
-namespace plexus {
+namespace plexus::mpi {
 
 absl::StatusOr<RendezvousResult> MpiRendezvous(int rank, int world_size, absl::Duration timeout);
 
@@ -23,6 +23,6 @@ absl::StatusOr<RendezvousResult> MpiRendezvous(int rank, int world_size, absl::D
 // is neither loopback nor a container bridge.
 absl::StatusOr<std::vector<std::string>> MpiStoreCandidates(int world_size, const EnvLookup& env);
 
-}  // namespace plexus
+}  // namespace plexus::mpi
 
 #endif  // PLEXUS_BACKENDS_MPI_MPI_RENDEZVOUS_H_

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "executor/collectives.h"
 
-namespace plexus {
+namespace plexus::mpi {
 namespace {
 
 // A tag for MPI_Comm_create_group that all members derive alike from the group's name.
@@ -178,4 +178,4 @@ void MpiTransport::AbortOperation(uint64_t operation, absl::Status reason) {
 
 void MpiTransport::Abort(absl::Status reason) { group_->Break(reason); }
 
-}  // namespace plexus
+}  // namespace plexus::mpi

@@ -23,7 +23,7 @@
 #include "backends/mpi/mpi_engine.h"
 #include "base/transport/transport.h"
 
-namespace plexus {
+namespace plexus::mpi {
 
 class MpiGroup {
  public:
@@ -86,6 +86,6 @@ class MpiTransport : public Transport {
   const std::shared_ptr<MpiGroup> group_;
 };
 
-}  // namespace plexus
+}  // namespace plexus::mpi
 
 #endif  // PLEXUS_BACKENDS_MPI_MPI_TRANSPORT_H_

@@ -6,7 +6,7 @@
 #include "base/core/status_macros.h"
 #include "base/transport/transport_registry.h"
 
-namespace plexus {
+namespace plexus::tcp {
 
 using algorithms::AlgorithmTable;
 using algorithms::DescribeSignature;
@@ -64,4 +64,4 @@ const BackendRegisterer kRegisterTcp({kTcpBackendName, {DeviceType::kCpu}, &TcpB
 const TransportRegisterer kRegisterTcpTransport(kTcpBackendName, &CreateTcpTransport);
 
 }  // namespace
-}  // namespace plexus
+}  // namespace plexus::tcp

@@ -13,7 +13,7 @@
 #include "backends/tcp/tcp_transport.h"
 #include "executor/collectives.h"
 
-namespace plexus {
+namespace plexus::tcp {
 
 inline constexpr char kTcpBackendName[] = "tcp";
 
@@ -29,6 +29,6 @@ class TcpBackend : public CollectivesBackend {
   using CollectivesBackend::CollectivesBackend;
 };
 
-}  // namespace plexus
+}  // namespace plexus::tcp
 
 #endif  // PLEXUS_BACKENDS_TCP_TCP_BACKEND_H_

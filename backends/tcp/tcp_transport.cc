@@ -24,7 +24,7 @@
 #include "base/core/heartbeat.h"
 #include "base/core/status_macros.h"
 
-namespace plexus {
+namespace plexus::tcp {
 
 namespace {
 
@@ -40,7 +40,7 @@ constexpr absl::Duration kSpinBeforeSleep = absl::Microseconds(500);
 // A caller spinning on one socket polls every socket, ring and deadline this often.
 constexpr uint32_t kFullPollEvery = 4;
 
-std::vector<bool> SocketPeers(int size, int rank, const tcp::ShmLinks* rings) {
+std::vector<bool> SocketPeers(int size, int rank, const ShmLinks* rings) {
   std::vector<bool> socket(size, true);
   socket[rank] = false;
   for (int peer = 0; rings != nullptr && peer < size; ++peer) {
@@ -63,7 +63,7 @@ class TcpTransport::Engine {
   // Runs `command` on the loop state at the next poll round. With `caller_polls_next`, the
   // calling thread is about to wait (and so poll) itself: the loop thread is left parked
   // (it still looks by itself, should that wait not come).
-  void Post(std::function<void(tcp::Loop&)> command, bool caller_polls_next) {
+  void Post(std::function<void(Loop&)> command, bool caller_polls_next) {
     {
       std::lock_guard<std::mutex> lock(inbox_mu_);
       inbox_.push_back(std::move(command));
@@ -112,7 +112,7 @@ class TcpTransport::Engine {
       }
       loop->OnEvent(static_cast<int>(events[i].data.u64), events[i].events);
     }
-    std::vector<std::function<void(tcp::Loop&)>> commands;
+    std::vector<std::function<void(Loop&)>> commands;
     {
       std::lock_guard<std::mutex> inbox_lock(inbox_mu_);
       commands.swap(inbox_);
@@ -181,7 +181,7 @@ class TcpTransport::Engine {
   int SleepMs(absl::Time now, absl::Time deadline) {
     std::lock_guard<std::recursive_mutex> lock(loop_mu);
     if (loop == nullptr) return 0;
-    return std::min(loop->NextTimeoutMs(now), tcp::MillisecondsUntil(deadline, now));
+    return std::min(loop->NextTimeoutMs(now), MillisecondsUntil(deadline, now));
   }
 
   // The loop thread: waits while callers poll, then runs one round itself.
@@ -229,7 +229,7 @@ class TcpTransport::Engine {
   // The loop's state is touched by whichever thread polls and, for receives, by callers; the
   // lock is recursive because completion callbacks run under it and may post again.
   std::recursive_mutex loop_mu;
-  std::unique_ptr<tcp::Loop> loop;
+  std::unique_ptr<Loop> loop;
   std::atomic<bool> stopping{false};
 
  private:
@@ -237,7 +237,7 @@ class TcpTransport::Engine {
   const ScopedFd wakeup_;
   std::atomic<int64_t> next_wake_{0};
   std::mutex inbox_mu_;
-  std::vector<std::function<void(tcp::Loop&)>> inbox_;
+  std::vector<std::function<void(Loop&)>> inbox_;
   std::atomic<bool> inbox_waiting_{false};  // inbox_ holds commands; read without the lock.
 
   std::mutex role_mu_;
@@ -263,15 +263,15 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TcpTransportO
     return absl::InvalidArgumentError(
         absl::StrCat("tcp transport: rank ", options.rank, " was given no address to listen on"));
   }
-  tcp::MeshOptions mesh{options.store.get(), options.rank,    options.size,
-                        options.group_name,  options.address, options.connect_timeout,
-                        options.cancelled};
+  MeshOptions mesh{options.store.get(), options.rank,    options.size,
+                   options.group_name,  options.address, options.connect_timeout,
+                   options.cancelled};
   const absl::Time deadline = absl::Now() + options.connect_timeout;
-  tcp::ShmConfig shm;
+  ShmConfig shm;
   if (options.shared_memory_config.has_value()) {
     shm = *options.shared_memory_config;
   } else {
-    ASSIGN_OR_RETURN(shm, tcp::ShmConfigFromEnvironment());
+    ASSIGN_OR_RETURN(shm, ShmConfigFromEnvironment());
   }
   if (!options.heartbeat.has_value()) {
     ASSIGN_OR_RETURN(options.heartbeat, HeartbeatFromEnvironment());
@@ -279,15 +279,15 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TcpTransportO
   ASSIGN_OR_RETURN(options.secret, auth::ResolveSecret(options.secret));
   mesh.secret = *options.secret;
   ASSIGN_OR_RETURN(mesh.tls, auth::TlsContext::Resolve(options.tls));
-  ASSIGN_OR_RETURN(std::vector<Connection> peers, tcp::ConnectMesh(mesh));
-  ASSIGN_OR_RETURN(std::unique_ptr<tcp::ShmLinks> rings,
-                   tcp::LinkSameHostPeers(peers, options.rank, shm, deadline));
+  ASSIGN_OR_RETURN(std::vector<Connection> peers, ConnectMesh(mesh));
+  ASSIGN_OR_RETURN(std::unique_ptr<ShmLinks> rings,
+                   LinkSameHostPeers(peers, options.rank, shm, deadline));
   return std::unique_ptr<TcpTransport>(
       new TcpTransport(std::move(options), std::move(peers), std::move(rings)));
 }
 
 TcpTransport::TcpTransport(TcpTransportOptions options, std::vector<Connection> peers,
-                           std::unique_ptr<tcp::ShmLinks> rings)
+                           std::unique_ptr<ShmLinks> rings)
     : options_(std::move(options)),
       shm_peers_(rings != nullptr ? rings->linked : 0),
       arena_(rings != nullptr ? rings->arena.get() : nullptr),
@@ -299,12 +299,12 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::vector<Connection> 
   event.events = EPOLLIN;
   event.data.u64 = kWakeupId;
   epoll_ctl(epoll.get(), EPOLL_CTL_ADD, wakeup.get(), &event);
-  std::vector<tcp::SendLane*> lanes;
+  std::vector<SendLane*> lanes;
   for (int i = 0; i < options_.size; ++i) {
-    lanes_.push_back(std::make_unique<tcp::SendLane>());
+    lanes_.push_back(std::make_unique<SendLane>());
     lanes.push_back(lanes_.back().get());
   }
-  tcp::Loop::SignatureDescriber describe = options_.describe_signature;
+  Loop::SignatureDescriber describe = options_.describe_signature;
   if (!describe) {
     describe = [](uint64_t signature) {
       return absl::StrCat("signature 0x", absl::Hex(signature));
@@ -312,10 +312,10 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::vector<Connection> 
   }
   const int epoll_fd = epoll.get();
   engine_ = std::make_shared<Engine>(std::move(epoll), std::move(wakeup));
-  engine_->loop = std::make_unique<tcp::Loop>(
-      options_.rank, std::move(peers), std::move(rings), std::move(lanes), epoll_fd,
-      options_.max_message_bytes, options_.max_unexpected_bytes,
-      options_.heartbeat.value_or(kDefaultHeartbeat), std::move(describe));
+  engine_->loop =
+      std::make_unique<Loop>(options_.rank, std::move(peers), std::move(rings), std::move(lanes),
+                             epoll_fd, options_.max_message_bytes, options_.max_unexpected_bytes,
+                             options_.heartbeat.value_or(kDefaultHeartbeat), std::move(describe));
   thread_ = std::thread([engine = engine_.get()] {
     absl::Time close_deadline = absl::InfiniteFuture();
     while (true) {
@@ -344,11 +344,11 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::vector<Connection> 
   });
 }
 
-void TcpTransport::AttachWaitHook(const std::shared_ptr<tcp::Op>& op) {
+void TcpTransport::AttachWaitHook(const std::shared_ptr<Op>& op) {
   std::weak_ptr<Engine> weak = engine_;
   const Work* work = op->work.get();  // The hook only runs inside this Work's own Wait().
-  const int source = op->kind == tcp::Op::Kind::kRecv && op->peer >= 0 &&
-                             op->peer < options_.size && reads_socket_[op->peer]
+  const int source = op->kind == Op::Kind::kRecv && op->peer >= 0 && op->peer < options_.size &&
+                             reads_socket_[op->peer]
                          ? op->peer
                          : -1;
   op->work->SetWaitHook([weak, work, source](absl::Duration timeout) {
@@ -358,7 +358,7 @@ void TcpTransport::AttachWaitHook(const std::shared_ptr<tcp::Op>& op) {
   });
 }
 
-void TcpTransport::PostReceive(const std::shared_ptr<tcp::Op>& op) {
+void TcpTransport::PostReceive(const std::shared_ptr<Op>& op) {
   AttachWaitHook(op);
   {
     std::lock_guard<std::recursive_mutex> lock(engine_->loop_mu);
@@ -380,9 +380,9 @@ TcpTransport::~TcpTransport() {
 
 namespace {
 
-tcp::OpPtr MakeOp(tcp::Op::Kind kind, int peer, MessageTag tag, uint8_t* data, size_t size,
-                  absl::Duration timeout, const char* name, int world) {
-  auto op = std::make_shared<tcp::Op>();
+OpPtr MakeOp(Op::Kind kind, int peer, MessageTag tag, uint8_t* data, size_t size,
+             absl::Duration timeout, const char* name, int world) {
+  auto op = std::make_shared<Op>();
   op->kind = kind;
   op->peer = peer;
   op->tag = tag;
@@ -392,8 +392,8 @@ tcp::OpPtr MakeOp(tcp::Op::Kind kind, int peer, MessageTag tag, uint8_t* data, s
   const absl::Time now = FastNow();
   op->deadline = now + timeout;
   op->work = std::make_shared<Work>(name, world, /*sequence=*/-1, now);
-  if (kind == tcp::Op::Kind::kSend) {
-    tcp::EncodeHeader(op->header, tcp::FrameType::kData, tag.tag, tag.signature, size);
+  if (kind == Op::Kind::kSend) {
+    EncodeHeader(op->header, FrameType::kData, tag.tag, tag.signature, size);
     op->payload = data;
   }
   return op;
@@ -403,32 +403,32 @@ tcp::OpPtr MakeOp(tcp::Op::Kind kind, int peer, MessageTag tag, uint8_t* data, s
 
 WorkPtr TcpTransport::Send(int peer, MessageTag tag, absl::Span<const uint8_t> data,
                            absl::Duration timeout) {
-  auto op = MakeOp(tcp::Op::Kind::kSend, peer, tag, const_cast<uint8_t*>(data.data()), data.size(),
+  auto op = MakeOp(Op::Kind::kSend, peer, tag, const_cast<uint8_t*>(data.data()), data.size(),
                    timeout, "send", options_.size);
   // Fast path: nothing queued for this peer, so write from this thread.
   if (peer >= 0 && peer < options_.size && peer != options_.rank &&
-      tcp::TrySendDirect(*lanes_[peer], op)) {
+      TrySendDirect(*lanes_[peer], op)) {
     op->done = true;
     op->work->AddBytesSent(static_cast<int64_t>(op->size));
     op->work->Complete(absl::OkStatus());
     return op->work;
   }
   AttachWaitHook(op);
-  engine_->Post([op](tcp::Loop& loop) { loop.PostSend(op); }, SendsAwaitedByCaller());
+  engine_->Post([op](Loop& loop) { loop.PostSend(op); }, SendsAwaitedByCaller());
   return op->work;
 }
 
 WorkPtr TcpTransport::Recv(int peer, MessageTag tag, absl::Span<uint8_t> data,
                            absl::Duration timeout) {
-  auto op = MakeOp(tcp::Op::Kind::kRecv, peer, tag, data.data(), data.size(), timeout, "recv",
-                   options_.size);
+  auto op =
+      MakeOp(Op::Kind::kRecv, peer, tag, data.data(), data.size(), timeout, "recv", options_.size);
   PostReceive(op);
   return op->work;
 }
 
 WorkPtr TcpTransport::RecvFromAny(MessageTag tag, absl::Span<uint8_t> data,
                                   absl::Duration timeout) {
-  auto op = MakeOp(tcp::Op::Kind::kRecvAny, -1, tag, data.data(), data.size(), timeout,
+  auto op = MakeOp(Op::Kind::kRecvAny, -1, tag, data.data(), data.size(), timeout,
                    "recv_any_source", options_.size);
   PostReceive(op);
   return op->work;
@@ -436,7 +436,7 @@ WorkPtr TcpTransport::RecvFromAny(MessageTag tag, absl::Span<uint8_t> data,
 
 // Aborts run right here rather than at the next poll round: once they return, no receive of
 // the operation writes into its caller's buffer again (the collective may hand it back at once).
-void TcpTransport::RunOnLoopNow(const std::function<void(tcp::Loop&)>& command) {
+void TcpTransport::RunOnLoopNow(const std::function<void(Loop&)>& command) {
   {
     std::lock_guard<std::recursive_mutex> lock(engine_->loop_mu);
     if (engine_->loop == nullptr) return;
@@ -446,19 +446,19 @@ void TcpTransport::RunOnLoopNow(const std::function<void(tcp::Loop&)>& command) 
 }
 
 void TcpTransport::AbortOperation(uint64_t operation, absl::Status reason) {
-  RunOnLoopNow([&](tcp::Loop& loop) { loop.AbortOperation(operation, reason, true); });
+  RunOnLoopNow([&](Loop& loop) { loop.AbortOperation(operation, reason, true); });
 }
 
 void TcpTransport::Abort(absl::Status reason) {
-  RunOnLoopNow([&](tcp::Loop& loop) { loop.AbortAll(reason); });
+  RunOnLoopNow([&](Loop& loop) { loop.AbortAll(reason); });
 }
 
 uint64_t TcpTransport::loop_thread_looks() const { return engine_->loop_looks(); }
 
 std::vector<int> TcpTransport::LostPeers() {
   std::vector<int> lost;
-  RunOnLoopNow([&](tcp::Loop& loop) { lost = loop.LostPeers(); });
+  RunOnLoopNow([&](Loop& loop) { lost = loop.LostPeers(); });
   return lost;
 }
 
-}  // namespace plexus
+}  // namespace plexus::tcp

@@ -26,12 +26,11 @@
 #include "base/store/store.h"
 #include "base/transport/transport.h"
 
-namespace plexus {
-namespace tcp {
+namespace plexus::tcp {
+
 class Loop;
 struct SendLane;
 struct Op;
-}  // namespace tcp
 
 struct TcpTransportOptions {
   std::shared_ptr<Store> store;  // Where peers publish their addresses.
@@ -50,7 +49,7 @@ struct TcpTransportOptions {
   std::function<bool()> cancelled;
   // Whether and how peers on this host exchange frames through shared-memory rings (see
   // shm_link.h); unset: from the environment (PLEXUS_TRANSPORT, PLEXUS_SHM_*, PLEXUS_HOST_ID).
-  std::optional<tcp::ShmConfig> shared_memory_config;
+  std::optional<ShmConfig> shared_memory_config;
   // Silence after which a peer counts as lost (base/core/heartbeat.h); unset: from
   // PLEXUS_HEARTBEAT (default 5 s); InfiniteDuration: never.
   std::optional<absl::Duration> heartbeat;
@@ -90,14 +89,14 @@ class TcpTransport : public Transport {
   class Engine;  // Sockets, matching state and the polling role; shared with waiting threads.
 
   TcpTransport(TcpTransportOptions options, std::vector<Connection> peers,
-               std::unique_ptr<tcp::ShmLinks> rings);
+               std::unique_ptr<ShmLinks> rings);
   // Lets a thread that waits on `op`'s Work poll the sockets until it completes.
-  void AttachWaitHook(const std::shared_ptr<tcp::Op>& op);
+  void AttachWaitHook(const std::shared_ptr<Op>& op);
   // Registers a receive from the caller's thread: a message that already arrived is copied
   // right here; the poller is woken only if this deadline is earlier than its next one.
-  void PostReceive(const std::shared_ptr<tcp::Op>& op);
+  void PostReceive(const std::shared_ptr<Op>& op);
   // Runs `command` on the loop state now, on this thread, then wakes the poller.
-  void RunOnLoopNow(const std::function<void(tcp::Loop&)>& command);
+  void RunOnLoopNow(const std::function<void(Loop&)>& command);
 
   const TcpTransportOptions options_;
   const int shm_peers_;
@@ -106,11 +105,11 @@ class TcpTransport : public Transport {
   // Per rank: whether its frames come over its socket (not a shared-memory ring), which a
   // waiter may then read directly. Fixed once the rings are linked.
   const std::vector<bool> reads_socket_;
-  std::vector<std::unique_ptr<tcp::SendLane>> lanes_;  // One per peer; see tcp_loop.h.
+  std::vector<std::unique_ptr<SendLane>> lanes_;  // One per peer; see tcp_loop.h.
   std::shared_ptr<Engine> engine_;
   std::thread thread_;
 };
 
-}  // namespace plexus
+}  // namespace plexus::tcp
 
 #endif  // PLEXUS_BACKENDS_TCP_TCP_TRANSPORT_H_

@@ -20,7 +20,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/tls_certificates.h"
 
-namespace plexus {
+namespace plexus::tcp {
 namespace {
 
 using ::testing::HasSubstr;
@@ -31,7 +31,7 @@ constexpr absl::Duration kWait = absl::Seconds(20);
 // shared-memory settings. Returns each rank's outcome.
 std::vector<absl::StatusOr<std::unique_ptr<TcpTransport>>> TryWorld(
     int size, const std::string& group,
-    const std::function<std::optional<tcp::ShmConfig>(int)>& shm = nullptr,
+    const std::function<std::optional<ShmConfig>(int)>& shm = nullptr,
     const std::function<std::optional<absl::Duration>(int)>& heartbeat = nullptr,
     const std::function<std::string(int)>& secret = nullptr,
     absl::Duration connect_timeout = absl::Seconds(20),
@@ -62,7 +62,7 @@ std::vector<absl::StatusOr<std::unique_ptr<TcpTransport>>> TryWorld(
 
 std::vector<std::unique_ptr<TcpTransport>> MakeWorld(
     int size, const std::string& group = "g",
-    const std::function<std::optional<tcp::ShmConfig>(int)>& shm = nullptr) {
+    const std::function<std::optional<ShmConfig>(int)>& shm = nullptr) {
   std::vector<std::unique_ptr<TcpTransport>> world;
   for (auto& transport : TryWorld(size, group, shm)) {
     EXPECT_TRUE(transport.ok()) << transport.status();
@@ -72,7 +72,7 @@ std::vector<std::unique_ptr<TcpTransport>> MakeWorld(
 }
 
 // Every rank as if on a host of its own: frames go over the sockets.
-std::optional<tcp::ShmConfig> SocketsOnly(int) { return tcp::ShmConfig{tcp::ShmMode::kOff}; }
+std::optional<ShmConfig> SocketsOnly(int) { return ShmConfig{ShmMode::kOff}; }
 
 // Busy until `until` (a rank computing, not a wait for anything).
 void SpinUntil(absl::Time until) {
@@ -424,9 +424,9 @@ TEST(TcpTransportTest, SingleRankWorldNeedsNoSockets) {
 }
 
 }  // namespace
-}  // namespace plexus
+}  // namespace plexus::tcp
 
-namespace plexus {
+namespace plexus::tcp {
 namespace {
 
 // Ranks 0 and 1 share a "host", rank 2 is on another (PLEXUS_HOST_ID as the config's host_id):
@@ -434,9 +434,9 @@ namespace {
 // rank shares the host), and messages flow on every pair.
 TEST(TcpTransportTest, SameHostPeersUseRingsAndTheRestTcp) {
   auto world = TryWorld(3, "hosts", [](int rank) {
-    tcp::ShmConfig config;
+    ShmConfig config;
     config.host_id = rank < 2 ? "a" : "b";
-    return std::optional<tcp::ShmConfig>(config);
+    return std::optional<ShmConfig>(config);
   });
   for (auto& transport : world) ASSERT_TRUE(transport.ok()) << transport.status();
   const std::vector<int> expected_peers = {1, 1, 0};
@@ -465,10 +465,10 @@ TEST(TcpTransportTest, SameHostPeersUseRingsAndTheRestTcp) {
 // sides, naming the variable, the peer and why.
 TEST(TcpTransportTest, RequiredSharedMemoryFailsNamingThePeerAndWhy) {
   auto world = TryWorld(2, "required", [](int rank) {
-    tcp::ShmConfig config;
-    config.mode = tcp::ShmMode::kRequired;
+    ShmConfig config;
+    config.mode = ShmMode::kRequired;
     config.host_id = rank == 0 ? "a" : "b";
-    return std::optional<tcp::ShmConfig>(config);
+    return std::optional<ShmConfig>(config);
   });
   for (int rank = 0; rank < 2; ++rank) {
     ASSERT_FALSE(world[rank].ok()) << "rank " << rank;
@@ -548,7 +548,7 @@ TEST(TcpTransportTest, ArenaWaiterSharingItsPeersCpuMovesToAnother) {
   };
   auto world = MakeWorld(2, "crowded");
   ASSERT_NE(world[1], nullptr);
-  auto* waiter = dynamic_cast<tcp::ShmArena*>(world[0]->shared_arena());
+  auto* waiter = dynamic_cast<ShmArena*>(world[0]->shared_arena());
   SharedArena* peer = world[1]->shared_arena();
   ASSERT_NE(waiter, nullptr);
   ASSERT_NE(peer, nullptr);
@@ -573,10 +573,10 @@ TEST(TcpTransportTest, ArenaWaiterSharingItsPeersCpuMovesToAnother) {
 
 // Peers that are idle still beat: a quiet spell of many intervals loses nobody.
 TEST(TcpTransportTest, IdlePeersOutliveManyHeartbeatIntervals) {
-  for (tcp::ShmMode mode : {tcp::ShmMode::kOff, tcp::ShmMode::kRequired}) {
+  for (ShmMode mode : {ShmMode::kOff, ShmMode::kRequired}) {
     auto world = TryWorld(
-        2, absl::StrCat("idle", static_cast<int>(mode)),
-        [mode](int) { return tcp::ShmConfig{mode}; }, [](int) { return absl::Milliseconds(200); });
+        2, absl::StrCat("idle", static_cast<int>(mode)), [mode](int) { return ShmConfig{mode}; },
+        [](int) { return absl::Milliseconds(200); });
     ASSERT_TRUE(world[0].ok() && world[1].ok());
     absl::SleepFor(absl::Seconds(1));  // Five intervals with nothing to send.
     std::vector<uint8_t> sent = Pattern(1000, 3), received(1000);
@@ -591,10 +591,9 @@ TEST(TcpTransportTest, IdlePeersOutliveManyHeartbeatIntervals) {
 // A peer that sends nothing (here: one that never beats, as a stopped process would not) is
 // lost after the interval: a pending receive from it fails Unavailable, naming it and why.
 TEST(TcpTransportTest, ASilentPeerIsLostAfterTheHeartbeatInterval) {
-  for (tcp::ShmMode mode : {tcp::ShmMode::kOff, tcp::ShmMode::kRequired}) {
+  for (ShmMode mode : {ShmMode::kOff, ShmMode::kRequired}) {
     auto world = TryWorld(
-        2, absl::StrCat("silent", static_cast<int>(mode)),
-        [mode](int) { return tcp::ShmConfig{mode}; },
+        2, absl::StrCat("silent", static_cast<int>(mode)), [mode](int) { return ShmConfig{mode}; },
         [](int rank) { return rank == 0 ? absl::Milliseconds(300) : absl::InfiniteDuration(); });
     ASSERT_TRUE(world[0].ok() && world[1].ok());
     std::vector<uint8_t> received(10);
@@ -649,13 +648,12 @@ TEST(TcpTransportTest, TlsMeshesCarryEverySizeAndRefuseForeignCertificates) {
   const auth::TlsFiles rogue{directory + "/rogue.pem", directory + "/rogue.key",
                              directory + "/ca.pem"};
   const std::string secret = "sixteen bytes or more of secret";
-  for (tcp::ShmMode mode : {tcp::ShmMode::kOff, tcp::ShmMode::kRequired}) {
+  for (ShmMode mode : {ShmMode::kOff, ShmMode::kRequired}) {
     auto world = TryWorld(
-        3, absl::StrCat("tls", static_cast<int>(mode)),
-        [mode](int) { return tcp::ShmConfig{mode}; }, nullptr, [&](int) { return secret; },
-        absl::Seconds(20), [&](int) { return good; });
+        3, absl::StrCat("tls", static_cast<int>(mode)), [mode](int) { return ShmConfig{mode}; },
+        nullptr, [&](int) { return secret; }, absl::Seconds(20), [&](int) { return good; });
     for (auto& rank : world) ASSERT_TRUE(rank.ok()) << rank.status();
-    EXPECT_EQ((*world[0])->shared_memory_peers(), mode == tcp::ShmMode::kOff ? 0 : 2);
+    EXPECT_EQ((*world[0])->shared_memory_peers(), mode == ShmMode::kOff ? 0 : 2);
     uint32_t step = 0;
     for (size_t size : {size_t{0}, size_t{1}, size_t{1000}, size_t{100000}, size_t{8} << 20}) {
       // Ranks 0 and 1 exchange at once while rank 2 sends to 0 unexpectedly.
@@ -676,7 +674,7 @@ TEST(TcpTransportTest, TlsMeshesCarryEverySizeAndRefuseForeignCertificates) {
   }
 
   auto foreign = TryWorld(
-      2, "tls_foreign", [](int) { return tcp::ShmConfig{tcp::ShmMode::kOff}; }, nullptr, nullptr,
+      2, "tls_foreign", [](int) { return ShmConfig{ShmMode::kOff}; }, nullptr, nullptr,
       absl::Seconds(3), [&](int rank) { return rank == 0 ? rogue : good; });
   // TLS 1.3 clients finish before the server judges their certificate: rank 0 learns of the
   // refusal from the server's alert, or from the closed connection.
@@ -687,7 +685,7 @@ TEST(TcpTransportTest, TlsMeshesCarryEverySizeAndRefuseForeignCertificates) {
   EXPECT_THAT(foreign[1].status().message(), HasSubstr("certificate"));
 
   auto clear_text = TryWorld(
-      2, "tls_clear", [](int) { return tcp::ShmConfig{tcp::ShmMode::kOff}; }, nullptr, nullptr,
+      2, "tls_clear", [](int) { return ShmConfig{ShmMode::kOff}; }, nullptr, nullptr,
       absl::Seconds(3), [&](int rank) { return rank == 0 ? auth::TlsFiles{} : good; });
   EXPECT_FALSE(clear_text[0].ok());
   EXPECT_FALSE(clear_text[1].ok());
@@ -695,4 +693,4 @@ TEST(TcpTransportTest, TlsMeshesCarryEverySizeAndRefuseForeignCertificates) {
 }
 
 }  // namespace
-}  // namespace plexus
+}  // namespace plexus::tcp

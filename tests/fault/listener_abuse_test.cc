@@ -27,6 +27,8 @@
 #include "tests/testing/subprocess.h"
 
 namespace plexus {
+
+using tcp::TcpTransport;
 namespace {
 
 constexpr absl::Duration kClosedWithin = absl::Seconds(1);

@@ -25,6 +25,8 @@
 #include "tests/testing/subprocess.h"
 
 namespace plexus {
+
+using tcp::TcpTransport;
 namespace {
 
 constexpr absl::Duration kTimeout = absl::Seconds(30);

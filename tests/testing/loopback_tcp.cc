@@ -3,6 +3,8 @@
 #include <utility>
 
 namespace plexus::testing {
+using tcp::TcpTransport;
+using tcp::TcpTransportOptions;
 
 absl::StatusOr<std::unique_ptr<TcpTransport>> LoopbackTcpTransport(std::shared_ptr<Store> store,
                                                                    int rank, int size,

@@ -13,7 +13,7 @@
 namespace plexus::testing {
 
 // Rank `rank` of a `size`-rank tcp group named `group`, meeting through `store`.
-absl::StatusOr<std::unique_ptr<TcpTransport>> LoopbackTcpTransport(
+absl::StatusOr<std::unique_ptr<tcp::TcpTransport>> LoopbackTcpTransport(
     std::shared_ptr<Store> store, int rank, int size, const std::string& group,
     tcp::ShmMode shared_memory = tcp::ShmMode::kOff,
     absl::Duration connect_timeout = absl::Seconds(60));

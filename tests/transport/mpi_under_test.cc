@@ -9,6 +9,9 @@
 #include "tests/transport/contract.h"
 
 namespace plexus::testing {
+using mpi::MpiEngine;
+using mpi::MpiGroup;
+using mpi::MpiTransport;
 
 const TransportUnderTest& UnderTest() {
   static const TransportUnderTest* const under = new TransportUnderTest{

@@ -8,7 +8,9 @@
 #include "tests/transport/contract.h"
 
 namespace plexus::testing {
+
 using algorithms::SubgroupTransport;
+using tcp::TcpTransport;
 
 const TransportUnderTest& UnderTest() {
   static const TransportUnderTest* const under = new TransportUnderTest{
