@@ -261,7 +261,7 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
     link_.reset();
     lost_ = absl::OkStatus();
     topology_.Clear();
-    instances_.clear();
+    in_flight_.ForgetInstances();
     old_mesh = std::move(mesh_);
     mesh_epoch_ = -1;
   }
@@ -390,9 +390,9 @@ void Communicator::OnOutcome(uint64_t generation, const OpKey& key, const absl::
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (generation != generation_) return;
-    auto it = in_flight_.find(static_cast<uint64_t>(key.tag));
-    if (it == in_flight_.end() || !(it->second->key == key)) return;
-    Op& op = *it->second;
+    const std::shared_ptr<Op> found = in_flight_.Find(key);
+    if (!found) return;
+    Op& op = *found;
     op.decided = true;
     op.outcome = outcome;
     if (!outcome.ok()) mesh = op.mesh;
@@ -408,12 +408,12 @@ void Communicator::OnLost(uint64_t generation, const absl::Status& status) {
     if (generation != generation_) return;
     lost_ = status;
     mesh = mesh_;
-    for (auto& [tag, op] : in_flight_) {
-      if (!op->decided) {
-        op->decided = true;
-        op->outcome = status;
+    in_flight_.ForEach([&](Op& op) {
+      if (!op.decided) {
+        op.decided = true;
+        op.outcome = status;
       }
-    }
+    });
   }
   changed_.notify_all();
   if (mesh) mesh->Abort(status);
@@ -584,9 +584,9 @@ void Communicator::OnTurn(uint64_t generation, const OpKey& key, int64_t turn) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (generation != generation_) return;
-    auto it = in_flight_.find(static_cast<uint64_t>(key.tag));
-    if (it == in_flight_.end() || !(it->second->key == key)) return;
-    it->second->turn = turn;
+    const std::shared_ptr<Op> op = in_flight_.Find(key);
+    if (!op) return;
+    op->turn = turn;
   }
   changed_.notify_all();
 }
@@ -631,7 +631,7 @@ WorkPtr Communicator::Launch(const void* send, void* recv, const ReduceDescripto
   op->on_data_done = std::move(on_data_done);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (in_flight_.count(descriptor.tag)) {
+    if (in_flight_.Contains(descriptor.tag)) {
       return refuse(WithResult(
           absl::InvalidArgumentError(absl::StrCat("all_reduce ", DescribeReduce(descriptor),
                                                   ": an all-reduce with tag ", descriptor.tag,
@@ -649,15 +649,10 @@ WorkPtr Communicator::Launch(const void* send, void* recv, const ReduceDescripto
     op->key.group = topology_.latest().group;
     op->key.epoch = topology_.epoch();
     op->key.tag = static_cast<int64_t>(descriptor.tag);
-    auto& [epoch, next] = instances_[descriptor.tag];
-    if (epoch != topology_.epoch()) {
-      epoch = topology_.epoch();
-      next = 0;
-    }
-    op->key.instance = next++;
+    op->key.instance = in_flight_.NextInstance(descriptor.tag, topology_.epoch());
     op->work = std::make_shared<Work>(
         "elastic all_reduce", static_cast<int>(topology_.latest().ring.size()), op->key.instance);
-    in_flight_[descriptor.tag] = op;
+    in_flight_.Add(descriptor.tag, op);
   }
   op->caller_originals = originals != nullptr;
   if (originals == nullptr && bytes > 0) {
@@ -761,8 +756,7 @@ void Communicator::Run(const std::shared_ptr<Op>& op) {
   backups_->Give(std::move(op->backup));
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = in_flight_.find(op->descriptor.tag);
-    if (it != in_flight_.end() && it->second == op) in_flight_.erase(it);
+    in_flight_.Remove(op->descriptor.tag, op);
   }
   changed_.notify_all();
   op->work->Complete(outcome);

@@ -41,6 +41,7 @@
 #include "base/work/work.h"
 #include "frontend/elastic/arena_order.h"
 #include "frontend/elastic/elastic_types.h"
+#include "frontend/elastic/in_flight_ops.h"
 #include "frontend/elastic/master_protocol.h"
 #include "frontend/elastic/shared_state.h"
 #include "frontend/elastic/topology_view.h"
@@ -212,8 +213,7 @@ class Communicator {
   TopologyView topology_;
   std::shared_ptr<Store> store_;
   std::string data_address_;
-  std::map<uint64_t, std::shared_ptr<Op>> in_flight_;          // Tag -> op.
-  std::map<uint64_t, std::pair<int64_t, int64_t>> instances_;  // Tag -> (epoch, next).
+  InFlightOps<Op> in_flight_;  // Guarded by mu_.
 
   std::mutex mesh_mu_;  // Held while building; guards the two below.
   std::shared_ptr<Transport> mesh_;
