@@ -14,7 +14,6 @@
 #include "base/core/deadline.h"
 
 namespace plexus::executor {
-using algorithms::Partition;
 
 using algorithms::AlgorithmTable;
 using algorithms::BinomialBroadcast;
@@ -28,11 +27,13 @@ using algorithms::LinearGather;
 using algorithms::LinearScatter;
 using algorithms::PackTensors;
 using algorithms::PairwiseAllToAll;
+using algorithms::Partition;
 using algorithms::PostScale;
 using algorithms::PreScale;
 using algorithms::RingAllGather;
 using algorithms::ScratchArena;
 using algorithms::UnpackTensors;
+
 namespace {
 
 // A failure found outside the collective (a peer lost to its heartbeat breaks the transport)

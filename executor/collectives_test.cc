@@ -14,6 +14,7 @@ namespace plexus::executor {
 using algorithms::AlgorithmTable;
 using algorithms::CollectiveContext;
 using algorithms::CollectiveKind;
+
 namespace {
 
 // A group of one: the bodies below never move bytes.

@@ -18,6 +18,7 @@
 namespace plexus::gloo_native {
 
 using algorithms::ReduceCombine;
+
 namespace {
 
 // Gloo's three-operand reduction (out = a op b, any of them may alias) over plexus's kernels.

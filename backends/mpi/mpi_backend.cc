@@ -19,7 +19,6 @@
 #include "base/store/tcp_store.h"
 
 namespace plexus::mpi {
-using executor::Collectives;
 
 using algorithms::AlgorithmTable;
 using algorithms::CollectiveContext;
@@ -31,6 +30,8 @@ using algorithms::PreScale;
 using algorithms::ScratchArena;
 using algorithms::TotalBytes;
 using algorithms::UnpackTensors;
+using executor::Collectives;
+
 namespace {
 
 // MPI's type for reducing `dtype`; MPI_DATATYPE_NULL where MPI has none.

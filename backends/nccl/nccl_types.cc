@@ -10,6 +10,7 @@ namespace plexus::nccl {
 
 using algorithms::FloatToBFloat16;
 using algorithms::FloatToHalf;
+
 namespace {
 
 // NCCL's type for reductions on `dtype`; false when it has none.

@@ -23,7 +23,6 @@
 #include "base/core/logging.h"
 #include "base/core/status_macros.h"
 #include "base/net/route.h"
-#include "base/store/prefix_store.h"
 #include "base/store/tcp_store.h"
 #include "base/transport/transport.h"
 #include "base/transport/transport_registry.h"
@@ -32,19 +31,20 @@
 #include "frontend/elastic/master_node.h"
 
 namespace plexus::elastic {
-using algorithms::CollectiveKind;
-using algorithms::MakeSignature;
 
 using algorithms::AlgorithmTable;
 using algorithms::AllReduceInPlace;
 using algorithms::ArenaSlots;
 using algorithms::CollectiveContext;
+using algorithms::CollectiveKind;
 using algorithms::CopyAside;
 using algorithms::DescribeSignature;
 using algorithms::KeepRemainingOriginals;
+using algorithms::MakeSignature;
 using algorithms::QuantizedRingAllReduce;
 using algorithms::SaveThenOverwrite;
 using algorithms::ScratchArena;
+
 namespace {
 
 // The transport operation id of (tag, instance): below 2^39, unique for 2^19 uses of a tag per
@@ -52,6 +52,17 @@ namespace {
 uint64_t OperationId(const OpKey& key) {
   return ((static_cast<uint64_t>(key.instance) & ((1u << 19) - 1)) << 20) |
          static_cast<uint64_t>(key.tag);
+}
+
+// What every epoch's data connections share: the deadline, how mismatches are named, and the
+// secret and TLS the master's connections use too.
+TransportSetup MeshSetup(const CommunicatorOptions& options, absl::Duration connect_timeout) {
+  TransportSetup setup;
+  setup.connect_timeout = connect_timeout;
+  setup.describe_signature = DescribeSignature;
+  setup.secret = options.secret;
+  setup.tls = options.tls;
+  return setup;
 }
 
 // How long one Connect() keeps retrying a master that refuses connections (not yet started).
@@ -175,7 +186,19 @@ Communicator::Communicator(CommunicatorOptions options, std::string master_host,
       master_host_(std::move(master_host)),
       master_port_(master_port),
       runner_(std::make_unique<OpRunner>()),
-      backups_(std::make_unique<BackupPool>()) {}
+      backups_(std::make_unique<BackupPool>()),
+      mesh_(mu_, options_.transport, options_.peer_group, MeshSetup(options_, operation_timeout_),
+            [this](int64_t epoch) { return MeshMembers(epoch); }) {}
+
+absl::StatusOr<EpochMesh::Members> Communicator::MeshMembers(int64_t epoch) const {
+  if (!lost_.ok()) return lost_;
+  if (topology_.epoch() != epoch) {
+    return absl::UnavailableError(absl::StrCat("epoch ", epoch, " of peer group ",
+                                               topology_.latest().group, " is over (now ",
+                                               topology_.epoch(), ")"));
+  }
+  return EpochMesh::Members{topology_.latest().ring, link_->peer_id(), store_, data_address_};
+}
 
 Communicator::~Communicator() {
   std::shared_ptr<MasterLink> link;
@@ -190,7 +213,7 @@ Communicator::~Communicator() {
   std::shared_ptr<Transport> mesh;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    mesh = std::move(mesh_);
+    mesh = mesh_.Release();
     link_.reset();
   }
   mesh.reset();
@@ -255,15 +278,14 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
   {
     // A fresh start: forget the old connection's view before the new link can report. Epoch
     // numbers may repeat (a restarted master), so the old connections go too.
-    std::lock_guard<std::mutex> build(mesh_mu_);
+    const std::unique_lock<std::mutex> build = mesh_.LockBuilds();
     std::lock_guard<std::mutex> lock(mu_);
     generation = ++generation_;
     link_.reset();
     lost_ = absl::OkStatus();
     topology_.Clear();
     in_flight_.ForgetInstances();
-    old_mesh = std::move(mesh_);
-    mesh_epoch_ = -1;
+    old_mesh = mesh_.Release();
   }
   if (old_mesh) old_mesh->Abort(absl::UnavailableError("reconnected to the master"));
   old_mesh.reset();
@@ -327,7 +349,7 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
     topology_.Adopt();
   }
   // The peers that accepted this one build the new epoch's connections now: so does this one.
-  auto mesh = EnsureMesh(epoch);
+  auto mesh = mesh_.Get(epoch);
   if (!mesh.ok() && !IsRetryableFailure(mesh.status())) return mesh.status();
   return absl::OkStatus();
 }
@@ -341,7 +363,7 @@ absl::Status Communicator::UpdateTopology() {
   absl::Status status = updated.status();
   if (status.ok() && !updated->empty() && (*updated)[0] != 0) {
     // Peers were accepted: everyone builds the new epoch's connections now.
-    auto mesh = EnsureMesh(CurrentEpoch());
+    auto mesh = mesh_.Get(CurrentEpoch());
     if (!mesh.ok() && !IsRetryableFailure(mesh.status())) status = mesh.status();
   }
   AdoptTopology();  // The caller now sees the epoch it is in, whatever happened.
@@ -374,7 +396,7 @@ void Communicator::OnTopology(uint64_t generation, const Topology& topology) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (generation != generation_) return;
-    if (mesh_ && mesh_epoch_ != topology.epoch) stale = mesh_;
+    stale = mesh_.StaleAt(topology.epoch);
     topology_.Announce(topology);
   }
   changed_.notify_all();
@@ -407,7 +429,7 @@ void Communicator::OnLost(uint64_t generation, const absl::Status& status) {
     std::lock_guard<std::mutex> lock(mu_);
     if (generation != generation_) return;
     lost_ = status;
-    mesh = mesh_;
+    mesh = mesh_.current();
     in_flight_.ForEach([&](Op& op) {
       if (!op.decided) {
         op.decided = true;
@@ -417,69 +439,6 @@ void Communicator::OnLost(uint64_t generation, const absl::Status& status) {
   }
   changed_.notify_all();
   if (mesh) mesh->Abort(status);
-}
-
-absl::StatusOr<std::shared_ptr<Transport>> Communicator::EnsureMesh(int64_t epoch) {
-  std::lock_guard<std::mutex> build(mesh_mu_);
-  std::vector<int64_t> ring;
-  int64_t me;
-  std::shared_ptr<Store> store;
-  std::shared_ptr<Transport> old;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (mesh_epoch_ == epoch) return mesh_;
-    if (!lost_.ok()) return lost_;
-    if (topology_.epoch() != epoch) {
-      return absl::UnavailableError(absl::StrCat("epoch ", epoch, " of peer group ",
-                                                 topology_.latest().group, " is over (now ",
-                                                 topology_.epoch(), ")"));
-    }
-    ring = topology_.latest().ring;
-    me = link_->peer_id();
-    store = store_;
-    old = std::move(mesh_);
-    mesh_epoch_ = -1;
-  }
-  old.reset();  // Closes the previous epoch's connections.
-  const auto position = std::find(ring.begin(), ring.end(), me);
-  if (position == ring.end()) {
-    return absl::UnavailableError("this peer is not in the group's ring any more");
-  }
-  std::shared_ptr<Transport> mesh;
-  if (ring.size() > 1) {
-    TransportSetup setup;
-    const std::string name = absl::StrCat("elastic/g", options_.peer_group, "/e", epoch);
-    setup.store = std::make_shared<PrefixStore>(name, store);
-    setup.rank = static_cast<int>(position - ring.begin());
-    setup.size = static_cast<int>(ring.size());
-    setup.group_name = name;
-    setup.address = data_address_;
-    setup.connect_timeout = operation_timeout_;
-    setup.describe_signature = DescribeSignature;
-    setup.secret = options_.secret;
-    setup.tls = options_.tls;
-    setup.cancelled = [this, epoch] {
-      std::lock_guard<std::mutex> lock(mu_);
-      return !lost_.ok() || topology_.epoch() != epoch;
-    };
-    auto made = CreateTransport(options_.transport, setup);
-    if (!made.ok()) {
-      if (made.status().code() == absl::StatusCode::kAborted) {
-        return absl::UnavailableError(absl::StrCat("the peers changed while connecting epoch ",
-                                                   epoch, ": ", made.status().message()));
-      }
-      return WithResult(made.status(), Result::kRankConnectionFailed);
-    }
-    mesh = std::shared_ptr<Transport>(std::move(made).value());
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  if (topology_.epoch() != epoch) {
-    if (mesh) mesh->Abort(absl::UnavailableError("epoch over"));
-    return absl::UnavailableError(absl::StrCat("epoch ", epoch, " ended while connecting"));
-  }
-  mesh_ = mesh;
-  mesh_epoch_ = epoch;
-  return mesh;
 }
 
 namespace {
@@ -678,7 +637,7 @@ void Communicator::Run(const std::shared_ptr<Op>& op) {
   const absl::Time deadline = absl::Now() + operation_timeout_;
   std::shared_ptr<MasterLink> master = link();
   absl::Status local;
-  auto mesh = EnsureMesh(op->key.epoch);
+  auto mesh = mesh_.Get(op->key.epoch);
   if (!mesh.ok()) local = mesh.status();
   const bool wants_turn = local.ok() && *mesh != nullptr && TakesArenaTurns(**mesh, *op);
   // A peer that cannot move data reports that in its kOpDone alone: a start it could not keep

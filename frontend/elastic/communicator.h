@@ -41,6 +41,7 @@
 #include "base/work/work.h"
 #include "frontend/elastic/arena_order.h"
 #include "frontend/elastic/elastic_types.h"
+#include "frontend/elastic/epoch_mesh.h"
 #include "frontend/elastic/in_flight_ops.h"
 #include "frontend/elastic/master_protocol.h"
 #include "frontend/elastic/shared_state.h"
@@ -183,8 +184,8 @@ class Communicator {
   // updates `ballot`'s hashes for what it received.
   absl::Status RunSyncTransfers(SharedState& state, const std::vector<int64_t>& plan, int64_t epoch,
                                 absl::Time deadline, SyncBallot& ballot, SyncInfo& info);
-  // The data connections of the group's epoch, built (collectively) if needed.
-  absl::StatusOr<std::shared_ptr<Transport>> EnsureMesh(int64_t epoch);
+  // With mu_ held: what EpochMesh builds `epoch`'s connections from, if that epoch stands.
+  absl::StatusOr<EpochMesh::Members> MeshMembers(int64_t epoch) const;
   // Reports of the master link of connection `generation` (stale ones are ignored).
   void OnTopology(uint64_t generation, const Topology& topology);
   void OnOutcome(uint64_t generation, const OpKey& key, const absl::Status& outcome);
@@ -214,10 +215,7 @@ class Communicator {
   std::shared_ptr<Store> store_;
   std::string data_address_;
   InFlightOps<Op> in_flight_;  // Guarded by mu_.
-
-  std::mutex mesh_mu_;  // Held while building; guards the two below.
-  std::shared_ptr<Transport> mesh_;
-  int64_t mesh_epoch_ = -1;
+  EpochMesh mesh_;             // The epoch's data connections; guarded by mu_.
 };
 
 }  // namespace plexus::elastic

@@ -13,9 +13,10 @@
 #include "frontend/elastic/master_link.h"
 
 namespace plexus::elastic {
-using algorithms::CollectiveKind;
 
 using algorithms::CollectiveContext;
+using algorithms::CollectiveKind;
+
 namespace {
 
 // Transfers of sync number k use transport operation 2^39 + k mod 2^19, above every all-reduce's
@@ -102,7 +103,7 @@ absl::Status Communicator::RunSyncTransfers(SharedState& state, const std::vecto
   }
   if (ring.size() < 2) return absl::OkStatus();
   // Every member builds the epoch's connections, transfers or not: building is collective.
-  ASSIGN_OR_RETURN(std::shared_ptr<Transport> mesh, EnsureMesh(epoch));
+  ASSIGN_OR_RETURN(std::shared_ptr<Transport> mesh, mesh_.Get(epoch));
   if (transfers.empty()) return absl::OkStatus();
   std::map<int64_t, int> rank_of;
   for (size_t i = 0; i < ring.size(); ++i) rank_of[ring[i]] = static_cast<int>(i);

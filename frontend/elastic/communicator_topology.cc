@@ -11,9 +11,10 @@
 #include "frontend/elastic/master_link.h"
 
 namespace plexus::elastic {
-using algorithms::CollectiveKind;
 
 using algorithms::CollectiveContext;
+using algorithms::CollectiveKind;
+
 namespace {
 
 // Probes of optimization k use transport operation 2^39 + 2^38 + k mod 2^19, apart from the
@@ -59,15 +60,8 @@ std::vector<int64_t> Communicator::Ring() const {
 }
 
 int Communicator::SharedMemoryPeers() {
-  std::lock_guard<std::mutex> build(mesh_mu_);
-  if (!mesh_) return 0;
-  const absl::Span<const int> host_of = mesh_->host_of();
-  const int me = mesh_->rank();
-  if (host_of.size() != static_cast<size_t>(mesh_->size())) return 0;
-  int same = 0;
-  for (int peer = 0; peer < mesh_->size(); ++peer)
-    same += peer != me && host_of[peer] == host_of[me];
-  return same;
+  std::lock_guard<std::mutex> lock(mu_);
+  return mesh_.SharedMemoryPeers();
 }
 
 absl::Status Communicator::NoOpsInFlight(const char* what) const {
@@ -109,7 +103,7 @@ absl::StatusOr<bool> Communicator::OptimizeTopology() {
       if (status.ok()) {
         if ((*decided)[0] == 0) return false;
         auto mesh =
-            EnsureMesh(CurrentEpoch());  // Everyone connects the new ring now, as after a join.
+            mesh_.Get(CurrentEpoch());  // Everyone connects the new ring now, as after a join.
         AdoptTopology();
         if (!mesh.ok() && !IsRetryableFailure(mesh.status())) {
           return WithResult(mesh.status(), Result::kTopologyOptimizationFailed);
@@ -128,7 +122,7 @@ absl::StatusOr<bool> Communicator::OptimizeTopology() {
 
 absl::StatusOr<std::vector<int64_t>> Communicator::MeasureLinks(int64_t epoch, int64_t number,
                                                                 absl::Time deadline) {
-  ASSIGN_OR_RETURN(std::shared_ptr<Transport> mesh, EnsureMesh(epoch));
+  ASSIGN_OR_RETURN(std::shared_ptr<Transport> mesh, mesh_.Get(epoch));
   const int n = mesh->size();
   const int me = mesh->rank();
   const size_t bytes = static_cast<size_t>(std::max<int64_t>(options_.bandwidth_probe_bytes, 1));

@@ -7,9 +7,10 @@
 #include "absl/strings/str_cat.h"
 
 namespace plexus::elastic {
-using algorithms::Quantization;
 
+using algorithms::Quantization;
 using algorithms::ValidateQuantization;
+
 namespace {
 
 constexpr char kResultPayload[] = "plexus.elastic/result";

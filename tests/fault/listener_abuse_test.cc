@@ -29,6 +29,7 @@
 namespace plexus {
 
 using tcp::TcpTransport;
+
 namespace {
 
 constexpr absl::Duration kClosedWithin = absl::Seconds(1);

@@ -27,6 +27,7 @@
 namespace plexus {
 
 using tcp::TcpTransport;
+
 namespace {
 
 constexpr absl::Duration kTimeout = absl::Seconds(30);

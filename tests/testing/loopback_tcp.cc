@@ -3,6 +3,7 @@
 #include <utility>
 
 namespace plexus::testing {
+
 using tcp::TcpTransport;
 using tcp::TcpTransportOptions;
 

@@ -13,6 +13,7 @@
 namespace plexus::testing {
 
 using algorithms::ReduceInto;
+
 namespace {
 
 class StoreBackend : public Backend {

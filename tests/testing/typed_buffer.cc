@@ -12,6 +12,7 @@ using algorithms::BFloat16ToFloat;
 using algorithms::FloatToBFloat16;
 using algorithms::FloatToHalf;
 using algorithms::HalfToFloat;
+
 namespace {
 
 template <typename T>

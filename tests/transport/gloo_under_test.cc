@@ -4,6 +4,7 @@
 #include "tests/transport/contract.h"
 
 namespace plexus::testing {
+
 using gloo_backend::GlooTransport;
 
 const TransportUnderTest& UnderTest() {

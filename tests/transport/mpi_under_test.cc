@@ -9,6 +9,7 @@
 #include "tests/transport/contract.h"
 
 namespace plexus::testing {
+
 using mpi::MpiEngine;
 using mpi::MpiGroup;
 using mpi::MpiTransport;

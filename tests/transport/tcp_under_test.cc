@@ -5,6 +5,7 @@
 #include "tests/transport/contract.h"
 
 namespace plexus::testing {
+
 using tcp::TcpTransport;
 
 const TransportUnderTest& UnderTest() {
