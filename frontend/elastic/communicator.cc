@@ -192,6 +192,9 @@ Communicator::Communicator(CommunicatorOptions options, std::string master_host,
 
 absl::StatusOr<EpochMesh::Members> Communicator::MeshMembers(int64_t epoch) const {
   if (!lost_.ok()) return lost_;
+  if (!link_ || !topology_.announced()) {
+    return absl::UnavailableError("not connected to the master (reconnecting)");
+  }
   if (topology_.epoch() != epoch) {
     return absl::UnavailableError(absl::StrCat("epoch ", epoch, " of peer group ",
                                                topology_.latest().group, " is over (now ",
