@@ -51,10 +51,9 @@ absl::Status AllReduceInPlace(CollectiveContext& ctx, const AlgorithmTable& tabl
   if (count > 0) {
     status = algorithm.run({ctx, table, arena, data, count, dtype, KernelOp(op.kind)});
   }
-  if (status.ok()) {
-    KeepRemainingOriginals(ctx, data, bytes);  // Whatever the schedule left, before scaling.
-    PostScale(data, count, dtype, op, ctx.size());
-  }
+  // A schedule that keeps originals has kept every byte once it succeeded (it wrote them all),
+  // so scaling the result overwrites nothing unkept.
+  if (status.ok()) PostScale(data, count, dtype, op, ctx.size());
   return status;
 }
 
