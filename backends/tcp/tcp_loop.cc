@@ -22,6 +22,12 @@ constexpr uint64_t kDirectReadBytes = 32 * 1024;
 constexpr uint64_t kMaxAbortReasonBytes = 64 * 1024;
 constexpr size_t kMaxRememberedOperations = 4096;
 
+std::vector<bool> Connected(const std::vector<Connection>& peers) {
+  std::vector<bool> connected(peers.size());
+  for (size_t p = 0; p < peers.size(); ++p) connected[p] = peers[p].fd.valid();
+  return connected;
+}
+
 }  // namespace
 
 Loop::Loop(int rank, std::vector<Connection> peers, std::unique_ptr<ShmLinks> rings,
@@ -31,8 +37,8 @@ Loop::Loop(int rank, std::vector<Connection> peers, std::unique_ptr<ShmLinks> ri
       epoll_fd_(epoll_fd),
       rings_(std::move(rings)),
       max_message_bytes_(max_message_bytes),
-      heartbeat_(heartbeat),
       peers_(peers.size()),
+      liveness_(rank, Connected(peers), heartbeat, absl::Now()),
       receives_(max_unexpected_bytes),
       aborted_(kMaxRememberedOperations),
       describe_(std::move(describe)),
@@ -41,10 +47,7 @@ Loop::Loop(int rank, std::vector<Connection> peers, std::unique_ptr<ShmLinks> ri
     peers_[i].fd = std::move(peers[i].fd);
     peers_[i].cipher = std::move(peers[i].cipher);
     peers_[i].lane = lanes[i];
-    if (!peers_[i].fd.valid()) {
-      peers_[i].alive = false;
-      continue;
-    }
+    if (!peers_[i].fd.valid()) continue;
     peers_[i].rx.resize(kRxBufferBytes);
     if (rings_ != nullptr && rings_->Linked(static_cast<int>(i))) {
       peers_[i].in = rings_->in[i].get();
@@ -63,7 +66,6 @@ Loop::Loop(int rank, std::vector<Connection> peers, std::unique_ptr<ShmLinks> ri
     event.data.u64 = i;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, peers_[i].fd.get(), &event);
   }
-  StartHeartbeats(absl::Now());
 }
 
 Loop::~Loop() { FailEverything(absl::AbortedError("transport destroyed")); }
@@ -82,7 +84,7 @@ absl::Status Loop::Refusal(const Op& op) const {
   if (op.peer >= 0 && (op.peer >= static_cast<int>(peers_.size()) || op.peer == rank_)) {
     return absl::InvalidArgumentError(absl::StrCat(Describe(op), ": no such peer"));
   }
-  if (op.kind == Op::Kind::kSend && peers_[op.peer].departed) {
+  if (op.kind == Op::Kind::kSend && liveness_.departed(op.peer)) {
     return absl::UnavailableError(absl::StrCat(Describe(op), ": rank ", op.peer, " has shut down"));
   }
   return absl::OkStatus();
@@ -188,7 +190,8 @@ void Loop::Flush(int peer_index) {
         errno != EWOULDBLOCK && errno != EINTR) {
       failure = absl::UnavailableError(absl::StrCat("send failed: ", strerror(errno)));
     }
-    while (!peer.tx.empty() && peer.alive && failure.ok() && !peer.CipherPending()) {
+    while (!peer.tx.empty() && liveness_.alive(peer_index) && failure.ok() &&
+           !peer.CipherPending()) {
       const OpPtr& op = peer.tx.front();
       if (op->done && op->written == 0) {  // Timed out or aborted before a byte left.
         if (op->counted && peer.lane->queued > 0) --peer.lane->queued;
@@ -213,14 +216,14 @@ void Loop::Flush(int peer_index) {
   // Completion callbacks run without the lane lock: they may send again.
   for (const OpPtr& op : finished) Finish(op, absl::OkStatus());
   if (!failure.ok()) return PeerLost(peer_index, std::string(failure.message()));
-  if (peer.alive) {
+  if (liveness_.alive(peer_index)) {
     SetWantWrite(peer_index, !peer.tx.empty() || peer.CipherPending());
   }
 }
 
 void Loop::SetWantWrite(int peer_index, bool want) {
   Peer& peer = peers_[peer_index];
-  if (peer.want_write == want || !peer.alive) return;
+  if (peer.want_write == want || !liveness_.alive(peer_index)) return;
   peer.want_write = want;
   if (peer.out != nullptr) return;  // Room in a ring is signalled by doorbell, not EPOLLOUT.
   epoll_event event{};
@@ -275,7 +278,7 @@ void Loop::PostRecv(const OpPtr& op) {
     receives_.Unstage(staged);
     return Deliver(op, staged);
   }
-  if (op->kind == Op::Kind::kRecv && peers_[op->peer].departed) {
+  if (op->kind == Op::Kind::kRecv && liveness_.departed(op->peer)) {
     return Finish(op, absl::UnavailableError(
                           absl::StrCat(Describe(*op), ": rank ", op->peer, " has shut down")));
   }
@@ -292,12 +295,12 @@ void Loop::Deliver(const OpPtr& op, const StagedPtr& staged) {
 }
 
 void Loop::OnEvent(int peer, uint32_t events) {
-  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer].alive) return;
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !liveness_.alive(peer)) return;
   if (peers_[peer].in != nullptr) {
     DrainDoorbells(peer);
     if (!peers_[peer].tx.empty()) Flush(peer);
     // Everything the ring holds counts before a closed socket does (a goodbye may be in it).
-    if (peers_[peer].alive) OnReadable(peer);
+    if (liveness_.alive(peer)) OnReadable(peer);
     return;
   }
   if (events & EPOLLOUT) Flush(peer);
@@ -305,7 +308,7 @@ void Loop::OnEvent(int peer, uint32_t events) {
 }
 
 bool Loop::ReadNow(int peer) {
-  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !peers_[peer].alive ||
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !liveness_.alive(peer) ||
       peers_[peer].in != nullptr) {
     return false;
   }
@@ -319,7 +322,7 @@ void Loop::OnReadable(int peer_index) {
   // A short read means the socket was empty a moment ago; epoll (level-triggered) reports it
   // again when more arrives, so skip the recv that would only say EAGAIN.
   bool drained = false;
-  while (peer.alive) {
+  while (liveness_.alive(peer_index)) {
     if (peer.rx_begin < peer.rx_end) {
       if (!ProcessBuffered(peer_index)) return;
       continue;
@@ -329,7 +332,7 @@ void Loop::OnReadable(int peer_index) {
     ssize_t n;
     if (peer.in_payload && peer.target != nullptr && peer.payload_left >= kDirectReadBytes) {
       const uint64_t wanted = peer.payload_left;
-      n = ReadStream(peer, peer.target, wanted);
+      n = ReadStream(peer_index, peer.target, wanted);
       if (n > 0) {
         drained = static_cast<uint64_t>(n) < wanted;
         peer.target += n;
@@ -338,7 +341,7 @@ void Loop::OnReadable(int peer_index) {
         continue;
       }
     } else {
-      n = ReadStream(peer, peer.rx.data(), peer.rx.size());
+      n = ReadStream(peer_index, peer.rx.data(), peer.rx.size());
       if (n > 0) {
         drained = static_cast<size_t>(n) < peer.rx.size();
         peer.rx_end = static_cast<size_t>(n);
@@ -354,7 +357,7 @@ void Loop::OnReadable(int peer_index) {
 
 bool Loop::ProcessBuffered(int peer_index) {
   Peer& peer = peers_[peer_index];
-  while (peer.alive && peer.rx_begin < peer.rx_end) {
+  while (liveness_.alive(peer_index) && peer.rx_begin < peer.rx_end) {
     const size_t available = peer.rx_end - peer.rx_begin;
     if (!peer.in_payload) {
       if (available < kFrameHeaderBytes) {
@@ -362,7 +365,7 @@ bool Loop::ProcessBuffered(int peer_index) {
         std::memmove(peer.rx.data(), peer.rx.data() + peer.rx_begin, available);
         peer.rx_begin = 0;
         peer.rx_end = available;
-        ssize_t n = ReadStream(peer, peer.rx.data() + available, peer.rx.size() - available);
+        ssize_t n = ReadStream(peer_index, peer.rx.data() + available, peer.rx.size() - available);
         if (n > 0) {
           peer.rx_end += static_cast<size_t>(n);
           continue;
@@ -392,7 +395,7 @@ bool Loop::ProcessBuffered(int peer_index) {
     peer.payload_left -= n;
     if (peer.payload_left == 0) FinishFrame(peer_index);
   }
-  return peer.alive;
+  return liveness_.alive(peer_index);
 }
 
 bool Loop::StartFrame(int peer_index, const char* header) {
@@ -509,7 +512,7 @@ void Loop::AbortOperation(uint64_t operation, const absl::Status& reason, bool n
   }
   if (!notify_peers) return;
   for (int p = 0; p < static_cast<int>(peers_.size()); ++p) {
-    if (!peers_[p].alive) continue;
+    if (!liveness_.alive(p)) continue;
     auto frame = std::make_shared<Op>();
     frame->kind = Op::Kind::kSend;
     frame->peer = p;
@@ -539,9 +542,8 @@ void Loop::ReleaseCallerBuffer(const OpPtr& op) {
 }
 
 void Loop::PeerLost(int peer_index, const std::string& reason) {
+  if (!liveness_.MarkLost(peer_index)) return;
   Peer& peer = peers_[peer_index];
-  if (!peer.alive) return;
-  peer.alive = false;
   CloseLane(peer_index);
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, peer.fd.get(), nullptr);
   peer.fd.Reset();
@@ -558,8 +560,7 @@ void Loop::PeerLost(int peer_index, const std::string& reason) {
 
 void Loop::PeerDeparted(int peer_index) {
   Peer& peer = peers_[peer_index];
-  peer.alive = false;
-  peer.departed = true;
+  liveness_.MarkDeparted(peer_index);
   CloseLane(peer_index);
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, peer.fd.get(), nullptr);
   peer.fd.Reset();
@@ -572,9 +573,7 @@ void Loop::PeerDeparted(int peer_index) {
   std::vector<OpPtr> victims(peer.tx.begin(), peer.tx.end());
   peer.tx.clear();
   // Receives from anyone wait on as long as some peer can still send.
-  bool anyone_left = false;
-  for (const Peer& other : peers_) anyone_left |= other.alive;
-  const std::vector<OpPtr> waiting = receives_.DropWaitingFor(peer_index, !anyone_left);
+  const std::vector<OpPtr> waiting = receives_.DropWaitingFor(peer_index, !liveness_.AnyoneAlive());
   victims.insert(victims.end(), waiting.begin(), waiting.end());
   for (const OpPtr& op : victims) {
     Finish(op, absl::UnavailableError(absl::StrCat(Describe(*op), ": ", gone.message())));
@@ -584,7 +583,7 @@ void Loop::PeerDeparted(int peer_index) {
 void Loop::SayGoodbye() {
   if (rings_ != nullptr && rings_->arena != nullptr) rings_->arena->Leave();
   for (int p = 0; p < static_cast<int>(peers_.size()); ++p) {
-    if (!peers_[p].alive) continue;
+    if (!liveness_.alive(p)) continue;
     auto frame = std::make_shared<Op>();
     frame->kind = Op::Kind::kSend;
     frame->peer = p;
@@ -597,8 +596,9 @@ void Loop::SayGoodbye() {
 }
 
 bool Loop::Drained() const {
-  for (const Peer& peer : peers_) {
-    if (peer.alive && (!peer.tx.empty() || peer.CipherPending())) return false;
+  for (int p = 0; p < static_cast<int>(peers_.size()); ++p) {
+    const Peer& peer = peers_[p];
+    if (liveness_.alive(p) && (!peer.tx.empty() || peer.CipherPending())) return false;
   }
   return true;
 }
@@ -639,7 +639,23 @@ void Loop::ExpireDeadlines(absl::Time now) {
     Finish(op, absl::DeadlineExceededError(absl::StrCat(Describe(*op), " timed out after ",
                                                         absl::FormatDuration(op->timeout))));
   }
-  if (now >= next_check_) CheckHeartbeats(now);
+  if (now >= liveness_.next_check()) CheckHeartbeats(now);
+}
+
+void Loop::CheckHeartbeats(absl::Time now) {
+  const PeerLiveness::Verdict verdict =
+      liveness_.Check(now, [this](int p) { return !peers_[p].tx.empty(); });
+  for (const auto& [peer, why] : verdict.silent) PeerLost(peer, why);
+  for (int peer : verdict.beat) {
+    if (!liveness_.alive(peer)) continue;
+    auto beat = std::make_shared<Op>();
+    beat->kind = Op::Kind::kSend;
+    beat->peer = peer;
+    beat->size = 0;
+    beat->work = std::make_shared<Work>("heartbeat", static_cast<int>(peers_.size()));
+    EncodeHeader(beat->header, FrameType::kHeartbeat, 0, 0, 0);
+    QueueFrame(peer, beat);
+  }
 }
 
 int MillisecondsUntil(absl::Time deadline, absl::Time now) {
@@ -649,8 +665,9 @@ int MillisecondsUntil(absl::Time deadline, absl::Time now) {
 }
 
 int Loop::NextTimeoutMs(absl::Time now) const {
-  const absl::Time next =
-      timers_.empty() ? next_check_ : std::min(next_check_, timers_.begin()->first);
+  const absl::Time next = timers_.empty()
+                              ? liveness_.next_check()
+                              : std::min(liveness_.next_check(), timers_.begin()->first);
   return next == absl::InfiniteFuture() ? 1000 : MillisecondsUntil(next, now);
 }
 

@@ -18,6 +18,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "backends/tcp/peer_liveness.h"
 #include "backends/tcp/receive_matcher.h"
 #include "backends/tcp/recent_operations.h"
 #include "backends/tcp/send_lane.h"
@@ -50,7 +51,7 @@ class Loop {
   void AbortOperation(uint64_t operation, const absl::Status& reason, bool notify_peers);
   void AbortAll(const absl::Status& reason);
   // Peers lost (not departed with a goodbye), in rank order.
-  std::vector<int> LostPeers() const;
+  std::vector<int> LostPeers() const { return liveness_.LostPeers(); }
   // Queues a goodbye to every peer; Drained() says when they have been written.
   void SayGoodbye();
   bool Drained() const;
@@ -89,12 +90,7 @@ class Loop {
     ShmRing* in = nullptr;  // Set for a peer on this host: frames arrive here, not on fd.
     ShmRing* out = nullptr;
     bool closed = false;  // Its socket reached end of file; the ring may still hold frames.
-    bool alive = true;
-    bool departed = false;  // Said goodbye: its messages so far still count.
     bool want_write = false;
-    bool heard = false;     // Bytes arrived since the last heartbeat check.
-    absl::Time last_heard;  // When a check last found `heard` (or the start).
-    absl::Time last_beat;   // When this rank last queued a heartbeat to the peer.
     std::deque<OpPtr> tx;
     std::vector<uint8_t> rx;  // Small reads land here; large payloads bypass it.
     size_t rx_begin = 0;
@@ -122,7 +118,7 @@ class Loop {
   void OnReadable(int peer);
   uint64_t socket_reads_ = 0;  // recv() calls on sockets that returned bytes.
   // recv() on the peer's stream (its socket, or its ring: 0 only once closed and empty).
-  ssize_t ReadStream(Peer& peer, void* buffer, size_t size);
+  ssize_t ReadStream(int peer_index, void* buffer, size_t size);
   // Why a read failed (errno set by ReadStream).
   static std::string ReadFailure(const Peer& peer);
   // Reads and drops the doorbell bytes on a ring peer's socket; notes end of file.
@@ -145,9 +141,7 @@ class Loop {
   void FailEverything(const absl::Status& status);
   // Ends waits in the shared-memory arena: a peer is gone or the transport was aborted.
   void BreakArena(const absl::Status& status);
-  // Sends heartbeats that are due and drops peers silent past the interval
-  // (tcp_loop_heartbeat.cc).
-  void StartHeartbeats(absl::Time now);
+  // Drops the peers liveness_ finds silent past the interval and beats to the idle ones due.
   void CheckHeartbeats(absl::Time now);
   void Finish(const OpPtr& op, const absl::Status& status);
   // Before failing a pending op early: stop using the caller's buffer (copy a half-written
@@ -163,10 +157,8 @@ class Loop {
   const int epoll_fd_;
   const std::unique_ptr<ShmLinks> rings_;
   const uint64_t max_message_bytes_;
-  const absl::Duration heartbeat_;
-  absl::Time next_check_ = absl::InfiniteFuture();
-  absl::Time last_check_;
   std::vector<Peer> peers_;
+  PeerLiveness liveness_;  // Alive, departed or lost, per peer; the heartbeat clock.
   ReceiveMatcher receives_;
   std::multimap<absl::Time, OpPtr> timers_;
   RecentOperations<absl::Status> aborted_;  // Why each aborted operation was.

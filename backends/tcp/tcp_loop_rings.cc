@@ -18,7 +18,7 @@ void Loop::DrainDoorbells(int peer_index) {
   while (!peer.closed) {
     const ssize_t n = recv(peer.fd.get(), bells, sizeof(bells), MSG_DONTWAIT);
     if (n > 0) {
-      peer.heard = true;
+      liveness_.Heard(peer_index);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -33,19 +33,20 @@ std::string Loop::ReadFailure(const Peer& peer) {
   return absl::StrCat("recv failed: ", strerror(errno));
 }
 
-ssize_t Loop::ReadStream(Peer& peer, void* buffer, size_t size) {
+ssize_t Loop::ReadStream(int peer_index, void* buffer, size_t size) {
+  Peer& peer = peers_[peer_index];
   if (peer.in == nullptr) {
     const ssize_t n = peer.cipher != nullptr ? peer.cipher->Read(buffer, size)
                                              : recv(peer.fd.get(), buffer, size, MSG_DONTWAIT);
     if (n > 0) {
-      peer.heard = true;
+      liveness_.Heard(peer_index);
       ++socket_reads_;
     }
     return n;
   }
   const size_t n = peer.in->Read(buffer, size);
   if (n > 0) {
-    peer.heard = true;
+    liveness_.Heard(peer_index);
     if (peer.in->WriterNeedsWake()) RingDoorbell(peer.fd.get());
     return static_cast<ssize_t>(n);
   }
@@ -59,9 +60,9 @@ int Loop::PollRings() {
   int active = 0;
   for (int p = 0; p < static_cast<int>(peers_.size()); ++p) {
     Peer& peer = peers_[p];
-    if (peer.in == nullptr || !peer.alive) continue;
+    if (peer.in == nullptr || !liveness_.alive(p)) continue;
     if (!peer.tx.empty()) Flush(p);
-    if (peer.alive && (peer.in->Readable() > 0 || peer.closed)) {
+    if (liveness_.alive(p) && (peer.in->Readable() > 0 || peer.closed)) {
       ++active;
       OnReadable(p);
     }
@@ -73,7 +74,7 @@ bool Loop::PrepareToSleep() {
   if (rings_ == nullptr) return true;
   for (int p = 0; p < static_cast<int>(peers_.size()); ++p) {
     Peer& peer = peers_[p];
-    if (peer.in == nullptr || !peer.alive) continue;
+    if (peer.in == nullptr || !liveness_.alive(p)) continue;
     if (!peer.in->PrepareToSleep() || peer.closed) {
       Awake();
       return false;

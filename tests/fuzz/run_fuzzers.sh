@@ -33,7 +33,7 @@ declare -A sources=(
   [tcp_frames_fuzz]="backends/tcp/tcp_loop.cc backends/tcp/tcp_loop_rings.cc
                      backends/tcp/tcp_frame.cc backends/tcp/receive_matcher.cc
                      backends/tcp/send_lane.cc
-                     backends/tcp/tcp_loop_heartbeat.cc backends/tcp/shm_ring.cc
+                     backends/tcp/peer_liveness.cc backends/tcp/shm_ring.cc
                      backends/tcp/shm_arena.cc backends/tcp/shm_link.cc
                      base/net/host_identity.cc base/work/work.cc"
 )
