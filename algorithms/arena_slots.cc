@@ -18,6 +18,7 @@ ArenaSlots::ArenaSlots(CollectiveContext& ctx, SharedArena& arena, size_t larges
     : ctx_(ctx),
       arena_(arena),
       base_(arena.Published(arena.rank()) & ~(kArenaFailed | kArenaCodeBits)) {
+  static_assert(sizeof(Header) <= kHeaderBytes);
   slot_bytes_ = (arena.region_bytes() / 2) & ~size_t{63};
   payload_bytes_ = slot_bytes_ - kHeaderBytes;
   if (largest_piece_bytes <= kRotatingPlaceBytes &&
@@ -66,7 +67,7 @@ void ArenaSlots::PublishInputAndResult(uint64_t piece, uint64_t bytes) {
 }
 
 void ArenaSlots::PublishHeaderAndStep(uint64_t piece, uint64_t bytes, uint64_t step) {
-  *header(arena_.rank(), piece) = {ctx_.signature(), piece, bytes};
+  *header(arena_.rank(), piece) = {ctx_.signature(), piece, bytes, hint_};
   arena_.Publish(step);
 }
 

@@ -28,6 +28,7 @@ class ArenaSlots {
     uint64_t signature;
     uint64_t piece;
     uint64_t bytes;
+    uint64_t hint;  // What the schedule tells its peers with this piece (set_hint).
   };
 
   // `largest_piece_bytes`: the most any piece of this collective holds, when the caller knows
@@ -47,6 +48,10 @@ class ArenaSlots {
   // the slot: overwriting lines a peer read two collectives ago measured slower than lines it
   // read eight ago (2 ranks, 1 KiB all-reduce on the 2-core VM: 0.665 -> 0.593 us median).
   uint8_t* payload(int rank, uint64_t piece) const;
+  // A word every later header of this rank carries to its peers, who read it with HintOf
+  // once they waited for the piece's inputs (0 unless set).
+  void set_hint(uint64_t hint) { hint_ = hint; }
+  uint64_t HintOf(int rank, uint64_t piece) const { return header(rank, piece)->hint; }
   // This rank's header for `piece`: fills it, then publishes the piece's input step.
   void PublishInput(uint64_t piece, uint64_t bytes);
   void PublishResult(uint64_t piece);
@@ -75,6 +80,7 @@ class ArenaSlots {
   size_t slot_bytes_;
   size_t payload_bytes_;
   bool rotating_ = false;  // Small: the payload moves among kRotatingPlaces places.
+  uint64_t hint_ = 0;
 };
 
 }  // namespace plexus::algorithms

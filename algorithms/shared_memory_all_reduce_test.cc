@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "algorithms/algorithms.h"
 #include "algorithms/arena_slots.h"
+#include "algorithms/crowded_cores.h"
 #include "algorithms/keep_originals.h"
 #include "gtest/gtest.h"
 
@@ -410,6 +411,54 @@ TEST(SharedMemoryAllReduceTest, TheReduceScatterScheduleKeepsTheInputItOverwrite
       ASSERT_EQ(survivor.data[i], input) << "element " << i << " beyond the kept prefix";
     }
   }
+}
+
+// With room for pieces larger than the quiet ones, the group grows them from the second piece
+// on when its ranks report crowded cores, and keeps them small otherwise; the sums are right
+// either way, through every mix of piece sizes in a slot.
+TEST(SharedMemoryAllReduceTest, PiecesGrowWhenTheRanksReportCrowdedCores) {
+  constexpr int kRanks = 3;
+  auto state = std::make_shared<SharedState>(kRanks, size_t{12} << 20);
+  const int64_t count = (int64_t{20} << 20) / static_cast<int64_t>(sizeof(float)) + 5;
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (int r = 0; r < kRanks; ++r) {
+    ranks.push_back(std::make_unique<Rank>(state, r, kRanks, count));
+  }
+  auto run = [&](uint64_t sequence, double excess) -> uint64_t {
+    for (int i = 0; i < 20; ++i) NoteExcessDelay(excess);
+    const uint64_t before = ranks[0]->arena.Published(0);
+    for (auto& rank : ranks) rank->Fill(0);
+    std::vector<absl::Status> statuses(kRanks);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < kRanks; ++r) {
+      threads.emplace_back([&, r] {
+        const uint64_t signature =
+            MakeSignature(CollectiveKind::kAllReduce, DType::kFloat32, sequence, count);
+        CollectiveContext ctx(ranks[r]->transport, CollectiveKind::kAllReduce, sequence, signature,
+                              absl::Seconds(20), nullptr);
+        ranks[r]->arena.Announce(signature);
+        statuses[r] =
+            SharedMemoryReduceScatterAllReduce(ctx, ranks[r]->arena, ranks[r]->data.data(), count,
+                                               DType::kFloat32, ReduceOpKind::kSum);
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    for (int r = 0; r < kRanks; ++r) {
+      EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+      ExpectSummed(*ranks[r], kRanks);
+    }
+    return (ranks[0]->arena.Published(0) - before) / 2;  // Two steps a piece.
+  };
+  const uint64_t quiet = run(1, -1.0);
+  const uint64_t crowded = run(2, 1.0);
+  const uint64_t crowded_again = run(3, 1.0);  // The other slot first this time.
+  const uint64_t quiet_again = run(4, -1.0);
+  // 20 MiB: 2 MiB of slot holds 1.5 MiB of input (and its result) while quiet; crowded, one
+  // such piece, then the 6 MiB slots' 4.5 MiB ones.
+  EXPECT_EQ(quiet, 14u);
+  EXPECT_EQ(crowded, 6u);
+  EXPECT_EQ(crowded_again, crowded);
+  EXPECT_EQ(quiet_again, quiet);
 }
 
 TEST(KeepOriginalsTest, CopiesAtAnyAlignmentAndLength) {

@@ -30,8 +30,10 @@ enum class ShmMode { kOff, kAuto, kRequired };
 
 struct ShmConfig {
   ShmMode mode = ShmMode::kAuto;
-  uint64_t ring_bytes = uint64_t{4} << 20;   // Per direction and peer; a power of two.
-  uint64_t arena_bytes = uint64_t{4} << 20;  // Per rank; 0 for no arena.
+  uint64_t ring_bytes = uint64_t{4} << 20;  // Per direction and peer; a power of two.
+  // Per rank; 0 for no arena. Pages are used as touched: while the cores are free the
+  // schedules use 4 MiB of it, and the rest only when other work crowds them.
+  uint64_t arena_bytes = uint64_t{32} << 20;
   std::string host_id;  // PLEXUS_HOST_ID: part of the host identity when not empty.
 };
 // From PLEXUS_TRANSPORT, PLEXUS_SHM_RING_BYTES, PLEXUS_SHM_ARENA_BYTES and PLEXUS_HOST_ID;
