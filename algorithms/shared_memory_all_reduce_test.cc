@@ -424,8 +424,8 @@ TEST(SharedMemoryAllReduceTest, PiecesGrowWhenTheRanksReportCrowdedCores) {
   for (int r = 0; r < kRanks; ++r) {
     ranks.push_back(std::make_unique<Rank>(state, r, kRanks, count));
   }
-  auto run = [&](uint64_t sequence, double excess) -> uint64_t {
-    for (int i = 0; i < 20; ++i) NoteExcessDelay(excess);
+  auto run = [&](uint64_t sequence, double shortfall) -> uint64_t {
+    for (int i = 0; i < 20; ++i) NoteRunShortfall(shortfall);
     const uint64_t before = ranks[0]->arena.Published(0);
     for (auto& rank : ranks) rank->Fill(0);
     std::vector<absl::Status> statuses(kRanks);

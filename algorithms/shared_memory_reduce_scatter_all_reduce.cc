@@ -63,7 +63,7 @@ absl::Status SharedMemoryReduceScatterAllReduce(CollectiveContext& ctx, SharedAr
   std::optional<CrowdingProbe> probe;
   if (largest_piece > per_piece && count > per_piece) {
     probe.emplace(n);
-    slots.set_hint(RecentExcessWord());
+    slots.set_hint(RecentShortfallWord());
   }
   auto* bytes = static_cast<uint8_t*>(data);
   uint64_t piece = 0;
