@@ -158,7 +158,19 @@ void Loop::Dequeued(const Op& op) {
   if (lane->queued > 0) --lane->queued;
 }
 
-void Loop::QueueFrame(int peer, const OpPtr& frame) {
+void Loop::QueueFrame(int peer, FrameType type, const char* what, uint64_t tag, uint64_t signature,
+                      absl::string_view text) {
+  auto frame = std::make_shared<Op>();
+  frame->kind = Op::Kind::kSend;
+  frame->peer = peer;
+  frame->size = text.size();
+  if (!text.empty()) {
+    frame->owned.reset(new uint8_t[text.size()]);
+    std::memcpy(frame->owned.get(), text.data(), text.size());
+    frame->payload = frame->owned.get();
+  }
+  frame->work = std::make_shared<Work>(what, static_cast<int>(peers_.size()));
+  EncodeHeader(frame->header, type, tag, signature, frame->size);
   frame->loop_frame = true;
   if (SendLane* lane = peers_[peer].lane; lane != nullptr) {
     std::lock_guard<std::mutex> lock(lane->mu);
@@ -513,17 +525,8 @@ void Loop::AbortOperation(uint64_t operation, const absl::Status& reason, bool n
   if (!notify_peers) return;
   for (int p = 0; p < static_cast<int>(peers_.size()); ++p) {
     if (!liveness_.alive(p)) continue;
-    auto frame = std::make_shared<Op>();
-    frame->kind = Op::Kind::kSend;
-    frame->peer = p;
-    frame->size = reason.message().size();
-    frame->owned.reset(new uint8_t[frame->size + 1]);
-    std::memcpy(frame->owned.get(), reason.message().data(), frame->size);
-    frame->payload = frame->owned.get();
-    frame->work = std::make_shared<Work>("abort", static_cast<int>(peers_.size()));
-    EncodeHeader(frame->header, FrameType::kAbort, operation, static_cast<uint64_t>(reason.code()),
-                 frame->size);
-    QueueFrame(p, frame);
+    QueueFrame(p, FrameType::kAbort, "abort", operation, static_cast<uint64_t>(reason.code()),
+               reason.message());
   }
 }
 
@@ -583,15 +586,7 @@ void Loop::PeerDeparted(int peer_index) {
 void Loop::SayGoodbye() {
   if (rings_ != nullptr && rings_->arena != nullptr) rings_->arena->Leave();
   for (int p = 0; p < static_cast<int>(peers_.size()); ++p) {
-    if (!liveness_.alive(p)) continue;
-    auto frame = std::make_shared<Op>();
-    frame->kind = Op::Kind::kSend;
-    frame->peer = p;
-    frame->size = 0;
-    frame->work = std::make_shared<Work>("goodbye", static_cast<int>(peers_.size()));
-    frame->payload = nullptr;
-    EncodeHeader(frame->header, FrameType::kGoodbye, 0, 0, 0);
-    QueueFrame(p, frame);
+    if (liveness_.alive(p)) QueueFrame(p, FrameType::kGoodbye, "goodbye");
   }
 }
 
@@ -646,16 +641,7 @@ void Loop::CheckHeartbeats(absl::Time now) {
   const PeerLiveness::Verdict verdict =
       liveness_.Check(now, [this](int p) { return !peers_[p].tx.empty(); });
   for (const auto& [peer, why] : verdict.silent) PeerLost(peer, why);
-  for (int peer : verdict.beat) {
-    if (!liveness_.alive(peer)) continue;
-    auto beat = std::make_shared<Op>();
-    beat->kind = Op::Kind::kSend;
-    beat->peer = peer;
-    beat->size = 0;
-    beat->work = std::make_shared<Work>("heartbeat", static_cast<int>(peers_.size()));
-    EncodeHeader(beat->header, FrameType::kHeartbeat, 0, 0, 0);
-    QueueFrame(peer, beat);
-  }
+  for (int peer : verdict.beat) QueueFrame(peer, FrameType::kHeartbeat, "heartbeat");
 }
 
 int MillisecondsUntil(absl::Time deadline, absl::Time now) {

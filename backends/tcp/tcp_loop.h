@@ -17,6 +17,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "backends/tcp/peer_liveness.h"
 #include "backends/tcp/receive_matcher.h"
@@ -107,8 +108,10 @@ class Loop {
   };
 
   void Flush(int peer);
-  // Queues a frame the loop itself sends (abort, goodbye).
-  void QueueFrame(int peer, const OpPtr& frame);
+  // Queues a frame the loop itself sends (heartbeat, goodbye, abort), with a copy of `text`
+  // as its payload; `what` names its Work.
+  void QueueFrame(int peer, FrameType type, const char* what, uint64_t tag = 0,
+                  uint64_t signature = 0, absl::string_view text = {});
   // Moves the frames handed to `peer`'s lane into its queue, in order, starting the write.
   void AdoptHanded(int peer);
   // Marks an op the loop dropped or finished writing as no longer queued.
