@@ -13,9 +13,17 @@ if [[ -d .git ]] && command -v git > /dev/null; then
 else
   mapfile -t files < <(find . -path ./bazel-\* -prune -o \( -name '*.cc' -o -name '*.h' \) -print)
 fi
-failed=()
+present=()
 for file in "${files[@]}"; do
-  [[ -f "${file}" ]] || continue  # Deleted in the working tree.
+  [[ -f "${file}" ]] && present+=("${file}")  # Not deleted in the working tree.
+done
+# One clang-format for every file: a process per file took 90 s on a busy 2-core machine.
+if clang-format --dry-run --Werror "${present[@]}" > /dev/null 2>&1; then
+  echo "${#files[@]} C++ files formatted as .clang-format says ($(clang-format --version))"
+  exit 0
+fi
+failed=()
+for file in "${present[@]}"; do
   if ! clang-format --dry-run --Werror "${file}" > /dev/null 2>&1; then
     failed+=("${file}")
     clang-format "${file}" | diff -u "${file}" - | head -40 || true
