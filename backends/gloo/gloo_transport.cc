@@ -10,7 +10,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "backends/gloo/gloo_store_adapter.h"
+#include "base/store/attempt_together.h"
 #include "gloo/common/error.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/transport/tcp/device.h"
@@ -50,6 +52,9 @@ absl::Status GlooErrorToStatus(const std::exception& error, const std::string& w
 
 namespace {
 
+// Tries every rank makes at forming the mesh together (AttemptTogether).
+constexpr int kConnectTries = 3;
+
 void IgnoreSigpipeUnlessHandled() {
   struct sigaction current {};
   if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
@@ -67,20 +72,38 @@ absl::StatusOr<std::shared_ptr<GlooTransport>> GlooTransport::Connect(std::share
   // Gloo writes to its sockets without MSG_NOSIGNAL: a write to a dead peer would kill this
   // process with SIGPIPE instead of failing the operation.
   IgnoreSigpipeUnlessHandled();
-  try {
-    gloo::transport::tcp::attr attr;
-    attr.hostname = address;
-    std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
-    auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
-    context->setTimeout(std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
-    GlooStoreAdapter adapter(std::move(store), timeout);
-    context->connectFullMesh(adapter, device);
-    return std::make_shared<GlooTransport>(std::move(context));
-  } catch (const std::exception& error) {
-    return GlooErrorToStatus(error, absl::StrCat("gloo: connecting rank ", rank, " of ", size,
-                                                 " (group ", group, ", listening at ", address,
-                                                 "; peers dial the addresses they advertised)"));
-  }
+  const std::string what =
+      absl::StrCat("gloo: connecting rank ", rank, " of ", size, " (group ", group,
+                   ", listening at ", address, "; peers dial the addresses they advertised)");
+  // Debian's Gloo dials each peer once: under load a dial can meet a reset, which fails the
+  // pairs on both ends while the other ranks' meshes form. Every rank then starts over.
+  std::shared_ptr<gloo::rendezvous::Context> connected;
+  AttemptTogetherOptions options{.rank = rank,
+                                 .size = size,
+                                 .max_tries = kConnectTries,
+                                 .deadline = absl::Now() + timeout,
+                                 .what = what};
+  absl::Status status =
+      AttemptTogether(store, options, [&](std::shared_ptr<Store> try_store, int) -> absl::Status {
+        connected.reset();
+        try {
+          gloo::transport::tcp::attr attr;
+          attr.hostname = address;
+          std::shared_ptr<gloo::transport::Device> device =
+              gloo::transport::tcp::CreateDevice(attr);
+          auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+          context->setTimeout(std::chrono::milliseconds(absl::ToInt64Milliseconds(
+              std::max(options.deadline - absl::Now(), absl::Milliseconds(1)))));
+          GlooStoreAdapter adapter(std::move(try_store), timeout);
+          context->connectFullMesh(adapter, device);
+          connected = std::move(context);
+          return absl::OkStatus();
+        } catch (const std::exception& error) {
+          return GlooErrorToStatus(error, what);
+        }
+      });
+  if (!status.ok()) return status;
+  return std::make_shared<GlooTransport>(std::move(connected));
 }
 
 GlooTransport::GlooTransport(std::shared_ptr<gloo::Context> context)

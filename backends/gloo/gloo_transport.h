@@ -43,7 +43,8 @@ absl::Status GlooErrorToStatus(const std::exception& error, const std::string& w
 class GlooTransport : public Transport {
  public:
   // Connects `size` ranks' Gloo TCP pairs through `store`, this rank listening on `address`,
-  // within `timeout`: how a gloo group forms. `group` names it in errors.
+  // within `timeout`: how a gloo group forms. `group` names it in errors. A try that fails on
+  // any rank (a dial reset under load) is retried by every rank, up to 3 tries in all.
   static absl::StatusOr<std::shared_ptr<GlooTransport>> Connect(std::shared_ptr<Store> store,
                                                                 int rank, int size,
                                                                 const std::string& address,

@@ -80,7 +80,13 @@ absl::Status RunRanks(const Body& body) {
   std::shared_ptr<Store> store = GroupStore();
   if (store == nullptr) return absl::InternalError("no store for the group");
   auto run_rank = [&](int world_rank) -> absl::Status {
-    ASSIGN_OR_RETURN(Member me, under.make(store, world_rank, world));
+    absl::StatusOr<Member> made = under.make(store, world_rank, world);
+    if (!made.ok()) {
+      // Arrive anyway, so the ranks that formed their transport end now and name this cause.
+      (void)Arrive(*store, "done", world_rank);
+      return made.status();
+    }
+    Member& me = *made;
     absl::Status result;
     if (me.transport != nullptr) {
       const int rank = me.transport->rank();
