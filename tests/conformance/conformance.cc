@@ -1,6 +1,7 @@
 #include "tests/conformance/conformance.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "frontend/dispatch/init.h"
 #include "gtest/gtest.h"
@@ -37,6 +38,29 @@ int& RanksPerHostSlot() {
 
 int RanksPerHost() { return RanksPerHostSlot(); }
 void SetRanksPerHost(int ranks) { RanksPerHostSlot() = ranks; }
+
+namespace {
+int& LargestWorldSlot() {
+  static int largest = [] {
+    const char* value = std::getenv("CONFORMANCE_LARGEST_WORLD");
+    return value == nullptr ? 0 : std::atoi(value);
+  }();
+  return largest;
+}
+}  // namespace
+
+void SetLargestWorld(int largest) { LargestWorldSlot() = largest; }
+
+const std::vector<int>& WorldSizes() {
+  static const std::vector<int> sizes = [] {
+    std::vector<int> chosen;
+    for (int world : {1, 2, 3, 4, 8}) {
+      if (LargestWorldSlot() <= 0 || world <= LargestWorldSlot()) chosen.push_back(world);
+    }
+    return chosen;
+  }();
+  return sizes;
+}
 
 DeviceType DeviceTypeUnderTest() { return DeviceTypeSlot(); }
 void SetDeviceTypeUnderTest(DeviceType type) { DeviceTypeSlot() = type; }

@@ -65,11 +65,10 @@ inline const std::vector<int64_t>& Counts() {
   return counts;
 }
 
-// World sizes the suite runs at.
-inline const std::vector<int>& WorldSizes() {
-  static const std::vector<int> sizes = {1, 2, 3, 4, 8};
-  return sizes;
-}
+// World sizes the suite runs at: 1, 2, 3, 4 and 8, or those up to --largest_world=N (or
+// $CONFORMANCE_LARGEST_WORLD), which must be set before gtest registers the suites.
+const std::vector<int>& WorldSizes();
+void SetLargestWorld(int largest);
 
 }  // namespace plexus::conformance
 

@@ -2,6 +2,7 @@
 // puts the tensors in CUDA memory, --ranks_per_host=N splits the forked ranks into "hosts". With
 // --launch=mpirun the binary starts itself under mpirun once per world size (each rank then
 // runs the suite in-process, skipping the other sizes) - the way MPI backends get their ranks.
+// --largest_world=N runs only the world sizes up to N.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +14,12 @@
 #include "tests/testing/mpirun.h"
 
 int main(int argc, char** argv) {
+  // Before gtest instantiates the suites over the world sizes.
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--largest_world=", 16) == 0) {
+      plexus::conformance::SetLargestWorld(std::atoi(argv[i] + 16));
+    }
+  }
   ::testing::InitGoogleTest(&argc, argv);
   bool launch_mpirun = false;
   std::vector<std::string> passed_on;
