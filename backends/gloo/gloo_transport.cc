@@ -92,9 +92,11 @@ absl::StatusOr<std::shared_ptr<GlooTransport>> GlooTransport::Connect(std::share
           std::shared_ptr<gloo::transport::Device> device =
               gloo::transport::tcp::CreateDevice(attr);
           auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
-          context->setTimeout(std::chrono::milliseconds(absl::ToInt64Milliseconds(
-              std::max(options.deadline - absl::Now(), absl::Milliseconds(1)))));
-          GlooStoreAdapter adapter(std::move(try_store), timeout);
+          // A later try has what is left of the one deadline, for Gloo and its store waits alike.
+          const absl::Duration left =
+              std::max(options.deadline - absl::Now(), absl::Milliseconds(1));
+          context->setTimeout(std::chrono::milliseconds(absl::ToInt64Milliseconds(left)));
+          GlooStoreAdapter adapter(std::move(try_store), left);
           context->connectFullMesh(adapter, device);
           connected = std::move(context);
           return absl::OkStatus();

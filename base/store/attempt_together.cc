@@ -29,12 +29,12 @@ std::string VoteOf(const absl::Status& status) {
 absl::Status AttemptTogether(
     const std::shared_ptr<Store>& store, const AttemptTogetherOptions& options,
     const std::function<absl::Status(std::shared_ptr<Store> try_store, int try_index)>& step) {
+  std::vector<std::string> keys;
+  for (int rank = 0; rank < options.size; ++rank) keys.push_back(absl::StrCat("vote/", rank));
   absl::Status last;
   for (int index = 0; index < options.max_tries; ++index) {
     auto try_store = std::make_shared<PrefixStore>(absl::StrCat("try-", index), store);
     const absl::Status own = step(try_store, index);
-    std::vector<std::string> keys;
-    for (int rank = 0; rank < options.size; ++rank) keys.push_back(absl::StrCat("vote/", rank));
     absl::Status voted = try_store->Set(keys[options.rank], VoteOf(own));
     // Past the deadline the votes may still all be in: look once instead of waiting.
     const absl::Duration left = std::max(options.deadline - absl::Now(), absl::Milliseconds(1));
@@ -57,19 +57,12 @@ absl::Status AttemptTogether(
       if (first_reason.empty()) first_reason = absl::StrCat("rank ", rank, ": ", (*votes)[rank]);
     }
     if (failed.empty()) return absl::OkStatus();
-    last = own.ok()
-               ? absl::UnavailableError(absl::StrCat(
-                     options.what, ": try ", index + 1, " of ", options.max_tries,
-                     " failed on rank(s) ", absl::StrJoin(failed, ", "), " (", first_reason, ")"))
-               : own;
-    if (index + 1 < options.max_tries && options.deadline > absl::Now()) {
-      Log(LogLevel::kWarning,
-          absl::StrCat(options.what, ": try ", index + 1, " of ", options.max_tries,
-                       " failed on rank(s) ", absl::StrJoin(failed, ", "), " (", first_reason,
-                       "); every rank tries again"));
-      continue;
-    }
-    break;
+    const std::string summary =
+        absl::StrCat(options.what, ": try ", index + 1, " of ", options.max_tries,
+                     " failed on rank(s) ", absl::StrJoin(failed, ", "), " (", first_reason, ")");
+    last = own.ok() ? absl::UnavailableError(summary) : own;
+    if (index + 1 == options.max_tries || options.deadline <= absl::Now()) break;
+    Log(LogLevel::kWarning, absl::StrCat(summary, "; every rank tries again"));
   }
   return last;
 }
