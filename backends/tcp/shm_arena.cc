@@ -11,6 +11,7 @@
 #include <ctime>
 
 #include "absl/strings/str_cat.h"
+#include "backends/tcp/wait_policy.h"
 #include "base/core/deadline.h"
 
 namespace plexus::tcp {
@@ -133,6 +134,12 @@ absl::StatusOr<uint64_t> ShmArena::WaitFor(int peer, uint64_t value, absl::Time 
   absl::Time yield_from;
   bool yielding = false;
   const bool core_per_rank = spin_without_yield_ > absl::ZeroDuration();
+  WaitPolicy& policy = WaitPolicy::Shared();
+  // Every wait counts, however it ends (wait_policy.h); a look at the clock costs ~25 ns.
+  struct Counted {
+    WaitPolicy& policy;
+    ~Counted() { policy.WaitEnded(FastNow()); }
+  } counted{policy};
   // Where ranks outnumber cores the peer waited for is often behind this rank on its core: a
   // few looks, then the clock and a yield.
   const int quick_looks = core_per_rank ? 64 : 4;
@@ -149,7 +156,8 @@ absl::StatusOr<uint64_t> ShmArena::WaitFor(int peer, uint64_t value, absl::Time 
     if (broken_.load(std::memory_order_acquire)) return BrokenStatus();
     const absl::Time now = FastNow();
     if (spin_until == absl::InfinitePast()) {
-      spin_until = now + kSpinBeforeSleep;
+      // Spin first unless sleeping at once has been faster (wait_policy.h).
+      spin_until = policy.SpinNow(now) ? now + kSpinBeforeSleep : now;
       yield_from = now + spin_without_yield_;
     }
     if (now >= deadline) {

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/tcp/tcp_connect.h"
 #include "backends/tcp/tcp_loop.h"
+#include "backends/tcp/wait_policy.h"
 #include "base/auth/mutual_auth.h"
 #include "base/core/deadline.h"
 #include "base/core/heartbeat.h"
@@ -135,7 +136,9 @@ class TcpTransport::Engine {
     const absl::Time start = FastNow();
     const absl::Time deadline =
         timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : start + timeout;
-    const absl::Time spin_until = start + kSpinBeforeSleep;
+    // Spin first unless sleeping at once has been faster (wait_policy.h).
+    WaitPolicy& policy = WaitPolicy::Shared();
+    const absl::Time spin_until = policy.SpinNow(start) ? start + kSpinBeforeSleep : start;
     uint32_t spin_rounds = 0;
     std::unique_lock<std::mutex> role(role_mu_);
     ++caller_waiters_;
@@ -169,6 +172,7 @@ class TcpTransport::Engine {
           role, absl::ToChronoNanoseconds(std::min(deadline - now, absl::Milliseconds(100))));
     }
     --caller_waiters_;
+    policy.WaitEnded(FastNow());
   }
 
   // Reads `source`'s socket without asking epoll first; whether any bytes came.
@@ -272,6 +276,7 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TcpTransportO
     shm = *options.shared_memory_config;
   } else {
     ASSIGN_OR_RETURN(shm, ShmConfigFromEnvironment());
+    RETURN_IF_ERROR(WaitPolicy::ModeFromEnvironment().status());
   }
   if (!options.heartbeat.has_value()) {
     ASSIGN_OR_RETURN(options.heartbeat, HeartbeatFromEnvironment());

@@ -96,6 +96,10 @@ constexpr EnvironmentVariable kVariables[] = {
     {"PLEXUS_TRANSPORT", "`auto`, `tcp` or `shm`", "`auto`",
      "Same-host ranks of `cpu:tcp`: shared memory where possible, never, or required.",
      "backends.md#tcp-in-house"},
+    {"PLEXUS_WAIT", "`adaptive`, `spin` or `sleep`", "`adaptive`",
+     "How `cpu:tcp` ranks wait for peers: spin first while the cores are the ranks' own, "
+     "always spin first, or always sleep at once.",
+     "benchmarks.md#when-ranks-share-cores-with-other-work"},
 };
 
 }  // namespace

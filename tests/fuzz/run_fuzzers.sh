@@ -38,6 +38,7 @@ declare -A sources=(
                      backends/tcp/send_lane.cc
                      backends/tcp/peer_liveness.cc backends/tcp/shm_ring.cc
                      backends/tcp/shm_arena.cc backends/tcp/shm_link.cc
+                     backends/tcp/wait_policy.cc
                      base/net/host_identity.cc base/work/work.cc"
 )
 targets=("$@")
