@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -478,6 +479,18 @@ TEST(TcpTransportTest, RequiredSharedMemoryFailsNamingThePeerAndWhy) {
                                  HasSubstr(absl::StrCat("rank ", 1 - rank, " cannot be reached")),
                                  HasSubstr("another host")));
   }
+}
+
+// A PLEXUS_WAIT it does not know fails the transport's creation, naming the value, instead of
+// waiting in some way the user did not ask for.
+TEST(TcpTransportTest, AnUnknownWaitModeFailsCreationNamingIt) {
+  setenv("PLEXUS_WAIT", "yield", 1);
+  auto world = TryWorld(1, "unknown-wait");
+  unsetenv("PLEXUS_WAIT");
+  ASSERT_FALSE(world[0].ok());
+  EXPECT_EQ(world[0].status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(world[0].status().message(), ::testing::AllOf(HasSubstr("PLEXUS_WAIT='yield'"),
+                                                            HasSubstr("adaptive, spin or sleep")));
 }
 
 // Every rank on one host: the arena is offered, and a rank that shuts down marks itself gone
