@@ -267,7 +267,9 @@ TEST(TCPStoreTest, UnderAFloodARefusalIsFinalAndNamed) {
     const absl::Time start = absl::Now();
     auto refused = Connect(port, secret);
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnauthenticated) << refused.status();
-    EXPECT_LT(absl::Now() - start, absl::Seconds(2)) << refused.status();
+    // Well inside Connect's 5 s timeout, which a retried refusal would run into (2.09 s was
+    // seen under ThreadSanitizer with the flood on 2 cores; quiet, it takes milliseconds).
+    EXPECT_LT(absl::Now() - start, absl::Seconds(4)) << refused.status();
   }
   auto good = Connect(port, std::string(kSecret));
   EXPECT_TRUE(good.ok()) << good.status();
