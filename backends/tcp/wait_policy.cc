@@ -1,7 +1,6 @@
 #include "backends/tcp/wait_policy.h"
 
 #include <algorithm>
-#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "base/core/environment.h"

@@ -57,8 +57,6 @@ class WaitPolicy {
   static absl::StatusOr<Mode> ModeFromEnvironment();
   static absl::StatusOr<Mode> ParseMode(absl::string_view text);
 
-  Mode mode() const { return mode_; }
-
   // Whether a wait beginning at `now` spins before it sleeps.
   bool SpinNow(absl::Time now);
   // A wait ended at `now` (however short it was).
