@@ -5,7 +5,8 @@
 //
 // Throughput: busbw (nccl-tests' all-reduce factor 2 (n - 1) / n) of one
 // all_reduce_multiple_with_retry call over `tensors` float32 tensors, at each max_in_flight,
-// and of the process group running the same all-reduces (all issued, then waited for).
+// and of the process group running the same all-reduces (all issued, then waited for). Each
+// timed call starts once every peer is ready (a barrier after the tensors are reset).
 // Recovery: peers run such calls back to back; one is SIGKILLed at a random moment and the
 // time until every survivor completed a call over the remaining peers is reported.
 // Every result is checked; exits non-zero on a wrong element or a failure.
@@ -175,6 +176,13 @@ int ThroughputPeer(const ElasticFlags& flags, int port, int peer, const std::str
     int64_t wrong = 0;
     for (int i = 0; i < flags.warmup + flags.iters; ++i) {
       batch.Reset();
+      // Peers reset and check their tensors at different speeds: line them up first, so the
+      // time is the call's, not the wait for the slowest peer's preparation.
+      float token = 0;
+      elastic::ReduceDescriptor line_up;
+      line_up.count = 1;
+      line_up.tag = static_cast<uint64_t>(flags.tensors);
+      if (!comm->AllReduce(&token, &token, line_up).ok()) return 1;
       const absl::Time start = absl::Now();
       auto info = comm->AllReduceMultipleWithRetry(batch.ops, mif);
       const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
@@ -200,6 +208,8 @@ int ThroughputPeer(const ElasticFlags& flags, int port, int peer, const std::str
   int64_t wrong = 0;
   for (int i = 0; i < flags.warmup + flags.iters; ++i) {
     batch.Reset();
+    auto barrier = (*group)->Barrier();  // As above.
+    if (!barrier.ok() || !(*barrier)->Wait(absl::Minutes(5)).ok()) return 1;
     const absl::Time start = absl::Now();
     std::vector<WorkPtr> works;
     for (auto& t : batch.tensors) {
