@@ -34,14 +34,14 @@ void ArenaOrder::RunReady(std::unique_lock<std::mutex>& lock, int64_t own) {
     entry->done = true;
     running_ = false;
     // A new epoch (or a Reset) began meanwhile: its count starts at 0.
-    if (epoch_ == epoch && generation_ == generation) ++next_;
+    if (epoch_ == epoch && generation_ == generation) next_ += entry->turns;
     advanced_.notify_all();
   }
 }
 
 absl::Status ArenaOrder::Run(int64_t epoch, int64_t turn, absl::Time deadline,
                              const std::function<bool()>& abandoned,
-                             const std::function<absl::Status()>& body) {
+                             const std::function<absl::Status()>& body, int64_t turns) {
   std::unique_lock<std::mutex> lock(mu_);
   const uint64_t generation = generation_;
   if (epoch > epoch_) {  // The first turn of a new epoch: the old one's turns are over.
@@ -53,7 +53,7 @@ absl::Status ArenaOrder::Run(int64_t epoch, int64_t turn, absl::Time deadline,
     return absl::UnavailableError(
         absl::StrCat("epoch ", epoch, " is over (the arena is in epoch ", epoch_, ")"));
   }
-  Entry entry{&body};
+  Entry entry{&body, std::max<int64_t>(turns, 1)};
   waiting_[turn] = &entry;
   while (true) {
     RunReady(lock, turn);

@@ -22,14 +22,15 @@ namespace plexus::elastic {
 
 class ArenaOrder {
  public:
-  // Runs `body` as `turn` of `epoch` once every earlier turn of the epoch ran here (maybe on
+  // Runs `body` as turns `turn` .. `turn + turns - 1` of `epoch` (a round of operations the
+  // master gave consecutive turns) once every earlier turn of the epoch ran here (maybe on
   // another caller's thread), and returns its status. Unavailable once a later epoch has used
   // the arena or `abandoned()` holds (checked every few milliseconds), DeadlineExceeded at
   // `deadline`, without running `body`; then later turns of the epoch wait in vain (until
   // their own deadline or the epoch's end), as their peers in the arena would.
   absl::Status Run(int64_t epoch, int64_t turn, absl::Time deadline,
                    const std::function<bool()>& abandoned,
-                   const std::function<absl::Status()>& body);
+                   const std::function<absl::Status()>& body, int64_t turns = 1);
 
   // Forgets every epoch: a new connection to the master (a restarted one numbers its epochs
   // from the start again). Turns still waiting end as Unavailable.
@@ -38,6 +39,7 @@ class ArenaOrder {
  private:
   struct Entry {
     const std::function<absl::Status()>* body;
+    int64_t turns = 1;
     bool taken = false;  // A thread runs it: its caller waits for it, whatever else happens.
     bool done = false;
     absl::Status status;

@@ -150,26 +150,37 @@ class Communicator {
   int SharedMemoryPeers();
 
  private:
-  struct Op;
+  struct Op;      // communicator_op.h
+  struct OpPart;  // One all-reduce of an Op.
   explicit Communicator(CommunicatorOptions options, std::string master_host, int master_port);
 
-  // Starts one operation. `originals` (if set, bytes of recv's size) is where recv's contents
-  // before the call are kept instead of an own backup, and hold all of them when the op ends;
-  // `originals_full`: they do already (a re-run). With `required_epoch` >= 0 it fails at once
-  // (Unavailable) unless that epoch is current; `on_data_done` (if set) runs once this peer's
-  // data movement ended, before the decision.
-  WorkPtr Launch(const void* send, void* recv, const ReduceDescriptor& descriptor,
-                 uint8_t* originals, bool originals_full, int64_t required_epoch,
+  // Starts one operation: one all-reduce, or (`round`, all_reduce_multiple_with_retry) its
+  // parts as one operation that runs them back to back in consecutive shared-memory turns. A
+  // part's `originals` (if set, bytes of recv's size) is where recv's contents before the call
+  // are kept instead of an own backup, and hold all of them when the op ends; its
+  // originals_kept: how much they hold already (all of it on a re-run). With `required_epoch`
+  // >= 0 it fails at once (Unavailable) unless that epoch is current; `on_data_done` (if set)
+  // runs once this peer's data movement ended, before the decision.
+  WorkPtr Launch(std::vector<OpPart> parts, bool round, int64_t required_epoch,
                  std::function<void()> on_data_done);
   void Run(const std::shared_ptr<Op>& op);
-  // Whether `op` takes a shared-memory turn on `mesh` (same on every member: the mesh's arena,
-  // the op's size and the algorithm table decide).
-  static bool TakesArenaTurns(Transport& mesh, const Op& op);
-  // This peer's data phase of `op`; with `turn`, in the shared-memory arena as that turn.
-  absl::Status MoveData(const std::shared_ptr<Op>& op, Transport& mesh, absl::Time deadline,
-                        const int64_t* turn);
+  // Whether `part` would take a shared-memory turn on a mesh with an arena (same on every
+  // member: its size, quantization and the algorithm table decide).
+  static bool SuitsArena(const OpPart& part);
+  // Whether all_reduce_multiple_with_retry runs `parts` as one round in `epoch`: two or more,
+  // all suited to the arena, and the epoch's connections have one (or failed to connect, which
+  // the round then reports to the master, as every member does).
+  bool RunsAsRound(int64_t epoch, const std::vector<OpPart>& parts);
+  // This peer's data phase of one part of `op`. `turn` >= 0: in the shared-memory arena as that
+  // turn (over the rings as TurnRingOperation(turn) once the arena failed in the epoch); -1:
+  // over the rings as the op's own operation. A failure in `earlier` (the round's, or the
+  // master's early decision) fails the turn instead, so members waiting in it stop too.
+  absl::Status MoveData(const std::shared_ptr<Op>& op, OpPart& part, Transport& mesh,
+                        absl::Time deadline, int64_t turn, absl::Status earlier);
   // Waits for the master's turn for `op` and for the turns before it, then moves its data.
   absl::Status MoveDataInTurn(const std::shared_ptr<Op>& op, Transport& mesh, absl::Time deadline);
+  // With mu_ held: the transport operations `op`'s data moves as over the rings (to abort).
+  static std::vector<uint64_t> RingOperations(const Op& op);
   // Measures what this peer receives at from every other member (bytes/s, ring order, 0 for
   // itself) in optimize number `number` of the epoch.
   absl::StatusOr<std::vector<int64_t>> MeasureLinks(int64_t epoch, int64_t number,

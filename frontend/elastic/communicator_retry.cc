@@ -1,6 +1,7 @@
 // Communicator::AllReduceMultipleWithRetry: rounds of launches pinned to one epoch, drained
 // after a failure and re-run from the kept inputs until every operation committed in one epoch.
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "base/core/status_macros.h"
 #include "frontend/elastic/backup_pool.h"
 #include "frontend/elastic/communicator.h"
+#include "frontend/elastic/communicator_op.h"
 
 namespace plexus::elastic {
 namespace {
@@ -65,6 +67,17 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduceMultipleWithRetry(
       if (backed_up[i] && bytes[i] > 0) std::memcpy(ops[i].recv, originals[i].data.get(), bytes[i]);
     }
   };
+  // Op i as a part of an operation: its inputs are kept in originals[i] across attempts.
+  auto part_of = [&](size_t i, bool in_place) {
+    OpPart part;
+    part.descriptor = ops[i].descriptor;
+    part.send = in_place ? ops[i].recv : ops[i].send;
+    part.recv = ops[i].recv;
+    part.bytes = bytes[i];
+    part.originals = originals[i].data.get();
+    part.originals_kept = backed_up[i] ? bytes[i] : 0;
+    return part;
+  };
   std::vector<int64_t> committed(n, -1);  // Epoch each op last succeeded in.
   std::vector<bool> fresh(n, true);       // recv still holds the original contents.
   ReduceInfo info;
@@ -89,6 +102,37 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduceMultipleWithRetry(
     // Every launch of a round runs in the epoch the round started in (an op of a later epoch
     // would make this peer's view of what committed where differ from the others').
     const int64_t round_epoch = CurrentEpoch();
+    // Large all-reduces among peers of one host run as one round: back to back in consecutive
+    // shared-memory turns, with one exchange with the master for all of them.
+    std::vector<OpPart> round;
+    for (size_t i : todo) round.push_back(part_of(i, ops[i].send == ops[i].recv));
+    if (RunsAsRound(round_epoch, round)) {
+      for (size_t i : todo) {
+        if (!fresh[i] && bytes[i] > 0) std::memcpy(ops[i].recv, originals[i].data.get(), bytes[i]);
+        fresh[i] = false;
+      }
+      auto ran = std::make_shared<std::atomic<bool>>(false);
+      WorkPtr work = Launch(std::move(round), /*round=*/true, round_epoch, [ran] { *ran = true; });
+      // Run() decides within the operation timeout and 10 s.
+      absl::Status status = work->Wait(operation_timeout_ + absl::Minutes(1));
+      if (work->IsCompleted()) status = work->status();
+      const Work::Stats stats = work->stats();
+      info.tx_bytes += stats.bytes_sent;
+      info.rx_bytes += stats.bytes_received;
+      for (size_t i : todo) {
+        // A round that ran left every part's originals whole; a failed one restored recv.
+        if (*ran) backed_up[i] = true;
+        committed[i] = status.ok() ? round_epoch : -1;
+        fresh[i] = !status.ok();
+      }
+      if (status.ok()) info.local_world_size = stats.world_size;
+      if (!status.ok() && !IsRetryableFailure(status)) {
+        restore_all();
+        return status;
+      }
+      RETURN_IF_ERROR(Usable());
+      continue;
+    }
     // More data phases at once than cores only thrash (each reduces and copies); beyond that,
     // further ops wait for a slot in launch order - the same order on every peer.
     const int moving_cap = std::min(max_in_flight, MaxMovingOps());
@@ -114,12 +158,13 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduceMultipleWithRetry(
         const bool in_place = ops[i].send == ops[i].recv;
         moving.insert(i);
         undecided.insert(i);
-        works[i] = Launch(in_place ? ops[i].recv : ops[i].send, ops[i].recv, ops[i].descriptor,
-                          originals[i].data.get(), backed_up[i], round_epoch, [events, i] {
-                            std::lock_guard<std::mutex> lock(events->mu);
-                            events->data_done[i] = true;
-                            events->cv.notify_all();
-                          });
+        std::vector<OpPart> part;
+        part.push_back(part_of(i, in_place));
+        works[i] = Launch(std::move(part), /*round=*/false, round_epoch, [events, i] {
+          std::lock_guard<std::mutex> lock(events->mu);
+          events->data_done[i] = true;
+          events->cv.notify_all();
+        });
         fresh[i] = false;
         works[i]->OnComplete([events, i](const absl::Status&) {
           std::lock_guard<std::mutex> lock(events->mu);

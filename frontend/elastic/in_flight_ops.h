@@ -2,6 +2,8 @@
 // launch gets in the current epoch. Peers that launch the same tags in the same order within
 // an epoch number them alike (instance 0, 1, ... per tag), so the master matches them by
 // (group, epoch, tag, instance) even when one peer retried a tag and another did not yet.
+// A round of all-reduces run as one operation is recorded under its own tag and under each of
+// its all-reduces' tags, so none of them can be launched again while it runs.
 // Not thread-safe: the Communicator holds its mutex around every call.
 #ifndef PLEXUS_FRONTEND_ELASTIC_IN_FLIGHT_OPS_H_
 #define PLEXUS_FRONTEND_ELASTIC_IN_FLIGHT_OPS_H_
@@ -9,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <utility>
 
 #include "frontend/elastic/master_protocol.h"
@@ -21,7 +24,8 @@ class InFlightOps {
  public:
   bool Contains(uint64_t tag) const { return ops_.count(tag) != 0; }
   bool empty() const { return ops_.empty(); }
-  size_t size() const { return ops_.size(); }
+  // Operations in flight (a round counts once).
+  size_t size() const { return Distinct().size(); }
 
   // The instance number of the next launch of `tag` in `epoch` (counting restarts in each new
   // epoch), consumed by this call.
@@ -51,15 +55,22 @@ class InFlightOps {
     if (it != ops_.end() && it->second == op) ops_.erase(it);
   }
 
+  // Visits each operation once.
   template <typename Visit>
   void ForEach(Visit visit) {
-    for (auto& [tag, op] : ops_) visit(*op);
+    for (Op* op : Distinct()) visit(*op);
   }
 
   // A new connection to the master: its epochs are not the old one's, so numbering restarts.
   void ForgetInstances() { instances_.clear(); }
 
  private:
+  std::set<Op*> Distinct() const {
+    std::set<Op*> distinct;
+    for (const auto& [tag, op] : ops_) distinct.insert(op.get());
+    return distinct;
+  }
+
   std::map<uint64_t, std::shared_ptr<Op>> ops_;                // Tag -> op.
   std::map<uint64_t, std::pair<int64_t, int64_t>> instances_;  // Tag -> (epoch, next).
 };

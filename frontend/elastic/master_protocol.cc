@@ -77,9 +77,12 @@ std::vector<int64_t> OpSignatureInts(const ReduceDescriptor& d) {
               : static_cast<int64_t>(d.quantization.quantized_dtype)};
 }
 
-bool WantsArenaTurn(const std::vector<int64_t>& signature) {
-  return signature.size() == OpSignatureInts(ReduceDescriptor{}).size() + 1 &&
-         signature.back() == 1;
+int64_t ArenaTurnsWanted(const std::vector<int64_t>& signature) {
+  if (signature.empty()) return 0;
+  const int64_t turns = signature.back();
+  const auto one = static_cast<int64_t>(OpSignatureInts(ReduceDescriptor{}).size());
+  if (turns < 1 || turns > kMaxInts / one) return 0;
+  return static_cast<int64_t>(signature.size()) == turns * one + 1 ? turns : 0;
 }
 
 std::vector<int64_t> TopologyInts(const Topology& t) {

@@ -24,7 +24,7 @@
 namespace plexus::elastic {
 
 inline constexpr int64_t kMagic = 0x45584C50;  // "PLXE"
-inline constexpr int64_t kProtocolVersion = 3;
+inline constexpr int64_t kProtocolVersion = 4;
 inline constexpr uint64_t kMaxFrameBytes = 4 << 20;
 inline constexpr int64_t kMaxInts = 1 << 18;
 // How much later than the master a peer gives up waiting for a reply to a request that carries
@@ -41,7 +41,7 @@ enum class MessageType : uint8_t {
   kHeartbeat = 2,        // (both directions)
   kUpdateTopology = 3,   // request id, timeout (ms)
   kArePeersPending = 4,  // request id
-  kOpStart = 5,          // OpKey, OpSignature, shared-memory flag (see kOpTurn)
+  kOpStart = 5,          // OpKey, OpSignatures, shared-memory turns wanted (see kOpTurn)
   kOpDone = 6,           // OpKey, absl status code; text: the error
   kLeave = 7,            // (graceful goodbye)
   kSyncState = 8,        // request id, epoch, timeout (ms), SyncBallot ints; text: tensor names
@@ -53,10 +53,11 @@ enum class MessageType : uint8_t {
   kTopology = 21,   // Topology
   kReply = 22,      // request id, absl status code, value, request-specific ints; text: error
   kOpOutcome = 23,  // OpKey, absl status code; text: the error
-  // OpKey, turn. For operations whose OpStart ends with the shared-memory flag 1: once every
-  // member started one, the master gives it the group's next turn of the epoch (0, 1, ...).
-  // Each peer runs them one at a time in turn order in the group's shared-memory arena, so
-  // peers that launch operations in different orders still agree which one is there.
+  // OpKey, first turn. For operations whose OpStart asks for N > 0 shared-memory turns: once
+  // every member started one, the master gives it the group's next N turns of the epoch
+  // (counted 0, 1, ...). Each peer runs them one at a time in turn order in the group's
+  // shared-memory arena, so peers that launch operations in different orders still agree which
+  // one is there; a round of N all-reduces runs its own back to back in its N turns.
   kOpTurn = 24,
 };
 
@@ -96,9 +97,10 @@ OpKey ReadOpKey(const std::vector<int64_t>& ints, size_t at = 0);
 
 // What peers must agree on for an operation: count, dtype, op, quantization.
 std::vector<int64_t> OpSignatureInts(const ReduceDescriptor& descriptor);
-// An OpStart's signature is OpSignatureInts and then the shared-memory flag: whether it asks
-// for a turn (kOpTurn). Peers must agree on both.
-bool WantsArenaTurn(const std::vector<int64_t>& signature);
+// An OpStart's signature is OpSignatureInts of each of its all-reduces (one, or a round's) and
+// then how many shared-memory turns it asks for (kOpTurn): 0, or one per all-reduce. Peers must
+// agree on all of it. The turns asked for; 0 for a signature of any other shape.
+int64_t ArenaTurnsWanted(const std::vector<int64_t>& signature);
 
 // A peer's view of the membership: its group, the group's epoch, the members in ring order
 // (peer ids), and the global figures behind the attributes.

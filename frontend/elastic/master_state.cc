@@ -631,15 +631,16 @@ absl::Status MasterState::HandleOpStart(int64_t id, const Message& message) {
         absl::FailedPreconditionError(absl::StrCat(
             "peers disagree on the operation with tag ", key.tag, ": ", Describe(vote.first_peer),
             " runs ", vote.first_description, ", ", Describe(id), " runs ", message.text,
-            WantsArenaTurn(signature) != WantsArenaTurn(vote.signature)
+            ArenaTurnsWanted(signature) != ArenaTurnsWanted(vote.signature)
                 ? " (and not both in shared memory)"
                 : "")));
   }
   Group& group = groups_[key.group];
   // Every member started it, so none waits in the arena for one that may never come: its turn.
-  if (!vote.decided && vote.turn < 0 && WantsArenaTurn(vote.signature) &&
-      vote.started.size() == group.ring.size()) {
-    vote.turn = group.arena_turns++;
+  const int64_t turns = ArenaTurnsWanted(vote.signature);
+  if (!vote.decided && vote.turn < 0 && turns > 0 && vote.started.size() == group.ring.size()) {
+    vote.turn = group.arena_turns;
+    group.arena_turns += turns;
     for (int64_t peer : vote.started) {
       Message turn{MessageType::kOpTurn, {}, ""};
       AppendOpKey(key, turn.ints);

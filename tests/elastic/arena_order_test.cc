@@ -47,6 +47,34 @@ TEST(ArenaOrderTest, TurnsRunOneAtATimeInTurnOrderWhateverOrderTheyArrive) {
   EXPECT_FALSE(overlapped);
 }
 
+TEST(ArenaOrderTest, ARoundHoldsItsConsecutiveTurnsAndTheNextTurnFollowsIt) {
+  ArenaOrder order;
+  std::mutex mu;
+  std::vector<int> ran;
+  // Turn 0, a round holding turns 1-3, then turns 4 and 5; they arrive last first.
+  const std::vector<std::pair<int, int>> entries = {{5, 1}, {4, 1}, {1, 3}, {0, 1}};
+  std::vector<std::thread> callers;
+  for (const auto& [turn, turns] : entries) {
+    callers.emplace_back([&, turn = turn, turns = turns] {
+      std::function<absl::Status()> body = [&, turn] {
+        std::lock_guard<std::mutex> lock(mu);
+        ran.push_back(turn);
+        return absl::OkStatus();
+      };
+      EXPECT_TRUE(
+          order.Run(/*epoch=*/0, turn, absl::Now() + absl::Seconds(30), kNever, body, turns).ok())
+          << turn;
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  EXPECT_EQ(ran, (std::vector<int>{0, 1, 4, 5}));
+  // A turn inside the round's span never comes: the round took it.
+  std::function<absl::Status()> body = [] { return absl::OkStatus(); };
+  const absl::Status inside =
+      order.Run(0, /*turn=*/2, absl::Now() + absl::Milliseconds(50), kNever, body);
+  EXPECT_EQ(inside.code(), absl::StatusCode::kDeadlineExceeded) << inside;
+}
+
 TEST(ArenaOrderTest, ATurnWhoseTurnNeverComesEndsByItsDeadlineOrItsEpoch) {
   ArenaOrder order;
   bool ran = false;

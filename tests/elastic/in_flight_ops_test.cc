@@ -1,5 +1,5 @@
 // InFlightOps without a master or sockets: one op per tag, instance numbers per tag and epoch,
-// and reports about an earlier instance of a tag finding nothing.
+// reports about an earlier instance of a tag finding nothing, and rounds held under several tags.
 #include "frontend/elastic/in_flight_ops.h"
 
 #include <memory>
@@ -70,6 +70,24 @@ TEST(InFlightOpsTest, ForEachVisitsEveryOpInFlight) {
   });
   EXPECT_EQ(visited, 4);
   for (uint64_t tag = 0; tag < 4; ++tag) EXPECT_TRUE(ops.Find(MakeOp(0, tag, 0)->key)->decided);
+}
+
+TEST(InFlightOpsTest, ARoundUnderItsOwnAndItsPartsTagsCountsOnceAndFindsOnlyByItsKey) {
+  InFlightOps<FakeOp> ops;
+  const uint64_t round_tag = kMaxTag + 2;
+  auto round = MakeOp(0, round_tag, ops.NextInstance(round_tag, 0));
+  ASSERT_TRUE(ops.Add(round_tag, round));
+  for (uint64_t tag : {2, 3, 5}) ASSERT_TRUE(ops.Add(tag, round));
+  EXPECT_TRUE(ops.Contains(3));  // A lone all-reduce with a part's tag is refused.
+  EXPECT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops.Find(round->key), round);
+  EXPECT_EQ(ops.Find(MakeOp(0, 3, 0)->key), nullptr);  // A report about tag 3 is not the round's.
+  int visited = 0;
+  ops.ForEach([&](FakeOp&) { ++visited; });
+  EXPECT_EQ(visited, 1);
+  ops.Remove(round_tag, round);
+  for (uint64_t tag : {2, 3, 5}) ops.Remove(tag, round);
+  EXPECT_TRUE(ops.empty());
 }
 
 }  // namespace

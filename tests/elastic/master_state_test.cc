@@ -66,6 +66,16 @@ class MasterStateTest : public ::testing::Test {
     ASSERT_TRUE(state_.Handle(peer, start).ok());
     Drain();
   }
+  // A round of `parts` all-reduces under `tag`, asking for one turn each (or `turns`).
+  void StartRound(int64_t peer, int64_t epoch, int64_t tag, int parts, int64_t turns = -1) {
+    Message start{MessageType::kOpStart, {0, epoch, tag, 0}, "round"};
+    for (int p = 0; p < parts; ++p) {
+      start.ints.insert(start.ints.end(), {16 + p, 7, 0, 0, -1});
+    }
+    start.ints.push_back(turns < 0 ? parts : turns);
+    ASSERT_TRUE(state_.Handle(peer, start).ok());
+    Drain();
+  }
 };
 
 TEST_F(MasterStateTest, AWaitingPeerAnotherPeerNeedsIsLetGoWithoutAcceptingAnyone) {
@@ -188,6 +198,30 @@ TEST_F(MasterStateTest, SharedMemoryTurnsGoOutOnceEveryMemberStartedInThatOrder)
     ASSERT_FALSE(turns_[peer].empty()) << peer;
     EXPECT_EQ(turns_[peer].back(), (std::pair<int64_t, int64_t>{7, 0})) << peer;
   }
+}
+
+TEST_F(MasterStateTest, ARoundTakesOneTurnPerAllReduceAndTheNextOpFollowsIt) {
+  const int64_t a = state_.Join(0, "a");
+  const int64_t b = state_.Join(0, "b");
+  UpdateTopology(a);  // b is accepted: epoch 2.
+  using Turns = std::vector<std::pair<int64_t, int64_t>>;
+  StartOp(a, 2, /*tag=*/1, 1);
+  StartOp(b, 2, 1, 1);
+  StartRound(a, 2, /*tag=*/kMaxTag + 3, /*parts=*/5);
+  StartRound(b, 2, kMaxTag + 3, 5);
+  StartOp(a, 2, /*tag=*/2, 1);
+  StartOp(b, 2, 2, 1);
+  const int64_t round = static_cast<int64_t>(kMaxTag) + 3;
+  EXPECT_EQ(turns_[a], (Turns{{1, 0}, {round, 1}, {2, 6}}));  // The round holds turns 1-5.
+  EXPECT_EQ(turns_[b], turns_[a]);
+  // A round whose count of turns does not match its all-reduces asks for none; peers that
+  // differ on it disagree, which fails the round with no turn.
+  StartRound(a, 2, kMaxTag + 9, 3, /*turns=*/2);
+  StartRound(b, 2, kMaxTag + 9, 3);
+  EXPECT_EQ(turns_[a].size(), 3u);
+  ASSERT_EQ(outcomes_[b].size(), 1u);
+  EXPECT_NE(outcomes_[b][0].find("not both in shared memory"), std::string::npos)
+      << outcomes_[b][0];
 }
 
 }  // namespace
