@@ -1,7 +1,6 @@
 // Communicator::AllReduceMultipleWithRetry: rounds of launches pinned to one epoch, drained
 // after a failure and re-run from the kept inputs until every operation committed in one epoch.
 #include <algorithm>
-#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <memory>
@@ -68,10 +67,10 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduceMultipleWithRetry(
     }
   };
   // Op i as a part of an operation: its inputs are kept in originals[i] across attempts.
-  auto part_of = [&](size_t i, bool in_place) {
+  auto part_of = [&](size_t i) {
     OpPart part;
     part.descriptor = ops[i].descriptor;
-    part.send = in_place ? ops[i].recv : ops[i].send;
+    part.send = ops[i].send;
     part.recv = ops[i].recv;
     part.bytes = bytes[i];
     part.originals = originals[i].data.get();
@@ -102,41 +101,30 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduceMultipleWithRetry(
     // Every launch of a round runs in the epoch the round started in (an op of a later epoch
     // would make this peer's view of what committed where differ from the others').
     const int64_t round_epoch = CurrentEpoch();
-    // Large all-reduces among peers of one host run as one round: back to back in consecutive
-    // shared-memory turns, with one exchange with the master for all of them.
-    std::vector<OpPart> round;
-    for (size_t i : todo) round.push_back(part_of(i, ops[i].send == ops[i].recv));
-    if (RunsAsRound(round_epoch, round)) {
+    // What is launched as one operation: the large all-reduces among peers of one host go
+    // first, together, back to back in consecutive shared-memory turns with one exchange with
+    // the master for all of them (RunsAsRound decides alike on every peer); every other op
+    // alone, over the rings beside them.
+    std::vector<std::vector<size_t>> units;
+    {
+      std::vector<size_t> in_round;
+      std::vector<OpPart> round;
       for (size_t i : todo) {
-        if (!fresh[i] && bytes[i] > 0) std::memcpy(ops[i].recv, originals[i].data.get(), bytes[i]);
-        fresh[i] = false;
+        OpPart part = part_of(i);
+        if (!SuitsArena(part)) continue;
+        in_round.push_back(i);
+        round.push_back(std::move(part));
       }
-      auto ran = std::make_shared<std::atomic<bool>>(false);
-      WorkPtr work = Launch(std::move(round), /*round=*/true, round_epoch, [ran] { *ran = true; });
-      // Run() decides within the operation timeout and 10 s.
-      absl::Status status = work->Wait(operation_timeout_ + absl::Minutes(1));
-      if (work->IsCompleted()) status = work->status();
-      const Work::Stats stats = work->stats();
-      info.tx_bytes += stats.bytes_sent;
-      info.rx_bytes += stats.bytes_received;
+      if (!RunsAsRound(round_epoch, round)) in_round.clear();
+      if (!in_round.empty()) units.push_back(in_round);
       for (size_t i : todo) {
-        // A round that ran left every part's originals whole; a failed one restored recv.
-        if (*ran) backed_up[i] = true;
-        committed[i] = status.ok() ? round_epoch : -1;
-        fresh[i] = !status.ok();
+        if (std::find(in_round.begin(), in_round.end(), i) == in_round.end()) units.push_back({i});
       }
-      if (status.ok()) info.local_world_size = stats.world_size;
-      if (!status.ok() && !IsRetryableFailure(status)) {
-        restore_all();
-        return status;
-      }
-      RETURN_IF_ERROR(Usable());
-      continue;
     }
     // More data phases at once than cores only thrash (each reduces and copies); beyond that,
-    // further ops wait for a slot in launch order - the same order on every peer.
+    // further units wait for a slot in launch order - the same order on every peer.
     const int moving_cap = std::min(max_in_flight, MaxMovingOps());
-    // An op holds one of the max_in_flight slots while it moves data; its decision by the
+    // A unit holds one of the max_in_flight slots while it moves data; its decision by the
     // master is awaited without holding one (the round trip would otherwise idle the links).
     struct Events {
       std::mutex mu;
@@ -144,31 +132,35 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduceMultipleWithRetry(
       std::vector<bool> data_done, decided;
     };
     auto events = std::make_shared<Events>();
-    events->data_done.assign(n, false);
-    events->decided.assign(n, false);
-    std::vector<WorkPtr> works(n);
+    events->data_done.assign(units.size(), false);
+    events->decided.assign(units.size(), false);
+    std::vector<WorkPtr> works(units.size());
     size_t next = 0;
     std::set<size_t> moving, undecided;
     bool failed = false;
     absl::Status fatal;
-    while ((!failed && next < todo.size()) || !undecided.empty()) {
-      while (!failed && next < todo.size() && static_cast<int>(moving.size()) < moving_cap) {
-        const size_t i = todo[next++];
-        if (!fresh[i] && bytes[i] > 0) std::memcpy(ops[i].recv, originals[i].data.get(), bytes[i]);
-        const bool in_place = ops[i].send == ops[i].recv;
-        moving.insert(i);
-        undecided.insert(i);
-        std::vector<OpPart> part;
-        part.push_back(part_of(i, in_place));
-        works[i] = Launch(std::move(part), /*round=*/false, round_epoch, [events, i] {
+    while ((!failed && next < units.size()) || !undecided.empty()) {
+      while (!failed && next < units.size() && static_cast<int>(moving.size()) < moving_cap) {
+        const size_t u = next++;
+        std::vector<OpPart> parts;
+        for (size_t i : units[u]) {
+          if (!fresh[i] && bytes[i] > 0) {
+            std::memcpy(ops[i].recv, originals[i].data.get(), bytes[i]);
+          }
+          parts.push_back(part_of(i));
+          fresh[i] = false;
+        }
+        moving.insert(u);
+        undecided.insert(u);
+        works[u] =
+            Launch(std::move(parts), /*round=*/units[u].size() > 1, round_epoch, [events, u] {
+              std::lock_guard<std::mutex> lock(events->mu);
+              events->data_done[u] = true;
+              events->cv.notify_all();
+            });
+        works[u]->OnComplete([events, u](const absl::Status&) {
           std::lock_guard<std::mutex> lock(events->mu);
-          events->data_done[i] = true;
-          events->cv.notify_all();
-        });
-        fresh[i] = false;
-        works[i]->OnComplete([events, i](const absl::Status&) {
-          std::lock_guard<std::mutex> lock(events->mu);
-          events->decided[i] = true;
+          events->decided[u] = true;
           events->cv.notify_all();
         });
       }
@@ -192,28 +184,29 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduceMultipleWithRetry(
           if (events->decided[r]) decided_now.push_back(r);
         }
       }
-      for (size_t i : decided_now) {
-        undecided.erase(i);
-        const absl::Status status = works[i]->status();
-        const Work::Stats stats = works[i]->stats();
+      for (size_t u : decided_now) {
+        undecided.erase(u);
+        const absl::Status status = works[u]->status();
+        const Work::Stats stats = works[u]->stats();
         info.tx_bytes += stats.bytes_sent;
         info.rx_bytes += stats.bytes_received;
-        if (status.ok()) {
-          committed[i] = round_epoch;
-          info.local_world_size = stats.world_size;
-        } else {
-          committed[i] = -1;
-          fresh[i] = true;  // The op restored recv itself.
+        if (status.ok()) info.local_world_size = stats.world_size;
+        for (size_t i : units[u]) {
+          committed[i] = status.ok() ? round_epoch : -1;
+          if (!status.ok()) fresh[i] = true;  // The op restored recv itself.
+        }
+        if (!status.ok()) {
           failed = true;
           if (!IsRetryableFailure(status) && fatal.ok()) fatal = status;
         }
       }
     }
     {
-      // An op that ran (rather than being refused at launch) left its originals whole.
+      // A unit that ran (rather than being refused at launch) left its originals whole.
       std::lock_guard<std::mutex> lock(events->mu);
-      for (size_t i = 0; i < n; ++i) {
-        if (events->data_done[i]) backed_up[i] = true;
+      for (size_t u = 0; u < units.size(); ++u) {
+        if (!events->data_done[u]) continue;
+        for (size_t i : units[u]) backed_up[i] = true;
       }
     }
     if (!fatal.ok()) {
