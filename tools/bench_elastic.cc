@@ -6,7 +6,8 @@
 // Throughput: busbw (nccl-tests' all-reduce factor 2 (n - 1) / n) of one
 // all_reduce_multiple_with_retry call over `tensors` float32 tensors, at each max_in_flight,
 // and of the process group running the same all-reduces (all issued, then waited for). Each
-// timed call starts once every peer is ready (a barrier after the tensors are reset).
+// timed call starts once every peer is ready (a barrier after the tensors are reset); times
+// are peer 0's medians over the iterations (this shared machine's outliers move a mean).
 // Recovery: peers run such calls back to back; one is SIGKILLed at a random moment and the
 // time until every survivor completed a call over the remaining peers is reported.
 // Every result is checked; exits non-zero on a wrong element or a failure.
@@ -165,14 +166,21 @@ struct Batch {
   }
 };
 
-// One peer of the throughput run: prints "<mode> <seconds per call> <wrong>" lines.
+// The middle of `values` (the mean of the middle two for an even count).
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// One peer of the throughput run: prints "<mode> <median seconds per call> <wrong>" lines.
 int ThroughputPeer(const ElasticFlags& flags, int port, int peer, const std::string& store_dir,
                    FILE* out) {
   auto comm = JoinedPeer(port, flags.ranks);
   if (!comm) return 1;
   Batch batch(flags.tensors, flags.tensor_bytes);
   for (int mif : flags.max_in_flight) {
-    double total = 0;
+    std::vector<double> times;
     int64_t wrong = 0;
     for (int i = 0; i < flags.warmup + flags.iters; ++i) {
       batch.Reset();
@@ -191,10 +199,9 @@ int ThroughputPeer(const ElasticFlags& flags, int port, int peer, const std::str
         return 1;
       }
       wrong += batch.Wrong(static_cast<float>(info->local_world_size));
-      if (i >= flags.warmup) total += seconds;
+      if (i >= flags.warmup) times.push_back(seconds);
     }
-    fprintf(out, "elastic_mif=%d %.6f %lld\n", mif, total / flags.iters,
-            static_cast<long long>(wrong));
+    fprintf(out, "elastic_mif=%d %.6f %lld\n", mif, Median(times), static_cast<long long>(wrong));
   }
   comm.reset();
   InitOptions options;
@@ -204,7 +211,7 @@ int ThroughputPeer(const ElasticFlags& flags, int port, int peer, const std::str
   options.world_size = flags.ranks;
   auto group = InitProcessGroup(options);
   if (!group.ok()) return 1;
-  double total = 0;
+  std::vector<double> times;
   int64_t wrong = 0;
   for (int i = 0; i < flags.warmup + flags.iters; ++i) {
     batch.Reset();
@@ -221,10 +228,10 @@ int ThroughputPeer(const ElasticFlags& flags, int port, int peer, const std::str
     for (const WorkPtr& work : works) {
       if (!work->Wait(absl::Minutes(5)).ok()) return 1;
     }
-    if (i >= flags.warmup) total += absl::ToDoubleSeconds(absl::Now() - start);
+    if (i >= flags.warmup) times.push_back(absl::ToDoubleSeconds(absl::Now() - start));
     wrong += batch.Wrong(static_cast<float>(flags.ranks));
   }
-  fprintf(out, "pg %.6f %lld\n", total / flags.iters, static_cast<long long>(wrong));
+  fprintf(out, "pg %.6f %lld\n", Median(times), static_cast<long long>(wrong));
   (void)(*group)->Shutdown(absl::Minutes(1));
   return 0;
 }
@@ -273,7 +280,7 @@ int RunElasticBench(int argc, char** argv) {
   const double mib = flags.tensor_bytes / 1048576.0;
   printf(
       "# plexus bench --elastic: %d peers on loopback, %d x %.3g MiB float32 per call, %d "
-      "iterations after %d warmup\n",
+      "iterations after %d warmup (median times)\n",
       flags.ranks, flags.tensors, mib, flags.iters, flags.warmup);
   printf("%-28s %10s %9s %7s %6s\n", "mode", "time_ms", "busbw", "vs_pg", "wrong");
   fflush(stdout);
