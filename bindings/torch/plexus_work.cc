@@ -100,11 +100,14 @@ bool PlexusWork::wait(std::chrono::milliseconds timeout) {
           "; it is still running"));
     }
   }
+  // plexus's Work is done (also when it failed); Completed() may still be running on the
+  // completing thread (ending torch's profiler event, completing the future): it is brief, and
+  // the caller must not see the Work half-finished (torch 1.13's profiler crashed when its scope
+  // ended meanwhile; is_completed() read right after a failed wait() said False).
+  if ((status.ok() || work_->IsCompleted()) && !(unbounded && cuda_device_ >= 0)) {
+    future_->wait();
+  }
   if (!status.ok()) Throw(status, rank_);
-  // plexus's Work is done; Completed() may still be running on the completing thread (ending
-  // torch's profiler event, completing the future): it is brief, and the caller must not see
-  // the Work half-finished (torch 1.13's profiler crashed when its scope ended meanwhile).
-  if (!(unbounded && cuda_device_ >= 0)) future_->wait();
   return true;
 }
 
