@@ -154,23 +154,23 @@ class Communicator {
   struct OpPart;  // One all-reduce of an Op.
   explicit Communicator(CommunicatorOptions options, std::string master_host, int master_port);
 
-  // Starts one operation: one all-reduce, or (`round`, all_reduce_multiple_with_retry) its
-  // parts as one operation that runs them back to back in consecutive shared-memory turns. A
-  // part's `originals` (if set, bytes of recv's size) is where recv's contents before the call
-  // are kept instead of an own backup, and hold all of them when the op ends; its
+  // Starts one operation: one all-reduce, or (several parts: all_reduce_multiple_with_retry's
+  // round) its parts as one operation that runs them back to back in consecutive shared-memory
+  // turns. A part's `originals` (if set, bytes of recv's size) is where recv's contents before the
+  // call are kept instead of an own backup, and hold all of them when the op ends; its
   // originals_kept: how much they hold already (all of it on a re-run). With `required_epoch`
   // >= 0 it fails at once (Unavailable) unless that epoch is current; `on_data_done` (if set)
   // runs once this peer's data movement ended, before the decision.
-  WorkPtr Launch(std::vector<OpPart> parts, bool round, int64_t required_epoch,
+  WorkPtr Launch(std::vector<OpPart> parts, int64_t required_epoch,
                  std::function<void()> on_data_done);
   void Run(const std::shared_ptr<Op>& op);
   // Whether `part` would take a shared-memory turn on a mesh with an arena (same on every
   // member: its size, quantization and the algorithm table decide).
   static bool SuitsArena(const OpPart& part);
-  // Whether all_reduce_multiple_with_retry runs `parts` as one round in `epoch`: two or more,
-  // all suited to the arena, and the epoch's connections have one (or failed to connect, which
-  // the round then reports to the master, as every member does).
-  bool RunsAsRound(int64_t epoch, const std::vector<OpPart>& parts);
+  // Whether all_reduce_multiple_with_retry runs `parts` all-reduces that suit the arena as one
+  // round in `epoch`: two or more, and the epoch's connections have an arena (or failed to
+  // connect, which the round then reports to the master, as every member does).
+  bool RunsAsRound(int64_t epoch, size_t parts);
   // This peer's data phase of one part of `op`. `turn` >= 0: in the shared-memory arena as that
   // turn (over the rings as TurnRingOperation(turn) once the arena failed in the epoch); -1:
   // over the rings as the op's own operation. A failure in `earlier` (the round's, or the

@@ -41,7 +41,7 @@ struct Communicator::OpPart {
 struct Communicator::Op {
   OpKey key;
   std::vector<OpPart> parts;  // One, or a round's (each in its own turn, in this order).
-  bool round = false;
+  bool round() const { return parts.size() > 1; }
   std::string description;  // For errors and the master: DescribeReduce or DescribeRound.
   WorkPtr work;
   // Set by the master's outcome (guarded by the communicator's mu_).

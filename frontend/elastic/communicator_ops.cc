@@ -89,11 +89,8 @@ bool Communicator::SuitsArena(const OpPart& part) {
   return ElasticAlgorithmTable().Select("all_reduce_same_host", part.bytes).needs_arena;
 }
 
-bool Communicator::RunsAsRound(int64_t epoch, const std::vector<OpPart>& parts) {
-  if (parts.size() < 2) return false;
-  for (const OpPart& part : parts) {
-    if (!SuitsArena(part)) return false;
-  }
+bool Communicator::RunsAsRound(int64_t epoch, size_t parts) {
+  if (parts < 2) return false;
   auto mesh = mesh_.Get(epoch);
   if (!mesh.ok()) return true;
   return *mesh != nullptr && (*mesh)->shared_arena() != nullptr;
@@ -234,7 +231,7 @@ WorkPtr Communicator::AllReduceAsync(const void* send, void* recv,
   parts[0].descriptor = descriptor;
   parts[0].send = send;
   parts[0].recv = recv;
-  return Launch(std::move(parts), /*round=*/false, -1, nullptr);
+  return Launch(std::move(parts), -1, nullptr);
 }
 
 absl::StatusOr<ReduceInfo> Communicator::AllReduce(const void* send, void* recv,
@@ -245,8 +242,9 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduce(const void* send, void* recv,
   return ReduceInfo{stats.world_size, stats.bytes_sent, stats.bytes_received};
 }
 
-WorkPtr Communicator::Launch(std::vector<OpPart> parts, bool round, int64_t required_epoch,
+WorkPtr Communicator::Launch(std::vector<OpPart> parts, int64_t required_epoch,
                              std::function<void()> on_data_done) {
+  const bool round = parts.size() > 1;
   std::vector<ReduceDescriptor> descriptors;
   for (const OpPart& part : parts) descriptors.push_back(part.descriptor);
   const std::string description =
@@ -272,7 +270,6 @@ WorkPtr Communicator::Launch(std::vector<OpPart> parts, bool round, int64_t requ
   }
   if (absl::Status status = Usable(); !status.ok()) return refuse(status);
   auto op = std::make_shared<Op>();
-  op->round = round;
   op->description = description;
   op->on_data_done = std::move(on_data_done);
   {
@@ -340,7 +337,7 @@ void Communicator::Run(const std::shared_ptr<Op>& op) {
   // Turns for every part, or none: a round runs only in turns (RunsAsRound chose so).
   bool in_turns = local.ok() && *mesh != nullptr && (*mesh)->shared_arena() != nullptr;
   for (const OpPart& part : op->parts) in_turns = in_turns && SuitsArena(part);
-  if (local.ok() && *mesh != nullptr && op->round && !in_turns) {
+  if (local.ok() && *mesh != nullptr && op->round() && !in_turns) {
     local = absl::InternalError("a round of all-reduces found no shared-memory arena to run in");
   }
   // A peer that cannot move data reports that in its kOpDone alone: a start it could not keep
@@ -424,7 +421,7 @@ void Communicator::Run(const std::shared_ptr<Op>& op) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     in_flight_.Remove(static_cast<uint64_t>(op->key.tag), op);
-    if (op->round) {
+    if (op->round()) {
       for (const OpPart& part : op->parts) in_flight_.Remove(part.descriptor.tag, op);
     }
   }

@@ -108,14 +108,10 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduceMultipleWithRetry(
     std::vector<std::vector<size_t>> units;
     {
       std::vector<size_t> in_round;
-      std::vector<OpPart> round;
       for (size_t i : todo) {
-        OpPart part = part_of(i);
-        if (!SuitsArena(part)) continue;
-        in_round.push_back(i);
-        round.push_back(std::move(part));
+        if (SuitsArena(part_of(i))) in_round.push_back(i);
       }
-      if (!RunsAsRound(round_epoch, round)) in_round.clear();
+      if (!RunsAsRound(round_epoch, in_round.size())) in_round.clear();
       if (!in_round.empty()) units.push_back(in_round);
       for (size_t i : todo) {
         if (std::find(in_round.begin(), in_round.end(), i) == in_round.end()) units.push_back({i});
@@ -152,12 +148,11 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduceMultipleWithRetry(
         }
         moving.insert(u);
         undecided.insert(u);
-        works[u] =
-            Launch(std::move(parts), /*round=*/units[u].size() > 1, round_epoch, [events, u] {
-              std::lock_guard<std::mutex> lock(events->mu);
-              events->data_done[u] = true;
-              events->cv.notify_all();
-            });
+        works[u] = Launch(std::move(parts), round_epoch, [events, u] {
+          std::lock_guard<std::mutex> lock(events->mu);
+          events->data_done[u] = true;
+          events->cv.notify_all();
+        });
         works[u]->OnComplete([events, u](const absl::Status&) {
           std::lock_guard<std::mutex> lock(events->mu);
           events->decided[u] = true;
