@@ -15,10 +15,18 @@ absl::Time InSpinProbe(int cycle) { return kCycleStart + cycle * WaitPolicy::kCy
 absl::Time InSleepProbe(int cycle) { return InSpinProbe(cycle) + kProbe; }
 absl::Time InChoice(int cycle) { return InSpinProbe(cycle) + 3 * kProbe; }
 
-// Ends `spin` waits in cycle `cycle`'s spin probe and `sleep` in its sleep probe.
+// Ends `waits` waits evenly from an eighth into a probe starting at `start` to seven eighths.
+void Spread(WaitPolicy& policy, absl::Time start, int waits) {
+  for (int i = 0; i < waits; ++i) {
+    const absl::Duration at = waits > 1 ? (kProbe * 3 / 4) * i / (waits - 1) : absl::ZeroDuration();
+    policy.WaitEnded(start + kProbe / 8 + at);
+  }
+}
+
+// Ends `spin` waits over cycle `cycle`'s spin probe and `sleep` over its sleep probe.
 void Probe(WaitPolicy& policy, int cycle, int spin, int sleep) {
-  for (int i = 0; i < spin; ++i) policy.WaitEnded(InSpinProbe(cycle));
-  for (int i = 0; i < sleep; ++i) policy.WaitEnded(InSleepProbe(cycle));
+  Spread(policy, kCycleStart + cycle * WaitPolicy::kCycle, spin);
+  Spread(policy, kCycleStart + cycle * WaitPolicy::kCycle + kProbe, sleep);
 }
 
 TEST(WaitPolicyTest, ProbesSpinningThenSleepingAndKeepsSpinningWhenItIsAsFast) {
@@ -47,7 +55,7 @@ TEST(WaitPolicyTest, TooFewWaitsKeepTheChoiceAndProbeAgain) {
   Probe(policy, 1, 2, WaitPolicy::kFewestWaits - 3);
   EXPECT_FALSE(policy.SpinNow(InChoice(1)));
   EXPECT_TRUE(policy.SpinNow(InSpinProbe(2)));
-  Probe(policy, 2, 30, 0);
+  Probe(policy, 2, 30, 5);
   EXPECT_TRUE(policy.SpinNow(InChoice(2)));
 }
 
@@ -88,6 +96,62 @@ TEST(WaitPolicyTest, ProbesThinOutWhileTheChoiceHolds) {
   Probe(policy, cycle, 30, 30);
   EXPECT_TRUE(policy.SpinNow(InChoice(cycle)));
   EXPECT_FALSE(policy.SpinNow(InSleepProbe(cycle + 1)));
+}
+
+// Ends `waits` waits in cycle 0's sleep probe, evenly over its first `span`.
+void SleepProbePace(WaitPolicy& policy, int waits, absl::Duration span) {
+  for (int i = 1; i <= waits; ++i) policy.WaitEnded(kCycleStart + kProbe + i * span / waits);
+}
+
+TEST(WaitPolicyTest, ASleepProbeClearlyLosingEndsEarlyAndChoosesSpinning) {
+  WaitPolicy policy(WaitPolicy::Mode::kAdaptive);
+  const absl::Time sleep_start = kCycleStart + kProbe;
+  Spread(policy, kCycleStart, 400);
+  // Before kEarliestEnd nothing ends the probe, however few its waits.
+  SleepProbePace(policy, 1, WaitPolicy::kEarliestEnd / 2);
+  EXPECT_FALSE(policy.SpinNow(sleep_start + WaitPolicy::kEarliestEnd / 2));
+  // At a pace of 240 waits a probe (over half of 400) it goes on...
+  SleepProbePace(policy, 60, kProbe / 4);
+  EXPECT_FALSE(policy.SpinNow(sleep_start + kProbe / 4)) << "ended while keeping up";
+  // ...until it slows: 62 waits at half the probe make a pace of 124.
+  policy.WaitEnded(sleep_start + kProbe / 2);
+  EXPECT_TRUE(policy.SpinNow(sleep_start + kProbe / 2)) << "a slow sleep probe went on";
+  EXPECT_TRUE(policy.SpinNow(InChoice(0)));
+  // The choice held (spinning): the next probe is two cycles on.
+  EXPECT_TRUE(policy.SpinNow(InSleepProbe(1)));
+  EXPECT_FALSE(policy.SpinNow(InSleepProbe(2)));
+}
+
+TEST(WaitPolicyTest, ASleepProbeEndsEarlyOnlyAgainstEnoughSpinWaits) {
+  WaitPolicy few(WaitPolicy::Mode::kAdaptive);
+  Spread(few, kCycleStart, WaitPolicy::kFewestWaitsToEndEarly - 1);
+  SleepProbePace(few, 2, kProbe / 2);
+  EXPECT_FALSE(few.SpinNow(kCycleStart + kProbe * 3 / 2));
+  WaitPolicy enough(WaitPolicy::Mode::kAdaptive);
+  Spread(enough, kCycleStart, WaitPolicy::kFewestWaitsToEndEarly);
+  SleepProbePace(enough, 2, kProbe / 2);
+  EXPECT_TRUE(enough.SpinNow(kCycleStart + kProbe * 3 / 2));
+}
+
+TEST(WaitPolicyTest, AProbeWithoutWaitsFromItsStartToItsEndDecidesNothing) {
+  // A process that began late in a spin probe ends fewer waits there than in the whole sleep
+  // probe after it, however fast spinning is: no choice, and the next cycle probes again.
+  WaitPolicy late(WaitPolicy::Mode::kAdaptive);
+  for (int i = 0; i < 20; ++i) {
+    late.WaitEnded(kCycleStart + kProbe * 3 / 4 + i * absl::Microseconds(100));
+  }
+  Spread(late, kCycleStart + kProbe, 100);
+  EXPECT_TRUE(late.SpinNow(InChoice(0)));
+  EXPECT_FALSE(late.SpinNow(InSleepProbe(1)));
+  // Nor one whose caller stopped waiting early in the sleep probe.
+  WaitPolicy gone(WaitPolicy::Mode::kAdaptive);
+  Spread(gone, kCycleStart, 20);
+  for (int i = 0; i < 100; ++i) gone.WaitEnded(kCycleStart + kProbe + i * absl::Microseconds(10));
+  EXPECT_TRUE(gone.SpinNow(InChoice(0)));
+  // The same waits spread over both probes choose sleeping.
+  WaitPolicy whole(WaitPolicy::Mode::kAdaptive);
+  Probe(whole, 0, 20, 100);
+  EXPECT_FALSE(whole.SpinNow(InChoice(0)));
 }
 
 TEST(WaitPolicyTest, SpinModeAlwaysSpinsAndSleepModeNever) {
