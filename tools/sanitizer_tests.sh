@@ -7,8 +7,10 @@
 #         algorithms and collective queue, SIGKILL/SIGSTOP/mismatch fault tests, hostile bytes
 #         at every listening port, abort/split/shrink (3 SIGKILL runs each), and the tcp
 #         conformance suites (shared memory) at world sizes 1-4 (8 ranks under ASan on 2 cores
-#         took half the stage);
-#   tsan: the same units (in-process ranks, where every ordering is visible to it).
+#         took half the stage), and the elastic suites with their 1-minute churn soak;
+#   tsan: the same units (in-process ranks, where every ordering is visible to it), and the
+#         elastic communicator's socket-free units (its peer suites share memory across
+#         processes, below).
 #         ThreadSanitizer cannot follow ordering that passes through another process: frames
 #         through the shared-memory rings, and the receives the ring and halving-doubling
 #         all-reduces post early into the user's buffer (safe because the data that lands there
@@ -25,11 +27,14 @@ asan_targets=(
   //frontend/dispatch:flight_recorder_test //tests/fault:fault_test //tests/fault:fault_sockets_test //tests/fault:heartbeat_test
   //tests/fault:listener_abuse_test //tests/fault:lifecycle_test
   //tests/conformance:reductions_tcp_test //tests/conformance:semantics_tcp_test
-  //tests/conformance:data_movement_tcp_test
+  //tests/conformance:data_movement_tcp_test //tests/elastic:all
 )
 tsan_targets=(
   //base/store:all //base/auth:all //base/work:all //backends/tcp:all //algorithms:all //executor:all
   //devices/cuda:event_watcher_test //frontend/dispatch:flight_recorder_test
+  //tests/elastic:arena_order_test //tests/elastic:epoch_mesh_test //tests/elastic:in_flight_ops_test
+  //tests/elastic:topology_view_test //tests/elastic:master_state_test
+  //tests/elastic:master_descriptors_test
 )
 
 configs=("$@")

@@ -16,10 +16,12 @@
 namespace plexus::elastic {
 namespace {
 
-// Records its setup and whether it was aborted; moves nothing.
+// Records its setup and whether it was aborted (in a flag that outlives it: the mesh destroys
+// the transports it aborts); moves nothing.
 class RecordingTransport : public Transport {
  public:
-  explicit RecordingTransport(TransportSetup setup) : setup_(std::move(setup)) {}
+  RecordingTransport(TransportSetup setup, std::shared_ptr<std::atomic<bool>> aborted)
+      : setup_(std::move(setup)), aborted_(std::move(aborted)) {}
   int rank() const override { return setup_.rank; }
   int size() const override { return setup_.size; }
   WorkPtr Send(int, MessageTag, absl::Span<const uint8_t>, absl::Duration) override {
@@ -32,18 +34,19 @@ class RecordingTransport : public Transport {
     return Work::Finished(absl::UnimplementedError("no receives here"), "recv", setup_.rank);
   }
   void AbortOperation(uint64_t, absl::Status) override {}
-  void Abort(absl::Status) override { aborted = true; }
+  void Abort(absl::Status) override { *aborted_ = true; }
   const TransportSetup& setup() const { return setup_; }
-  std::atomic<bool> aborted{false};
 
  private:
   TransportSetup setup_;
+  std::shared_ptr<std::atomic<bool>> aborted_;
 };
 
 // What the registered factory does next, and what it built.
 struct Factory {
   std::mutex mu;
-  std::vector<RecordingTransport*> built;
+  std::vector<RecordingTransport*> built;                   // Valid while the mesh holds them.
+  std::vector<std::shared_ptr<std::atomic<bool>>> aborted;  // Per built transport, kept.
   absl::Status fail_with;                  // Returned instead of a transport when not OK.
   std::function<void()> while_connecting;  // Runs inside the build (the epoch may end there).
 };
@@ -56,9 +59,11 @@ Factory& TheFactory() {
         [made](const TransportSetup& setup) -> absl::StatusOr<std::unique_ptr<Transport>> {
           if (made->while_connecting) made->while_connecting();
           if (!made->fail_with.ok()) return made->fail_with;
-          auto transport = std::make_unique<RecordingTransport>(setup);
+          auto aborted = std::make_shared<std::atomic<bool>>(false);
+          auto transport = std::make_unique<RecordingTransport>(setup, aborted);
           std::lock_guard<std::mutex> lock(made->mu);
           made->built.push_back(transport.get());
+          made->aborted.push_back(std::move(aborted));
           return transport;
         });
     return made;
@@ -86,6 +91,7 @@ class EpochMeshTest : public ::testing::Test {
     Factory& factory = TheFactory();
     std::lock_guard<std::mutex> lock(factory.mu);
     factory.built.clear();
+    factory.aborted.clear();
     factory.fail_with = absl::OkStatus();
     factory.while_connecting = nullptr;
   }
@@ -162,7 +168,7 @@ TEST_F(EpochMeshTest, ConnectionsFinishedAfterTheirEpochEndedAreAbortedNotKept) 
   EXPECT_EQ(mesh.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(absl::StrContains(mesh.status().message(), "ended while connecting"));
   ASSERT_EQ(Built(), 1u);
-  EXPECT_TRUE(TheFactory().built[0]->aborted);
+  EXPECT_TRUE(*TheFactory().aborted[0]);
   std::lock_guard<std::mutex> lock(owner.mu);
   EXPECT_EQ(owner.mesh.current(), nullptr);
 }
