@@ -45,8 +45,8 @@ class RecordingTransport : public Transport {
 // What the registered factory does next, and what it built.
 struct Factory {
   std::mutex mu;
-  std::vector<RecordingTransport*> built;                   // Valid while the mesh holds them.
-  std::vector<std::shared_ptr<std::atomic<bool>>> aborted;  // Per built transport, kept.
+  // Per transport built, whether it was aborted (kept after the mesh destroyed it).
+  std::vector<std::shared_ptr<std::atomic<bool>>> aborted;
   absl::Status fail_with;                  // Returned instead of a transport when not OK.
   std::function<void()> while_connecting;  // Runs inside the build (the epoch may end there).
 };
@@ -62,7 +62,6 @@ Factory& TheFactory() {
           auto aborted = std::make_shared<std::atomic<bool>>(false);
           auto transport = std::make_unique<RecordingTransport>(setup, aborted);
           std::lock_guard<std::mutex> lock(made->mu);
-          made->built.push_back(transport.get());
           made->aborted.push_back(std::move(aborted));
           return transport;
         });
@@ -90,14 +89,13 @@ class EpochMeshTest : public ::testing::Test {
   void SetUp() override {
     Factory& factory = TheFactory();
     std::lock_guard<std::mutex> lock(factory.mu);
-    factory.built.clear();
     factory.aborted.clear();
     factory.fail_with = absl::OkStatus();
     factory.while_connecting = nullptr;
   }
   size_t Built() {
     std::lock_guard<std::mutex> lock(TheFactory().mu);
-    return TheFactory().built.size();
+    return TheFactory().aborted.size();
   }
 };
 
