@@ -50,8 +50,9 @@ const std::vector<Algorithm>& AlgorithmCatalog() {
        "arena: each rank reduces its block of every input, then copies all blocks out",
        ArenaReduceScatter, true, 64 * kKiB, kNoSizeLimit, /*keeps_originals=*/true},
       {"all_reduce_same_host", "shm",
-       "arena: every rank reduces all inputs itself, one synchronisation per piece", ArenaDirect,
-       true, 0, 64 * kKiB},
+       "arena: every rank reduces all inputs itself, one synchronisation per piece (from 32 "
+       "ranks and 256 KiB to read, group leaders first, in groups of about sqrt(p))",
+       ArenaDirect, true, 0, 64 * kKiB},
       {"all_reduce_same_host", "ring", kRing, Ring, false, 0, 0},
       {"all_reduce_same_host", "rd", kRecursiveDoubling, RecursiveDoubling, false, 0, 0},
       {"all_reduce_same_host", "hd", kHalvingDoubling, HalvingDoubling, false, 0, 0},

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "base/core/status_macros.h"
 
 namespace plexus::algorithms {
 namespace {
@@ -84,7 +85,31 @@ absl::Status ArenaSlots::WaitForResults(uint64_t piece) {
   return WaitForAll(InputStep(piece) + 1, piece, /*check=*/false);
 }
 
+absl::Status ArenaSlots::WaitForInputsOf(uint64_t piece, absl::Span<const int> ranks) {
+  for (int peer : ranks) {
+    if (peer == arena_.rank()) continue;
+    RETURN_IF_ERROR(WaitForPeer(peer, InputStep(piece), piece, /*check=*/true));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ArenaSlots::WaitForResultsOf(uint64_t piece, absl::Span<const int> ranks) {
+  for (int peer : ranks) {
+    if (peer == arena_.rank()) continue;
+    RETURN_IF_ERROR(WaitForPeer(peer, InputStep(piece) + 1, piece, /*check=*/true));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ArenaSlots::WaitForAll(uint64_t step, uint64_t piece, bool check) {
+  for (int peer = 0; peer < arena_.size(); ++peer) {
+    if (peer == arena_.rank()) continue;
+    RETURN_IF_ERROR(WaitForPeer(peer, step, piece, check));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ArenaSlots::WaitForPeer(int peer, uint64_t step, uint64_t piece, bool check) {
   const uint64_t ours = ctx_.signature();
   // A peer that announced another collective under this sequence number went another way
   // (skipped this one, or runs a different one): it will never publish this step.
@@ -92,52 +117,49 @@ absl::Status ArenaSlots::WaitForAll(uint64_t step, uint64_t piece, bool check) {
   auto elsewhere = [ours](uint64_t announced) {
     return announced != 0 && announced != ours && SameSequence(announced, ours);
   };
-  for (int peer = 0; peer < arena_.size(); ++peer) {
-    if (peer == arena_.rank()) continue;
-    absl::StatusOr<uint64_t> seen = arena_.WaitFor(peer, step, ctx_.deadline(), elsewhere);
-    if (!seen.ok()) return Fail(seen.status());
-    const bool reached = (*seen & ~(kArenaFailed | kArenaCodeBits)) >= step;
-    uint64_t theirs = 0;
-    uint64_t their_piece = piece;
-    if (!reached) {
-      // Also for a peer that failed or left: if it ran another collective under this
-      // sequence number, that disagreement is the cause to report.
-      theirs = arena_.Announced(peer);
-      if (!SameSequence(theirs, ours)) theirs = 0;
-    } else if (check && reached) {
-      const Header header_seen = *header(peer, piece);
-      theirs = header_seen.signature;
-      their_piece = header_seen.piece;
-    }
-    if (theirs != 0 && (theirs != ours || their_piece != piece)) {
-      return Fail(absl::FailedPreconditionError(absl::StrCat(
-          "ranks disagree on the collective: rank ", arena_.rank(), " is running ",
-          DescribeSignature(ours), " but rank ", peer, " is running ", DescribeSignature(theirs),
-          their_piece != piece
-              ? absl::StrCat(" (shared memory, piece ", their_piece, " against ", piece, ")")
-              : std::string())));
-    }
-    // A peer that failed or left after reaching the step (e.g. it finished this collective,
-    // which needs nothing more from this rank, and shut down) left its data in place.
-    if (!reached && (*seen & kArenaFailed) != 0) {
-      absl::StatusCode code = ArenaFailureCode(*seen);
-      if (code == absl::StatusCode::kOk) code = absl::StatusCode::kAborted;
-      if (code == absl::StatusCode::kUnavailable) {
-        // The peer lost a rank; this rank's transport sees the same process go within moments
-        // and can say which (bounded: the plain report below otherwise).
-        absl::StatusOr<uint64_t> own =
-            arena_.WaitFor(arena_.rank(), ~uint64_t{0} >> 1,
-                           std::min(ctx_.deadline(), absl::Now() + absl::Seconds(1)),
-                           [](uint64_t) { return false; });
-        if (!own.ok() && own.status().code() == absl::StatusCode::kUnavailable) {
-          return Fail(own.status());
-        }
+  absl::StatusOr<uint64_t> seen = arena_.WaitFor(peer, step, ctx_.deadline(), elsewhere);
+  if (!seen.ok()) return Fail(seen.status());
+  const bool reached = (*seen & ~(kArenaFailed | kArenaCodeBits)) >= step;
+  uint64_t theirs = 0;
+  uint64_t their_piece = piece;
+  if (!reached) {
+    // Also for a peer that failed or left: if it ran another collective under this
+    // sequence number, that disagreement is the cause to report.
+    theirs = arena_.Announced(peer);
+    if (!SameSequence(theirs, ours)) theirs = 0;
+  } else if (check && reached) {
+    const Header header_seen = *header(peer, piece);
+    theirs = header_seen.signature;
+    their_piece = header_seen.piece;
+  }
+  if (theirs != 0 && (theirs != ours || their_piece != piece)) {
+    return Fail(absl::FailedPreconditionError(absl::StrCat(
+        "ranks disagree on the collective: rank ", arena_.rank(), " is running ",
+        DescribeSignature(ours), " but rank ", peer, " is running ", DescribeSignature(theirs),
+        their_piece != piece
+            ? absl::StrCat(" (shared memory, piece ", their_piece, " against ", piece, ")")
+            : std::string())));
+  }
+  // A peer that failed or left after reaching the step (e.g. it finished this collective,
+  // which needs nothing more from this rank, and shut down) left its data in place.
+  if (!reached && (*seen & kArenaFailed) != 0) {
+    absl::StatusCode code = ArenaFailureCode(*seen);
+    if (code == absl::StatusCode::kOk) code = absl::StatusCode::kAborted;
+    if (code == absl::StatusCode::kUnavailable) {
+      // The peer lost a rank; this rank's transport sees the same process go within moments
+      // and can say which (bounded: the plain report below otherwise).
+      absl::StatusOr<uint64_t> own =
+          arena_.WaitFor(arena_.rank(), ~uint64_t{0} >> 1,
+                         std::min(ctx_.deadline(), absl::Now() + absl::Seconds(1)),
+                         [](uint64_t) { return false; });
+      if (!own.ok() && own.status().code() == absl::StatusCode::kUnavailable) {
+        return Fail(own.status());
       }
-      return Fail(
-          absl::Status(code, absl::StrCat(CollectiveName(ctx_.kind()), " #", ctx_.sequence(),
-                                          " on rank ", arena_.rank(), ": rank ", peer,
-                                          " failed it (", absl::StatusCodeToString(code), ")")));
     }
+    return Fail(absl::Status(
+        code,
+        absl::StrCat(CollectiveName(ctx_.kind()), " #", ctx_.sequence(), " on rank ", arena_.rank(),
+                     ": rank ", peer, " failed it (", absl::StatusCodeToString(code), ")")));
   }
   return absl::OkStatus();
 }

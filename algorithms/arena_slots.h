@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "algorithms/collective_context.h"
 #include "base/transport/shared_arena.h"
 
@@ -65,6 +66,10 @@ class ArenaSlots {
   // Aborted when a peer failed, the arena's error when a peer was lost or time ran out.
   absl::Status WaitForInputs(uint64_t piece);
   absl::Status WaitForResults(uint64_t piece);
+  // The same for the ranks in `ranks` only (this rank's own entry is skipped), and checking
+  // each one's collective and piece for results too.
+  absl::Status WaitForInputsOf(uint64_t piece, absl::Span<const int> ranks);
+  absl::Status WaitForResultsOf(uint64_t piece, absl::Span<const int> ranks);
   // Publishes kArenaFailed and returns `status`.
   absl::Status Fail(absl::Status status);
 
@@ -73,6 +78,7 @@ class ArenaSlots {
   uint64_t InputStep(uint64_t piece) const { return base_ + 2 * piece + 1; }
   void PublishHeaderAndStep(uint64_t piece, uint64_t bytes, uint64_t step);
   absl::Status WaitForAll(uint64_t step, uint64_t piece, bool check);
+  absl::Status WaitForPeer(int peer, uint64_t step, uint64_t piece, bool check);
 
   CollectiveContext& ctx_;
   SharedArena& arena_;

@@ -1,7 +1,8 @@
 // shared_memory_all_reduce.cc: for a group on one host (ctx.shared_arena()). Piece by piece,
 // every rank copies its input into its arena slot and publishes it, then reduces all ranks'
 // slots, in rank order, straight into its own buffer: one synchronisation per piece, and the
-// same operands in the same order on every rank, so results are bit-identical.
+// same operands in the same order on every rank, so results are bit-identical. With many
+// ranks and enough to read, the grouped schedule runs instead (algorithms.h says when).
 #include <algorithm>
 #include <cstring>
 
@@ -13,6 +14,10 @@ namespace plexus::algorithms {
 
 absl::Status SharedMemoryAllReduce(CollectiveContext& ctx, SharedArena& arena, void* data,
                                    int64_t count, DType dtype, ReduceOpKind op) {
+  const size_t read_flat = static_cast<size_t>(ctx.size()) * count * DTypeSize(dtype);
+  if (ctx.size() >= kGroupedAllReduceFromRanks && read_flat >= kGroupedAllReduceFromBytesRead) {
+    return SharedMemoryGroupedAllReduce(ctx, arena, data, count, dtype, op);
+  }
   ArenaSlots slots(ctx, arena, static_cast<size_t>(count) * DTypeSize(dtype));
   const size_t element = DTypeSize(dtype);
   const int64_t per_piece = static_cast<int64_t>(slots.payload_bytes() / element);

@@ -123,8 +123,9 @@ struct Rank {
     CollectiveContext ctx(transport, CollectiveKind::kAllReduce, sequence, signature,
                           absl::Seconds(20), nullptr);
     arena.Announce(signature);
-    return SharedMemoryAllReduce(ctx, arena, data.data(), static_cast<int64_t>(data.size()),
-                                 DType::kFloat32, ReduceOpKind::kSum);
+    auto schedule = grouped ? SharedMemoryGroupedAllReduce : SharedMemoryAllReduce;
+    return schedule(ctx, arena, data.data(), static_cast<int64_t>(data.size()), DType::kFloat32,
+                    ReduceOpKind::kSum);
   }
   // The reduce-scatter schedule, keeping the input in `originals` (keep_originals.h); returns
   // how much of it was kept.
@@ -151,14 +152,29 @@ struct Rank {
   SilentTransport transport;
   FakeArena arena;
   std::vector<float> data;
+  bool grouped = false;  // Run: the grouped schedule whatever the size.
 };
 
-void ExpectSummed(const Rank& rank, int size) {
+// The sums are of small whole numbers, exact in float32 in any order.
+void ExpectSummed(const Rank& rank, int size, int round = 0) {
   for (size_t i = 0; i < rank.data.size(); ++i) {
     float expected = 0;
-    for (int r = 0; r < size; ++r) expected += Rank::Input(r, i, 0);
-    ASSERT_EQ(rank.data[i], expected) << "element " << i;
+    for (int r = 0; r < size; ++r) expected += Rank::Input(r, i, round);
+    ASSERT_EQ(rank.data[i], expected) << "rank " << rank.transport.rank() << " element " << i;
   }
+}
+
+// Runs collective `sequence` on every rank in its own thread, with inputs of `round`.
+std::vector<absl::Status> RunTogether(std::vector<std::unique_ptr<Rank>>& ranks, uint64_t sequence,
+                                      int round) {
+  std::vector<absl::Status> statuses(ranks.size());
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    ranks[r]->Fill(round);
+    threads.emplace_back([&, r] { statuses[r] = ranks[r]->Run(sequence); });
+  }
+  for (auto& thread : threads) thread.join();
+  return statuses;
 }
 
 // The peer finished (it had this rank's input), returned to its caller and shut down before
@@ -260,6 +276,90 @@ TEST(SharedMemoryAllReduceTest, ManyPiecesOnThreeRanks) {
       ExpectSummed(*ranks[r], 3);
     }
   }
+}
+
+TEST(SharedMemoryGroupedAllReduceTest, GroupsOfAboutTheSquareRoot) {
+  EXPECT_EQ(GroupSizeForGroupedAllReduce(1), 1);
+  EXPECT_EQ(GroupSizeForGroupedAllReduce(10), 3);
+  EXPECT_EQ(GroupSizeForGroupedAllReduce(32), 6);
+  EXPECT_EQ(GroupSizeForGroupedAllReduce(64), 8);
+}
+
+// Ten ranks make groups of 3, 3, 3 and 1; many pieces a collective, each collective's inputs
+// different from the last, so a result read from a stale slot shows.
+TEST(SharedMemoryGroupedAllReduceTest, ManyPiecesOnTenRanksInUnevenGroups) {
+  constexpr int kRanks = 10;
+  auto state = std::make_shared<SharedState>(kRanks);
+  const int64_t count = 3 * kRegionBytes / sizeof(float);
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (int r = 0; r < kRanks; ++r) {
+    ranks.push_back(std::make_unique<Rank>(state, r, kRanks, count));
+    ranks.back()->grouped = true;
+  }
+  for (uint64_t sequence = 1; sequence <= 12; ++sequence) {
+    const std::vector<absl::Status> statuses = RunTogether(ranks, sequence, sequence);
+    for (int r = 0; r < kRanks; ++r) {
+      ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+      ExpectSummed(*ranks[r], kRanks, sequence);
+    }
+  }
+}
+
+// From kGroupedAllReduceFromRanks ranks, where each would read kGroupedAllReduceFromBytesRead
+// or more, the "shm" schedule runs grouped: 33 ranks of 8 KiB each, groups of 6 and a last
+// one of 3.
+TEST(SharedMemoryGroupedAllReduceTest, TheShmScheduleRunsGroupedFromThirtyTwoRanks) {
+  constexpr int kRanks = kGroupedAllReduceFromRanks + 1;
+  static_assert(kRanks * 2048 * sizeof(float) >= kGroupedAllReduceFromBytesRead);
+  auto state = std::make_shared<SharedState>(kRanks);
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (int r = 0; r < kRanks; ++r) ranks.push_back(std::make_unique<Rank>(state, r, kRanks, 2048));
+  for (uint64_t sequence = 1; sequence <= 3; ++sequence) {
+    const std::vector<absl::Status> statuses = RunTogether(ranks, sequence, sequence);
+    for (int r = 0; r < kRanks; ++r) {
+      ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+      ExpectSummed(*ranks[r], kRanks, sequence);
+    }
+  }
+}
+
+// A member that left before publishing its input fails its leader, naming it, and through the
+// leader every other rank: nobody waits for the result that cannot come.
+TEST(SharedMemoryGroupedAllReduceTest, AMemberThatLeftFailsEveryRank) {
+  auto state = std::make_shared<SharedState>(4);  // Groups {0, 1} and {2, 3}.
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.push_back(std::make_unique<Rank>(state, r, 4, 64));
+    ranks.back()->grouped = true;
+  }
+  FakeArena(state, 3).Leave();
+  const std::vector<absl::Status> statuses = RunTogether(ranks, 1, 0);
+  EXPECT_EQ(statuses[2].code(), absl::StatusCode::kUnavailable) << statuses[2];
+  EXPECT_NE(statuses[2].message().find("rank 3 failed it"), absl::string_view::npos) << statuses[2];
+  for (int r : {0, 1}) {
+    EXPECT_EQ(statuses[r].code(), absl::StatusCode::kUnavailable) << "rank " << r;
+    EXPECT_NE(statuses[r].message().find("rank 2 failed it"), absl::string_view::npos)
+        << statuses[r];
+  }
+}
+
+// A member running another collective is named by its leader; every rank fails with the
+// disagreement.
+TEST(SharedMemoryGroupedAllReduceTest, AMemberRunningAnotherCollectiveFailsEveryRank) {
+  auto state = std::make_shared<SharedState>(4);
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (int r = 0; r < 4; ++r) {
+    ranks.push_back(std::make_unique<Rank>(state, r, 4, r == 3 ? 10 : 12));
+    ranks.back()->grouped = true;
+  }
+  const std::vector<absl::Status> statuses = RunTogether(ranks, 1, 0);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(statuses[r].code(), absl::StatusCode::kFailedPrecondition)
+        << "rank " << r << ": " << statuses[r];
+  }
+  EXPECT_NE(statuses[2].message().find("rank 3 is running all_reduce #1 of 10 float32"),
+            absl::string_view::npos)
+      << statuses[2];
 }
 
 // Small all-reduces take turns among several places in a slot; mixed with ones of many pieces
