@@ -157,8 +157,12 @@ WorkPtr Collectives::Enqueue(CollectiveKind kind, DType dtype, int64_t count,
   const bool deferred = !queue_->running && queue_->tasks.empty() && queue_->waiters_expected;
   queue_->tasks.push_back({deferred ? now : absl::InfinitePast(), deferred, kind, sequence,
                            MakeSignature(kind, dtype, sequence, count), timeout, work, this});
+  queue_->last_issued = now;
   // A worker with a timer looks by itself; waking it here would race the caller for the task.
-  if (queue_->worker_asleep) queue_->ready.notify_one();
+  if (queue_->worker_asleep) {
+    ++queue_->woken_at_issue;
+    queue_->ready.notify_one();
+  }
   return work;
 }
 
@@ -233,6 +237,11 @@ void Collectives::RunInWaiter(Queue& queue, uint64_t sequence, absl::Duration wa
   task.owner->Execute(task);
 }
 
+uint64_t Collectives::worker_woken_at_issue() const {
+  std::lock_guard<std::mutex> lock(queue_->mu);
+  return queue_->woken_at_issue;
+}
+
 uint64_t Collectives::worker_looks() const {
   std::lock_guard<std::mutex> lock(queue_->mu);
   return queue_->worker_looks;
@@ -275,9 +284,15 @@ void Collectives::Worker() {
           queue.ready.wait_for(lock, absl::ToChronoNanoseconds(front.issued + kWaiterGrace - now));
           continue;
         }
-      } else if (queue.waiter_runs != seen_waiter_runs) {
+      } else if (queue.waiter_runs != seen_waiter_runs || queue.running ||
+                 (queue.waiters_expected &&
+                  now - queue.last_issued < kWorkerLooksWhileIssuedWithin)) {
         // Waiting threads run the tasks: look again after a while instead of being woken for
-        // every one, and less often the longer they keep it up.
+        // every one, and less often the longer they keep it up. Also while one runs, or ran
+        // lately: a look that finds a long collective still running (or the next not issued
+        // yet) would otherwise sleep untimed, and issuing the next would wake it, with wake-up
+        // priority over the ranks, every collective (64 ranks on 2 cores: a 1 KiB all-reduce
+        // took 4.8-6.2 ms issued then waited for, against 2.2-2.3 ms blocking).
         seen_waiter_runs = queue.waiter_runs;
         ++queue.worker_looks;
         queue.ready.wait_for(lock, absl::ToChronoNanoseconds(look_every));

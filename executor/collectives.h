@@ -93,6 +93,8 @@ class Collectives {
   // How many tasks the worker started only once their grace for a waiting thread ran out
   // (for tests).
   uint64_t unclaimed_after_grace() const;
+  // How often issuing a collective woke the worker from its untimed sleep (for tests).
+  uint64_t worker_woken_at_issue() const;
 
  private:
   // A collective's Work, holding the body that runs it (one allocation for both): a thread
@@ -124,6 +126,8 @@ class Collectives {
     uint64_t waiter_runs = 0;   // Tasks run by waiting threads so far.
     uint64_t worker_looks = 0;  // Times the worker woke to look while waiting threads ran them.
     uint64_t unclaimed_after_grace = 0;  // Deferred tasks the worker took once the grace ran out.
+    uint64_t woken_at_issue = 0;         // Times Enqueue woke the worker from its untimed sleep.
+    absl::Time last_issued = absl::InfinitePast();
     // Threads wait on their collectives and may run them (set by a wait on an unfinished one
     // that may; cleared by one that may not, and when a deferred task went unclaimed for
     // kWaiterGrace).
@@ -185,6 +189,9 @@ inline constexpr absl::Duration kWaiterGrace = absl::Milliseconds(1);
 // to once per this: each look wakes a thread on a core the ranks are busy on. A task nobody
 // claims then starts within this plus kWaiterGrace.
 inline constexpr absl::Duration kLongestWorkerLook = absl::Milliseconds(8);
+// While waiting threads run the tasks, the worker keeps looking on its timer, without being
+// woken for each task issued, until nothing has been issued for this long.
+inline constexpr absl::Duration kWorkerLooksWhileIssuedWithin = absl::Milliseconds(500);
 
 }  // namespace plexus::executor
 

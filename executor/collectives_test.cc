@@ -117,6 +117,28 @@ TEST(CollectivesTest, WhileWaitersRunEveryCollectiveTheWorkerLooksLessOften) {
   EXPECT_LT(absl::Now() - issued, absl::Seconds(1));
 }
 
+// Waiting threads running collectives that each outlast the worker's longest look: issuing the
+// next one does not wake the worker each time (a wake-up that preempts the issuing rank on a
+// crowded host); it goes on looking on its timer.
+TEST(CollectivesTest, IssuingWhileWaitersRunLongCollectivesLeavesTheWorkerOnItsTimer) {
+  Collectives collectives(std::make_shared<SoloTransport>(), AlgorithmTable::Default());
+  auto slow = [](CollectiveContext&) {
+    absl::SleepFor(kLongestWorkerLook + absl::Milliseconds(4));
+    return absl::OkStatus();
+  };
+  constexpr int kCalls = 30;
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_TRUE(
+        collectives.Submit(CollectiveKind::kBarrier, DType::kUInt8, 0, absl::Seconds(30), slow)
+            ->Wait(absl::Seconds(30))
+            .ok());
+  }
+  // The first issue wakes it (it slept untimed, nothing having been issued yet); a preempted
+  // test thread may make the odd other one.
+  EXPECT_LE(collectives.worker_woken_at_issue(), 3u);
+  EXPECT_LT(collectives.unclaimed_after_grace(), 3u);
+}
+
 // A wait shorter than the collective's own timeout cannot run it (it might outlast the wait):
 // the worker takes it at once, not after its grace for a waiting thread (a millisecond per
 // call before).
