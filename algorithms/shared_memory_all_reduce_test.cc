@@ -278,6 +278,30 @@ TEST(SharedMemoryAllReduceTest, ManyPiecesOnThreeRanks) {
   }
 }
 
+// `size` ranks sharing `state`, each with `count` elements, running the grouped schedule if
+// `grouped` (else "shm", which picks by itself).
+std::vector<std::unique_ptr<Rank>> MakeRanks(const std::shared_ptr<SharedState>& state, int size,
+                                             int64_t count, bool grouped) {
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (int r = 0; r < size; ++r) {
+    ranks.push_back(std::make_unique<Rank>(state, r, size, count));
+    ranks.back()->grouped = grouped;
+  }
+  return ranks;
+}
+
+// Collectives 1 to `rounds`, each with inputs of its own round; every rank gets every sum.
+void ExpectEveryRoundSummed(std::vector<std::unique_ptr<Rank>>& ranks, int rounds) {
+  const int size = static_cast<int>(ranks.size());
+  for (int round = 1; round <= rounds; ++round) {
+    const std::vector<absl::Status> statuses = RunTogether(ranks, round, round);
+    for (int r = 0; r < size; ++r) {
+      ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
+      ExpectSummed(*ranks[r], size, round);
+    }
+  }
+}
+
 TEST(SharedMemoryGroupedAllReduceTest, GroupsOfAboutTheSquareRoot) {
   EXPECT_EQ(GroupSizeForGroupedAllReduce(1), 1);
   EXPECT_EQ(GroupSizeForGroupedAllReduce(10), 3);
@@ -290,19 +314,8 @@ TEST(SharedMemoryGroupedAllReduceTest, GroupsOfAboutTheSquareRoot) {
 TEST(SharedMemoryGroupedAllReduceTest, ManyPiecesOnTenRanksInUnevenGroups) {
   constexpr int kRanks = 10;
   auto state = std::make_shared<SharedState>(kRanks);
-  const int64_t count = 3 * kRegionBytes / sizeof(float);
-  std::vector<std::unique_ptr<Rank>> ranks;
-  for (int r = 0; r < kRanks; ++r) {
-    ranks.push_back(std::make_unique<Rank>(state, r, kRanks, count));
-    ranks.back()->grouped = true;
-  }
-  for (uint64_t sequence = 1; sequence <= 12; ++sequence) {
-    const std::vector<absl::Status> statuses = RunTogether(ranks, sequence, sequence);
-    for (int r = 0; r < kRanks; ++r) {
-      ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
-      ExpectSummed(*ranks[r], kRanks, sequence);
-    }
-  }
+  auto ranks = MakeRanks(state, kRanks, 3 * kRegionBytes / sizeof(float), /*grouped=*/true);
+  ExpectEveryRoundSummed(ranks, 12);
 }
 
 // From kGroupedAllReduceFromRanks ranks, where each would read kGroupedAllReduceFromBytesRead
@@ -312,15 +325,8 @@ TEST(SharedMemoryGroupedAllReduceTest, TheShmScheduleRunsGroupedFromThirtyTwoRan
   constexpr int kRanks = kGroupedAllReduceFromRanks + 1;
   static_assert(kRanks * 2048 * sizeof(float) >= kGroupedAllReduceFromBytesRead);
   auto state = std::make_shared<SharedState>(kRanks);
-  std::vector<std::unique_ptr<Rank>> ranks;
-  for (int r = 0; r < kRanks; ++r) ranks.push_back(std::make_unique<Rank>(state, r, kRanks, 2048));
-  for (uint64_t sequence = 1; sequence <= 3; ++sequence) {
-    const std::vector<absl::Status> statuses = RunTogether(ranks, sequence, sequence);
-    for (int r = 0; r < kRanks; ++r) {
-      ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r];
-      ExpectSummed(*ranks[r], kRanks, sequence);
-    }
-  }
+  auto ranks = MakeRanks(state, kRanks, 2048, /*grouped=*/false);
+  ExpectEveryRoundSummed(ranks, 3);
 }
 
 // A member that left before publishing its input fails its leader, naming it, and through the
@@ -328,7 +334,7 @@ TEST(SharedMemoryGroupedAllReduceTest, TheShmScheduleRunsGroupedFromThirtyTwoRan
 TEST(SharedMemoryGroupedAllReduceTest, AMemberThatLeftFailsEveryRank) {
   auto state = std::make_shared<SharedState>(4);  // Groups {0, 1} and {2, 3}.
   std::vector<std::unique_ptr<Rank>> ranks;
-  for (int r = 0; r < 3; ++r) {
+  for (int r = 0; r < 3; ++r) {  // Rank 3 never comes.
     ranks.push_back(std::make_unique<Rank>(state, r, 4, 64));
     ranks.back()->grouped = true;
   }
