@@ -76,6 +76,7 @@ struct Flags {
   int cuda_devices = 0;          // With --device=cuda: how many the ranks spread over.
   std::optional<LoadSpec> load;  // --load=KIND:N: every case also runs under this load.
   std::string anchor;            // --anchor=mpi-shm|mpi-tcp: Open MPI beside, via run.sh.
+  int rounds = 1;                // --rounds=N: every phase N times over, alternating.
 };
 
 absl::StatusOr<int64_t> ParseBytes(absl::string_view text) {
@@ -162,6 +163,10 @@ absl::Status ParseFlags(int argc, char** argv, Flags& flags) {
             absl::StrCat("--anchor=", value, ": known anchors are mpi-shm and mpi-tcp"));
       }
       flags.anchor = value;
+    } else if (name == "--rounds") {
+      if (!absl::SimpleAtoi(value, &flags.rounds) || flags.rounds < 1 || flags.rounds > 20) {
+        return absl::InvalidArgumentError(absl::StrCat("--rounds=", value, " must be 1..20"));
+      }
     } else if (name == "--device") {
       auto device = ParseDeviceType(value);
       if (!device.ok()) return device.status();
@@ -200,7 +205,7 @@ absl::Status ParseFlags(int argc, char** argv, Flags& flags) {
           "'; flags: --backends=cpu:tcp,... --ops=all_reduce,...|all "
           "--ranks=N|2,4,8 --sizes=1K:64M|1K,16M --dtype=float32 --iters=N --warmup=N "
           "--json=FILE --mpirun-args='--mca btl tcp,self' --device=cpu|cuda --plot=FILE.png "
-          "--tls --blocking --load=spin:N|compute:N|comm:N --anchor=mpi-shm|mpi-tcp"));
+          "--tls --blocking --load=spin:N|compute:N|comm:N --anchor=mpi-shm|mpi-tcp --rounds=N"));
     }
   }
   if (flags.backends.empty() && flags.device == DeviceType::kCuda) {
@@ -729,25 +734,35 @@ int Main(int argc, char** argv) {
   bool failed = false;
   for (int ranks : flags.rank_counts) {
     flags.ranks = ranks;
-    // Quiet first, then (with --load) the same cases again beside the load.
-    for (int loaded = 0; loaded <= (flags.load ? 1 : 0); ++loaded) {
-      std::unique_ptr<Load> load;
-      const std::string load_label = loaded ? flags.load->label() : "";
-      if (loaded) {
-        auto started = Load::Start(*flags.load, dir);
-        if (!started.ok()) {
-          fprintf(stderr, "bench: %s\n", std::string(started.status().message()).c_str());
-          failed = true;
-          break;
+    // Quiet first, then (with --load) the same cases again beside the load; with --rounds the
+    // two alternate, so that each round's comparisons are made in the same minutes.
+    for (int round = 1; round <= flags.rounds; ++round) {
+      if (flags.rounds > 1) printf("# round %d of %d, %d ranks\n", round, flags.rounds, ranks);
+      for (int loaded = 0; loaded <= (flags.load ? 1 : 0); ++loaded) {
+        std::unique_ptr<Load> load;
+        const std::string load_label = loaded ? flags.load->label() : "";
+        if (loaded) {
+          auto started = Load::Start(*flags.load, dir);
+          if (!started.ok()) {
+            fprintf(stderr, "bench: %s\n", std::string(started.status().message()).c_str());
+            failed = true;
+            break;
+          }
+          load = std::move(started).value();
         }
-        load = std::move(started).value();
-      }
-      MeasurePhase(flags, forked, launched, argc, argv, dir, load_label, rows, failed);
-      if (load) {
-        printf("# load %s did %.0f units of work meanwhile\n", load_label.c_str(),
-               load->WorkDone());
+        const size_t first = rows.size();
+        MeasurePhase(flags, forked, launched, argc, argv, dir, load_label, rows, failed);
+        for (size_t i = first; flags.rounds > 1 && i < rows.size(); ++i) rows[i].round = round;
+        if (load) {
+          printf("# load %s did %.0f units of work meanwhile\n", load_label.c_str(),
+                 load->WorkDone());
+        }
       }
     }
+  }
+  if (flags.rounds > 1) {
+    PrintRounds(rows, stdout);
+    AppendMedians(rows);
   }
   PrintContention(rows, stdout);
   if (flags.rank_counts.size() > 1) FitAndPrintScaling(rows, stdout);

@@ -6,6 +6,9 @@
 #include <set>
 #include <tuple>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
 namespace plexus::bench {
 namespace {
 
@@ -18,7 +21,35 @@ std::string JsonEscape(const std::string& text) {
   return out;
 }
 
-bool Usable(const Row& row) { return row.error.empty() && row.wrong == 0 && row.time_us > 0; }
+bool Succeeded(const Row& row) { return row.error.empty() && row.wrong == 0 && row.time_us > 0; }
+
+// A row the summaries use: it succeeded, and it is not one of several rounds (their median,
+// round 0, stands for them).
+bool Usable(const Row& row) { return Succeeded(row) && row.round == 0; }
+
+// Open MPI's rows, from the reference script (--anchor).
+bool IsAnchor(const std::string& backend) { return backend.rfind("openmpi-", 0) == 0; }
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// "13.6 / 14.1 / 1,912": a time per round, "-" where that round failed.
+std::string JoinTimes(const std::vector<double>& times) {
+  std::string text;
+  for (size_t i = 0; i < times.size(); ++i) {
+    char one[32];
+    if (times[i] <= 0) {
+      snprintf(one, sizeof(one), "-");
+    } else {
+      snprintf(one, sizeof(one), times[i] < 1000 ? "%.1f" : "%.0f", times[i]);
+    }
+    text += (i == 0 ? "" : " / ") + std::string(one);
+  }
+  return text;
+}
 
 std::string SizeLabel(int64_t bytes) {
   if (bytes >= (1 << 20) && bytes % (1 << 20) == 0) return std::to_string(bytes >> 20) + "M";
@@ -65,11 +96,11 @@ bool WriteJson(const std::string& path, const std::vector<Row>& rows) {
             "  {\"backend\": \"%s\", \"op\": \"%s\", \"ranks\": %d, \"bytes\": %lld, "
             "\"count\": %lld, \"dtype\": \"%s\", \"time_us\": %.3f, \"algbw_gbps\": %.6f, "
             "\"busbw_gbps\": %.6f, \"wrong\": %lld, \"rss_growth_bytes\": %lld, "
-            "\"load\": \"%s\", \"model_time_us\": %.3f, \"error\": \"%s\"}%s\n",
+            "\"load\": \"%s\", \"model_time_us\": %.3f, \"round\": %d, \"error\": \"%s\"}%s\n",
             r.backend.c_str(), r.op.c_str(), r.ranks, static_cast<long long>(r.bytes),
             static_cast<long long>(r.count), r.dtype.c_str(), r.time_us, r.algbw, r.busbw,
             static_cast<long long>(r.wrong), static_cast<long long>(r.rss_growth),
-            JsonEscape(r.load).c_str(), r.model_time_us, JsonEscape(r.error).c_str(),
+            JsonEscape(r.load).c_str(), r.model_time_us, r.round, JsonEscape(r.error).c_str(),
             i + 1 < rows.size() ? "," : "");
   }
   fprintf(json, "]\n");
@@ -99,6 +130,88 @@ void PrintContention(const std::vector<Row>& rows, FILE* out) {
             row.op.c_str(), row.ranks, static_cast<long long>(row.bytes), row.load.c_str(),
             it->second->time_us, row.time_us, row.time_us / it->second->time_us);
   }
+}
+
+void PrintRounds(const std::vector<Row>& rows, FILE* out) {
+  // (op, ranks, bytes, load) -> backend -> time per round (0: failed or missing).
+  using Case = std::tuple<std::string, int, int64_t, std::string>;
+  std::map<Case, std::map<std::string, std::vector<double>>> times;
+  int rounds = 0;
+  for (const Row& row : rows) rounds = std::max(rounds, row.round);
+  if (rounds < 2) return;
+  for (const Row& row : rows) {
+    if (row.round == 0 || row.op == "memcpy") continue;
+    std::vector<double>& per_round = times[{row.op, row.ranks, row.bytes, row.load}][row.backend];
+    per_round.resize(rounds, 0);
+    per_round[row.round - 1] = Succeeded(row) ? row.time_us : 0;
+  }
+  fprintf(out,
+          "\n# %d rounds, time_us in each (a round measures quiet, then under the load); ahead: "
+          "rounds at or below the anchor's time in the same round; loaded / quiet: within a "
+          "round, lowest-highest\n",
+          rounds);
+  fprintf(out, "%-14s %-12s %5s %10s %-10s %-34s %7s %14s\n", "backend", "op", "ranks", "bytes",
+          "load", "time_us by round", "ahead", "loaded/quiet");
+  for (const auto& [key, by_backend] : times) {
+    const auto& [op, ranks, bytes, load] = key;
+    const std::vector<double>* anchor = nullptr;
+    for (const auto& [backend, per_round] : by_backend) {
+      if (IsAnchor(backend)) anchor = &per_round;
+    }
+    const auto quiet = times.find({op, ranks, bytes, ""});
+    for (const auto& [backend, per_round] : by_backend) {
+      std::string ahead = "-";
+      if (anchor != nullptr && !IsAnchor(backend)) {
+        int at_or_below = 0;
+        for (int r = 0; r < rounds; ++r) {
+          at_or_below += per_round[r] > 0 && (*anchor)[r] > 0 && per_round[r] <= (*anchor)[r];
+        }
+        ahead = absl::StrCat(at_or_below, "/", rounds);
+      }
+      std::string slowdown = "-";
+      if (!load.empty() && quiet != times.end() && quiet->second.count(backend) != 0) {
+        const std::vector<double>& quiet_times = quiet->second.at(backend);
+        double low = 0, high = 0;
+        for (int r = 0; r < rounds; ++r) {
+          if (per_round[r] <= 0 || quiet_times[r] <= 0) continue;
+          const double ratio = per_round[r] / quiet_times[r];
+          low = low == 0 ? ratio : std::min(low, ratio);
+          high = std::max(high, ratio);
+        }
+        if (high > 0) slowdown = absl::StrFormat("%.2f-%.2fx", low, high);
+      }
+      fprintf(out, "%-14s %-12s %5d %10lld %-10s %-34s %7s %14s\n", backend.c_str(), op.c_str(),
+              ranks, static_cast<long long>(bytes), load.empty() ? "-" : load.c_str(),
+              JoinTimes(per_round).c_str(), ahead.c_str(), slowdown.c_str());
+    }
+  }
+}
+
+void AppendMedians(std::vector<Row>& rows) {
+  using Case = std::tuple<std::string, std::string, int, int64_t, std::string>;
+  std::map<Case, std::vector<const Row*>> rounds;
+  for (const Row& row : rows) {
+    if (row.round > 0 && Succeeded(row)) {
+      rounds[{row.backend, row.op, row.ranks, row.bytes, row.load}].push_back(&row);
+    }
+  }
+  std::vector<Row> medians;
+  for (const auto& [key, measured] : rounds) {
+    std::vector<double> times;
+    for (const Row* row : measured) times.push_back(row->time_us);
+    Row median = *measured.front();
+    median.round = 0;
+    median.time_us = Median(times);
+    // Bus bandwidth keeps the op's factor over algorithm bandwidth.
+    const double bus_factor = median.algbw > 0 ? median.busbw / median.algbw : 1;
+    median.algbw = median.bytes / (median.time_us * 1e3);
+    median.busbw = median.algbw * bus_factor;
+    median.rss_growth = 0;
+    for (const Row* row : measured)
+      median.rss_growth = std::max(median.rss_growth, row->rss_growth);
+    medians.push_back(median);
+  }
+  rows.insert(rows.end(), medians.begin(), medians.end());
 }
 
 double CostModel::Time(int ranks, int64_t bytes) const {
