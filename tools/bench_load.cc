@@ -43,10 +43,10 @@ void MultiplyMatrices(std::atomic<uint64_t>& done) {
 }
 
 // One rank of the second job: all-reduces 64 KiB until it is killed.
-int CommRank(int rank, int world, const std::string& dir, std::atomic<uint64_t>* counts) {
+int CommRank(int rank, int world, const std::string& store, std::atomic<uint64_t>* counts) {
   InitOptions options;
   options.backend = "cpu:tcp";
-  options.init_method = absl::StrCat("file://", dir, "/load_store");
+  options.init_method = absl::StrCat("file://", store);
   options.rank = rank;
   options.world_size = world;
   options.timeout = absl::Minutes(1);
@@ -91,6 +91,10 @@ absl::StatusOr<LoadSpec> ParseLoad(const std::string& text) {
 
 absl::StatusOr<std::unique_ptr<Load>> Load::Start(const LoadSpec& spec, const std::string& dir) {
   std::unique_ptr<Load> load(new Load(spec));
+  // Each start forms a fresh group: a store left by the last start (another rank count or
+  // round) would hand this one its keys.
+  load->store_ = absl::StrCat(dir, "/load_store");
+  unlink(load->store_.c_str());
   void* shared =
       mmap(nullptr, kCountsBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (shared == MAP_FAILED) return absl::InternalError("--load: mmap failed");
@@ -114,7 +118,7 @@ absl::StatusOr<std::unique_ptr<Load>> Load::Start(const LoadSpec& spec, const st
         counts[0].fetch_add(spec.count);
         for (std::thread& thread : threads) thread.join();
       } else {
-        _exit(CommRank(i, spec.count, dir, counts));
+        _exit(CommRank(i, spec.count, load->store_, counts));
       }
       _exit(0);
     }
@@ -148,6 +152,7 @@ Load::~Load() {
   for (pid_t pid : pids_) kill(pid, SIGKILL);
   for (pid_t pid : pids_) waitpid(pid, nullptr, 0);
   if (counts_ != nullptr) munmap(counts_, kCountsBytes);
+  if (!store_.empty()) unlink(store_.c_str());
 }
 
 }  // namespace plexus::bench

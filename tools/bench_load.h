@@ -43,6 +43,7 @@ class Load {
   explicit Load(LoadSpec spec) : spec_(std::move(spec)) {}
   LoadSpec spec_;
   std::vector<pid_t> pids_;
+  std::string store_;  // comm: the second job's FileStore.
   // Shared with the processes: [0] how many are ready, [1 + i] what process or thread i did.
   std::atomic<uint64_t>* counts_ = nullptr;
 };

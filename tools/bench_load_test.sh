@@ -60,9 +60,12 @@ grep -Eq "^cpu:tcp +all_reduce +2 +1024 spin:1 +[0-9.]+ / [0-9.]+ +2/2 +[0-9.]+-
 grep -Eq "^openmpi-shm +all_reduce +2 +1024 - +1000000 / 1000000 +- +-$" "$tmp/rounds.txt" \
   || { echo "no quiet anchor row"; exit 1; }
 
-# The second job's ranks form their own group and all-reduce while plexus is measured.
-"$bench" --backends=cpu:tcp --ranks=2 --sizes=1K --iters=3 --warmup=0 --load=comm:2 > "$tmp/comm.txt"
-grep -Eq "^# load comm:2 did [1-9][0-9]* units" "$tmp/comm.txt" || { cat "$tmp/comm.txt"; echo "comm load did nothing"; exit 1; }
+# The second job's ranks form their own group and all-reduce while plexus is measured, a fresh
+# group at each start (two rank counts, two rounds).
+"$bench" --backends=cpu:tcp --ranks=2,3 --sizes=1K --iters=3 --warmup=0 --load=comm:2 --rounds=2 \
+  > "$tmp/comm.txt" || { cat "$tmp/comm.txt"; echo "a run beside comm:2 failed"; exit 1; }
+[[ "$(grep -Ec "^# load comm:2 did [1-9][0-9]* units" "$tmp/comm.txt")" == 4 ]] \
+  || { cat "$tmp/comm.txt"; echo "want the comm load to work in each of 4 starts"; exit 1; }
 
 refused() {  # refused EXPECTED_TEXT ARGS...
   local want=$1; shift
