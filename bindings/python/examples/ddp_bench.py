@@ -9,6 +9,11 @@ training; the ranks share the machine's cores.
 Prints, per backend and rank count, the median and best step time (ms) over --steps timed
 steps after --warmup, and the gloo/plexus ratio of the medians. Every run ends by checking that
 all ranks hold identical parameters, and that both backends trained to the same parameters.
+
+`--backends=none,gloo,plexus` adds the floor: the same step with DDP's communication replaced
+by a hook that leaves each rank's gradients as they are (over a gloo group that then carries
+only the barriers between steps). What a backend adds to a step is its time over the floor's;
+the runs then print that too. The floor's ranks train apart, so it is not compared.
 """
 import argparse
 import datetime
@@ -28,7 +33,9 @@ def rank_main(rank, ranks, backend, args, results):
     from torch.nn.parallel import DistributedDataParallel
     if backend == "plexus":
         import plexus.torch  # noqa: F401 - registers "plexus"
-    dist.init_process_group(backend, init_method="file://" + args.store + backend + str(ranks),
+    # "none": the floor; a gloo group for the barriers, and no gradient communication.
+    dist.init_process_group("gloo" if backend == "none" else backend,
+                            init_method="file://" + args.store + backend + str(ranks),
                             rank=rank, world_size=ranks,
                             timeout=datetime.timedelta(seconds=300))
     torch.manual_seed(0)
@@ -37,6 +44,12 @@ def rank_main(rank, ranks, backend, args, results):
     for fan_in, fan_out in zip(widths, widths[1:]):
         layers += [torch.nn.Linear(fan_in, fan_out), torch.nn.ReLU()]
     model = DistributedDataParallel(torch.nn.Sequential(*layers[:-1]))
+    if backend == "none":
+        def keep_local_gradients(state, bucket):
+            done = torch.futures.Future()
+            done.set_result(bucket.buffer())
+            return done
+        model.register_comm_hook(None, keep_local_gradients)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     generator = torch.Generator().manual_seed(rank)
     inputs = torch.randn(args.batch, widths[0], generator=generator)
@@ -54,7 +67,7 @@ def rank_main(rank, ranks, backend, args, results):
     flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     gathered = [torch.zeros_like(flat) for _ in range(ranks)]
     dist.all_gather(gathered, flat)
-    identical = all(torch.equal(g, flat) for g in gathered)
+    identical = backend == "none" or all(torch.equal(g, flat) for g in gathered)
     dist.destroy_process_group()
     results.put((rank, times, identical, flat[:1000].tolist(), flat.numel()))
 
@@ -111,16 +124,19 @@ def main():
             print("%-7s ranks %d  %d parameters  step median %8.1f ms  best %8.1f ms"
                   % (backend, ranks, parameters, medians[backend] * 1e3, min(steps) * 1e3),
                   flush=True)
-        if len(backends) > 1:
-            first = fingerprints[backends[0]]
-            for backend in backends[1:]:
-                worst = max(abs(a - b) for a, b in zip(first, fingerprints[backend]))
-                if worst > 1e-4:
-                    sys.exit("ddp_bench: %s and %s trained to different parameters (%g)"
-                             % (backends[0], backend, worst))
+        trained = [b for b in backends if b != "none"]
+        for backend in trained[1:]:
+            worst = max(abs(a - b) for a, b in zip(fingerprints[trained[0]], fingerprints[backend]))
+            if worst > 1e-4:
+                sys.exit("ddp_bench: %s and %s trained to different parameters (%g)"
+                         % (trained[0], backend, worst))
         if "gloo" in medians and "plexus" in medians:
             print("ranks %d  gloo/plexus step time: %.2fx" % (ranks, medians["gloo"] /
                                                               medians["plexus"]), flush=True)
+        if "none" in medians:
+            for backend in trained:
+                print("ranks %d  %s over the floor: %+.1f ms a step" % (
+                    ranks, backend, (medians[backend] - medians["none"]) * 1e3), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """plexus as a torch.distributed backend: torch.distributed calls and DistributedDataParallel
 on groups created with backend "plexus", checked against numpy references and against gloo."""
 import os
+import re
 import subprocess
 import sys
 
@@ -158,3 +159,16 @@ def test_ddp_bench_runs_and_compares_backends():
     assert "gloo    ranks 2  808 parameters" in done.stdout, done.stdout
     assert "plexus  ranks 2  808 parameters" in done.stdout, done.stdout
     assert "ranks 2  gloo/plexus step time:" in done.stdout, done.stdout
+
+
+def test_ddp_bench_floor_is_the_step_without_communication():
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples",
+                          "ddp_bench.py")
+    done = subprocess.run([sys.executable, script, "--ranks=2", "--widths=16,32,8", "--steps=2",
+                           "--warmup=1", "--backends=none,plexus"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # The floor's ranks train on their own data and end apart; plexus's stay identical.
+    assert "none    ranks 2  808 parameters" in done.stdout, done.stdout
+    assert re.search(r"ranks 2  plexus over the floor: [+-][0-9.]+ ms a step", done.stdout), \
+        done.stdout
