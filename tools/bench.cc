@@ -560,6 +560,7 @@ bool Plot(const char* argv0, const std::string& json, const std::string& out) {
     if (access(script.c_str(), R_OK) != 0) continue;
     const std::string command =
         absl::StrCat("/usr/bin/python3 '", script, "' --out '", out, "' '", json, "'");
+    fflush(stdout);  // The tables first: the script writes to the same stdout.
     if (system(command.c_str()) == 0) return true;
     fprintf(stderr, "bench: drawing %s failed (is python3-matplotlib installed?)\n", out.c_str());
     return false;
