@@ -36,7 +36,7 @@ double Median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
-// "13.6 / 14.1 / 1,912": a time per round, "-" where that round failed.
+// "13.6 / 14.1 / 1912": a time per round, "-" where that round failed.
 std::string JoinTimes(const std::vector<double>& times) {
   std::string text;
   for (size_t i = 0; i < times.size(); ++i) {
@@ -207,8 +207,9 @@ void AppendMedians(std::vector<Row>& rows) {
     median.algbw = median.bytes / (median.time_us * 1e3);
     median.busbw = median.algbw * bus_factor;
     median.rss_growth = 0;
-    for (const Row* row : measured)
+    for (const Row* row : measured) {
       median.rss_growth = std::max(median.rss_growth, row->rss_growth);
+    }
     medians.push_back(median);
   }
   rows.insert(rows.end(), medians.begin(), medians.end());
