@@ -12,6 +12,7 @@
 #include "algorithms/algorithms.h"
 #include "algorithms/reduce_kernels.h"
 #include "base/core/deadline.h"
+#include "base/work/callback_runner.h"
 
 namespace plexus::executor {
 
@@ -204,10 +205,14 @@ Collectives::Task Collectives::TakeFront(Queue& queue) {
 void Collectives::Execute(Task& task) {
   // A deferred task's deadline counts from its issue (recent: claimed by a waiter, or by the
   // worker after kWaiterGrace), which saves reading the clock again.
-  task.work->Complete(RunCurrent(task.kind, task.sequence, task.signature, task.timeout,
-                                 task.work.get(), task.issued,
-                                 [&](CollectiveContext& ctx) { return task.work->Run(ctx); }));
+  absl::Status status =
+      RunCurrent(task.kind, task.sequence, task.signature, task.timeout, task.work.get(),
+                 task.issued, [&](CollectiveContext& ctx) { return task.work->Run(ctx); });
+  // The queue is free before the Work completes: a callback that issues a collective and
+  // waits for it (torch's PowerSGD hook) finds it runnable, here or on the worker. `this` may
+  // be gone after FinishRunning; the task owns its Work.
   FinishRunning();
+  task.work->Complete(std::move(status));
 }
 
 void Collectives::RunInWaiter(Queue& queue, uint64_t sequence, absl::Duration wait_timeout) {
@@ -253,6 +258,8 @@ uint64_t Collectives::unclaimed_after_grace() const {
 }
 
 void Collectives::Worker() {
+  // The queue needs this thread: user callbacks of the Works it completes run elsewhere.
+  ProgressScope progress;
   Queue& queue = *queue_;
   uint64_t seen_waiter_runs = 0;
   absl::Duration look_every = kWaiterGrace;

@@ -270,5 +270,47 @@ TEST(CollectivesTest, WorksOutliveTheirCollectivesAndBodiesReleaseTheirCaptures)
   EXPECT_TRUE(status.ok() || absl::IsAborted(status)) << status;
 }
 
+// A user's completion callback that issues a collective and waits for it, as torch's PowerSGD
+// hook does inside a Future callback. `wait_like_torch`: it waits for the nested collective's
+// own callback (torch's Future::wait) rather than on its Work. `waited`: the first collective
+// is run by a thread waiting on it (else by the worker). Returns whether the nested collective
+// completed within the callback.
+bool NestedCollectiveCompletes(Collectives& collectives, bool wait_like_torch, bool waited) {
+  auto nothing = [](CollectiveContext&) { return absl::OkStatus(); };
+  auto nested_done = std::make_shared<bool>(false);
+  auto callback_ended = std::make_shared<absl::Notification>();
+  WorkPtr first = collectives.Submit(CollectiveKind::kAllReduce, DType::kFloat32, 4,
+                                     absl::Seconds(30), nothing);
+  first->OnCompleteMayBlock(
+      [&collectives, nothing, wait_like_torch, nested_done, callback_ended](const absl::Status&) {
+        WorkPtr nested = collectives.Submit(CollectiveKind::kAllReduce, DType::kFloat32, 4,
+                                            absl::Seconds(30), nothing);
+        if (wait_like_torch) {
+          auto future = std::make_shared<absl::Notification>();
+          nested->OnCompleteMayBlock([future](const absl::Status&) { future->Notify(); });
+          *nested_done = future->WaitForNotificationWithTimeout(absl::Seconds(10));
+        } else {
+          *nested_done = nested->Wait(absl::Seconds(10)).ok();
+        }
+        callback_ended->Notify();
+      });
+  if (waited && !first->Wait(absl::Seconds(30)).ok()) return false;
+  if (!callback_ended->WaitForNotificationWithTimeout(absl::Seconds(60))) return false;
+  return *nested_done;
+}
+
+TEST(CollectivesTest, ACallbackWaitingForACollectiveItIssuedCompletes) {
+  Collectives collectives(std::make_shared<SoloTransport>(), AlgorithmTable::Default());
+  for (bool wait_like_torch : {false, true}) {
+    for (bool waited : {false, true}) {
+      for (int i = 0; i < 5; ++i) {
+        EXPECT_TRUE(NestedCollectiveCompletes(collectives, wait_like_torch, waited))
+            << (wait_like_torch ? "waiting for its callback" : "waiting on its Work") << ", "
+            << (waited ? "run by a waiting thread" : "run by the worker") << ", round " << i;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace plexus::executor

@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "backends/gloo/gloo_store_adapter.h"
 #include "base/store/attempt_together.h"
+#include "base/work/callback_runner.h"
 #include "gloo/common/error.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/transport/tcp/device.h"
@@ -237,6 +238,7 @@ void GlooTransport::WaitFor(const std::shared_ptr<Pending>& pending, absl::Durat
 }
 
 void GlooTransport::Complete() {
+  ProgressScope progress;  // The completions of every pending operation wait on this thread.
   while (true) {
     std::shared_ptr<Pending> next;
     {

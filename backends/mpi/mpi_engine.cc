@@ -12,6 +12,7 @@
 #include "base/core/environment.h"
 #include "base/net/interfaces.h"
 #include "base/rendezvous/rendezvous.h"
+#include "base/work/callback_runner.h"
 
 namespace plexus::mpi {
 
@@ -104,6 +105,7 @@ absl::Status MpiEngine::Launch() {
   std::promise<absl::Status> started;
   std::future<absl::Status> outcome = started.get_future();
   thread_ = std::thread([this, &started] {
+    ProgressScope progress;  // MPI calls happen only here: user callbacks run elsewhere.
     int initialised = 0;
     MPI_Initialized(&initialised);
     int provided = MPI_THREAD_SINGLE;

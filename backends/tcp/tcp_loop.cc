@@ -11,6 +11,7 @@
 #include "base/core/deadline.h"
 #include "base/core/event_journal.h"
 #include "base/core/logging.h"
+#include "base/work/callback_runner.h"
 
 namespace plexus::tcp {
 namespace {
@@ -105,6 +106,8 @@ void Loop::Finish(const OpPtr& op, const absl::Status& status) {
       op->work->SetSourceRank(op->peer);
     }
   }
+  // Under the loop's lock, maybe on the loop thread: user callbacks must run elsewhere.
+  ProgressScope progress;
   op->work->Complete(status);
 }
 

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/core/deadline.h"
+#include "base/work/callback_runner.h"
 
 namespace plexus {
 
@@ -90,15 +92,43 @@ absl::Status Work::status() const {
   return status_;
 }
 
-void Work::OnComplete(Callback callback) {
+void Work::OnComplete(Callback callback) { AddCallback(std::move(callback), false); }
+
+void Work::OnCompleteMayBlock(Callback callback) { AddCallback(std::move(callback), true); }
+
+void Work::AddCallback(Callback callback, bool may_block) {
   if (!completed_.load(std::memory_order_acquire)) {
     MutexLock lock(mu_);
     if (!completed_.load(std::memory_order_relaxed)) {
-      callbacks_.push_back(std::move(callback));
+      callbacks_.push_back({std::move(callback), may_block});
       return;
     }
   }
+  if (may_block && ProgressScope::Active()) {
+    RunOnCallbackThread([callback = std::move(callback), status = status_] { callback(status); });
+    return;
+  }
   callback(status_);
+}
+
+void Work::RunCallbacks(absl::InlinedVector<PendingCallback, 1> callbacks,
+                        const absl::Status& status) {
+  if (!ProgressScope::Active()) {
+    for (PendingCallback& callback : callbacks) callback.run(status);
+    return;
+  }
+  std::vector<Callback> deferred;
+  for (PendingCallback& callback : callbacks) {
+    if (callback.may_block) {
+      deferred.push_back(std::move(callback.run));
+    } else {
+      callback.run(status);
+    }
+  }
+  if (deferred.empty()) return;
+  RunOnCallbackThread([deferred = std::move(deferred), status] {
+    for (const Callback& callback : deferred) callback(status);
+  });
 }
 
 void Work::Listen(std::shared_ptr<Listener> listener, uint64_t token) {
@@ -130,7 +160,7 @@ Work::Stats Work::stats() const {
 }
 
 bool Work::Complete(absl::Status status) {
-  absl::InlinedVector<Callback, 1> callbacks;
+  absl::InlinedVector<PendingCallback, 1> callbacks;
   std::shared_ptr<Listener> listener;
   uint64_t token;
   bool notify;
@@ -153,7 +183,7 @@ bool Work::Complete(absl::Status status) {
   // the status, which stays valid even should one of them let go of this Work's last owner.
   const absl::Status final_status = status_;
   if (listener != nullptr) listener->WorkCompleted(token, final_status);
-  for (Callback& callback : callbacks) callback(final_status);
+  if (!callbacks.empty()) RunCallbacks(std::move(callbacks), final_status);
   return true;
 }
 

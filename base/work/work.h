@@ -60,8 +60,16 @@ class Work {
 
   // Registers `callback` to run exactly once with the final status. If the Work is already
   // complete it runs now, in this thread; otherwise it runs in the thread that calls
-  // Complete(), after the lock is released. Callbacks run in registration order.
+  // Complete(), after the lock is released. Callbacks run in registration order. For plexus's
+  // own bookkeeping: the callback must not wait for another operation (the completing thread
+  // may be one that operation needs); user code goes through OnCompleteMayBlock.
   void OnComplete(Callback callback);
+
+  // As OnComplete, for a user's callback, which may issue other operations and wait for them
+  // (torch's Future callbacks, Python done-callbacks). Where the completing (or registering)
+  // thread is in a ProgressScope (callback_runner.h), it runs on a callback thread instead,
+  // after the OnComplete callbacks; such callbacks of one Work keep their order.
+  void OnCompleteMayBlock(Callback callback);
 
   // Told once of the final status, like an OnComplete callback (the first listener runs before
   // the callbacks, later ones among them) but without a std::function allocation per Work: for
@@ -139,7 +147,18 @@ class Work {
   absl::Status status_;
   absl::Time end_;
   int blocked_waiters_ ABSL_GUARDED_BY(mu_) = 0;  // In completed_cv_.wait_until.
-  absl::InlinedVector<Callback, 1> callbacks_ ABSL_GUARDED_BY(mu_);
+  struct PendingCallback {
+    Callback run;
+    bool may_block;  // Registered with OnCompleteMayBlock.
+  };
+  // Registers `callback` (see OnComplete and OnCompleteMayBlock).
+  void AddCallback(Callback callback, bool may_block);
+  // Runs `callbacks` with `status`; those that may block go to a callback thread when this
+  // thread is in a ProgressScope.
+  static void RunCallbacks(absl::InlinedVector<PendingCallback, 1> callbacks,
+                           const absl::Status& status);
+
+  absl::InlinedVector<PendingCallback, 1> callbacks_ ABSL_GUARDED_BY(mu_);
   // One listener in place (the common case: the flight recorder); more go to callbacks_.
   std::shared_ptr<Listener> listener_ ABSL_GUARDED_BY(mu_);
   uint64_t listener_token_ ABSL_GUARDED_BY(mu_) = 0;

@@ -41,7 +41,7 @@ c10::intrusive_ptr<PlexusWork> PlexusWork::Create(WorkPtr work, Spec spec) {
   auto self = c10::make_intrusive<PlexusWork>(std::move(work), std::move(spec));
   // The callback holds the Work (and so the tensors) until the operation ends; it runs at once
   // when the operation has already finished.
-  self->work_->OnComplete([self](const absl::Status& status) { self->Completed(status); });
+  self->work_->OnCompleteMayBlock([self](const absl::Status& status) { self->Completed(status); });
   return self;
 }
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/core/logging.h"
+#include "base/work/callback_runner.h"
 
 namespace plexus::cuda {
 
@@ -57,6 +58,7 @@ EventWatcher::EventWatcher(const CudaApi& api)
     : state_(std::make_shared<State>(api)), thread_([state = state_] {
         // Linux adds 50 us of slack to a normal thread's timed waits; the 5 us polls need 1.
         prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+        ProgressScope progress;  // Every watched Work completes here: user callbacks elsewhere.
         state->Run();
         state->AbortLeft();
       }) {}

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/interface/backend_registry.h"
+#include "base/work/callback_runner.h"
 #include "bindings/python/src/durations.h"
 #include "bindings/python/src/errors.h"
 #include "bindings/python/src/py_ref.h"
@@ -240,6 +241,7 @@ class PythonBackend : public Backend {
   }
 
   void Worker() {
+    ProgressScope progress;  // The backend's later calls wait on this thread.
     while (true) {
       Task task;
       {

@@ -102,7 +102,7 @@ py::object PyWork::Exception() const {
 
 void PyWork::AddDoneCallback(py::object fn) {
   auto callback = std::make_shared<PyRef>(fn);
-  work_->OnComplete([callback](const absl::Status& status) {
+  work_->OnCompleteMayBlock([callback](const absl::Status& status) {
     WithGil([&] {
       try {
         callback->get()(status.ok() ? py::none() : MakeException(status));

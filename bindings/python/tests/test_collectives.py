@@ -240,6 +240,16 @@ def check_async_and_objects(dist, c, rank, world):
     (result,) = future.wait(30)
     c.expect("future result", result, np.full(3, world))
     assert chained.result(30) == 3.0 * world
+
+    # A callback that issues a collective and waits for it there (torch's PowerSGD hook does).
+    def nested(_):
+        inner = c.make(np.full(2, rank + 1.0, np.float32))
+        dist.all_reduce(inner, async_op=True).get_future().wait(30)
+        return float(c.value(inner).sum())
+
+    for _ in range(5):
+        first = dist.all_reduce(c.make(np.ones(1, np.float32)), async_op=True)
+        assert first.get_future().then(nested).result(30) == world * (world + 1.0)
     objects = [None] * world
     dist.all_gather_object(objects, {"rank": rank, "tag": "x" * rank})
     assert objects == [{"rank": r, "tag": "x" * r} for r in range(world)], objects
