@@ -21,12 +21,22 @@ for name in "_plexus$suffix" _plexus.so; do
   [[ -f "$package/$name" ]] && { plexus_so=$name; break; }
 done
 [[ -n "$plexus_so" ]] || { echo "no _plexus extension in $package" >&2; exit 1; }
-read -r torch_version abi torch_lib < <("$python" -c '
+torch_info=$("$python" -c '
 import os, torch
-print(torch.__version__, int(torch._C._GLIBCXX_USE_CXX11_ABI), os.path.join(os.path.dirname(torch.__file__), "lib"))')
-mapfile -t torch_includes < <("$python" -c '
+print(torch.__version__, int(torch._C._GLIBCXX_USE_CXX11_ABI), os.path.join(os.path.dirname(torch.__file__), "lib"))') ||
+  { echo "build_torch_extension: $python cannot import torch" >&2; exit 1; }
+read -r torch_version abi torch_lib <<<"$torch_info"
+# torch's own helpers know its include paths; without them there is nothing to build against.
+if ! include_list=$("$python" -c '
 import torch.utils.cpp_extension as e
-print("\n".join(e.include_paths()))')
+print("\n".join(e.include_paths()))' 2>&1); then
+  echo "build_torch_extension: $python cannot import torch.utils.cpp_extension, which gives" \
+       "torch's include paths:" >&2
+  echo "$include_list" | tail -3 >&2
+  echo "(Debian: apt install python3-setuptools, which it imports)" >&2
+  exit 1
+fi
+mapfile -t torch_includes <<<"$include_list"
 python_include=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 out="$package/_plexus_torch$suffix"
 echo "building $out for torch $torch_version against $plexus_so"

@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   bazel-bootstrap      # Bazel 4.2.3, the build system (offline; see docs/building.md)
   g++
-  libabsl-dev          # abseil 20220623
+  libabsl-dev          # abseil 20220623 (Debian 12), 20240722 (Debian 13)
   libgtest-dev libgmock-dev
   libgloo-dev          # the gloo backend
   libssl-dev           # libcrypto: HMAC-SHA256 connection authentication
@@ -17,7 +17,8 @@ packages=(
   libopenmpi-dev openmpi-bin  # the mpi backend and mpirun
   pybind11-dev python3-dev    # Python bindings
   python3-numpy python3-pytest python3-torch  # Python tests; plexus.torch and DDP
-  libtorch-dev         # torch 1.13 headers and libraries: the C++ torch backend (bindings/torch)
+  python3-setuptools   # torch.utils.cpp_extension imports it (tools/build_torch_extension.sh)
+  libtorch-dev         # torch 1.13 (Debian 12) or 2.6 (Debian 13): the C++ torch backend
   python3-matplotlib   # bench --plot, hang_report --plot
   python3-venv         # installing the wheel into a venv (docs/python.md; PEP 668)
   cmake pkg-config     # building C++ services against an install (sdk:install_test)

@@ -8,9 +8,9 @@
 
 namespace plexus::torch_backend {
 
-// The calling thread's current torch stream on CUDA device `device`. torch releases before 2.2
-// do not expose the raw handle generically: there, the device's legacy default stream (nullptr),
-// which orders after all other work on the device (correct, less concurrent).
+// The calling thread's current torch stream on CUDA device `device`. Where c10::Stream has no
+// native_handle() (1.13, 2.6; see torch_compat.h), the device's legacy default stream
+// (nullptr), which orders after all other work on the device (correct, less concurrent).
 cuda::Stream TorchCurrentStream(int device);
 
 }  // namespace plexus::torch_backend

@@ -112,8 +112,9 @@ absl::StatusOr<ReduceOp> ToReduceOp(const c10d::ReduceOp& op, absl::string_view 
       if (factor == nullptr) {
         return absl::InvalidArgumentError(absl::StrCat(op_name, ": PREMUL_SUM without its factor"));
       }
-      if (factor->tensor_factors.empty()) return ReduceOp::PremulSum(factor->double_factor);
-      const at::Tensor& scale = factor->tensor_factors.front();
+      const at::Tensor* tensor = compat::PremulSumTensor(*factor);
+      if (tensor == nullptr) return ReduceOp::PremulSum(factor->double_factor);
+      const at::Tensor& scale = *tensor;
       if (scale.numel() != 1) {
         return absl::InvalidArgumentError(
             absl::StrCat(op_name, ": PREMUL_SUM's factor must be one number, got a tensor of ",
@@ -148,7 +149,7 @@ std::exception_ptr ToException(const absl::Status& status, int rank) {
     case absl::StatusCode::kInvalidArgument:
       return std::make_exception_ptr(c10::Error(where, std::move(message)));
     default:
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+#if PLEXUS_TORCH_DIST_BACKEND_ERROR
       return std::make_exception_ptr(c10::DistBackendError(where, std::move(message)));
 #else
       return std::make_exception_ptr(c10::Error(where, std::move(message)));

@@ -1,13 +1,9 @@
 // What crosses between torch's c10d types and plexus's: tensors (non-owning views of at::Tensor
 // memory), reductions, timeouts, and errors (an absl::Status thrown as the exception torch's
 // own backends throw, so Python sees a RuntimeError carrying plexus's message).
-//
-// Compile-time switch: PLEXUS_TORCH_BACKEND_API is 1 where torch has c10d::Backend (2.x), the
-// class a third-party backend implements there; torch 1.13 takes a c10d::ProcessGroup.
+// Which torch base class is used: torch_compat.h.
 #ifndef PLEXUS_BINDINGS_TORCH_TORCH_TYPES_H_
 #define PLEXUS_BINDINGS_TORCH_TORCH_TYPES_H_
-
-#include <torch/csrc/api/include/torch/version.h>
 
 #include <chrono>
 #include <exception>
@@ -21,12 +17,10 @@
 #include "absl/time/time.h"
 #include "base/core/reduce_op.h"
 #include "base/core/tensor.h"
+#include "bindings/torch/torch_compat.h"
 
-#if TORCH_VERSION_MAJOR >= 2
-#define PLEXUS_TORCH_BACKEND_API 1
+#if PLEXUS_TORCH_BACKEND_API
 #include <torch/csrc/distributed/c10d/Backend.hpp>
-#else
-#define PLEXUS_TORCH_BACKEND_API 0
 #endif
 
 namespace plexus::torch_backend {

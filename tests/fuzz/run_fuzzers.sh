@@ -19,7 +19,9 @@ mkdir -p "${work}"
 clang="${CLANGXX:-clang++}"
 command -v "${clang}" > /dev/null || { echo "run_fuzzers: ${clang} not found (apt install clang)"; exit 1; }
 
-absl_libs=$(sed -n 's/^ *"\(-labsl_[a-z0-9_]*\)",$/\1/p' "${root}/third_party/absl.BUILD" | tr '\n' ' ')
+# Every abseil module installed (as third_party/system_repos.bzl links them).
+absl_libs=$(ls /usr/lib/x86_64-linux-gnu/libabsl_*.so |
+  sed -E 's|.*/lib(absl_[a-z0-9_]*)\.so$|-l\1|' | tr '\n' ' ')
 common=(base/core/logging.cc base/core/heartbeat.cc base/core/dtype.cc base/core/environment.cc
         base/core/event_journal.cc
         base/net/socket_util.cc base/net/accept_guard.cc)

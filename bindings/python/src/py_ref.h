@@ -26,10 +26,20 @@ inline std::atomic<int>& ThreadsEnteringPython() {
   return count;
 }
 
+// Whether the interpreter is finalizing: Python 3.13 made the call public and removed the
+// private one older versions have.
+inline bool InterpreterFinalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
 // True while Python objects may still be touched (the interpreter is up and not finalizing).
 inline bool InterpreterAlive() {
   return !PythonClosing().load(std::memory_order_acquire) && Py_IsInitialized() &&
-         !_Py_IsFinalizing();
+         !InterpreterFinalizing();
 }
 
 // Runs `fn` holding the GIL from any thread; returns false without running it once the
