@@ -41,7 +41,8 @@ declare -A sources=(
                      backends/tcp/peer_liveness.cc backends/tcp/shm_ring.cc
                      backends/tcp/shm_arena.cc backends/tcp/shm_link.cc
                      backends/tcp/wait_policy.cc
-                     base/net/host_identity.cc base/work/work.cc"
+                     base/net/host_identity.cc base/work/work.cc
+                     base/work/callback_runner.cc"
 )
 targets=("$@")
 [[ ${#targets[@]} -eq 0 ]] && targets=(handshakes_fuzz master_messages_fuzz store_server_fuzz tcp_frames_fuzz)
