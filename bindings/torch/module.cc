@@ -40,13 +40,14 @@ PYBIND11_MODULE(_plexus_torch, module) {
       module, "ProcessGroupPlexus",
       "A torch.distributed process group whose collectives run on a plexus ProcessGroup.")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                       std::chrono::milliseconds timeout, const std::string& backend) {
-             return ProcessGroupPlexus::Create(store, rank, size, timeout, backend);
+                       std::chrono::milliseconds timeout, const std::string& backend,
+                       const std::string& name) {
+             return ProcessGroupPlexus::Create(store, rank, size, timeout, backend, name);
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
-           py::arg("backend"), py::call_guard<py::gil_scoped_release>(),
+           py::arg("backend"), py::arg("name") = "torch", py::call_guard<py::gil_scoped_release>(),
            "Forms the group over torch's store (every rank calls it); `backend` is a plexus "
-           "backend string.")
+           "backend string, `name` what dumps and timeout messages call the group.")
       .def_property_readonly(
           "backend",
           [](const ProcessGroupPlexus& self) { return self.plexus_group()->backend_string(); },
@@ -89,6 +90,17 @@ PYBIND11_MODULE(_plexus_torch, module) {
           py::arg("color"), py::arg("key"), py::call_guard<py::gil_scoped_release>(),
           "MPI_Comm_split: this rank's group among those passing the same color (None for a "
           "negative color).");
+
+#if PLEXUS_TORCH_BACKEND_API
+  py::class_<NamedProcessGroup, c10d::ProcessGroup, c10::intrusive_ptr<NamedProcessGroup>>(
+      module, "NamedProcessGroup",
+      "torch's ProcessGroup over a ProcessGroupPlexus for CPU and CUDA, named \"plexus\".")
+      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store,
+                       const c10::intrusive_ptr<ProcessGroupPlexus>& backend) {
+             return c10::make_intrusive<NamedProcessGroup>(store, backend);
+           }),
+           py::arg("store"), py::arg("backend"));
+#endif
 }
 
 }  // namespace plexus::torch_backend

@@ -33,7 +33,7 @@ std::vector<at::Tensor> Flatten(const std::vector<std::vector<at::Tensor>>& list
 
 c10::intrusive_ptr<ProcessGroupPlexus> ProcessGroupPlexus::Create(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-    std::chrono::milliseconds timeout, const std::string& backend) {
+    std::chrono::milliseconds timeout, const std::string& backend, const std::string& name) {
   InitOptions options;
   options.backend = backend;
   options.rank = rank;
@@ -41,7 +41,7 @@ c10::intrusive_ptr<ProcessGroupPlexus> ProcessGroupPlexus::Create(
   options.timeout =
       timeout.count() > 0 ? absl::Milliseconds(timeout.count()) : kDefaultGroupTimeout;
   options.store = std::make_shared<C10dStore>(store);
-  options.group_name = "torch";
+  options.group_name = name;
   return c10::make_intrusive<ProcessGroupPlexus>(
       ValueOrThrow(InitProcessGroup(std::move(options)), rank));
 }
@@ -378,5 +378,100 @@ void ProcessGroupPlexus::setSequenceNumberForGroup() {
 uint64_t ProcessGroupPlexus::getSequenceNumberForGroup() {
   return sequence_.load(std::memory_order_relaxed);
 }
+
+#if PLEXUS_TORCH_BACKEND_API
+// torch 2.x's coalesced tensor collectives (1.13's ProcessGroup has none), what its
+// _coalescing_manager issues for grouped all_gather_into_tensor and reduce_scatter_tensor calls:
+// pair i runs as its own plexus collective, in list order, and one Work covers them all.
+namespace {
+
+// Both lists as views, pair by pair, after checking they pair up.
+void PairViews(const char* op, const std::vector<at::Tensor>& outputs,
+               const std::vector<at::Tensor>& inputs, int rank, std::vector<Tensor>& output_views,
+               std::vector<Tensor>& input_views) {
+  if (outputs.size() != inputs.size() || inputs.empty()) {
+    Throw(absl::InvalidArgumentError(absl::StrCat(op, ": ", outputs.size(), " outputs and ",
+                                                  inputs.size(),
+                                                  " inputs; it takes one output per input")),
+          rank);
+  }
+  output_views = ValueOrThrow(Views(outputs, op, "output"), rank);
+  input_views = ValueOrThrow(Views(inputs, op, "input"), rank);
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  constexpr const char* kOp = "all_gather_into_tensor_coalesced";
+  std::vector<Tensor> output_views, input_views;
+  PairViews(kOp, outputs, inputs, rank_, output_views, input_views);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (output_views[i].numel() != input_views[i].numel() * size_) {
+      Throw(absl::InvalidArgumentError(absl::StrCat(
+                kOp, ": output ", i, " holds ", output_views[i].numel(), " elements; input ", i,
+                " has ", input_views[i].numel(), " and the group ", size_, " ranks")),
+            rank_);
+    }
+  }
+  return Run(c10d::OpType::COALESCED, "plexus:all_gather_into_tensor_coalesced", outputs, inputs,
+             opts.timeout, [&](absl::Duration timeout) -> absl::StatusOr<WorkPtr> {
+               AllGatherOptions options;
+               options.timeout = timeout;
+               std::vector<WorkPtr> works;
+               for (size_t i = 0; i < inputs.size(); ++i) {
+                 absl::StatusOr<WorkPtr> work =
+                     group_->AllGatherIntoTensor(output_views[i], input_views[i], options);
+                 if (!work.ok()) return work.status();
+                 works.push_back(*std::move(work));
+               }
+               return WhenAll(std::move(works), kOp, size_);
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  constexpr const char* kOp = "reduce_scatter_tensor_coalesced";
+  std::vector<Tensor> output_views, input_views;
+  PairViews(kOp, outputs, inputs, rank_, output_views, input_views);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (input_views[i].numel() != output_views[i].numel() * size_) {
+      Throw(absl::InvalidArgumentError(absl::StrCat(
+                kOp, ": input ", i, " holds ", input_views[i].numel(), " elements; output ", i,
+                " has ", output_views[i].numel(), " and the group ", size_, " ranks")),
+            rank_);
+    }
+  }
+  ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, kOp), rank_);
+  return Run(c10d::OpType::COALESCED, "plexus:reduce_scatter_tensor_coalesced", outputs, inputs,
+             opts.timeout, [&](absl::Duration timeout) -> absl::StatusOr<WorkPtr> {
+               ReduceScatterOptions options;
+               options.op = op;
+               options.timeout = timeout;
+               std::vector<WorkPtr> works;
+               for (size_t i = 0; i < inputs.size(); ++i) {
+                 absl::StatusOr<WorkPtr> work =
+                     group_->ReduceScatterTensor(output_views[i], input_views[i], options);
+                 if (!work.ok()) return work.status();
+                 works.push_back(*std::move(work));
+               }
+               return WhenAll(std::move(works), kOp, size_);
+             });
+}
+
+#endif
+
+#if PLEXUS_TORCH_BACKEND_API
+NamedProcessGroup::NamedProcessGroup(const c10::intrusive_ptr<c10d::Store>& store,
+                                     const c10::intrusive_ptr<ProcessGroupPlexus>& backend)
+    : c10d::ProcessGroup(store, backend->getRank(), backend->getSize()) {
+  setDefaultBackend(BackendType::CUSTOM);
+  for (c10::DeviceType device : {c10::DeviceType::CPU, c10::DeviceType::CUDA}) {
+    setBackend(device, BackendType::CUSTOM, backend);
+  }
+}
+#endif
 
 }  // namespace plexus::torch_backend

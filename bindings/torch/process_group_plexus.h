@@ -27,11 +27,13 @@ inline constexpr char kBackendName[] = "plexus";
 class ProcessGroupPlexus : public TorchGroupBase {
  public:
   // Forms a plexus group over torch's `store` (the creator's PrefixStore), as every rank of
-  // the group does; `backend` is a plexus backend string ("cpu:tcp,cuda:nccl").
+  // the group does; `backend` is a plexus backend string ("cpu:tcp,cuda:nccl"). `name` tells
+  // the group apart in flight-recorder dumps and timeout messages ("torch:1").
   static c10::intrusive_ptr<ProcessGroupPlexus> Create(const c10::intrusive_ptr<c10d::Store>& store,
                                                        int rank, int size,
                                                        std::chrono::milliseconds timeout,
-                                                       const std::string& backend);
+                                                       const std::string& backend,
+                                                       const std::string& name);
   // Wraps an existing plexus group (from Shrink or Split).
   explicit ProcessGroupPlexus(std::shared_ptr<plexus::ProcessGroup> group);
   ~ProcessGroupPlexus() override;
@@ -69,6 +71,15 @@ class ProcessGroupPlexus : public TorchGroupBase {
                                                 const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
       at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+#if PLEXUS_TORCH_BACKEND_API
+  // torch 2.x's grouped forms: pair i as its own collective, in order.
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+#endif
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
                                                std::vector<int64_t>& output_split_sizes,
                                                std::vector<int64_t>& input_split_sizes,
@@ -113,6 +124,19 @@ class ProcessGroupPlexus : public TorchGroupBase {
   std::atomic<uint64_t> sequence_{0};
   std::atomic<int64_t> monitored_rounds_{0};
 };
+
+#if PLEXUS_TORCH_BACKEND_API
+// torch 2.x's group for the "plexus" backend: torch's own ProcessGroup, with `backend` serving
+// CPU and CUDA, under plexus's name. The group torch makes for a registered backend calls
+// itself "custom" (getBackendName), and DDP logs that; the creator returns this one instead.
+class NamedProcessGroup : public c10d::ProcessGroup {
+ public:
+  NamedProcessGroup(const c10::intrusive_ptr<c10d::Store>& store,
+                    const c10::intrusive_ptr<ProcessGroupPlexus>& backend);
+
+  const std::string getBackendName() const override { return kBackendName; }
+};
+#endif
 
 }  // namespace plexus::torch_backend
 

@@ -89,8 +89,19 @@ def split_group(parent_pg=None, split_ranks=None):
 
 
 def _create_process_group(store, rank, world_size, timeout):
+    """torch 1.13's creator: a ProcessGroup (torch names no group to its backends there)."""
     backend = os.environ.get("PLEXUS_TORCH_BACKEND", _default_backend())
     return ProcessGroupPlexus(store, rank, world_size, timeout, backend)
+
+
+def _create_backend(options, _backend_options=None):
+    """torch 2.x's creator (extended_api): the group under torch's name for it ("torch:1" in
+    flight-recorder dumps and timeout messages), inside a ProcessGroup that says "plexus" where
+    torch's own would say "custom" (DDP's logs, ProcessGroup.name())."""
+    backend = os.environ.get("PLEXUS_TORCH_BACKEND", _default_backend())
+    group = ProcessGroupPlexus(options.store, options.group_rank, options.group_size,
+                               options.timeout, backend, "torch:%s" % options.group_id)
+    return _plexus_torch.NamedProcessGroup(options.store, group)
 
 
 def register():
@@ -98,10 +109,32 @@ def register():
     if BACKEND_NAME.upper() in torch_dist.Backend._plugins:
         return
     if _plexus_torch.TORCH_BACKEND_API:  # torch 2.x: a Backend, for the devices it serves.
-        torch_dist.Backend.register_backend(BACKEND_NAME, _create_process_group,
+        torch_dist.Backend.register_backend(BACKEND_NAME, _create_backend, extended_api=True,
                                             devices=["cpu", "cuda"])
     else:
         torch_dist.Backend.register_backend(BACKEND_NAME, _create_process_group)
 
 
+def _stores_work_without_libuv():
+    """torch 2.4+ makes env:// and tcp:// stores with libuv unless USE_LIBUV=0, and Debian's
+    torch 2.6 is built without it, so init_process_group("...", init_method="env://") fails
+    there for every backend. Where USE_LIBUV is unset and a libuv store cannot be made but a
+    plain one can, USE_LIBUV=0 is set for this process (docs/python.md)."""
+    if "USE_LIBUV" in os.environ or not _plexus_torch.TORCH_BACKEND_API:
+        return
+    import datetime
+
+    def store(use_libuv):
+        try:
+            torch_dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                                timeout=datetime.timedelta(seconds=5), use_libuv=use_libuv)
+            return True
+        except (RuntimeError, TypeError):  # TypeError: a torch without the argument.
+            return False
+
+    if not store(True) and store(False):
+        os.environ["USE_LIBUV"] = "0"
+
+
 register()
+_stores_work_without_libuv()

@@ -75,6 +75,14 @@ def torch_collectives(rank, world):
     if rank in (0, world - 1):
         dist.all_reduce(t, group=ends)
         results["subgroup"] = t.numpy().copy()
+    # The name torch and DDP's logs report (torch 2.x's group for a registered backend would
+    # say "custom").
+    results["name"] = dist.distributed_c10d._get_default_group().name()
+    # What flight-recorder dumps call the plexus groups under torch's: torch 2.x names each.
+    import plexus.torch
+    results["group_names"] = [plexus.torch._plexus_group_of(None).plexus_group.name]
+    if rank in (0, world - 1):
+        results["group_names"].append(plexus.torch._plexus_group_of(ends).plexus_group.name)
     dist.barrier()
     return results
 
@@ -104,6 +112,13 @@ def test_torch_distributed_calls_run_on_plexus(world):
             np.testing.assert_array_equal(got["recv"], [42.0, 42.0])
         np.testing.assert_array_equal(got["future"], np.full(3, world))
         assert got["all_gather_object"] == [{"rank": r} for r in ranks]
+        assert got["name"] == "plexus"
+        names = got["group_names"]
+        if int(torch.__version__.split(".")[0]) >= 2:
+            assert all(name.startswith("torch:") for name in names), names
+            assert len(set(names)) == len(names), names
+        else:
+            assert set(names) == {"torch"}, names
         if rank in (0, world - 1):
             np.testing.assert_array_equal(got["subgroup"], np.full(2, sum({1, world})))
 
@@ -239,8 +254,17 @@ def test_ddp_with_powersgd_matches_gloo():
     world, steps = 2, 8
     plexus_params = multiproc.run_world(train_ddp_powersgd, world, steps, backend="plexus",
                                         init="torch", timeout=200, op_timeout=30)
-    gloo_params = multiproc.run_world(train_ddp_powersgd, world, steps, backend="gloo",
-                                      init="torch", timeout=200, op_timeout=30)
+    # The reference: gloo on torch 1.13 sometimes aborts a rank here ("terminate called after
+    # throwing std::system_error: Resource deadlock avoided", 1 run in 3 on 2026-11-29), so it
+    # gets up to three tries; plexus gets one.
+    for attempt in range(3):
+        try:
+            gloo_params = multiproc.run_world(train_ddp_powersgd, world, steps, backend="gloo",
+                                              init="torch", timeout=200, op_timeout=30)
+            break
+        except AssertionError as error:
+            if attempt == 2 or "no result" not in str(error):
+                raise
     for rank in range(world):
         for mine, theirs in zip(plexus_params[rank], gloo_params[rank]):
             np.testing.assert_allclose(mine, theirs, rtol=0, atol=1e-5)
@@ -251,3 +275,54 @@ def test_ddp_with_powersgd_matches_gloo():
     moved = max(float(np.abs(p.detach().numpy() - q).max())
                 for p, q in zip(initial.parameters(), plexus_params[0]))
     assert moved > 1e-3
+
+
+def test_env_init_works_where_torch_has_no_libuv():
+    """Debian's torch 2.6 has no libuv, which torch 2.4+ wants for env:// stores unless
+    USE_LIBUV=0: importing plexus.torch sets that where it is needed."""
+    code = ("import os, torch, plexus.torch, torch.distributed as dist\n"
+            "dist.init_process_group('plexus', init_method='env://', rank=0, world_size=1)\n"
+            "t = torch.ones(3)\n"
+            "dist.all_reduce(t)\n"
+            "print('sum', t.tolist(), os.environ.get('USE_LIBUV'))\n"
+            "dist.destroy_process_group()\n")
+    env = {k: v for k, v in os.environ.items() if k != "USE_LIBUV"}
+    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="0")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "sum [1.0, 1.0, 1.0]" in done.stdout, done.stdout
+
+
+def coalesced_tensor_calls(rank, world):
+    """torch 2.x's _coalescing_manager turns grouped all_gather_into_tensor and
+    reduce_scatter_tensor calls into one allgather_into_tensor_coalesced or
+    reduce_scatter_tensor_coalesced on the backend."""
+    import torch.distributed as dist
+    gathered = [torch.zeros(world * 2), torch.zeros(world * 3, dtype=torch.float64)]
+    mine = [torch.full((2,), float(rank)), torch.arange(3, dtype=torch.float64) + 10 * rank]
+    with dist._coalescing_manager():
+        for output, item in zip(gathered, mine):
+            dist.all_gather_into_tensor(output, item)
+    scattered = [torch.zeros(2), torch.zeros(1, dtype=torch.int64)]
+    whole = [torch.arange(world * 2, dtype=torch.float32) + rank,
+             torch.full((world,), rank + 1, dtype=torch.int64)]
+    with dist._coalescing_manager():
+        for output, item in zip(scattered, whole):
+            dist.reduce_scatter_tensor(output, item)
+    return [t.numpy().copy() for t in gathered + scattered]
+
+
+@pytest.mark.skipif(int(torch.__version__.split(".")[0]) < 2,
+                    reason="torch 1.13 has no coalesced tensor collectives on a backend")
+@pytest.mark.parametrize("world", [2, 3])
+def test_coalesced_tensor_collectives(world):
+    results = multiproc.run_world(coalesced_tensor_calls, world, backend="plexus", init="torch")
+    ranks = np.arange(world)
+    for rank, got in enumerate(results):
+        np.testing.assert_array_equal(got[0], np.repeat(ranks, 2))
+        np.testing.assert_array_equal(got[1], np.concatenate([np.arange(3) + 10 * r
+                                                               for r in ranks]))
+        full = sum(np.arange(world * 2) + r for r in ranks)
+        np.testing.assert_array_equal(got[2], full[rank * 2:rank * 2 + 2])
+        np.testing.assert_array_equal(got[3], [sum(ranks + 1)])
