@@ -25,11 +25,12 @@ void ProcessGroupPlexus::monitoredBarrier(const c10d::BarrierOptions& opts, bool
     absl::Status status = store.Set(arrived(rank_), "1");
     if (status.ok()) status = store.Wait({released}, timeout);
     if (!status.ok()) {
-      Throw(absl::DeadlineExceededError(
-                absl::StrCat("Rank ", rank_,
-                             " successfully reached monitoredBarrier, but received errors "
-                             "while waiting for send/recv from rank 0 (",
-                             millis, " ms): ", status.message())),
+      // The store's own code (a timeout, or a store that went away), in Gloo's words.
+      Throw(absl::Status(status.code(),
+                         absl::StrCat("Rank ", rank_,
+                                      " successfully reached monitoredBarrier, but received "
+                                      "errors while waiting for send/recv from rank 0 (",
+                                      millis, " ms): ", status.message())),
             rank_);
     }
     return;
