@@ -20,6 +20,9 @@ thread_local int progress_depth = 0;
 // and may still be waiting when static destructors run.
 class CallbackRunner {
  public:
+  // `before`: the runner this one replaces in a forked child, kept reachable (leak checkers).
+  explicit CallbackRunner(CallbackRunner* before = nullptr) : before_(before) {}
+
   void Post(std::function<void()> task) {
     bool wake_monitor = false;
     {
@@ -105,6 +108,7 @@ class CallbackRunner {
     }
   }
 
+  [[maybe_unused]] CallbackRunner* const before_;
   Mutex mu_;
   std::condition_variable ready_;
   std::condition_variable monitor_cv_;
@@ -123,7 +127,7 @@ CallbackRunner& Runner() {
     runner = new CallbackRunner();
     // A forked child has none of the parent's threads: it starts afresh (the parent's runner,
     // whose lock a parent thread may have held at the fork, is left alone).
-    pthread_atfork(nullptr, nullptr, [] { runner = new CallbackRunner(); });
+    pthread_atfork(nullptr, nullptr, [] { runner = new CallbackRunner(runner); });
   });
   return *runner;
 }

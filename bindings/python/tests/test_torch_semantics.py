@@ -141,7 +141,9 @@ def coalesced_and_shapes(rank, world):
 
 
 def test_coalesced_layouts_and_every_call_shape_match_gloo():
-    reports = run_both(coalesced_and_shapes, 3)
+    # No destroy_process_group: on torch 2.6 gloo's 3 ranks sometimes hang in it (seen in 3 of 4
+    # runs on 2026-11-29), after the report is made.
+    reports = run_both(coalesced_and_shapes, 3, destroy=False)
     assert reports["plexus"] == reports["gloo"]
     # [rank][input], as torch documents it.
     assert reports["plexus"][0]["all_gather_coalesced"] == [
