@@ -86,7 +86,7 @@ absl::StatusOr<int> CudaDevices() {
 }
 
 // Puts this rank on its device: rank % devices, buffers in its memory.
-absl::Status EnterDevice(int rank) {
+absl::Status EnterDevice([[maybe_unused]] int rank) {
   if (DeviceTypeUnderTest() == DeviceType::kCpu) return absl::OkStatus();
 #ifdef PLEXUS_TEST_CUDA
   absl::StatusOr<int> devices = CudaDevices();
