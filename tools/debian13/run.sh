@@ -44,6 +44,13 @@ make_root() {
   local started=$SECONDS source
   source=$(mirror)
   echo "debian13: making $root from $source"
+  # Never delete through a mount left by a run that was killed (its /proc, /dev, this checkout).
+  if awk -v root="$root/" 'index($2 "/", root) == 1 {found = 1} END {exit !found}' /proc/mounts
+  then
+    echo "debian13: something is still mounted under $root (see /proc/mounts); unmount it" \
+         "(umount -R -l PATH) and run again" >&2
+    exit 1
+  fi
   rm -rf "$root"
   mkdir -p "$(dirname "$root")"
   debootstrap --variant=minbase trixie "$root" "$source" >"$root.debootstrap.log" 2>&1 || {
