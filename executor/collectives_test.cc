@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "base/work/test_signal.h"
 #include "gtest/gtest.h"
 
 namespace plexus::executor {
@@ -278,7 +279,7 @@ TEST(CollectivesTest, WorksOutliveTheirCollectivesAndBodiesReleaseTheirCaptures)
 bool NestedCollectiveCompletes(Collectives& collectives, bool wait_like_torch, bool waited) {
   auto nothing = [](CollectiveContext&) { return absl::OkStatus(); };
   auto nested_done = std::make_shared<bool>(false);
-  auto callback_ended = std::make_shared<absl::Notification>();
+  auto callback_ended = std::make_shared<TestSignal>();
   WorkPtr first = collectives.Submit(CollectiveKind::kAllReduce, DType::kFloat32, 4,
                                      absl::Seconds(30), nothing);
   first->OnCompleteMayBlock(
@@ -286,16 +287,16 @@ bool NestedCollectiveCompletes(Collectives& collectives, bool wait_like_torch, b
         WorkPtr nested = collectives.Submit(CollectiveKind::kAllReduce, DType::kFloat32, 4,
                                             absl::Seconds(30), nothing);
         if (wait_like_torch) {
-          auto future = std::make_shared<absl::Notification>();
+          auto future = std::make_shared<TestSignal>();
           nested->OnCompleteMayBlock([future](const absl::Status&) { future->Notify(); });
-          *nested_done = future->WaitForNotificationWithTimeout(absl::Seconds(10));
+          *nested_done = future->WaitFor(absl::Seconds(10));
         } else {
           *nested_done = nested->Wait(absl::Seconds(10)).ok();
         }
         callback_ended->Notify();
       });
   if (waited && !first->Wait(absl::Seconds(30)).ok()) return false;
-  if (!callback_ended->WaitForNotificationWithTimeout(absl::Seconds(60))) return false;
+  if (!callback_ended->WaitFor(absl::Seconds(60))) return false;
   return *nested_done;
 }
 

@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/notification.h"
 #include "base/core/mutex.h"
+#include "base/work/test_signal.h"
 #include "base/work/work.h"
 #include "gtest/gtest.h"
 
@@ -28,7 +28,7 @@ TEST(CallbackRunnerTest, InAProgressScopeMayBlockCallbacksRunElsewhereInOrder) {
   Mutex mu;
   std::vector<std::string> order;
   std::vector<std::thread::id> user_on;
-  absl::Notification done;
+  TestSignal done;
   work.OnComplete([&](const absl::Status&) { bookkeeping_on = std::this_thread::get_id(); });
   for (const char* name : {"first", "second", "third"}) {
     work.OnCompleteMayBlock([&, name](const absl::Status& status) {
@@ -43,7 +43,7 @@ TEST(CallbackRunnerTest, InAProgressScopeMayBlockCallbacksRunElsewhereInOrder) {
     ProgressScope progress;
     work.Complete(absl::UnavailableError("rank 1 lost"));
   }
-  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  ASSERT_TRUE(done.WaitFor(absl::Seconds(30)));
   EXPECT_EQ(bookkeeping_on, std::this_thread::get_id());
   MutexLock lock(mu);
   EXPECT_EQ(order, (std::vector<std::string>{"first", "second", "third"}));
@@ -52,7 +52,7 @@ TEST(CallbackRunnerTest, InAProgressScopeMayBlockCallbacksRunElsewhereInOrder) {
 
 TEST(CallbackRunnerTest, RegisteringOnAFinishedWorkInAProgressScopeRunsElsewhere) {
   WorkPtr work = Work::Finished(absl::OkStatus(), "barrier", 2);
-  absl::Notification ran;
+  TestSignal ran;
   std::thread::id ran_on;
   {
     ProgressScope progress;
@@ -61,7 +61,7 @@ TEST(CallbackRunnerTest, RegisteringOnAFinishedWorkInAProgressScopeRunsElsewhere
       ran.Notify();
     });
   }
-  ASSERT_TRUE(ran.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  ASSERT_TRUE(ran.WaitFor(absl::Seconds(30)));
   EXPECT_NE(ran_on, std::this_thread::get_id());
 }
 
@@ -72,13 +72,13 @@ TEST(CallbackRunnerTest, ACallbackWaitingForAnotherWorksCallbackIsNotStuckBehind
   for (int round = 0; round < 5; ++round) {
     auto outer = std::make_shared<Work>("all_reduce", 2);
     auto inner = std::make_shared<Work>("all_reduce", 2);
-    auto inner_callback_ran = std::make_shared<absl::Notification>();
-    auto outer_done = std::make_shared<absl::Notification>();
+    auto inner_callback_ran = std::make_shared<TestSignal>();
+    auto outer_done = std::make_shared<TestSignal>();
     bool inner_seen = false;
     inner->OnCompleteMayBlock(
         [inner_callback_ran](const absl::Status&) { inner_callback_ran->Notify(); });
     outer->OnCompleteMayBlock([&, inner_callback_ran, outer_done](const absl::Status&) {
-      inner_seen = inner_callback_ran->WaitForNotificationWithTimeout(absl::Seconds(30));
+      inner_seen = inner_callback_ran->WaitFor(absl::Seconds(30));
       outer_done->Notify();
     });
     {
@@ -86,7 +86,7 @@ TEST(CallbackRunnerTest, ACallbackWaitingForAnotherWorksCallbackIsNotStuckBehind
       outer->Complete(absl::OkStatus());
       inner->Complete(absl::OkStatus());
     }
-    ASSERT_TRUE(outer_done->WaitForNotificationWithTimeout(absl::Seconds(60))) << round;
+    ASSERT_TRUE(outer_done->WaitFor(absl::Seconds(60))) << round;
     EXPECT_TRUE(inner_seen) << "round " << round;
   }
   EXPECT_GE(CallbackThreadsStarted(), 2);
