@@ -10,8 +10,9 @@
 //       --ranks=8 --sizes=1K:16M --dtype=bfloat16 --iters=20 --warmup=5 --json=/tmp/bench.json
 //
 // Backends that run under a launcher (cpu:mpi) are measured after the forked ones: the bench
-// starts itself under `mpirun -np RANKS` (with --mpirun-args, by default "--mca btl tcp,self"
-// so that MPI, like the others, moves bytes over loopback TCP), and each rank writes its
+// starts itself under `mpirun -np RANKS` (with --mpirun-args, by default "--mca btl tcp,self
+// --mca btl_tcp_if_include lo" so that MPI, like the others, moves bytes over loopback TCP;
+// Open MPI 5, Debian 13's, leaves loopback out unless told), and each rank writes its
 // samples to a file the parent reads.
 //
 // Exits non-zero if any element is wrong or any rank fails.
@@ -62,7 +63,7 @@ struct Flags {
   int iters = 20;
   int warmup = 5;
   std::string json;
-  std::string mpirun_args = "--mca btl tcp,self";
+  std::string mpirun_args = "--mca btl tcp,self --mca btl_tcp_if_include lo";
   std::string launched_output;  // Internal: set in ranks started by mpirun; where they write.
   DeviceType device = DeviceType::kCpu;  // --device=cuda: tensors in CUDA memory.
   std::string plot;  // --plot=FILE.png: draw busbw against size, with the memcpy line.
