@@ -23,8 +23,8 @@ namespace py = pybind11;
 
 using Group = c10::intrusive_ptr<ProcessGroupPlexus>;
 
-Group Wrap(absl::StatusOr<std::shared_ptr<plexus::ProcessGroup>> group, int rank) {
-  std::shared_ptr<plexus::ProcessGroup> made = ValueOrThrow(std::move(group), rank);
+Group Wrap(absl::StatusOr<std::shared_ptr<plexus::ProcessGroup>> group, const Origin& origin) {
+  std::shared_ptr<plexus::ProcessGroup> made = ValueOrThrow(std::move(group), origin);
   if (made == nullptr) return Group();
   return c10::make_intrusive<ProcessGroupPlexus>(std::move(made));
 }
@@ -63,7 +63,7 @@ PYBIND11_MODULE(_plexus_torch, module) {
       .def(
           "abort",
           [](ProcessGroupPlexus& self, const std::string& reason) {
-            absl::Status status = self.plexus_group()->Abort(reason);
+            absl::Status status = self.Abort(reason);
             // A backend that could not abort what it runs is reported, not raised: the group
             // refuses new operations regardless.
             return status.ok() ? std::string() : std::string(status.message());
@@ -77,7 +77,7 @@ PYBIND11_MODULE(_plexus_torch, module) {
             plexus::ProcessGroup& group = *self.plexus_group();
             return Wrap(
                 excluded.has_value() ? group.Shrink(std::move(*excluded)) : group.ShrinkLost(),
-                group.rank());
+                Origin{group.rank(), group.name()});
           },
           py::arg("excluded") = py::none(), py::call_guard<py::gil_scoped_release>(),
           "The group of the survivors (without `excluded`, or without the ranks found lost).")
@@ -85,7 +85,7 @@ PYBIND11_MODULE(_plexus_torch, module) {
           "split",
           [](ProcessGroupPlexus& self, int color, int key) {
             plexus::ProcessGroup& group = *self.plexus_group();
-            return Wrap(group.Split(color, key), group.rank());
+            return Wrap(group.Split(color, key), Origin{group.rank(), group.name()});
           },
           py::arg("color"), py::arg("key"), py::call_guard<py::gil_scoped_release>(),
           "MPI_Comm_split: this rank's group among those passing the same color (None for a "

@@ -31,7 +31,7 @@ void ProcessGroupPlexus::monitoredBarrier(const c10d::BarrierOptions& opts, bool
                                       " successfully reached monitoredBarrier, but received "
                                       "errors while waiting for send/recv from rank 0 (",
                                       millis, " ms): ", status.message())),
-            rank_);
+            origin_);
     }
     return;
   }
@@ -46,7 +46,7 @@ void ProcessGroupPlexus::monitoredBarrier(const c10d::BarrierOptions& opts, bool
       Throw(absl::DeadlineExceededError(absl::StrCat("Rank 0 timed out in monitoredBarrier after ",
                                                      absl::ToInt64Milliseconds(absl::Now() - start),
                                                      " ms (its timeout: ", millis, " ms)")),
-            rank_);
+            origin_);
     }
     // Once a rank is missing, the others are only checked (wait_all_ranks).
     absl::Status status;
@@ -61,18 +61,18 @@ void ProcessGroupPlexus::monitoredBarrier(const c10d::BarrierOptions& opts, bool
     if (status.code() == absl::StatusCode::kDeadlineExceeded) {
       missing.push_back(rank);
     } else if (!status.ok()) {
-      Throw(status, rank_);
+      Throw(status, origin_);
     }
   }
   if (!missing.empty()) {
     Throw(absl::DeadlineExceededError(
               absl::StrCat(missing.size() == 1 ? "Rank " : "Ranks ", absl::StrJoin(missing, ", "),
                            " failed to pass monitoredBarrier in ", millis, " ms")),
-          rank_);
+          origin_);
   }
   for (int rank = 1; rank < size_; ++rank) (void)store.DeleteKey(arrived(rank));
   absl::Status status = store.Set(released, "1");
-  if (!status.ok()) Throw(status, rank_);
+  if (!status.ok()) Throw(status, origin_);
 }
 
 }  // namespace plexus::torch_backend

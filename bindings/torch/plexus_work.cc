@@ -25,12 +25,12 @@ c10::intrusive_ptr<c10::ivalue::Future> NewFuture(int cuda_device) {
 }  // namespace
 
 PlexusWork::PlexusWork(WorkPtr work, Spec spec)
-    : c10d::Work(spec.rank, spec.type, spec.profiling_title,
+    : c10d::Work(spec.origin.rank, spec.type, spec.profiling_title,
                  spec.profiling_title == nullptr
                      ? c10::optional<std::vector<at::Tensor>>()
                      : c10::optional<std::vector<at::Tensor>>(spec.inputs)),
       work_(std::move(work)),
-      rank_(spec.rank),
+      origin_(std::move(spec.origin)),
       outputs_(std::move(spec.outputs)),
       inputs_(std::move(spec.inputs)),
       timeout_(spec.timeout),
@@ -46,7 +46,7 @@ c10::intrusive_ptr<PlexusWork> PlexusWork::Create(WorkPtr work, Spec spec) {
 }
 
 void PlexusWork::Completed(const absl::Status& status) {
-  std::exception_ptr error = status.ok() ? nullptr : ToException(status, rank_);
+  std::exception_ptr error = status.ok() ? nullptr : ToException(status, origin_);
   inputs_.clear();
   finish(error);  // torch's own bookkeeping: its profiler event ends here.
   if (error == nullptr) {
@@ -65,12 +65,13 @@ bool PlexusWork::isSuccess() const { return future_->completed() && work_->statu
 std::exception_ptr PlexusWork::exception() const {
   if (!future_->completed()) return nullptr;
   absl::Status status = work_->status();
-  return status.ok() ? nullptr : ToException(status, rank_);
+  return status.ok() ? nullptr : ToException(status, origin_);
 }
 
 int PlexusWork::sourceRank() const {
   int source = work_->source_rank();
-  TORCH_CHECK(source >= 0, "[plexus, rank ", rank_, "] sourceRank: ", work_->op_name(),
+  TORCH_CHECK(source >= 0, "[plexus, group '", origin_.group, "', rank ", origin_.rank,
+              "] sourceRank: ", work_->op_name(),
               " is not a completed receive from any source");
   return source;
 }
@@ -80,7 +81,7 @@ std::vector<at::Tensor> PlexusWork::result() { return outputs_; }
 void PlexusWork::synchronize() {
   if (cuda_device_ < 0) return;
   absl::Status status = work_->WaitOnStream(cuda_device_, TorchCurrentStream(cuda_device_));
-  if (!status.ok()) Throw(status, rank_);
+  if (!status.ok()) Throw(status, origin_);
 }
 
 bool PlexusWork::wait(std::chrono::milliseconds timeout) {
@@ -107,7 +108,7 @@ bool PlexusWork::wait(std::chrono::milliseconds timeout) {
   if ((status.ok() || work_->IsCompleted()) && !(unbounded && cuda_device_ >= 0)) {
     future_->wait();
   }
-  if (!status.ok()) Throw(status, rank_);
+  if (!status.ok()) Throw(status, origin_);
   return true;
 }
 

@@ -17,13 +17,14 @@
 
 #include "absl/time/time.h"
 #include "base/work/work.h"
+#include "bindings/torch/torch_types.h"
 
 namespace plexus::torch_backend {
 
 class PlexusWork : public c10d::Work {
  public:
   struct Spec {
-    int rank = -1;
+    Origin origin;  // The rank and group, for error messages.
     c10d::OpType type = c10d::OpType::UNKNOWN;
     const char* profiling_title = nullptr;  // "plexus:all_reduce": torch's profiler event.
     std::vector<at::Tensor> outputs;        // result(), and the future's value.
@@ -55,7 +56,7 @@ class PlexusWork : public c10d::Work {
   void Completed(const absl::Status& status);
 
   const WorkPtr work_;
-  const int rank_;
+  const Origin origin_;
   const std::vector<at::Tensor> outputs_;
   std::vector<at::Tensor> inputs_;  // Released at completion.
   const absl::Duration timeout_;

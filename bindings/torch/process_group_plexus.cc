@@ -43,11 +43,13 @@ c10::intrusive_ptr<ProcessGroupPlexus> ProcessGroupPlexus::Create(
   options.store = std::make_shared<C10dStore>(store);
   options.group_name = name;
   return c10::make_intrusive<ProcessGroupPlexus>(
-      ValueOrThrow(InitProcessGroup(std::move(options)), rank));
+      ValueOrThrow(InitProcessGroup(std::move(options)), Origin{rank, name}));
 }
 
 ProcessGroupPlexus::ProcessGroupPlexus(std::shared_ptr<plexus::ProcessGroup> group)
-    : TorchGroupBase(group->rank(), group->size()), group_(std::move(group)) {
+    : TorchGroupBase(group->rank(), group->size()),
+      origin_{group->rank(), group->name()},
+      group_(std::move(group)) {
 #if !PLEXUS_TORCH_BACKEND_API
   init();  // torch's logging of the group.
 #endif
@@ -56,10 +58,22 @@ ProcessGroupPlexus::ProcessGroupPlexus(std::shared_ptr<plexus::ProcessGroup> gro
 ProcessGroupPlexus::~ProcessGroupPlexus() {
   // Dropping the group joins its threads, and one of them may be completing a future whose
   // Python callback (a DDP communication hook's then()) waits for the GIL: release it first.
+  // The sparse reducer finishes what is queued and waits for its peers to leave: no GIL then.
+  auto drop = [&] {
+    std::unique_ptr<SparseAllReducer> sparse;
+    {
+      MutexLock lock(sparse_mu_);
+      sparse = std::move(sparse_);
+    }
+    sparse.reset();
+    group_.reset();
+  };
   if (Py_IsInitialized() && PyGILState_Check()) {
     PyThreadState* state = PyEval_SaveThread();
-    group_.reset();
+    drop();
     PyEval_RestoreThread(state);
+  } else {
+    drop();
   }
 }
 
@@ -69,7 +83,7 @@ const T& ProcessGroupPlexus::Single(const std::vector<T>& items, const char* op,
   if (items.size() != 1) {
     Throw(absl::InvalidArgumentError(
               absl::StrCat(op, ": takes one ", what, " per process, got ", items.size())),
-          rank_);
+          origin_);
   }
   return items.front();
 }
@@ -91,10 +105,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::Run(c10d::OpType type, const 
   } else {
     work = issue(requested);
   }
-  if (!work.ok()) Throw(work.status(), rank_);
+  if (!work.ok()) Throw(work.status(), origin_);
   sequence_.fetch_add(1, std::memory_order_relaxed);
   PlexusWork::Spec spec;
-  spec.rank = rank_;
+  spec.origin = origin_;
   spec.type = type;
   spec.profiling_title = title;
   spec.outputs = std::move(outputs);
@@ -107,7 +121,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::Run(c10d::OpType type, const 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::broadcast(std::vector<at::Tensor>& tensors,
                                                              const c10d::BroadcastOptions& opts) {
   const at::Tensor& tensor = Single(tensors, "broadcast", "tensor");
-  Tensor view = ValueOrThrow(View(tensor, "broadcast", "tensor"), rank_);
+  Tensor view = ValueOrThrow(View(tensor, "broadcast", "tensor"), origin_);
   return Run(c10d::OpType::BROADCAST, "plexus:broadcast", tensors, {}, opts.timeout,
              [&](absl::Duration timeout) {
                BroadcastOptions options;
@@ -121,8 +135,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allreduce(std::vector<at::Ten
                                                              const c10d::AllreduceOptions& opts) {
   const at::Tensor& tensor = Single(tensors, "all_reduce", "tensor");
   if (tensor.is_sparse()) return SparseAllReduce(tensors, opts);
-  Tensor view = ValueOrThrow(View(tensor, "all_reduce", "tensor"), rank_);
-  ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "all_reduce"), rank_);
+  Tensor view = ValueOrThrow(View(tensor, "all_reduce", "tensor"), origin_);
+  ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "all_reduce"), origin_);
   return Run(c10d::OpType::ALLREDUCE, "plexus:all_reduce", tensors, {}, opts.timeout,
              [&](absl::Duration timeout) {
                AllReduceOptions options;
@@ -132,10 +146,41 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allreduce(std::vector<at::Ten
              });
 }
 
+absl::Status ProcessGroupPlexus::Abort(absl::string_view reason) {
+  absl::Status status = group_->Abort(reason);
+  MutexLock lock(sparse_mu_);
+  if (sparse_ != nullptr) sparse_->Abort(group_->aborted());
+  return status;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::SparseAllReduce(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  const at::Tensor& tensor = tensors.front();
+  if (opts.reduceOp.op_ != c10d::ReduceOp::SUM) {
+    Throw(absl::InvalidArgumentError(
+              absl::StrCat(kSparseAllReduce, ": only SUM reduces sparse tensors (got reduce op ",
+                           static_cast<int>(opts.reduceOp.op_), ")")),
+          origin_);
+  }
+  if (!tensor.is_cpu()) {
+    Throw(absl::InvalidArgumentError(absl::StrCat(kSparseAllReduce, ": the tensor is on ",
+                                                  tensor.device().str(),
+                                                  "; sparse tensors are reduced on the CPU only")),
+          origin_);
+  }
+  return Run(c10d::OpType::ALLREDUCE, "plexus:all_reduce", tensors, {}, opts.timeout,
+             [&](absl::Duration timeout) -> absl::StatusOr<WorkPtr> {
+               MutexLock lock(sparse_mu_);
+               if (sparse_ == nullptr) sparse_ = std::make_unique<SparseAllReducer>(group_);
+               return sparse_->Submit(tensor, ResolveTimeout(timeout, group_->timeout()),
+                                      static_cast<int64_t>(sequence_.load()) + 1);
+             });
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-  std::vector<Tensor> views = ValueOrThrow(Views(tensors, "all_reduce_coalesced", "tensor"), rank_);
-  ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "all_reduce_coalesced"), rank_);
+  std::vector<Tensor> views = ValueOrThrow(Views(tensors, "all_reduce_coalesced", "tensor"), origin_);
+  ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "all_reduce_coalesced"), origin_);
   return Run(c10d::OpType::ALLREDUCE_COALESCED, "plexus:all_reduce_coalesced", tensors, {},
              opts.timeout, [&](absl::Duration timeout) {
                AllReduceCoalescedOptions options;
@@ -148,8 +193,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allreduce_coalesced(
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::ReduceOptions& opts) {
   const at::Tensor& tensor = Single(tensors, "reduce", "tensor");
-  Tensor view = ValueOrThrow(View(tensor, "reduce", "tensor"), rank_);
-  ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "reduce"), rank_);
+  Tensor view = ValueOrThrow(View(tensor, "reduce", "tensor"), origin_);
+  ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "reduce"), origin_);
   return Run(c10d::OpType::REDUCE, "plexus:reduce", tensors, {}, opts.timeout,
              [&](absl::Duration timeout) {
                ReduceOptions options;
@@ -166,8 +211,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather(
   const at::Tensor& input = Single(inputs, "all_gather", "input tensor");
   const std::vector<at::Tensor>& output_list = Single(outputs, "all_gather", "output list");
   std::vector<Tensor> output_views =
-      ValueOrThrow(Views(output_list, "all_gather", "output"), rank_);
-  Tensor input_view = ValueOrThrow(View(input, "all_gather", "input"), rank_);
+      ValueOrThrow(Views(output_list, "all_gather", "output"), origin_);
+  Tensor input_view = ValueOrThrow(View(input, "all_gather", "input"), origin_);
   return Run(c10d::OpType::ALLGATHER, "plexus:all_gather", output_list, inputs, opts.timeout,
              [&](absl::Duration timeout) {
                AllGatherOptions options;
@@ -178,8 +223,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
-  Tensor output_view = ValueOrThrow(View(output, "all_gather_into_tensor", "output"), rank_);
-  Tensor input_view = ValueOrThrow(View(input, "all_gather_into_tensor", "input"), rank_);
+  Tensor output_view = ValueOrThrow(View(output, "all_gather_into_tensor", "output"), origin_);
+  Tensor input_view = ValueOrThrow(View(input, "all_gather_into_tensor", "input"), origin_);
   return Run(c10d::OpType::_ALLGATHER_BASE, "plexus:all_gather_into_tensor", {output}, {input},
              opts.timeout, [&](absl::Duration timeout) {
                AllGatherOptions options;
@@ -196,7 +241,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather_coalesced(
     Throw(absl::InvalidArgumentError(absl::StrCat(kOp, ": the output holds ", outputs.size(),
                                                   " lists; it needs one per rank (", size_,
                                                   "), each as long as the input list")),
-          rank_);
+          origin_);
   }
   // outputs[rank][i] receives rank's inputs[i]: per input, the column of outputs.
   std::vector<std::vector<Tensor>> columns(inputs.size());
@@ -205,14 +250,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather_coalesced(
       Throw(absl::InvalidArgumentError(
                 absl::StrCat(kOp, ": output list ", rank, " holds ", outputs[rank].size(),
                              " tensors and the input list ", inputs.size(), "; they must match")),
-            rank_);
+            origin_);
     }
     for (size_t i = 0; i < inputs.size(); ++i) {
       columns[i].push_back(ValueOrThrow(
-          View(outputs[rank][i], kOp, absl::StrCat("output [", rank, "][", i, "]")), rank_));
+          View(outputs[rank][i], kOp, absl::StrCat("output [", rank, "][", i, "]")), origin_));
     }
   }
-  std::vector<Tensor> input_views = ValueOrThrow(Views(inputs, kOp, "input"), rank_);
+  std::vector<Tensor> input_views = ValueOrThrow(Views(inputs, kOp, "input"), origin_);
   return Run(c10d::OpType::ALLGATHER_COALESCED, "plexus:all_gather_coalesced", Flatten(outputs),
              inputs, opts.timeout, [&](absl::Duration timeout) -> absl::StatusOr<WorkPtr> {
                AllGatherOptions options;
@@ -232,11 +277,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::gather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::GatherOptions& opts) {
   const at::Tensor& input = Single(inputs, "gather", "input tensor");
-  Tensor input_view = ValueOrThrow(View(input, "gather", "input"), rank_);
+  Tensor input_view = ValueOrThrow(View(input, "gather", "input"), origin_);
   // Only the root passes outputs.
   std::vector<at::Tensor> output_list;
   if (!outputs.empty()) output_list = Single(outputs, "gather", "output list");
-  std::vector<Tensor> output_views = ValueOrThrow(Views(output_list, "gather", "output"), rank_);
+  std::vector<Tensor> output_views = ValueOrThrow(Views(output_list, "gather", "output"), origin_);
   return Run(c10d::OpType::GATHER, "plexus:gather", output_list, inputs, opts.timeout,
              [&](absl::Duration timeout) {
                GatherOptions options;
@@ -250,11 +295,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ScatterOptions& opts) {
   const at::Tensor& output = Single(outputs, "scatter", "output tensor");
-  Tensor output_view = ValueOrThrow(View(output, "scatter", "output"), rank_);
+  Tensor output_view = ValueOrThrow(View(output, "scatter", "output"), origin_);
   // Only the root passes inputs.
   std::vector<at::Tensor> input_list;
   if (!inputs.empty()) input_list = Single(inputs, "scatter", "input list");
-  std::vector<Tensor> input_views = ValueOrThrow(Views(input_list, "scatter", "input"), rank_);
+  std::vector<Tensor> input_views = ValueOrThrow(Views(input_list, "scatter", "input"), origin_);
   return Run(c10d::OpType::SCATTER, "plexus:scatter", outputs, input_list, opts.timeout,
              [&](absl::Duration timeout) {
                ScatterOptions options;
@@ -269,10 +314,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce_scatter(
     const c10d::ReduceScatterOptions& opts) {
   const at::Tensor& output = Single(outputs, "reduce_scatter", "output tensor");
   const std::vector<at::Tensor>& input_list = Single(inputs, "reduce_scatter", "input list");
-  Tensor output_view = ValueOrThrow(View(output, "reduce_scatter", "output"), rank_);
+  Tensor output_view = ValueOrThrow(View(output, "reduce_scatter", "output"), origin_);
   std::vector<Tensor> input_views =
-      ValueOrThrow(Views(input_list, "reduce_scatter", "input"), rank_);
-  ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "reduce_scatter"), rank_);
+      ValueOrThrow(Views(input_list, "reduce_scatter", "input"), origin_);
+  ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "reduce_scatter"), origin_);
   return Run(c10d::OpType::REDUCE_SCATTER, "plexus:reduce_scatter", outputs, input_list,
              opts.timeout, [&](absl::Duration timeout) {
                ReduceScatterOptions options;
@@ -284,9 +329,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce_scatter(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  Tensor output_view = ValueOrThrow(View(output, "reduce_scatter_tensor", "output"), rank_);
-  Tensor input_view = ValueOrThrow(View(input, "reduce_scatter_tensor", "input"), rank_);
-  ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "reduce_scatter_tensor"), rank_);
+  Tensor output_view = ValueOrThrow(View(output, "reduce_scatter_tensor", "output"), origin_);
+  Tensor input_view = ValueOrThrow(View(input, "reduce_scatter_tensor", "input"), origin_);
+  ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "reduce_scatter_tensor"), origin_);
   return Run(c10d::OpType::_REDUCE_SCATTER_BASE, "plexus:reduce_scatter_tensor", {output}, {input},
              opts.timeout, [&](absl::Duration timeout) {
                ReduceScatterOptions options;
@@ -299,8 +344,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::_reduce_scatter_base(
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::alltoall_base(
     at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
     std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
-  Tensor output_view = ValueOrThrow(View(output, "all_to_all_single", "output"), rank_);
-  Tensor input_view = ValueOrThrow(View(input, "all_to_all_single", "input"), rank_);
+  Tensor output_view = ValueOrThrow(View(output, "all_to_all_single", "output"), origin_);
+  Tensor input_view = ValueOrThrow(View(input, "all_to_all_single", "input"), origin_);
   return Run(c10d::OpType::ALLTOALL_BASE, "plexus:all_to_all_single", {output}, {input},
              opts.timeout, [&](absl::Duration timeout) {
                AllToAllOptions options;
@@ -313,8 +358,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::alltoall_base(
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::alltoall(std::vector<at::Tensor>& outputs,
                                                             std::vector<at::Tensor>& inputs,
                                                             const c10d::AllToAllOptions& opts) {
-  std::vector<Tensor> output_views = ValueOrThrow(Views(outputs, "all_to_all", "output"), rank_);
-  std::vector<Tensor> input_views = ValueOrThrow(Views(inputs, "all_to_all", "input"), rank_);
+  std::vector<Tensor> output_views = ValueOrThrow(Views(outputs, "all_to_all", "output"), origin_);
+  std::vector<Tensor> input_views = ValueOrThrow(Views(inputs, "all_to_all", "input"), origin_);
   return Run(c10d::OpType::ALLTOALL, "plexus:all_to_all", outputs, inputs, opts.timeout,
              [&](absl::Duration timeout) {
                AllToAllOptions options;
@@ -326,7 +371,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::alltoall(std::vector<at::Tens
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::send(std::vector<at::Tensor>& tensors,
                                                         int dst_rank, int tag) {
   const at::Tensor& tensor = Single(tensors, "send", "tensor");
-  Tensor view = ValueOrThrow(View(tensor, "send", "tensor"), rank_);
+  Tensor view = ValueOrThrow(View(tensor, "send", "tensor"), origin_);
   return Run(c10d::OpType::SEND, "plexus:send", {}, tensors, c10d::kUnsetTimeout,
              [&](absl::Duration timeout) {
                SendOptions options;
@@ -339,7 +384,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::send(std::vector<at::Tensor>&
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::recv(std::vector<at::Tensor>& tensors,
                                                         int src_rank, int tag) {
   const at::Tensor& tensor = Single(tensors, "recv", "tensor");
-  Tensor view = ValueOrThrow(View(tensor, "recv", "tensor"), rank_);
+  Tensor view = ValueOrThrow(View(tensor, "recv", "tensor"), origin_);
   return Run(c10d::OpType::RECV, "plexus:recv", tensors, {}, c10d::kUnsetTimeout,
              [&](absl::Duration timeout) {
                RecvOptions options;
@@ -352,7 +397,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::recv(std::vector<at::Tensor>&
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::recvAnysource(std::vector<at::Tensor>& tensors,
                                                                  int tag) {
   const at::Tensor& tensor = Single(tensors, "recv", "tensor");
-  Tensor view = ValueOrThrow(View(tensor, "recv", "tensor"), rank_);
+  Tensor view = ValueOrThrow(View(tensor, "recv", "tensor"), origin_);
   return Run(c10d::OpType::RECVANYSOURCE, "plexus:recv_anysource", tensors, {}, c10d::kUnsetTimeout,
              [&](absl::Duration timeout) {
                RecvOptions options;
@@ -387,16 +432,17 @@ namespace {
 
 // Both lists as views, pair by pair, after checking they pair up.
 void PairViews(const char* op, const std::vector<at::Tensor>& outputs,
-               const std::vector<at::Tensor>& inputs, int rank, std::vector<Tensor>& output_views,
+               const std::vector<at::Tensor>& inputs, const Origin& origin,
+               std::vector<Tensor>& output_views,
                std::vector<Tensor>& input_views) {
   if (outputs.size() != inputs.size() || inputs.empty()) {
     Throw(absl::InvalidArgumentError(absl::StrCat(op, ": ", outputs.size(), " outputs and ",
                                                   inputs.size(),
                                                   " inputs; it takes one output per input")),
-          rank);
+          origin);
   }
-  output_views = ValueOrThrow(Views(outputs, op, "output"), rank);
-  input_views = ValueOrThrow(Views(inputs, op, "input"), rank);
+  output_views = ValueOrThrow(Views(outputs, op, "output"), origin);
+  input_views = ValueOrThrow(Views(inputs, op, "input"), origin);
 }
 
 }  // namespace
@@ -406,13 +452,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather_into_tensor_coalesc
     const c10d::AllgatherOptions& opts) {
   constexpr const char* kOp = "all_gather_into_tensor_coalesced";
   std::vector<Tensor> output_views, input_views;
-  PairViews(kOp, outputs, inputs, rank_, output_views, input_views);
+  PairViews(kOp, outputs, inputs, origin_, output_views, input_views);
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (output_views[i].numel() != input_views[i].numel() * size_) {
       Throw(absl::InvalidArgumentError(absl::StrCat(
                 kOp, ": output ", i, " holds ", output_views[i].numel(), " elements; input ", i,
                 " has ", input_views[i].numel(), " and the group ", size_, " ranks")),
-            rank_);
+            origin_);
     }
   }
   return Run(c10d::OpType::COALESCED, "plexus:all_gather_into_tensor_coalesced", outputs, inputs,
@@ -435,16 +481,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce_scatter_tensor_coalesc
     const c10d::ReduceScatterOptions& opts) {
   constexpr const char* kOp = "reduce_scatter_tensor_coalesced";
   std::vector<Tensor> output_views, input_views;
-  PairViews(kOp, outputs, inputs, rank_, output_views, input_views);
+  PairViews(kOp, outputs, inputs, origin_, output_views, input_views);
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (input_views[i].numel() != output_views[i].numel() * size_) {
       Throw(absl::InvalidArgumentError(absl::StrCat(
                 kOp, ": input ", i, " holds ", input_views[i].numel(), " elements; output ", i,
                 " has ", output_views[i].numel(), " and the group ", size_, " ranks")),
-            rank_);
+            origin_);
     }
   }
-  ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, kOp), rank_);
+  ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, kOp), origin_);
   return Run(c10d::OpType::COALESCED, "plexus:reduce_scatter_tensor_coalesced", outputs, inputs,
              opts.timeout, [&](absl::Duration timeout) -> absl::StatusOr<WorkPtr> {
                ReduceScatterOptions options;

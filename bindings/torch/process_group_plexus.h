@@ -16,7 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "base/core/mutex.h"
 #include "bindings/torch/plexus_work.h"
+#include "bindings/torch/sparse_all_reduce.h"
 #include "bindings/torch/torch_types.h"
 #include "frontend/dispatch/process_group.h"
 
@@ -39,12 +41,14 @@ class ProcessGroupPlexus : public TorchGroupBase {
   ~ProcessGroupPlexus() override;
 
   const std::shared_ptr<plexus::ProcessGroup>& plexus_group() const { return group_; }
+  // ProcessGroup::Abort, and the sparse all_reduces beside it.
+  absl::Status Abort(absl::string_view reason);
 
   const std::string getBackendName() const override { return kBackendName; }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
-  // Sparse COO tensors: SUM only, CPU only, in the calling thread (sparse_all_reduce.cc).
+  // Sparse COO tensors: SUM only, CPU only, on a thread of their own (sparse_all_reduce.h).
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
@@ -104,11 +108,9 @@ class ProcessGroupPlexus : public TorchGroupBase {
   uint64_t getSequenceNumberForGroup() override;
 
  private:
+  // Queued on sparse_ (sparse_all_reduce.h); returns at once.
   c10::intrusive_ptr<c10d::Work> SparseAllReduce(std::vector<at::Tensor>& tensors,
                                                  const c10d::AllreduceOptions& opts);
-  // all_gather_into_tensor, waited for here.
-  absl::Status GatherBlocking(const at::Tensor& output, const at::Tensor& input,
-                              absl::Duration timeout);
   // Issues `issue` (plexus's call) and wraps its Work; throws when the call itself fails.
   template <typename Issue>
   c10::intrusive_ptr<c10d::Work> Run(c10d::OpType type, const char* title,
@@ -120,7 +122,10 @@ class ProcessGroupPlexus : public TorchGroupBase {
   template <typename T>
   const T& Single(const std::vector<T>& items, const char* op, const char* what) const;
 
+  const Origin origin_;                          // Opens every error message.
   std::shared_ptr<plexus::ProcessGroup> group_;  // Reset only by the destructor.
+  Mutex sparse_mu_;
+  std::unique_ptr<SparseAllReducer> sparse_ ABSL_GUARDED_BY(sparse_mu_);  // At the first use.
   std::atomic<uint64_t> sequence_{0};
   std::atomic<int64_t> monitored_rounds_{0};
 };

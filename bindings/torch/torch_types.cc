@@ -135,9 +135,11 @@ absl::Duration ToTimeout(std::chrono::milliseconds timeout) {
   return absl::Milliseconds(timeout.count());
 }
 
-std::exception_ptr ToException(const absl::Status& status, int rank) {
-  std::string message =
-      absl::StrCat("[plexus, rank ", rank, "] ", absl::StatusCodeToString(status.code()), ": ");
+std::exception_ptr ToException(const absl::Status& status, const Origin& origin) {
+  std::string message = "[plexus, ";
+  if (!origin.group.empty()) absl::StrAppend(&message, "group '", origin.group, "', ");
+  absl::StrAppend(&message, "rank ", origin.rank, "] ", absl::StatusCodeToString(status.code()),
+                  ": ");
   if (status.code() == absl::StatusCode::kDeadlineExceeded) {
     absl::StrAppend(&message, "Timed out waiting: ");
   }
@@ -157,8 +159,8 @@ std::exception_ptr ToException(const absl::Status& status, int rank) {
   }
 }
 
-void Throw(const absl::Status& status, int rank) {
-  std::rethrow_exception(ToException(status, rank));
+void Throw(const absl::Status& status, const Origin& origin) {
+  std::rethrow_exception(ToException(status, origin));
 }
 
 }  // namespace plexus::torch_backend

@@ -6,6 +6,7 @@
 #define PLEXUS_BINDINGS_TORCH_TORCH_TYPES_H_
 
 #include <chrono>
+#include <string>
 #include <exception>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
@@ -46,16 +47,23 @@ absl::StatusOr<ReduceOp> ToReduceOp(const c10d::ReduceOp& op, absl::string_view 
 // or negative otherwise is already expired (never "forever", as 0 means to torch's stores).
 absl::Duration ToTimeout(std::chrono::milliseconds timeout);
 
-// The exception torch's backends raise for `status` (not OK), prefixed with this rank:
+// Where an error is raised: this rank, of the plexus group named `group` ("torch:1"; empty
+// when there is none yet). Every message starts "[plexus, group 'torch:1', rank R]".
+struct Origin {
+  int rank = -1;
+  std::string group;
+};
+
+// The exception torch's backends raise for `status` (not OK), prefixed with its origin:
 // c10::Error (RuntimeError in Python; from torch 2.1, c10::DistBackendError, a RuntimeError too,
 // for failures while running), c10::NotImplementedError for Unimplemented. Bad arguments are
 // RuntimeErrors as Gloo's are. A timeout's message says "Timed out", as Gloo's does.
-std::exception_ptr ToException(const absl::Status& status, int rank);
-[[noreturn]] void Throw(const absl::Status& status, int rank);
+std::exception_ptr ToException(const absl::Status& status, const Origin& origin);
+[[noreturn]] void Throw(const absl::Status& status, const Origin& origin);
 
 template <typename T>
-T ValueOrThrow(absl::StatusOr<T> value, int rank) {
-  if (!value.ok()) Throw(value.status(), rank);
+T ValueOrThrow(absl::StatusOr<T> value, const Origin& origin) {
+  if (!value.ok()) Throw(value.status(), origin);
   return *std::move(value);
 }
 

@@ -71,6 +71,12 @@ class ProcessGroup {
   absl::StatusOr<std::shared_ptr<ProcessGroup>> NewGroup(std::vector<int> ranks,
                                                          std::string backend = "");
 
+  // A group of the same ranks over this group's CPU backend, named "<name>.<purpose>", for
+  // work a caller runs beside this group's queue (the torch adapter's sparse all_reduce runs
+  // there on its own thread). Its collectives are matched among themselves, never against this
+  // group's. Collective: every rank calls it once per `purpose` (a word), from any thread.
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> Companion(absl::string_view purpose);
+
   // --- Lifecycle after a failure (process_group_lifecycle.cc). ---
 
   // Fails every pending operation of this group and every later one with Aborted carrying

@@ -75,6 +75,9 @@ def test_a_collective_that_fails_raises_everywhere_as_on_gloo():
             assert report[call][0] == "raised", (backend, call, report[call])
             assert report[call][1] in RUNTIME_ERRORS, (backend, call, report[call])
         assert report["is_completed"] and not report["is_success"], backend
+    # plexus names the group the error came from (torch 2.x's group name, "torch:0").
+    for call in ("sync_all_reduce", "work_wait", "future_wait", "barrier"):
+        assert "[plexus, group 'torch" in reports["plexus"][0][call][2], reports["plexus"][0][call]
         assert report["input_kept"] == [1.0, 1.0, 1.0], backend
         # torch's own barrier-timeout test matches this on gloo.
         assert any(word in report["barrier"][2] for word in (" Timed out ", " timeout ")), \
@@ -253,6 +256,74 @@ def test_sparse_all_reduce_sums_as_gloo():
         assert report["result"] == [report["sum"]]
         assert report["one_holder"] == [0.0, 5.0, 0.0]
         assert report["max"] == "raised"  # SUM only, as on gloo.
+
+
+def sparse_async(rank, world):
+    """async_op=True returns before the other ranks have issued theirs, the call counts once in
+    the group's sequence, and dense collectives issued meanwhile are not confused with it."""
+    import torch.distributed as dist
+    store = dist.distributed_c10d._get_default_store()
+    group = dist.distributed_c10d._get_default_group()
+    report = {}
+    before = group._get_sequence_number_for_group()
+    tensor = torch.sparse_coo_tensor(torch.tensor([[rank, 2]]), torch.tensor([1.0, rank + 1.0]),
+                                     (4,))
+    if rank == 1:
+        # Only once rank 0's call has returned (60 s: a blocking call would never let it).
+        store.wait(["issued"], datetime.timedelta(seconds=60))
+    work = dist.all_reduce(tensor, async_op=True)
+    if rank == 0:
+        store.set("issued", "1")
+    dense = torch.full((3,), rank + 1.0)
+    dist.all_reduce(dense)  # Issued while the sparse one is still running on rank 0.
+    work.wait()
+    report["sparse"] = tensor.to_dense().tolist()
+    report["dense"] = dense.tolist()
+    report["counted"] = group._get_sequence_number_for_group() - before
+    # A callback that issues another sparse all_reduce and waits for it (PowerSGD's pattern).
+    def nested(_):
+        inner = torch.sparse_coo_tensor(torch.tensor([[0]]), torch.tensor([2.0]), (2,))
+        dist.all_reduce(inner, async_op=True).wait()
+        return inner.to_dense().tolist()
+    outer = torch.sparse_coo_tensor(torch.tensor([[1]]), torch.tensor([1.0]), (2,))
+    report["nested"] = dist.all_reduce(outer, async_op=True).get_future().then(nested).wait()
+    return report
+
+
+def test_async_sparse_all_reduce_returns_at_once_and_counts_once():
+    reports = run_both(sparse_async, 2)
+    for backend, per_rank in reports.items():
+        for report in per_rank:
+            assert report["sparse"] == [1.0, 1.0, 3.0, 0.0], backend
+            assert report["dense"] == [3.0, 3.0, 3.0], backend
+            assert report["nested"] == [4.0, 0.0], backend
+    # The sparse all_reduce and the dense one: as many calls as gloo counts.
+    assert [r["counted"] for r in reports["plexus"]] == [r["counted"] for r in reports["gloo"]]
+
+
+def sparse_aborted(rank, world):
+    """plexus.torch.abort_process_group() ends a pending sparse all_reduce at once."""
+    import torch.distributed as dist
+    import plexus.torch
+    report = {}
+    if rank == 0:  # Rank 1 never joins in: only the abort can end it before the timeout.
+        tensor = torch.sparse_coo_tensor(torch.tensor([[0]]), torch.tensor([1.0]), (2,))
+        work = dist.all_reduce(tensor, async_op=True)
+        start = time.monotonic()
+        plexus.torch.abort_process_group(reason="gave up on sparse")
+        report["wait"] = outcome(work.wait)
+        report["seconds"] = time.monotonic() - start
+        report["kept"] = tensor.to_dense().tolist()
+    meet(rank, "done")
+    return report
+
+
+def test_abort_ends_a_pending_sparse_all_reduce():
+    report = multiproc.run_world(sparse_aborted, 2, backend="plexus", init="torch", op_timeout=60,
+                                 destroy=False)[0]
+    assert report["wait"][0] == "raised" and "gave up on sparse" in report["wait"][2], report
+    assert report["seconds"] < 30, report
+    assert report["kept"] == [1.0, 0.0], report
 
 
 # --- DDP communication hooks -------------------------------------------------------------------
