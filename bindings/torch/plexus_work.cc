@@ -71,8 +71,7 @@ std::exception_ptr PlexusWork::exception() const {
 int PlexusWork::sourceRank() const {
   int source = work_->source_rank();
   TORCH_CHECK(source >= 0, "[plexus, group '", origin_.group, "', rank ", origin_.rank,
-              "] sourceRank: ", work_->op_name(),
-              " is not a completed receive from any source");
+              "] sourceRank: ", work_->op_name(), " is not a completed receive from any source");
   return source;
 }
 

@@ -179,7 +179,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::SparseAllReduce(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-  std::vector<Tensor> views = ValueOrThrow(Views(tensors, "all_reduce_coalesced", "tensor"), origin_);
+  std::vector<Tensor> views =
+      ValueOrThrow(Views(tensors, "all_reduce_coalesced", "tensor"), origin_);
   ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "all_reduce_coalesced"), origin_);
   return Run(c10d::OpType::ALLREDUCE_COALESCED, "plexus:all_reduce_coalesced", tensors, {},
              opts.timeout, [&](absl::Duration timeout) {
@@ -433,8 +434,7 @@ namespace {
 // Both lists as views, pair by pair, after checking they pair up.
 void PairViews(const char* op, const std::vector<at::Tensor>& outputs,
                const std::vector<at::Tensor>& inputs, const Origin& origin,
-               std::vector<Tensor>& output_views,
-               std::vector<Tensor>& input_views) {
+               std::vector<Tensor>& output_views, std::vector<Tensor>& input_views) {
   if (outputs.size() != inputs.size() || inputs.empty()) {
     Throw(absl::InvalidArgumentError(absl::StrCat(op, ": ", outputs.size(), " outputs and ",
                                                   inputs.size(),

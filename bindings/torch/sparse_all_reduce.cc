@@ -43,8 +43,8 @@ SparseAllReducer::~SparseAllReducer() {
   if (companion != nullptr) {
     absl::Status left = companion->Shutdown(companion->timeout());
     if (!left.ok()) {
-      Log(LogLevel::kWarning, absl::StrCat(kSparseAllReduce, ": leaving group '",
-                                           companion->name(), "': ", left.ToString()));
+      Log(LogLevel::kWarning, absl::StrCat(kSparseAllReduce, ": leaving group '", companion->name(),
+                                           "': ", left.ToString()));
     }
   }
 }
@@ -158,11 +158,10 @@ absl::Status SparseAllReducer::Reduce(plexus::ProcessGroup& over, const Job& job
   for (int rank = 0; rank < size; ++rank) {
     for (int64_t i = 1; i < header_count; ++i) {
       if (headers[rank][i].item<int64_t>() != header[i]) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(kSparseAllReduce, ": rank ", rank,
-                         "'s tensor has another shape or sparse dimension count than rank ",
-                         over.rank(), "'s [", absl::StrJoin(input.sizes(), ", "), "] with ",
-                         sparse_dims, " sparse dimensions"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            kSparseAllReduce, ": rank ", rank,
+            "'s tensor has another shape or sparse dimension count than rank ", over.rank(), "'s [",
+            absl::StrJoin(input.sizes(), ", "), "] with ", sparse_dims, " sparse dimensions"));
       }
     }
     largest = std::max(largest, headers[rank][0].item<int64_t>());

@@ -6,8 +6,8 @@
 #define PLEXUS_BINDINGS_TORCH_TORCH_TYPES_H_
 
 #include <chrono>
-#include <string>
 #include <exception>
+#include <string>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <vector>

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/interface/backend_registry.h"
@@ -301,6 +302,43 @@ TEST(NewGroupTest, BadRanksAreRejected) {
   EXPECT_THAT((*world)->NewGroup({0, 3}).status().message(), HasSubstr("rank 3 is outside"));
   EXPECT_THAT((*world)->NewGroup({0, 0}).status().message(), HasSubstr("listed twice"));
   EXPECT_THAT((*world)->NewGroup({}).status().message(), HasSubstr("no ranks"));
+}
+
+TEST(CompanionTest, RunsBesideItsGroupUnderItsOwnName) {
+  const std::string url = "file://" + testing::TempPath("companion");
+  absl::Status status = testing::RunInChildren(
+      kWorld,
+      [&](int rank) {
+        auto world = InitProcessGroup(Options(url, rank));
+        if (!world.ok()) return 1;
+        // Built from another thread while this one issues on the group itself: the two
+        // queues do not meet.
+        absl::StatusOr<std::shared_ptr<ProcessGroup>> side;
+        std::thread build([&] { side = (*world)->Companion("side"); });
+        int64_t value = rank;
+        auto main = (*world)->AllReduce(Tensor::Flat(&value, DType::kInt64, 1));
+        build.join();
+        if (!side.ok() || *side == nullptr) return 2;
+        if ((*side)->name() != (*world)->name() + ".side" || (*side)->size() != kWorld) return 3;
+        int64_t beside = 10 * rank;
+        auto work = (*side)->AllReduce(Tensor::Flat(&beside, DType::kInt64, 1));
+        if (!work.ok() || !(*work)->Wait(absl::Seconds(30)).ok()) return 4;
+        if (!main.ok() || !(*main)->Wait(absl::Seconds(30)).ok()) return 5;
+        if (value != 0 + 1 + 2 + 3 || beside != 10 * (0 + 1 + 2 + 3)) return 6;
+        if (!(*side)->Shutdown(absl::Seconds(30)).ok()) return 7;
+        return (*world)->Shutdown(absl::Seconds(30)).ok() ? 0 : 8;
+      },
+      absl::Seconds(60));
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+TEST(CompanionTest, PurposeMustBeOneWord) {
+  InitOptions options = Options("file://" + testing::TempPath("companion_bad"), 0);
+  options.world_size = 1;
+  auto world = InitProcessGroup(options);
+  ASSERT_TRUE(world.ok()) << world.status();
+  EXPECT_THAT((*world)->Companion("a.b").status().message(), HasSubstr("must be one word"));
+  EXPECT_THAT((*world)->Companion("").status().message(), HasSubstr("must be one word"));
 }
 
 }  // namespace

@@ -54,12 +54,13 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Child(
 
 absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Companion(absl::string_view purpose) {
   if (purpose.empty() || purpose.find_first_of("./ ") != absl::string_view::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("companion of group '", config_.name, "': purpose '", purpose,
-                     "' must be one word (no '.', '/' or space)"));
+    return absl::InvalidArgumentError(absl::StrCat("companion of group '", config_.name,
+                                                   "': purpose '", purpose,
+                                                   "' must be one word (no '.', '/' or space)"));
   }
-  auto cpu = std::find_if(mapping_.begin(), mapping_.end(),
-                          [](const DeviceBackend& entry) { return entry.device == DeviceType::kCpu; });
+  auto cpu = std::find_if(mapping_.begin(), mapping_.end(), [](const DeviceBackend& entry) {
+    return entry.device == DeviceType::kCpu;
+  });
   if (cpu == mapping_.end()) return FindServed(DeviceType::kCpu).status();
   std::vector<int> everyone(config_.size);
   for (int rank = 0; rank < config_.size; ++rank) everyone[rank] = rank;
