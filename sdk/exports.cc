@@ -7,10 +7,10 @@ namespace plexus {
 namespace {
 
 // HashStore is header-constructed; its methods live in hash_store.cc.
-absl::Status (HashStore::*const kHashStoreSet)(absl::string_view,
-                                               absl::string_view) = &HashStore::Set;
-absl::Status (PrefixStore::*const kPrefixStoreSet)(absl::string_view,
-                                                   absl::string_view) = &PrefixStore::Set;
+using HashStoreSet = absl::Status (HashStore::*)(absl::string_view, absl::string_view);
+using PrefixStoreSet = absl::Status (PrefixStore::*)(absl::string_view, absl::string_view);
+const HashStoreSet kHashStoreSet = &HashStore::Set;
+const PrefixStoreSet kPrefixStoreSet = &PrefixStore::Set;
 
 }  // namespace
 

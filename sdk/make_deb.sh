@@ -17,6 +17,25 @@ done
 runfiles="${RUNFILES_DIR:-$0.runfiles}/plexus"
 [[ -d "${runfiles}" ]] || runfiles="${PWD}"
 
+# The package holding the shared library whose file name starts with $1, as this machine
+# has it (libabsl20220623 on Debian 12, libabsl20240722 on Debian 13): the .deb depends on the
+# runtime it was built against.
+package_of() {
+  local path owner
+  path="$(ldconfig -p | awk -v lib="$1" 'index($1, lib) == 1 && /x86-64/ {print $NF; exit}')"
+  [[ -n "${path}" ]] || { echo "deb: no shared library $1* on this machine" >&2; exit 1; }
+  path="$(readlink -f "${path}")"
+  # Merged /usr: dpkg may list the file under /lib or under /usr/lib.
+  owner="$(dpkg-query -S "${path}" 2> /dev/null || dpkg-query -S "${path#/usr}" 2> /dev/null)" ||
+    { echo "deb: no package owns ${path}" >&2; exit 1; }
+  echo "${owner%%:*}"
+}
+absl="$(package_of libabsl_base.so.)"
+gloo="$(package_of libgloo.so)"
+mpi="$(package_of libmpi.so.)"
+ssl="$(package_of libssl.so.3)"
+depends="${absl}, libabsl-dev, ${gloo}, ${mpi}, openmpi-bin, ${ssl}, python3, python3-numpy"
+
 stage="$(mktemp -d)"
 trap 'rm -rf "${stage}"' EXIT
 "${runfiles}/sdk/install" --prefix=/usr --destdir="${stage}" > /dev/null
@@ -29,7 +48,7 @@ Architecture: $(dpkg --print-architecture)
 Maintainer: plexus developers <plexus@localhost>
 Section: libdevel
 Priority: optional
-Depends: libabsl20220623, libabsl-dev, libgloo0, libopenmpi3, openmpi-bin, libssl3, python3, python3-numpy
+Depends: ${depends}
 Recommends: pkg-config, cmake, g++
 Installed-Size: $(du -sk "${stage}/usr" | cut -f1)
 Description: collective communication for C++ services and Python

@@ -12,6 +12,7 @@ packages=(
   libgloo-dev          # the gloo backend
   libssl-dev           # libcrypto: HMAC-SHA256 connection authentication
   clang                # libFuzzer targets (tests/fuzz)
+  libclang-rt-dev      # clang's sanitizer headers and runtimes (Debian 13 splits them out)
   clang-format         # tools:format_test: C++ formatted as .clang-format says
   clang-tidy           # tools/naming_check.sh: names as .clang-tidy says (a CI stage)
   libopenmpi-dev openmpi-bin  # the mpi backend and mpirun

@@ -57,7 +57,7 @@ namespace {
 constexpr int kConnectTries = 3;
 
 void IgnoreSigpipeUnlessHandled() {
-  struct sigaction current {};
+  struct sigaction current = {};
   if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
     signal(SIGPIPE, SIG_IGN);
   }

@@ -43,7 +43,7 @@ absl::StatusOr<ShmSegment> ShmSegment::OpenPeer(int pid, int fd, size_t bytes) {
   if (mine < 0) {
     return absl::UnavailableError(absl::StrCat("opening ", path, ": ", strerror(errno)));
   }
-  struct stat info {};
+  struct stat info = {};
   if (fstat(mine, &info) != 0 || static_cast<size_t>(info.st_size) != bytes) {
     close(mine);
     return absl::UnavailableError(

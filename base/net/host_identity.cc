@@ -16,7 +16,7 @@ std::string NetworkHostIdentity() {
   std::string boot_id;
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
   std::getline(boot, boot_id);
-  struct stat netns {};
+  struct stat netns = {};
   const uint64_t inode = stat("/proc/self/ns/net", &netns) == 0 ? netns.st_ino : 0;
   return absl::StrCat(host, "/", absl::StripAsciiWhitespace(boot_id), "/", inode);
 }

@@ -47,8 +47,8 @@ std::vector<absl::Status> RunTogether(int ranks, int size, const Step& step,
 
 TEST(AttemptTogetherTest, OneTryWhenEveryRankSucceeds) {
   std::vector<int> calls;
-  auto results = RunTogether(
-      kRanks, kRanks, [](int, Store&, int) { return absl::OkStatus(); }, &calls);
+  auto succeed = [](int, Store&, int) { return absl::OkStatus(); };
+  auto results = RunTogether(kRanks, kRanks, succeed, &calls);
   for (int rank = 0; rank < kRanks; ++rank) {
     EXPECT_TRUE(results[rank].ok()) << results[rank];
     EXPECT_EQ(calls[rank], 1) << "rank " << rank;

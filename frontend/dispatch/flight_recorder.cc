@@ -156,7 +156,7 @@ void OnDumpSignal(int) {
 void InstallSignalDumper() {
   std::lock_guard<std::mutex> lock(g_signal_mu);
   if (g_signal_pid == getpid()) return;
-  struct sigaction current {};
+  struct sigaction current = {};
   if (sigaction(SIGUSR1, nullptr, &current) != 0) return;
   const bool ours = (current.sa_flags & SA_SIGINFO) == 0 && current.sa_handler == OnDumpSignal;
   if (!ours && current.sa_handler != SIG_DFL) return;  // Someone else's: leave it.
@@ -177,7 +177,7 @@ void InstallSignalDumper() {
                     : absl::StrCat("flight recorder dump failed: ", path.status().message()));
     }
   }).detach();
-  struct sigaction action {};
+  struct sigaction action = {};
   action.sa_handler = OnDumpSignal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;

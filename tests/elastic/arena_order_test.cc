@@ -87,8 +87,8 @@ TEST(ArenaOrderTest, ATurnWhoseTurnNeverComesEndsByItsDeadlineOrItsEpoch) {
   EXPECT_EQ(late.code(), absl::StatusCode::kDeadlineExceeded) << late;
   EXPECT_NE(late.message().find("turn 0 has not run here"), absl::string_view::npos) << late;
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-  absl::Status gone = order.Run(
-      1, 1, absl::Now() + absl::Seconds(30), [] { return true; }, body);
+  auto always = [] { return true; };
+  absl::Status gone = order.Run(1, 1, absl::Now() + absl::Seconds(30), always, body);
   EXPECT_EQ(gone.code(), absl::StatusCode::kUnavailable) << gone;
   EXPECT_FALSE(ran);
   // A later epoch starts at turn 0; the earlier one is over for good.

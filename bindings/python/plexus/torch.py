@@ -72,7 +72,7 @@ def shrink_group(ranks_to_exclude=None, group=None):
     collectives (group=...); torch's default group is left as it was (aborted)."""
     old = _plexus_group_of(group)
     excluded = None if ranks_to_exclude is None else [int(r) for r in ranks_to_exclude]
-    return old.shrink(excluded)
+    return _as_torch_group(old.shrink(excluded), group)
 
 
 def split_group(parent_pg=None, split_ranks=None):
@@ -85,7 +85,19 @@ def split_group(parent_pg=None, split_ranks=None):
     for index, ranks in enumerate(split_ranks or []):
         if me in ranks:
             color, key = index, list(ranks).index(me)
-    return parent.split(color, key)
+    return _as_torch_group(parent.split(color, key), parent_pg)
+
+
+def _as_torch_group(backend, like):
+    """What DDP and torch's collectives take for `backend` (a ProcessGroupPlexus or None): on
+    torch 1.13 the backend itself, a ProcessGroup there; on 2.x, where it is a Backend, a
+    ProcessGroup around it over the store of the group `like` (None: the default group)."""
+    if backend is None or not _plexus_torch.TORCH_BACKEND_API:
+        return backend
+    c10d = torch_dist.distributed_c10d
+    entry = c10d._world.pg_map.get(like if like is not None else c10d._get_default_group())
+    store = entry[1] if entry else c10d._get_default_store()
+    return _plexus_torch.NamedProcessGroup(store, backend)
 
 
 def _create_process_group(store, rank, world_size, timeout):
