@@ -49,9 +49,9 @@ depends="$(dpkg-deb -f "${package}" Depends)"
 for needed in libabsl2 libabsl-dev libgloo libopenmpi openmpi-bin libssl3; do
   grep -q "${needed}" <<< "${depends}" || { echo "FAIL: the .deb does not depend on ${needed}*"; exit 1; }
 done
-for package in ${depends//,/ }; do
-  dpkg-query -W -f='${Status}' "${package}" 2> /dev/null | grep -q "install ok installed" ||
-    { echo "FAIL: the .deb depends on ${package}, which this machine does not have"; exit 1; }
+for dependency in ${depends//,/ }; do
+  dpkg-query -W -f='${Status}' "${dependency}" 2> /dev/null | grep -q "install ok installed" ||
+    { echo "FAIL: the .deb depends on ${dependency}, which this machine does not have"; exit 1; }
 done
 root="${TEST_TMPDIR}/debroot"
 dpkg-deb -x "${package}" "${root}"

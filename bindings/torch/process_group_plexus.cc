@@ -58,7 +58,7 @@ ProcessGroupPlexus::ProcessGroupPlexus(std::shared_ptr<plexus::ProcessGroup> gro
 ProcessGroupPlexus::~ProcessGroupPlexus() {
   // Dropping the group joins its threads, and one of them may be completing a future whose
   // Python callback (a DDP communication hook's then()) waits for the GIL: release it first.
-  // The sparse reducer finishes what is queued and waits for its peers to leave: no GIL then.
+  // The sparse reducer finishes what is queued (within its deadlines): no GIL then.
   auto drop = [&] {
     std::unique_ptr<SparseAllReducer> sparse;
     {
@@ -517,6 +517,14 @@ NamedProcessGroup::NamedProcessGroup(const c10::intrusive_ptr<c10d::Store>& stor
   for (c10::DeviceType device : {c10::DeviceType::CPU, c10::DeviceType::CUDA}) {
     setBackend(device, BackendType::CUSTOM, backend);
   }
+}
+
+void NamedProcessGroup::setSequenceNumberForGroup() {
+  getDefaultBackend()->setSequenceNumberForGroup();
+}
+
+uint64_t NamedProcessGroup::getSequenceNumberForGroup() {
+  return getDefaultBackend()->getSequenceNumberForGroup();
 }
 #endif
 

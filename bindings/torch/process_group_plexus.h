@@ -140,6 +140,9 @@ class NamedProcessGroup : public c10d::ProcessGroup {
                     const c10::intrusive_ptr<ProcessGroupPlexus>& backend);
 
   const std::string getBackendName() const override { return kBackendName; }
+  // torch's ProcessGroup asks only gloo, NCCL and UCC backends for these.
+  void setSequenceNumberForGroup() override;
+  uint64_t getSequenceNumberForGroup() override;
 };
 #endif
 

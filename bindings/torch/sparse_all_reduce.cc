@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/core/logging.h"
 #include "base/core/status_macros.h"
 #include "base/work/callback_runner.h"
 #include "bindings/torch/torch_types.h"
@@ -35,18 +34,8 @@ SparseAllReducer::~SparseAllReducer() {
   }
   changed_.notify_all();
   thread_.join();
-  std::shared_ptr<plexus::ProcessGroup> companion;
-  {
-    MutexLock lock(mu_);
-    companion = std::move(companion_);
-  }
-  if (companion != nullptr) {
-    absl::Status left = companion->Shutdown(companion->timeout());
-    if (!left.ok()) {
-      Log(LogLevel::kWarning, absl::StrCat(kSparseAllReduce, ": leaving group '", companion->name(),
-                                           "': ", left.ToString()));
-    }
-  }
+  // The companion is dropped as torch drops the group itself, without a departure barrier: a
+  // destructor runs at no agreed point (at exit, perhaps never), so peers could not meet it.
 }
 
 void SparseAllReducer::Abort(const absl::Status& reason) {

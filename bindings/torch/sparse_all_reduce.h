@@ -34,8 +34,8 @@ class SparseAllReducer {
  public:
   // Reduces over ranks of `group` (it only builds the companion from it).
   explicit SparseAllReducer(std::shared_ptr<plexus::ProcessGroup> group);
-  // Finishes the reductions already queued (each within its own timeout), then leaves the
-  // companion group as destroy_process_group leaves a group.
+  // Finishes the reductions already queued (each within its own timeout) and drops the
+  // companion group.
   ~SparseAllReducer();
   SparseAllReducer(const SparseAllReducer&) = delete;
   SparseAllReducer& operator=(const SparseAllReducer&) = delete;

@@ -19,13 +19,15 @@ cd "${work}"
 # Bazel's sandbox, and sandboxes do not nest everywhere.
 export HOME="${TEST_TMPDIR}/home"
 if ! timeout 2400 bazel --batch --output_user_root="${TEST_TMPDIR}/bazel_root" build \
-       --spawn_strategy=local --jobs=2 --show_progress_rate_limit=60 \
+       --spawn_strategy=local --jobs=2 --show_progress_rate_limit=60 --symlink_prefix=consumer- \
        //:average_service > build.log 2>&1; then
   tail -50 build.log
   echo "FAIL: the consumer workspace did not build"
   exit 1
 fi
-binary="$(readlink -f bazel-bin/average_service)"
+# Its own link name: a bazelrc of the machine's may set another (tools/debian13/run.sh does).
+binary="$(readlink -f consumer-bin/average_service)" ||
+  { echo "FAIL: the build left no consumer-bin/average_service"; exit 1; }
 
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 pids=()

@@ -19,6 +19,11 @@ mkdir -p "${work}"
 clang="${CLANGXX:-clang++}"
 command -v "${clang}" > /dev/null || { echo "run_fuzzers: ${clang} not found (apt install clang)"; exit 1; }
 
+# clang 18 and later mangle some template parameters anew (Debian 13's clang 19); abseil is
+# built by GCC with the old names, so ask for clang 17's.
+abi=()
+clang_major="$("${clang}" -dumpversion | cut -d. -f1)"
+[[ "${clang_major}" -ge 18 ]] && abi=(-fclang-abi-compat=17)
 # Every abseil module installed (as third_party/system_repos.bzl links them).
 absl_libs=$(ls /usr/lib/x86_64-linux-gnu/libabsl_*.so |
   sed -E 's|.*/lib(absl_[a-z0-9_]*)\.so$|-l\1|' | tr '\n' ' ')
@@ -57,7 +62,8 @@ for target in "${targets[@]}"; do
   for f in ${sources[${target}]} "${common[@]}"; do files+=("${root}/${f}"); done
   echo "run_fuzzers: building ${target}"
   "${clang}" -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-    -fno-sanitize=vptr -I"${root}" "${files[@]}" ${absl_libs} -lssl -lcrypto -lpthread -o "${binary}"
+    -fno-sanitize=vptr "${abi[@]}" -I"${root}" "${files[@]}" ${absl_libs} -lssl -lcrypto -lpthread \
+    -o "${binary}"
   corpus="${work}/${target}_corpus"
   mkdir -p "${corpus}"
   seeds="${root}/tests/fuzz/corpus/${target}"

@@ -83,13 +83,20 @@ bind() {  # bind SOURCE TARGET-inside-root
 }
 
 [[ -f $ready ]] || make_root
+# The root is a mount point, as / is on a machine (unshare --propagation, which
+# sdk:deb_clean_install_test uses, needs one).
+mount --bind "$root" "$root"
+mounted+=("$root")
 bind /proc /proc
 bind /dev /dev
 bind /sys /sys
 bind "$repo" "$repo"
 # Material beside the checkout (../shared) where there is some, as tests look for it.
 [[ -d $repo/../shared ]] && bind "$(cd "$repo/../shared" && pwd)" "$(cd "$repo/.." && pwd)/shared"
+# Name resolution as on this machine: its host name resolves as on a Debian 13 machine of its
+# own (gloo and torchrun's c10d rendezvous look it up).
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+cp /etc/hosts "$root/etc/hosts" 2>/dev/null || true
 
 in_root() {
   chroot "$root" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" LANG=C.UTF-8 \

@@ -23,7 +23,7 @@ import os
 import torch
 import torch.distributed as torch_dist
 
-from plexus import _plexus
+from plexus import _libuv, _plexus
 
 try:
     from plexus import _plexus_torch
@@ -127,26 +127,5 @@ def register():
         torch_dist.Backend.register_backend(BACKEND_NAME, _create_process_group)
 
 
-def _stores_work_without_libuv():
-    """torch 2.4+ makes env:// and tcp:// stores with libuv unless USE_LIBUV=0, and Debian's
-    torch 2.6 is built without it, so init_process_group("...", init_method="env://") fails
-    there for every backend. Where USE_LIBUV is unset and a libuv store cannot be made but a
-    plain one can, USE_LIBUV=0 is set for this process (docs/python.md)."""
-    if "USE_LIBUV" in os.environ or not _plexus_torch.TORCH_BACKEND_API:
-        return
-    import datetime
-
-    def store(use_libuv):
-        try:
-            torch_dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
-                                timeout=datetime.timedelta(seconds=5), use_libuv=use_libuv)
-            return True
-        except (RuntimeError, TypeError):  # TypeError: a torch without the argument.
-            return False
-
-    if not store(True) and store(False):
-        os.environ["USE_LIBUV"] = "0"
-
-
 register()
-_stores_work_without_libuv()
+_libuv.stores_without_libuv()  # torch 2.x built without libuv (Debian's 2.6).

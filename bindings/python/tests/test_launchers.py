@@ -58,32 +58,14 @@ def run(argv, env, world):
     return parse_results(done.stdout, world)
 
 
-def torch_lacks_libuv():
-    """torch 2.4+ serves torchrun's store with libuv unless USE_LIBUV=0, and Debian's torch 2.6
-    is built without it: torchrun then fails before starting a rank. Users set USE_LIBUV=0
-    (docs/python.md), so the tests do too where that is the case."""
-    import datetime
-    import torch.distributed as dist
-    try:
-        dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
-                      timeout=datetime.timedelta(seconds=5), use_libuv=True)
-        return False
-    except TypeError:  # torch 1.13: no libuv, and no argument for it.
-        return False
-    except RuntimeError as error:
-        return "libuv" in str(error)
-
-
-def torchrun_env(**extra):
-    env = clean_env(**extra)
-    if torch_lacks_libuv():
-        env["USE_LIBUV"] = "0"
-    return env
-
-
 def torchrun(*args):
+    """torchrun as a user runs it: `python3 -m plexus.torchrun` where torch has no libuv and
+    torchrun itself cannot start (plexus/_libuv.py), else /usr/bin/torchrun."""
+    from plexus import _libuv
+    command = ([sys.executable, "-m", "plexus.torchrun"] if _libuv.torch_lacks_libuv()
+               else ["/usr/bin/torchrun"])
     # Debian's torch 1.13 torchrun mis-parses --redirects 0 on Python 3.11; 1 + --tee 1 works.
-    return ["/usr/bin/torchrun", "--redirects", "1", "--tee", "1"] + list(args)
+    return command + ["--redirects", "1", "--tee", "1"] + list(args)
 
 
 @pytest.mark.parametrize("backend", ["tcp", "gloo"])
@@ -91,7 +73,7 @@ def test_torchrun_static_joins_the_agent_store(backend):
     pytest.importorskip("torch")
     results = run(torchrun("--nproc_per_node=3", "--master_addr=127.0.0.1",
                            "--master_port=%d" % free_port(), WORKER, backend, BYTES),
-                  torchrun_env(), 3)
+                  clean_env(), 3)
     assert all(r["agent_store"] == "True" for r in results.values()), results
     assert sorted(int(r["launcher_rank"]) for r in results.values()) == [0, 1, 2]
 
@@ -101,7 +83,7 @@ def test_torchrun_c10d_rendezvous(backend):
     pytest.importorskip("torch")
     run(torchrun("--nnodes=1", "--nproc_per_node=2", "--rdzv_backend=c10d",
                  "--rdzv_endpoint=127.0.0.1:%d" % free_port(), WORKER, backend, BYTES),
-        torchrun_env(), 2)
+        clean_env(), 2)
 
 
 def test_torchrun_restart_attempts_do_not_collide():
@@ -110,6 +92,8 @@ def test_torchrun_restart_attempts_do_not_collide():
     pytest.importorskip("torch")
     import datetime
     import torch.distributed as torch_dist
+    from plexus import _libuv
+    _libuv.stores_without_libuv()  # This process plays torchrun's agent.
     store = torch_dist.TCPStore("127.0.0.1", 0, 1, True, datetime.timedelta(seconds=30),
                                 wait_for_workers=False)
     for attempt in ("0", "1"):
