@@ -24,6 +24,9 @@ command -v "${clang}" > /dev/null || { echo "run_fuzzers: ${clang} not found (ap
 abi=()
 clang_major="$("${clang}" -dumpversion | cut -d. -f1)"
 [[ "${clang_major}" -ge 18 ]] && abi=(-fclang-abi-compat=17)
+# Nor may abseil's headers lay out hash tables as for a sanitized abseil (20240722 adds
+# generation counters under ASan), which the installed library is not.
+abi+=(-DNDEBUG_SANITIZER)
 # Every abseil module installed (as third_party/system_repos.bzl links them).
 absl_libs=$(ls /usr/lib/x86_64-linux-gnu/libabsl_*.so |
   sed -E 's|.*/lib(absl_[a-z0-9_]*)\.so$|-l\1|' | tr '\n' ' ')

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # CI's Debian 13 stage (.ci/run): in a Debian 13 root (tools/debian13/run.sh), builds every
-# target with --config=ci and runs the tests that meet torch 2.6, Python 3.13 and abseil
-# 20240722 where Debian 12 has other versions: the Python package and torch backend suites,
-# torch 2.6's own DistributedTest suite at 2 and 3 ranks, and the Work and executor units.
+# target with --config=ci and runs the tests that meet what Debian 13 has in other versions
+# (torch 2.6, Python 3.13, abseil 20240722, Open MPI 5, clang 19, its package names): the
+# Python package and torch backend suites, torch 2.6's own DistributedTest suite at 2 and 3
+# ranks, the Work and executor units, everything started by mpirun or torchrun, the fuzzers'
+# clang build, the format check, and the SDK as installed, packaged and consumed by Bazel.
 # The rest of the suite is the same code on the same kernel, and runs in the Debian 12 stage.
 # Prints "debian13: N passed, N failed". Cost on the 2-core VM: see docs/building.md.
 set -uo pipefail
@@ -18,6 +20,16 @@ targets=(
   //bindings/python:test_torch_semantics
   //bindings/python:torch_suite_2_ranks
   //bindings/python:torch_suite_3_ranks
+  //bindings/python:test_launchers
+  //bindings/python:test_lifecycle
+  //tests/mpi:all
+  //tests/transport:mpi_test
+  //tests/conformance:semantics_mpi_test
+  //tests/fuzz:fuzz_test
+  //tools:format_test
+  //sdk:install_test
+  //sdk:deb_clean_install_test
+  //tests/bazel_consumer:consumer_test
 )
 
 log=$(mktemp)

@@ -38,8 +38,12 @@ def meet(rank, name, world=2):
 
 
 def run_both(fn, world, *args, **options):
+    """fn's results on plexus and on gloo. gloo's ranks leave without destroy_process_group: on
+    torch 2.6 it hangs there now and then at 3 ranks (a rank killed after the deadline), and
+    the reference's teardown is not what is compared."""
+    reference = dict(options, destroy=False)
     return {backend: multiproc.run_world(fn, world, *args, backend=backend, init="torch",
-                                         **options)
+                                         **(options if backend == "plexus" else reference))
             for backend in BACKENDS}
 
 
