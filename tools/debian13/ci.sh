@@ -18,6 +18,7 @@ targets=(
   //bindings/python:test_stores
   //bindings/python:test_torch_backend
   //bindings/python:test_torch_semantics
+  //bindings/python:test_torch_stacks
   //bindings/python:torch_suite_2_ranks
   //bindings/python:torch_suite_3_ranks
   //bindings/python:test_launchers
