@@ -5,6 +5,7 @@ tcp:// make for a rank of its own; torchrun's agent store, and the client a work
 before any collective, for every backend: "use_libuv was requested but PyTorch was build
 without libuv support". Imported by plexus.torch and plexus.torchrun (docs/python.md)."""
 import datetime
+import importlib
 import os
 
 # TCPStore's parameters before use_libuv, in torch 2.x's order.
@@ -25,12 +26,15 @@ def torch_lacks_libuv():
 
 
 def stores_without_libuv():
-    """Where USE_LIBUV is unset and this torch has no libuv: USE_LIBUV=0 for this process and
-    its children, and torch.distributed.TCPStore made without libuv unless a caller asks for it
-    (code that imports it by name later gets this one). Returns whether it did."""
-    if "USE_LIBUV" in os.environ or not torch_lacks_libuv():
-        return False
+    """Where this torch has no libuv (so a libuv store can never be made): USE_LIBUV=0 for this
+    process and its children unless set, and torch.distributed.TCPStore made without libuv
+    unless a caller asks for it (code that imports it by name later gets this one). Returns
+    whether torch lacks libuv. Harmless to repeat."""
     import torch.distributed as dist
+    if getattr(dist.TCPStore, "_plexus_without_libuv", False):
+        return True
+    if not torch_lacks_libuv():
+        return False
     native = dist.TCPStore
 
     class TCPStore(native):
@@ -41,11 +45,13 @@ def stores_without_libuv():
                 kwargs.setdefault("use_libuv", False)
             super().__init__(*args, **kwargs)
 
+    TCPStore._plexus_without_libuv = True
     TCPStore.__name__ = TCPStore.__qualname__ = native.__name__
     TCPStore.__module__ = native.__module__
     dist.TCPStore = TCPStore
-    import torch.distributed.rendezvous as rendezvous
+    # By module name: torch.distributed.rendezvous as an attribute is a function.
+    rendezvous = importlib.import_module("torch.distributed.rendezvous")
     if getattr(rendezvous, "TCPStore", None) is native:  # Imported there by name already.
         rendezvous.TCPStore = TCPStore
-    os.environ["USE_LIBUV"] = "0"
+    os.environ.setdefault("USE_LIBUV", "0")
     return True

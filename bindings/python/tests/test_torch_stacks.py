@@ -1,11 +1,17 @@
 """What torch users run on top of a backend, on plexus against gloo, 2 ranks on the CPU:
 functional collectives (what DTensor and tensor parallelism call), DTensor on a DeviceMesh,
-tensor-parallel Linear layers, FSDP, fully_shard, and distributed checkpoint save and load.
+tensor-parallel Linear layers, FSDP, fully_shard, distributed checkpoint save and load, and DDP
+under torchrun.
 Each scenario runs on "plexus" and on "gloo"; results must be the same, and are also checked
 against a reference computed locally. Where torch itself refuses something on the CPU (on gloo
 too), the test asserts plexus fails the same way, so it notices when torch starts accepting
 it. Scenarios skip, saying why, on a torch without the library (torch 1.13 has no DTensor)."""
 import importlib
+import json
+import os
+import socket
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -283,3 +289,46 @@ def test_distributed_checkpoint_saves_and_loads_as_on_gloo(tmp_path):
             close(report["loaded"][key], value)
             if "async" in report:
                 close(report["async"][key], value)
+
+
+# --- torchrun ----------------------------------------------------------------------------------
+
+def torchrun_ddp(backend):
+    """Every rank's RESULT from torchrun --nproc-per-node 2 running torchrun_ddp_worker.py, as
+    a user starts it (python3 -m plexus.torchrun where torch has no libuv: docs/python.md)."""
+    from plexus import _libuv
+    here = os.path.dirname(os.path.abspath(__file__))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = ([sys.executable, "-m", "plexus.torchrun"] if _libuv.torch_lacks_libuv()
+               else ["/usr/bin/torchrun"])
+    # Debian's torch 1.13 torchrun mis-parses --redirects 0 on Python 3.11; 1 + --tee 1 works.
+    command += ["--redirects", "1", "--tee", "1", "--nproc_per_node=2",
+                "--master_addr=127.0.0.1", "--master_port=%d" % port,
+                os.path.join(here, "torchrun_ddp_worker.py"), backend]
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("MASTER_", "RANK", "WORLD_SIZE", "LOCAL_", "TORCHELASTIC"))}
+    done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=240)
+    assert done.returncode == 0, done.stdout[-6000:]
+    results = {}
+    for line in done.stdout.splitlines():
+        if "RESULT " in line:
+            result = json.loads(line[line.index("RESULT ") + 7:])
+            results[result["rank"]] = result
+    assert sorted(results) == [0, 1], done.stdout[-4000:]
+    return [results[0], results[1]]
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/torchrun"), reason="no /usr/bin/torchrun")
+def test_ddp_under_torchrun_trains_as_on_gloo():
+    plexus, gloo = torchrun_ddp("plexus"), torchrun_ddp("gloo")
+    for mine, theirs in zip(plexus, gloo):
+        assert (mine["backend"], mine["world"]) == ("plexus", 2), mine
+        assert mine["local_rank"] == mine["rank"]
+        close(mine["losses"], theirs["losses"])
+        for name, value in theirs["parameters"].items():
+            close(mine["parameters"][name], value)
+    # DDP keeps the replicas equal: both ranks end with the same parameters.
+    assert plexus[0]["parameters"] == plexus[1]["parameters"]
