@@ -274,6 +274,9 @@ WorkPtr Communicator::Launch(std::vector<OpPart> parts, int64_t required_epoch,
   op->on_data_done = std::move(on_data_done);
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // Checked again under the lock that registers the op: a link lost since Usable() has
+    // already decided every op it found, and would never decide this one.
+    if (!lost_.ok()) return refuse(lost_);
     for (const ReduceDescriptor& descriptor : descriptors) {
       if (in_flight_.Contains(descriptor.tag)) {
         return refuse(WithResult(
@@ -381,13 +384,14 @@ void Communicator::Run(const std::shared_ptr<Op>& op) {
   {
     std::unique_lock<std::mutex> lock(mu_);
     const absl::Time decide_by = deadline + absl::Seconds(10);
-    while (!op->decided && absl::Now() < decide_by) {
+    while (!op->decided && lost_.ok() && absl::Now() < decide_by) {
       changed_.wait_until(lock,
                           SteadyDeadline(std::min(decide_by - absl::Now(), absl::Seconds(1))));
     }
     if (!op->decided) {
       op->decided = true;
-      op->outcome = absl::DeadlineExceededError("the master did not decide in time");
+      op->outcome =
+          lost_.ok() ? absl::DeadlineExceededError("the master did not decide in time") : lost_;
     }
     outcome = op->outcome;
     op->mesh.reset();
