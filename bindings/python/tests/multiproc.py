@@ -109,3 +109,14 @@ def job_on_store_server(port, secret=None):
     with multiprocessing.get_context("spawn").Pool(2) as pool:
         return pool.starmap_async(_rank_on_store_server,
                                   [(rank, port, secret) for rank in range(2)]).get(timeout=120)
+
+
+def torchrun_command(*args):
+    """torchrun as a user runs it: `python3 -m plexus.torchrun` where torch has no libuv and
+    torchrun itself cannot start (plexus/_libuv.py), else /usr/bin/torchrun."""
+    import sys
+    from plexus import _libuv
+    command = ([sys.executable, "-m", "plexus.torchrun"] if _libuv.torch_lacks_libuv()
+               else ["/usr/bin/torchrun"])
+    # Debian's torch 1.13 torchrun mis-parses --redirects 0 on Python 3.11; 1 + --tee 1 works.
+    return command + ["--redirects", "1", "--tee", "1"] + list(args)

@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+from multiproc import torchrun_command
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "launched_worker.py")
 BYTES = str(1 << 20)
@@ -58,20 +60,10 @@ def run(argv, env, world):
     return parse_results(done.stdout, world)
 
 
-def torchrun(*args):
-    """torchrun as a user runs it: `python3 -m plexus.torchrun` where torch has no libuv and
-    torchrun itself cannot start (plexus/_libuv.py), else /usr/bin/torchrun."""
-    from plexus import _libuv
-    command = ([sys.executable, "-m", "plexus.torchrun"] if _libuv.torch_lacks_libuv()
-               else ["/usr/bin/torchrun"])
-    # Debian's torch 1.13 torchrun mis-parses --redirects 0 on Python 3.11; 1 + --tee 1 works.
-    return command + ["--redirects", "1", "--tee", "1"] + list(args)
-
-
 @pytest.mark.parametrize("backend", ["tcp", "gloo"])
 def test_torchrun_static_joins_the_agent_store(backend):
     pytest.importorskip("torch")
-    results = run(torchrun("--nproc_per_node=3", "--master_addr=127.0.0.1",
+    results = run(torchrun_command("--nproc_per_node=3", "--master_addr=127.0.0.1",
                            "--master_port=%d" % free_port(), WORKER, backend, BYTES),
                   clean_env(), 3)
     assert all(r["agent_store"] == "True" for r in results.values()), results
@@ -81,7 +73,7 @@ def test_torchrun_static_joins_the_agent_store(backend):
 @pytest.mark.parametrize("backend", ["tcp", "gloo"])
 def test_torchrun_c10d_rendezvous(backend):
     pytest.importorskip("torch")
-    run(torchrun("--nnodes=1", "--nproc_per_node=2", "--rdzv_backend=c10d",
+    run(torchrun_command("--nnodes=1", "--nproc_per_node=2", "--rdzv_backend=c10d",
                  "--rdzv_endpoint=127.0.0.1:%d" % free_port(), WORKER, backend, BYTES),
         clean_env(), 2)
 

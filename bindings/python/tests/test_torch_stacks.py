@@ -11,12 +11,12 @@ import json
 import os
 import socket
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import multiproc
+from multiproc import torchrun_command
 
 torch = pytest.importorskip("torch")
 
@@ -296,17 +296,13 @@ def test_distributed_checkpoint_saves_and_loads_as_on_gloo(tmp_path):
 def torchrun_ddp(backend):
     """Every rank's RESULT from torchrun --nproc-per-node 2 running torchrun_ddp_worker.py, as
     a user starts it (python3 -m plexus.torchrun where torch has no libuv: docs/python.md)."""
-    from plexus import _libuv
     here = os.path.dirname(os.path.abspath(__file__))
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    command = ([sys.executable, "-m", "plexus.torchrun"] if _libuv.torch_lacks_libuv()
-               else ["/usr/bin/torchrun"])
-    # Debian's torch 1.13 torchrun mis-parses --redirects 0 on Python 3.11; 1 + --tee 1 works.
-    command += ["--redirects", "1", "--tee", "1", "--nproc_per_node=2",
-                "--master_addr=127.0.0.1", "--master_port=%d" % port,
-                os.path.join(here, "torchrun_ddp_worker.py"), backend]
+    command = torchrun_command("--nproc_per_node=2", "--master_addr=127.0.0.1",
+                               "--master_port=%d" % port,
+                               os.path.join(here, "torchrun_ddp_worker.py"), backend)
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("MASTER_", "RANK", "WORLD_SIZE", "LOCAL_", "TORCHELASTIC"))}
     done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
