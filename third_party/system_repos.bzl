@@ -128,6 +128,12 @@ cc_library(
     name = "libtorch",
     linkopts = ["-ltorch_python", "-ltorch", "-ltorch_cpu", "-lc10"],
 )
+
+# c10 alone (devices, streams, guards), for tests that need no Python.
+cc_library(
+    name = "c10",
+    linkopts = ["-lc10"],
+)
 """)
     rctx.file("BUILD", "\n".join(build))
 

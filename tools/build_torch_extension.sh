@@ -50,5 +50,5 @@ printf '%s\n' "$sources"/*.cc |
   xargs -P "$(nproc)" -I{} sh -c 'g++ "$@" -c "{}" -o "'"$objects"'/$(basename "{}" .cc).o"' _ "${flags[@]}"
 # Undefined plexus and abseil symbols resolve in _plexus (loaded first by `import plexus`).
 g++ -shared "$objects"/*.o -o "$out" -L"$package" -l:"$plexus_so" -Wl,-rpath,'$ORIGIN' \
-  -L"$torch_lib" -Wl,-rpath,"$torch_lib" -ltorch_python -ltorch -ltorch_cpu -lc10
+  -L"$torch_lib" -Wl,-rpath,"$torch_lib" -ltorch_python -ltorch -ltorch_cpu -lc10 -ldl
 echo "built $out"

@@ -34,7 +34,7 @@ struct HasNativeHandle<S, std::void_t<decltype(std::declval<const S&>().native_h
     : std::true_type {};
 
 // The device's own handle for `stream` (a cudaStream_t), or nullptr where this torch's
-// c10::Stream cannot say (1.13, 2.6: the caller then orders by waiting on the host).
+// c10::Stream cannot say (1.13, 2.6: torch_stream.cc then asks libc10_cuda.so).
 template <typename S = c10::Stream>
 void* NativeStreamHandle(const S& stream) {
   if constexpr (HasNativeHandle<S>::value) {

@@ -58,7 +58,7 @@ grep -E '^-l' bazel-bin/bindings/python/_plexus.so-2.params | sort -u | tr '\n' 
 
 # The Python side: headers, the extension's sources, the package and the tests.
 mkdir -p "$out/include" "$out/python/src" "$out/python/plexus" "$out/python/tests"
-git ls-files '*.h' | grep -E '^(base|executor|frontend|devices|algorithms)/' | while read -r header; do
+git ls-files '*.h' | grep -E '^(base|executor|frontend|devices|algorithms|backends)/' | while read -r header; do
   install -D -m 644 "$header" "$out/include/$header"
 done
 cp -r /usr/include/absl "$out/include/absl"

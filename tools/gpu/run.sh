@@ -23,8 +23,11 @@ gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 nccl_version=$(python3 -c 'import ctypes, sys; v = ctypes.c_int(); ctypes.CDLL(sys.argv[1]).ncclGetVersion(ctypes.byref(v)); print(v.value)' "$PLEXUS_NCCL_LIBRARY" 2>/dev/null || echo unknown)
 echo "# GPUs: $gpus; CUDA runtime: $PLEXUS_CUDART_LIBRARY; NCCL: ${PLEXUS_NCCL_LIBRARY:-none found} (version code $nccl_version)"
 failed=0
-# The extension builds meanwhile (about half a minute of compiling).
-"$here/build_python.sh" python3 > "$logs/build_python.log" 2>&1 &
+# The extensions build meanwhile: the Python one (about half a minute), then the C++ torch
+# backend against this machine's torch (test_gpu.py's torch.distributed cases run on it).
+{ "$here/build_python.sh" python3 &&
+  "$here/build_torch_extension.sh" "$here/python" python3 "$here/include"; } \
+  > "$logs/build_python.log" 2>&1 &
 python_build=$!
 # The suites run side by side (each forks its own ranks, with its own TEST_TMPDIR) and each has a
 # deadline, so one that hangs costs its deadline, not the machine's whole lease.
@@ -60,7 +63,7 @@ for test in "$here"/bin/*_test; do
   reason=$(grep -m1 -A1 'Skipped$' "$logs/$name.log" | tail -1)
   echo "$name: $result ($passed passed, $failures failed, $skipped skipped${reason:+: $reason})"
 done
-echo "# Python $(python3 --version 2>&1 | cut -d' ' -f2): the extension built for it"
+echo "# Python $(python3 --version 2>&1 | cut -d' ' -f2): the extensions built for it and its torch"
 python_built=0
 if wait "$python_build"; then
   python_built=1
@@ -70,7 +73,7 @@ if wait "$python_build"; then
   echo "python tests: $result ($(tail -1 "$logs/pytest.log"))"
 else
   failed=1
-  echo "python: the extension did not build (see $logs/build_python.log)"
+  echo "python: the extensions did not build (see $logs/build_python.log)"
 fi
 sizes=8:1G
 [[ "${1:-}" == --quick ]] && sizes=8:64M

@@ -1,6 +1,7 @@
 """plexus with torch CUDA tensors on a real GPU; every test skips without one (CI). NCCL at one
 rank per GPU (NCCL refuses two ranks on one GPU), staging through tcp with ranks sharing a GPU,
-torch's stream semantics, and DDP on the GPU with backend="plexus"."""
+torch's stream semantics, and through the C++ torch backend (torch.distributed with
+backend="plexus"): stream order, DDP and FSDP on the GPU."""
 import pytest
 import torch
 
@@ -72,6 +73,79 @@ def test_ddp_on_gpu():
     for params in results[1:]:
         for a, b in zip(results[0], params):
             assert torch.allclose(torch.tensor(a), torch.tensor(b))
+
+
+def _torch_stream_order(rank, world):
+    """torch.distributed on plexus under `torch.cuda.stream(side)`: the collective runs after
+    the side stream's pending work (a kernel that holds it ~0.1 s, then the fill) and later
+    work on the side stream sees the result, with no host wait in between."""
+    import torch.distributed as torch_dist
+    device = _device(rank)
+    torch.cuda.set_device(device)
+    total = world * (world + 1) / 2
+    side = torch.cuda.Stream(device)  # From torch's pool: it does not sync with the legacy one.
+    x = torch.zeros(1 << 22, device=device)
+    torch.cuda.synchronize(device)
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(100_000_000)
+        x.fill_(rank + 1)
+        work = torch_dist.all_reduce(x, async_op=True)
+        work.wait()
+        y = x * 2
+    torch.cuda.synchronize(device)
+    return (y[0].item(), y[-1].item()) == (2 * total, 2 * total)
+
+
+@pytest.mark.parametrize("torch_backend,world", [("cpu:tcp,cuda:nccl", 1), ("tcp", 2)])
+def test_torch_backend_orders_after_the_current_stream(monkeypatch, torch_backend, world):
+    monkeypatch.setenv("PLEXUS_TORCH_BACKEND", torch_backend)
+    assert run_world(_torch_stream_order, world, init="torch", backend="plexus") == [True] * world
+
+
+def _fsdp_steps(rank, world):
+    """Five SGD steps of an FSDP-wrapped model on this rank's batches; returns the full
+    parameters and every rank's batches (for the single-process reference)."""
+    from torch.distributed.fsdp import FullyShardedDataParallel, FullStateDictConfig, StateDictType
+    device = _device(rank)
+    torch.cuda.set_device(device)
+    torch.manual_seed(0)
+    model = FullyShardedDataParallel(torch.nn.Sequential(
+        torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).to(device),
+        device_id=device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(5):
+        torch.manual_seed(100 * step + rank)
+        optimizer.zero_grad()
+        model(torch.randn(8, 16, device=device)).square().mean().backward()
+        optimizer.step()
+    with FullyShardedDataParallel.state_dict_type(model, StateDictType.FULL_STATE_DICT,
+                                                  FullStateDictConfig(rank0_only=False)):
+        return {k: v.cpu().tolist() for k, v in model.state_dict().items()}
+
+
+def _fsdp_reference(world):
+    """The same steps in one process: the gradient is the mean of every rank's gradient."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(5):
+        optimizer.zero_grad()
+        for rank in range(world):
+            torch.manual_seed(100 * step + rank)
+            (model(torch.randn(8, 16)).square().mean() / world).backward()
+        optimizer.step()
+    return {k: v.tolist() for k, v in model.state_dict().items()}
+
+
+@pytest.mark.parametrize("torch_backend,world", [("cpu:tcp,cuda:nccl", 1), ("tcp", 2)])
+def test_fsdp_on_gpu_trains_as_one_process(monkeypatch, torch_backend, world):
+    monkeypatch.setenv("PLEXUS_TORCH_BACKEND", torch_backend)
+    results = run_world(_fsdp_steps, world, init="torch", backend="plexus")
+    reference = _fsdp_reference(world)
+    for state in results:
+        assert sorted(state) == sorted(reference)
+        for key, value in reference.items():
+            assert torch.allclose(torch.tensor(state[key]), torch.tensor(value), atol=1e-4, rtol=1e-4), key
 
 
 def test_elastic_with_cuda_tensors_on_gpu():
