@@ -1,19 +1,29 @@
-"""DistributedDataParallel step time on torch.distributed's gloo and on plexus ("plexus",
-plexus.torch), side by side: local CPU ranks train one MLP (default ~25M parameters:
-1024 -> 4096 -> 4096 -> 1024) on synthetic data, forward, backward (gradients all-reduced by the
-backend in DDP's buckets) and an SGD step. torch's intra-op threads stay on (its default), as in
-training; the ranks share the machine's cores.
+"""Training step time on torch.distributed's gloo and on plexus ("plexus", plexus.torch), side
+by side: local CPU ranks train one MLP (default ~25M parameters: 1024 -> 4096 -> 4096 -> 1024) on
+synthetic data, forward, backward and an SGD step, under one of torch's distributed stacks
+(--stack):
+  ddp   DistributedDataParallel: gradients all-reduced in DDP's buckets (default);
+  fsdp  FullyShardedDataParallel: parameters all-gathered before use, gradients
+        reduce-scattered (torch 1.13 and 2.x);
+  tp    tensor parallelism on a DeviceMesh (torch 2.x): linear layers alternate
+        ColwiseParallel and RowwiseParallel (an odd last one stays replicated), DTensor
+        all-reduces the row-parallel outputs; every rank feeds the same batch.
+torch's intra-op threads stay on (its default), as in training; the ranks share the cores.
 
     /usr/bin/python3 bindings/python/examples/ddp_bench.py --ranks=2,4 --steps=10
+    /usr/bin/python3 bindings/python/examples/ddp_bench.py --stack=fsdp --backends=none,gloo,plexus
 
 Prints, per backend and rank count, the median and best step time (ms) over --steps timed
 steps after --warmup, and the gloo/plexus ratio of the medians. Every run ends by checking that
-all ranks hold identical parameters, and that both backends trained to the same parameters.
+both backends trained to the same parameters (rank 0's, or its shard), and for ddp that all
+ranks hold identical ones.
 
-`--backends=none,gloo,plexus` adds the floor: the same step with DDP's communication replaced
-by a hook that leaves each rank's gradients as they are (over a gloo group that then carries
-only the barriers between steps). What a backend adds to a step is its time over the floor's;
-the runs then print that too. The floor's ranks train apart, so it is not compared.
+`--backends=none,gloo,plexus` adds the floor: the same step's computation without the stack's
+communication (over a gloo group that then carries only the barriers between steps). ddp: a
+hook that leaves each rank's gradients as they are; fsdp: the unwrapped model; tp: the local
+shard's layers (a column-parallel layer's outputs and a row-parallel one's inputs divided by
+the rank count). What a backend adds to a step is its time over the floor's; the runs then
+print that too. The floor's ranks train apart, so it is not compared.
 """
 import argparse
 import datetime
@@ -30,7 +40,6 @@ import uuid
 def rank_main(rank, ranks, backend, args, results):
     import torch
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
     if backend == "plexus":
         import plexus.torch  # noqa: F401 - registers "plexus"
     # "none": the floor; a gloo group for the barriers, and no gradient communication.
@@ -40,18 +49,10 @@ def rank_main(rank, ranks, backend, args, results):
                             timeout=datetime.timedelta(seconds=300))
     torch.manual_seed(0)
     widths = [int(w) for w in args.widths.split(",")]
-    layers = []
-    for fan_in, fan_out in zip(widths, widths[1:]):
-        layers += [torch.nn.Linear(fan_in, fan_out), torch.nn.ReLU()]
-    model = DistributedDataParallel(torch.nn.Sequential(*layers[:-1]))
-    if backend == "none":
-        def keep_local_gradients(state, bucket):
-            done = torch.futures.Future()
-            done.set_result(bucket.buffer())
-            return done
-        model.register_comm_hook(None, keep_local_gradients)
+    model = build_model(args.stack, backend, widths, ranks)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
-    generator = torch.Generator().manual_seed(rank)
+    # Tensor parallelism splits one batch across ranks: every rank feeds the same one.
+    generator = torch.Generator().manual_seed(0 if args.stack == "tp" else rank)
     inputs = torch.randn(args.batch, widths[0], generator=generator)
     targets = torch.randn(args.batch, widths[-1], generator=generator)
     times = []
@@ -63,13 +64,59 @@ def rank_main(rank, ranks, backend, args, results):
         optimizer.step()
         if step >= args.warmup:
             times.append(time.perf_counter() - start)
-    # Replicas must be identical; rank 0 reports a fingerprint to compare across backends.
-    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-    gathered = [torch.zeros_like(flat) for _ in range(ranks)]
-    dist.all_gather(gathered, flat)
-    identical = backend == "none" or all(torch.equal(g, flat) for g in gathered)
+    # DDP's replicas must be identical; rank 0 reports a fingerprint to compare across backends.
+    flat = torch.cat([local(p).detach().reshape(-1) for p in model.parameters()])
+    identical = True
+    if args.stack == "ddp" and backend != "none":  # fsdp and tp hold shards, not replicas.
+        gathered = [torch.zeros_like(flat) for _ in range(ranks)]
+        dist.all_gather(gathered, flat)
+        identical = all(torch.equal(g, flat) for g in gathered)
     dist.destroy_process_group()
     results.put((rank, times, identical, flat[:1000].tolist(), flat.numel()))
+
+
+def build_model(stack, backend, widths, ranks):
+    """The MLP under `stack` (the floor's stand-in for backend "none")."""
+    import torch
+    import torch.distributed as dist
+    if stack == "tp" and backend == "none":
+        # Each column-parallel layer keeps 1/ranks of its outputs, the row-parallel one after it
+        # 1/ranks of its inputs: a rank's share of the computation, with nothing to reduce.
+        widths = [w // ranks if j % 2 == 1 and j < len(widths) - 1 else w
+                  for j, w in enumerate(widths)]
+    layers = []
+    for fan_in, fan_out in zip(widths, widths[1:]):
+        layers += [torch.nn.Linear(fan_in, fan_out), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers[:-1])
+    if stack == "ddp":
+        from torch.nn.parallel import DistributedDataParallel
+        model = DistributedDataParallel(model)
+        if backend == "none":
+            def keep_local_gradients(state, bucket):
+                done = torch.futures.Future()
+                done.set_result(bucket.buffer())
+                return done
+            model.register_comm_hook(None, keep_local_gradients)
+        return model
+    if backend == "none":
+        return model
+    if stack == "fsdp":
+        from torch.distributed.fsdp import FullyShardedDataParallel
+        return FullyShardedDataParallel(model, device_id=torch.device("cpu"))
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                   parallelize_module)
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    linears = [str(2 * i) for i in range(len(widths) - 1)]
+    plan = {}
+    for first, second in zip(linears[0::2], linears[1::2]):
+        plan[first], plan[second] = ColwiseParallel(), RowwiseParallel()
+    return parallelize_module(model, mesh, plan)
+
+
+def local(parameter):
+    """A rank's own part of a parameter (a DTensor's local shard)."""
+    return parameter.to_local() if hasattr(parameter, "to_local") else parameter
 
 
 def run(backend, ranks, args):
@@ -105,6 +152,7 @@ def run(backend, ranks, args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--stack", choices=["ddp", "fsdp", "tp"], default="ddp")
     parser.add_argument("--ranks", default="2,4")
     parser.add_argument("--backends", default="gloo,plexus")
     parser.add_argument("--widths", default="1024,4096,4096,1024")
@@ -121,8 +169,9 @@ def main():
             steps, fingerprint, parameters = run(backend, ranks, args)
             medians[backend] = statistics.median(steps)
             fingerprints[backend] = fingerprint
-            print("%-7s ranks %d  %d parameters  step median %8.1f ms  best %8.1f ms"
-                  % (backend, ranks, parameters, medians[backend] * 1e3, min(steps) * 1e3),
+            print("%-7s %s ranks %d  rank 0 holds %d parameters  step median %8.1f ms  "
+                  "best %8.1f ms" % (backend, args.stack, ranks, parameters,
+                                     medians[backend] * 1e3, min(steps) * 1e3),
                   flush=True)
         trained = [b for b in backends if b != "none"]
         for backend in trained[1:]:

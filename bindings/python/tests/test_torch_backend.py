@@ -171,8 +171,8 @@ def test_ddp_bench_runs_and_compares_backends():
     done = subprocess.run([sys.executable, script, "--ranks=2", "--widths=16,32,8", "--steps=2",
                            "--warmup=1"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "gloo    ranks 2  808 parameters" in done.stdout, done.stdout
-    assert "plexus  ranks 2  808 parameters" in done.stdout, done.stdout
+    assert "gloo    ddp ranks 2  rank 0 holds 808 parameters" in done.stdout, done.stdout
+    assert "plexus  ddp ranks 2  rank 0 holds 808 parameters" in done.stdout, done.stdout
     assert "ranks 2  gloo/plexus step time:" in done.stdout, done.stdout
 
 
@@ -184,7 +184,7 @@ def test_ddp_bench_floor_is_the_step_without_communication():
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     # The floor's ranks train on their own data and end apart; plexus's stay identical.
-    assert "none    ranks 2  808 parameters" in done.stdout, done.stdout
+    assert "none    ddp ranks 2  rank 0 holds 808 parameters" in done.stdout, done.stdout
     assert re.search(r"ranks 2  plexus over the floor: [+-][0-9.]+ ms a step", done.stdout), \
         done.stdout
 

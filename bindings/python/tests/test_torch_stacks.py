@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -289,6 +290,32 @@ def test_distributed_checkpoint_saves_and_loads_as_on_gloo(tmp_path):
             close(report["loaded"][key], value)
             if "async" in report:
                 close(report["async"][key], value)
+
+
+# --- the step-time benchmark -------------------------------------------------------------------
+
+@pytest.mark.parametrize("stack", [
+    pytest.param("fsdp", marks=pytest.mark.skipif(
+        not has("torch.distributed.fsdp"),
+        reason="torch.distributed.fsdp does not import here (1.13 on Python 3.11)")),
+    pytest.param("tp", marks=pytest.mark.skipif(
+        not has("torch.distributed.tensor.parallel") or not has("torch.distributed.device_mesh"),
+        reason="this torch has no DTensor/DeviceMesh (1.13)")),
+])
+def test_step_bench_runs_each_stack_with_its_floor(stack):
+    """examples/ddp_bench.py --stack: the floor, gloo and plexus run, and plexus trains to
+    gloo's parameters (the bench exits otherwise)."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples",
+                          "ddp_bench.py")
+    done = subprocess.run([sys.executable, script, "--stack=" + stack, "--ranks=2",
+                           "--widths=16,32,8", "--steps=2", "--warmup=1",
+                           "--backends=none,gloo,plexus"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for backend in ("none", "gloo", "plexus"):
+        assert "%-7s %s ranks 2  rank 0 holds" % (backend, stack) in done.stdout, done.stdout
+    assert "ranks 2  gloo/plexus step time:" in done.stdout, done.stdout
+    assert "ranks 2  plexus over the floor:" in done.stdout, done.stdout
 
 
 # --- torchrun ----------------------------------------------------------------------------------
