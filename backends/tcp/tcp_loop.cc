@@ -550,18 +550,26 @@ void Loop::ReleaseCallerBuffer(const OpPtr& op) {
 void Loop::PeerLost(int peer_index, const std::string& reason) {
   if (!liveness_.MarkLost(peer_index)) return;
   Peer& peer = peers_[peer_index];
+  const bool mid_frame = peer.in_payload;
   CloseLane(peer_index);
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, peer.fd.get(), nullptr);
   peer.fd.Reset();
   const std::string lost =
       absl::StrCat("tcp transport rank ", rank_, ": lost rank ", peer_index, ": ", reason);
-  Log(LogLevel::kWarning, lost);
   NoteEvent("peer_lost", lost);
   if (broken_.ok()) {
     broken_ = absl::UnavailableError(
         absl::StrCat("rank ", rank_, " lost rank ", peer_index, ": ", reason));
   }
-  FailEverything(broken_);
+  const int failed = FailEverything(broken_);
+  // torch leaves groups to process exit, so peers that finished close between operations
+  // without a goodbye: a warning only where something was waiting on them (later operations
+  // fail with the loss either way).
+  if (failed > 0 || mid_frame) {
+    Log(LogLevel::kWarning, lost);
+  } else {
+    Log(LogLevel::kInfo, absl::StrCat(lost, " (between operations)"));
+  }
 }
 
 void Loop::PeerDeparted(int peer_index) {
@@ -610,7 +618,7 @@ void Loop::BreakArena(const absl::Status& status) {
   if (rings_ != nullptr && rings_->arena != nullptr) rings_->arena->Break(status);
 }
 
-void Loop::FailEverything(const absl::Status& status) {
+int Loop::FailEverything(const absl::Status& status) {
   BreakArena(status);
   std::vector<OpPtr> victims = receives_.DropAll();
   for (int p = 0; p < static_cast<int>(peers_.size()); ++p) {
@@ -628,6 +636,7 @@ void Loop::FailEverything(const absl::Status& status) {
     peer.target = nullptr;
   }
   for (const OpPtr& op : victims) Finish(op, status);
+  return static_cast<int>(victims.size());
 }
 
 void Loop::ExpireDeadlines(absl::Time now) {

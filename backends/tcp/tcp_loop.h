@@ -141,7 +141,8 @@ class Loop {
   void Mismatch(uint64_t operation, int peer, uint64_t theirs, uint64_t ours);
   void PeerLost(int peer, const std::string& reason);
   void PeerDeparted(int peer);
-  void FailEverything(const absl::Status& status);
+  // Fails every pending operation with `status`; returns how many there were.
+  int FailEverything(const absl::Status& status);
   // Ends waits in the shared-memory arena: a peer is gone or the transport was aborted.
   void BreakArena(const absl::Status& status);
   // Drops the peers liveness_ finds silent past the interval and beats to the idle ones due.
