@@ -3,6 +3,8 @@
 // c10::cuda does, and this binary defines c10::cuda::CUDAStream::stream() (exported by
 // -rdynamic, as libc10_cuda.so exports it) mapping each stream to a handle of its own. On a
 // torch with CUDA the stand-in cannot be installed and the test skips.
+#include "bindings/torch/torch_stream.h"
+
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -11,7 +13,6 @@
 #include <cstdint>
 #include <thread>
 
-#include "bindings/torch/torch_stream.h"
 #include "gtest/gtest.h"
 
 namespace c10::cuda {
@@ -25,8 +26,8 @@ class CUDAStream {
 };
 // A handle that tells device and stream apart: 0x1000 * (device + 1) + stream id.
 void* CUDAStream::stream() const {
-  return reinterpret_cast<void*>(static_cast<uintptr_t>(0x1000 * (stream_.device_index() + 1) +
-                                                        stream_.id()));
+  return reinterpret_cast<void*>(
+      static_cast<uintptr_t>(0x1000 * (stream_.device_index() + 1) + stream_.id()));
 }
 }  // namespace c10::cuda
 
