@@ -103,10 +103,8 @@ absl::Status SharedMemoryAllReduce(CollectiveContext& ctx, SharedArena& arena, v
 // shared_memory_grouped_all_reduce.cc (what "shm" runs from kGroupedAllReduceFromRanks ranks
 // where each rank would read kGroupedAllReduceFromBytesRead of inputs or more): ranks in groups
 // of about sqrt(p); each group's first rank reduces the group's inputs, then every rank
-// reduces those group results. On the 2-core VM (three rounds each, issue then wait / blocking,
-// ms): 16 KiB at 64 ranks 4.1-6.6 / 1.8-2.9 against 6.0-7.1 / 2.9-4.6 flat, at 48 ranks
-// 1.6-2.3 / 0.9-1.6 against 3.4-4.4 / 1.6-1.9; 1 KiB at 48 ranks was slower grouped (blocking
-// 1.7-2.2 against 1.2-1.3), the extra step costing more than the waits it saves.
+// reduces those group results. It pays only where the waits it saves outweigh its extra step,
+// hence the thresholds below (measurements: docs/benchmarks.md).
 absl::Status SharedMemoryGroupedAllReduce(CollectiveContext& ctx, SharedArena& arena, void* data,
                                           int64_t count, DType dtype, ReduceOpKind op);
 // The group size it uses for `ranks` ranks.

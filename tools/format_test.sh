@@ -5,8 +5,10 @@
 set -euo pipefail
 checkout="$(dirname "$(readlink -f WORKSPACE)")"
 if ! command -v clang-format > /dev/null; then
-  echo "SKIPPED: clang-format is not installed (tools/install_deps.sh installs it)"
-  exit 0
+  # A check that cannot run must not pass: CI and every supported setup install it.
+  echo "FAILED: clang-format is not installed, so the format cannot be checked" \
+       "(tools/install_deps.sh installs it: apt install clang-format)"
+  exit 1
 fi
 cd "${checkout}"
 if [[ -d .git ]] && command -v git > /dev/null; then

@@ -27,14 +27,14 @@ asan_targets=(
   //frontend/dispatch:flight_recorder_test //tests/fault:fault_test //tests/fault:fault_sockets_test //tests/fault:heartbeat_test
   //tests/fault:listener_abuse_test //tests/fault:lifecycle_test
   //tests/conformance:reductions_tcp_test //tests/conformance:semantics_tcp_test
-  //tests/conformance:data_movement_tcp_test //tests/elastic:all
+  //tests/conformance:data_movement_tcp_test //tests/elastic:all //frontend/elastic:all
 )
 tsan_targets=(
   //base/store:all //base/auth:all //base/work:all //backends/tcp:all //algorithms:all //executor:all
   //devices/cuda:event_watcher_test //frontend/dispatch:flight_recorder_test
-  //tests/elastic:arena_order_test //tests/elastic:epoch_mesh_test //tests/elastic:in_flight_ops_test
-  //tests/elastic:topology_view_test //tests/elastic:master_state_test
-  //tests/elastic:master_descriptors_test
+  //frontend/elastic:arena_order_test //frontend/elastic:epoch_mesh_test
+  //frontend/elastic:in_flight_ops_test //frontend/elastic:topology_view_test
+  //frontend/elastic:master_state_test //tests/elastic:master_descriptors_test
 )
 
 configs=("$@")

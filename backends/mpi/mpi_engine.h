@@ -93,8 +93,6 @@ class MpiEngine {
   // Starts the thread and initialises MPI on it; returns its outcome.
   absl::Status Launch();
   void Loop();
-  // Posts queued operations and runs queued calls (engine thread).
-  void RunQueued(std::deque<std::function<void()>>& queued);
   void Fail(Active& active, const absl::Status& status);
   void Poll();
   void CheckDeadlines();

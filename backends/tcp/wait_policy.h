@@ -1,31 +1,8 @@
-// WaitPolicy: whether a thread waiting for a peer spins (polls, yielding its core between
-// polls) before it sleeps. Spinning pays while the cores hold only the ranks, even where ranks
-// outnumber them: a yield hands the core to a peer that has work, and data due in microseconds
-// is seen at once. Beside work that keeps cores busy (busy loops, a training step's compute
-// threads) it costs: the spinners keep their cores looking busy, and a peer that has work
-// queues behind the other work instead of taking a core a sleeper would leave idle. On the
-// 2-core VM, 4 ranks beside two busy loops took 1.4-1.8 ms for a 1 KiB all-reduce when they
-// spun first and 0.24 ms when they slept at once; on quiet cores, and beside a second job that
-// communicates, spinning first was 2-4x faster. Nothing one wait sees tells these apart (its
-// yields, and how often its spin runs out, look alike in both), so the policy tries both:
-//
-// Every kCycle of wall-clock time, waits spin first for kProbe, then sleep at once for kProbe,
-// and for the rest of the cycle do what ended more waits (spin first, unless sleeping ended at
-// least half as many again). Ended waits, not their mean length, are compared: spinning ends
-// many waits in microseconds while the few that a peer stuck behind other work holds up take
-// milliseconds, so its mean can look short while its collectives are slow. Where the caller
-// computes between collectives, both probes end waits at its pace, and spinning stays. The
-// probes follow the wall clock, so all ranks of a host switch at the same moments: how one
-// waits decides how long its peers wait, so only together do they compare ways of waiting
-// (probes that each rank timed by its own count of waits overlapped and chose wrongly). While
-// the choice stays the same the probes come less often, every 2, 4, then kMostCycles cycles;
-// a change of choice brings them back to every cycle. A sleep probe that is clearly losing
-// ends early: from kEarliestEnd into it, once its pace would end under a third of the waits of
-// a busy spin probe (kFewestWaitsToEndEarly or more), the cycle chooses spinning at once. On
-// quiet cores sleeping ran at 11-18% of spinning's pace (4 ranks, 2-core VM), so they pay for
-// a quarter of the probe instead of all of it. Beside busy loops the first milliseconds of a
-// sleep probe say little (one time slice can hold them: 1-5 waits against 330-415 in the whole
-// probe), and their spin probes end fewer waits (60-120) than a busy one.
+// WaitPolicy: whether a thread waiting for a peer spins before it sleeps. Spinning wins on cores
+// that hold only the ranks, sleeping at once beside busy work, and no single wait tells the two
+// apart; so every waiter of a process probes both on the wall clock's cycle (all ranks of a host
+// together) and keeps what ended more waits. The rules and the measurements behind them:
+// docs/architecture.md ("Waiting policy") and docs/benchmarks.md.
 #ifndef PLEXUS_BACKENDS_TCP_WAIT_POLICY_H_
 #define PLEXUS_BACKENDS_TCP_WAIT_POLICY_H_
 

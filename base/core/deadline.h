@@ -28,13 +28,6 @@ inline absl::Time FastNow() {
   return TimeOf(now);
 }
 
-// The wall clock to the last scheduler tick (a few ms): for timestamps only people read.
-inline absl::Time CoarseNow() {
-  timespec now;
-  clock_gettime(CLOCK_REALTIME_COARSE, &now);
-  return TimeOf(now);
-}
-
 // now + timeout on the steady clock. Negative timeouts mean "now"; huge ones (even
 // absl::InfiniteDuration()) are capped at 100 years so the addition cannot overflow.
 inline std::chrono::steady_clock::time_point SteadyDeadline(absl::Duration timeout) {

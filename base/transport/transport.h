@@ -32,7 +32,7 @@ namespace plexus {
 
 // A message's identity. The tag's high 40 bits name the operation (one collective, or one
 // point-to-point tag), the low 24 bits a step within it. The signature describes what the
-// sender is doing (see algorithms/signature.h); 0 disables the check.
+// sender is doing (MakeSignature in algorithms/collective_context.h); 0 disables the check.
 struct MessageTag {
   uint64_t tag = 0;
   uint64_t signature = 0;

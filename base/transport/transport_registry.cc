@@ -51,14 +51,6 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateTransport(const std::string& na
   return factory(setup);
 }
 
-std::vector<std::string> RegisteredTransports() {
-  Registry& registry = GlobalRegistry();
-  std::lock_guard<std::mutex> lock(registry.mu);
-  std::vector<std::string> names;
-  for (const auto& entry : registry.factories) names.push_back(entry.first);
-  return names;
-}
-
 TransportRegisterer::TransportRegisterer(const std::string& name, TransportFactory factory) {
   if (absl::Status status = RegisterTransport(name, std::move(factory)); !status.ok()) {
     Log(LogLevel::kWarning, std::string(status.message()));

@@ -49,8 +49,6 @@ absl::Status RegisterTransport(const std::string& name, TransportFactory factory
 absl::StatusOr<std::unique_ptr<Transport>> CreateTransport(const std::string& name,
                                                            const TransportSetup& setup);
 
-std::vector<std::string> RegisteredTransports();  // Sorted.
-
 // Declare one at namespace scope in a backend's .cc to register at load time.
 class TransportRegisterer {
  public:

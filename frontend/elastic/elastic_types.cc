@@ -106,36 +106,4 @@ Result ResultOf(const absl::Status& status) {
   }
 }
 
-const char* ResultName(Result result) {
-  switch (result) {
-    case Result::kSuccess:
-      return "SUCCESS";
-    case Result::kNotInitialized:
-      return "NOT_INITIALIZED";
-    case Result::kInternalError:
-      return "INTERNAL_ERROR";
-    case Result::kInvalidArgument:
-      return "INVALID_ARGUMENT";
-    case Result::kInvalidUsage:
-      return "INVALID_USAGE";
-    case Result::kTooFewPeers:
-      return "TOO_FEW_PEERS";
-    case Result::kMasterConnectionFailed:
-      return "MASTER_CONNECTION_FAILED";
-    case Result::kRankConnectionFailed:
-      return "RANK_CONNECTION_FAILED";
-    case Result::kRankConnectionLost:
-      return "RANK_CONNECTION_LOST";
-    case Result::kNoSharedStateAvailable:
-      return "NO_SHARED_STATE_AVAILABLE";
-    case Result::kPendingAsyncOps:
-      return "PENDING_ASYNC_OPS";
-    case Result::kUpdateTopologyFailed:
-      return "UPDATE_TOPOLOGY_FAILED";
-    case Result::kTopologyOptimizationFailed:
-      return "TOPOLOGY_OPTIMIZATION_FAILED";
-  }
-  return "UNKNOWN";
-}
-
 }  // namespace plexus::elastic

@@ -88,7 +88,6 @@ absl::Status WithResult(absl::Status status, Result result);
 // Unavailable or Aborted: the peers changed (or the op was cut short); running it again may work.
 bool IsRetryableFailure(const absl::Status& status);
 Result ResultOf(const absl::Status& status);
-const char* ResultName(Result result);
 
 }  // namespace plexus::elastic
 
