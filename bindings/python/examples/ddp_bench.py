@@ -18,6 +18,9 @@ steps after --warmup, and the gloo/plexus ratio of the medians. Every run ends b
 both backends trained to the same parameters (rank 0's, or its shard), and for ddp that all
 ranks hold identical ones.
 
+`--load=N` runs N busy-loop processes beside the ranks for every run (the floor's too): a
+machine with other work on it.
+
 `--backends=none,gloo,plexus` adds the floor: the same step's computation without the stack's
 communication (over a gloo group that then carries only the barriers between steps). ddp: a
 hook that leaves each rank's gradients as they are; fsdp: the unwrapped model; tp: the local
@@ -119,8 +122,26 @@ def local(parameter):
     return parameter.to_local() if hasattr(parameter, "to_local") else parameter
 
 
+def busy_loop():
+    """Other work on the machine (--load): a process that keeps one core busy."""
+    while True:
+        pass
+
+
 def run(backend, ranks, args):
     context = multiprocessing.get_context("spawn")
+    loaders = [context.Process(target=busy_loop, daemon=True) for _ in range(args.load)]
+    for loader in loaders:
+        loader.start()
+    try:
+        return run_ranks(context, backend, ranks, args)
+    finally:
+        for loader in loaders:
+            loader.kill()
+            loader.join()
+
+
+def run_ranks(context, backend, ranks, args):
     results = context.Queue()
     processes = [context.Process(target=rank_main, args=(r, ranks, backend, args, results))
                  for r in range(ranks)]
@@ -160,6 +181,8 @@ def main():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--load", type=int, default=0,
+                        help="busy-loop processes running beside the ranks (a busy machine)")
     args = parser.parse_args()
     args.store = os.path.join(tempfile.gettempdir(), "ddp_bench-" + uuid.uuid4().hex + "-")
     backends = args.backends.split(",")

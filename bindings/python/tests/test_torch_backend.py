@@ -180,7 +180,7 @@ def test_ddp_bench_floor_is_the_step_without_communication():
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples",
                           "ddp_bench.py")
     done = subprocess.run([sys.executable, script, "--ranks=2", "--widths=16,32,8", "--steps=2",
-                           "--warmup=1", "--backends=none,plexus"],
+                           "--warmup=1", "--backends=none,plexus", "--load=1"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     # The floor's ranks train on their own data and end apart; plexus's stay identical.
