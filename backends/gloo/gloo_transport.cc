@@ -117,13 +117,13 @@ GlooTransport::GlooTransport(std::shared_ptr<gloo::Context> context)
 GlooTransport::~GlooTransport() {
   Break(absl::AbortedError("transport destroyed"));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   posted_.notify_all();
   completer_.join();
   // Gloo's pairs go with the context (after the buffers, which the pairs may reference).
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   pending_.clear();
 }
 
@@ -159,7 +159,7 @@ WorkPtr GlooTransport::Post(bool is_send, int peer, MessageTag tag, uint8_t* dat
   pending->work = std::make_shared<Work>(is_send ? "send" : "recv", context_->size);
   const WorkPtr work = pending->work;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!broken_.ok()) {
       work->Complete(broken_);
       return work;
@@ -233,7 +233,7 @@ void GlooTransport::WaitFor(const std::shared_ptr<Pending>& pending, absl::Durat
     return;
   }
   pending->work->Complete(absl::OkStatus());
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   pending_.remove(pending);
 }
 
@@ -242,8 +242,10 @@ void GlooTransport::Complete() {
   while (true) {
     std::shared_ptr<Pending> next;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      posted_.wait(lock, [&] { return stopping_ || !to_complete_.empty(); });
+      UniqueLock lock(mu_);
+      posted_.wait(lock, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || !to_complete_.empty();
+      });
       if (stopping_) return;
       next = to_complete_.front().lock();
       to_complete_.pop_front();
@@ -264,7 +266,7 @@ void GlooTransport::AbortOperation(uint64_t operation, absl::Status reason) {
 void GlooTransport::Abort(absl::Status reason) { Break(reason); }
 
 absl::Status GlooTransport::broken() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return broken_;
 }
 
@@ -273,7 +275,7 @@ void GlooTransport::Break(const absl::Status& reason) {
   absl::Status status;
   bool first = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (broken_.ok()) {
       broken_ = reason;
       first = true;

@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/core/mutex.h"
 #include "base/store/store.h"
 #include "base/transport/transport.h"
 #include "gloo/context.h"
@@ -81,13 +82,13 @@ class GlooTransport : public Transport {
   void Complete();
 
   const std::shared_ptr<gloo::Context> context_;
-  std::mutex mu_;
-  absl::Status broken_;
+  Mutex mu_;
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);
   // Operations not yet complete. Buffers of failed ones stay here until the transport goes,
   // since Gloo may still hold them.
-  std::list<std::shared_ptr<Pending>> pending_;
-  std::deque<std::weak_ptr<Pending>> to_complete_;  // Guarded by mu_.
-  bool stopping_ = false;                           // Guarded by mu_.
+  std::list<std::shared_ptr<Pending>> pending_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::weak_ptr<Pending>> to_complete_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::condition_variable posted_;
   std::thread completer_;
 };

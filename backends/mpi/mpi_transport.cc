@@ -74,14 +74,14 @@ MpiGroup::~MpiGroup() {
 }
 
 absl::Status MpiGroup::broken() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return broken_;
 }
 
 void MpiGroup::Break(const absl::Status& reason) {
   absl::Status status;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (broken_.ok()) broken_ = reason;
     status = broken_;
   }

@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "backends/mpi/mpi_engine.h"
+#include "base/core/mutex.h"
 #include "base/transport/transport.h"
 
 namespace plexus::mpi {
@@ -61,8 +62,8 @@ class MpiGroup {
   MPI_Comm algorithms_ = MPI_COMM_NULL;
   MPI_Comm point_to_point_ = MPI_COMM_NULL;
   int tag_upper_bound_ = 32767;  // The standard's guaranteed minimum until MPI says more.
-  std::mutex mu_;
-  absl::Status broken_;
+  Mutex mu_;
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);
 };
 
 class MpiTransport : public Transport {

@@ -123,7 +123,7 @@ void ShmArena::WakeSleepers() {
 }
 
 absl::Status ShmArena::BrokenStatus() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return broken_status_;
 }
 
@@ -225,7 +225,7 @@ void ShmArena::Leave() {
 
 void ShmArena::Break(const absl::Status& status) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!broken_status_.ok()) return;
     broken_status_ = status.ok() ? absl::AbortedError("shared-memory arena closed") : status;
   }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/core/mutex.h"
 #include "base/transport/shared_arena.h"
 
 namespace plexus::tcp {
@@ -74,8 +75,8 @@ class ShmArena : public SharedArena {
   absl::Time next_move_ = absl::InfinitePast();  // Waits run one at a time.
   std::atomic<int64_t> moves_{0};
   std::atomic<bool> broken_{false};
-  std::mutex mu_;
-  absl::Status broken_status_;  // Guarded by mu_.
+  Mutex mu_;
+  absl::Status broken_status_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace plexus::tcp

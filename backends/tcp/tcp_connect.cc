@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/auth/mutual_auth.h"
 #include "base/core/logging.h"
+#include "base/core/mutex.h"
 #include "base/core/status_macros.h"
 #include "base/net/accept_guard.h"
 
@@ -128,11 +129,13 @@ class Handshakes {
   }
   // Ends the handshakes still running (their sockets are shut down) and joins every thread.
   ~Handshakes() {
+    std::map<uint64_t, std::thread> threads;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       for (const auto& [id, fd] : running_) shutdown(fd, SHUT_RDWR);
+      threads.swap(threads_);  // Their handshakes never touch threads_.
     }
-    for (auto& [id, thread] : threads_) thread.join();
+    for (auto& [id, thread] : threads) thread.join();
     for (int fd : wake_) {
       if (fd >= 0) close(fd);
     }
@@ -141,18 +144,18 @@ class Handshakes {
   // Readable when a handshake finished (poll it beside the listener).
   int wake_fd() const { return wake_[0]; }
   int running() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return static_cast<int>(running_.size());
   }
 
   void Start(Connection connection, absl::Time deadline) {
     const uint64_t id = next_id_++;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     running_[id] = connection.fd.get();
     threads_[id] = std::thread([this, id, deadline, connection = std::move(connection)]() mutable {
       const std::string from = PeerAddress(connection.fd.get());
       absl::StatusOr<int> peer = Handshake(connection, from, deadline);
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       running_.erase(id);
       shut_down_.erase(id);
       done_.push_back({id, Done{std::move(connection), std::move(peer), from}});
@@ -165,7 +168,7 @@ class Handshakes {
   // Shuts down the oldest handshake not shut down yet, so that its descriptor is freed when its
   // thread ends; false if every one already was (or none runs).
   bool ShutDownOldest() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [id, fd] : running_) {
       if (shut_down_.insert(id).second) {
         shutdown(fd, SHUT_RDWR);
@@ -179,7 +182,7 @@ class Handshakes {
   std::vector<Done> TakeDone() {
     std::vector<std::pair<uint64_t, Done>> done;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       done.swap(done_);
       char sink[64];
       while (wake_[0] >= 0 && read(wake_[0], sink, sizeof(sink)) > 0) {
@@ -189,7 +192,7 @@ class Handshakes {
     for (auto& [id, result] : done) {
       std::thread thread;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         thread = std::move(threads_[id]);
         threads_.erase(id);
       }
@@ -220,11 +223,12 @@ class Handshakes {
   const MeshOptions& options_;
   int wake_[2];
   uint64_t next_id_ = 0;  // Start() is called from one thread.
-  std::mutex mu_;
-  std::map<uint64_t, int> running_;  // Handshake -> its socket.
-  std::set<uint64_t> shut_down_;     // Running handshakes shut down to free descriptors.
-  std::map<uint64_t, std::thread> threads_;
-  std::vector<std::pair<uint64_t, Done>> done_;
+  Mutex mu_;
+  std::map<uint64_t, int> running_ ABSL_GUARDED_BY(mu_);  // Handshake -> its socket.
+  // Running handshakes shut down to free descriptors.
+  std::set<uint64_t> shut_down_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, std::thread> threads_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<uint64_t, Done>> done_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -2,14 +2,15 @@
 
 #include <ctime>
 #include <deque>
-#include <mutex>
+
+#include "base/core/mutex.h"
 
 namespace plexus {
 namespace {
 
 struct Journal {
-  std::mutex mu;
-  std::deque<JournalEvent> events;
+  Mutex mu;
+  std::deque<JournalEvent> events ABSL_GUARDED_BY(mu);
 };
 
 Journal& GlobalJournal() {
@@ -28,14 +29,14 @@ int64_t UnixNanos() {
 void NoteEvent(absl::string_view kind, absl::string_view detail) {
   JournalEvent event{UnixNanos(), std::string(kind), std::string(detail)};
   Journal& journal = GlobalJournal();
-  std::lock_guard<std::mutex> lock(journal.mu);
+  MutexLock lock(journal.mu);
   if (journal.events.size() == kJournalCapacity) journal.events.pop_front();
   journal.events.push_back(std::move(event));
 }
 
 std::vector<JournalEvent> JournalEvents() {
   Journal& journal = GlobalJournal();
-  std::lock_guard<std::mutex> lock(journal.mu);
+  MutexLock lock(journal.mu);
   return {journal.events.begin(), journal.events.end()};
 }
 

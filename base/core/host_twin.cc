@@ -1,17 +1,17 @@
 #include "base/core/host_twin.h"
 
 #include <map>
-#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/core/mutex.h"
 
 namespace plexus {
 namespace {
 
 struct Factories {
-  std::mutex mu;
-  std::map<DeviceType, HostTwinFactory> by_device;
+  Mutex mu;
+  std::map<DeviceType, HostTwinFactory> by_device ABSL_GUARDED_BY(mu);
 };
 
 Factories& Registry() {
@@ -23,7 +23,7 @@ Factories& Registry() {
 
 void RegisterHostTwinFactory(DeviceType device, HostTwinFactory factory) {
   Factories& registry = Registry();
-  std::lock_guard<std::mutex> lock(registry.mu);
+  MutexLock lock(registry.mu);
   registry.by_device[device] = std::move(factory);
 }
 
@@ -39,7 +39,7 @@ absl::StatusOr<std::unique_ptr<HostTwin>> MakeHostTwin(const Tensor& tensor, boo
   HostTwinFactory factory;
   {
     Factories& registry = Registry();
-    std::lock_guard<std::mutex> lock(registry.mu);
+    MutexLock lock(registry.mu);
     auto it = registry.by_device.find(tensor.device().type);
     if (it != registry.by_device.end()) factory = it->second;
   }

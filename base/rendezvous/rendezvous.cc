@@ -2,7 +2,6 @@
 
 #include <cstdlib>
 #include <map>
-#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -11,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/core/mutex.h"
 #include "base/core/status_macros.h"
 #include "base/net/route.h"
 #include "base/rendezvous/launcher_env.h"
@@ -145,8 +145,8 @@ absl::StatusOr<std::shared_ptr<Store>> JoinTorchrunAgentStore(const StoreAddress
 }
 
 struct SchemeTable {
-  std::mutex mu;
-  std::map<std::string, RendezvousScheme> schemes;
+  Mutex mu;
+  std::map<std::string, RendezvousScheme> schemes ABSL_GUARDED_BY(mu);
 };
 
 SchemeTable& Schemes() {
@@ -156,7 +156,7 @@ SchemeTable& Schemes() {
 
 std::optional<RendezvousScheme> FindScheme(const std::string& scheme) {
   SchemeTable& table = Schemes();
-  std::lock_guard<std::mutex> lock(table.mu);
+  MutexLock lock(table.mu);
   auto it = table.schemes.find(scheme);
   if (it == table.schemes.end()) return std::nullopt;
   return it->second;
@@ -170,7 +170,7 @@ absl::Status RegisterRendezvousScheme(const std::string& scheme, RendezvousSchem
         absl::StrCat("rendezvous scheme '", scheme, "' is built in or empty"));
   }
   SchemeTable& table = Schemes();
-  std::lock_guard<std::mutex> lock(table.mu);
+  MutexLock lock(table.mu);
   if (!table.schemes.emplace(scheme, std::move(handler)).second) {
     return absl::AlreadyExistsError(
         absl::StrCat("rendezvous scheme '", scheme, "' is already registered"));

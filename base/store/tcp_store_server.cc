@@ -168,7 +168,7 @@ void TCPStoreServer::AcceptAll() {
 }
 
 std::string TCPStoreServer::RefusalReport() const {
-  std::lock_guard<std::mutex> lock(refusals_mu_);
+  MutexLock lock(refusals_mu_);
   if (refused_count_ == 0) return "";
   return absl::StrCat(refused_count_, " connection(s) refused, the last ", last_refusal_);
 }
@@ -580,7 +580,7 @@ void TCPStoreServer::CloseConnection(uint64_t id, absl::string_view reason, bool
   // of bad connections cannot flood the log.
   if (rejected) {
     ++refused_;
-    std::lock_guard<std::mutex> lock(refusals_mu_);
+    MutexLock lock(refusals_mu_);
     refused_count_ = refused_;
     last_refusal_ = absl::StrCat("from ", connection.peer, ": ", reason);
   }

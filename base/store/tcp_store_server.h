@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/auth/tls.h"
+#include "base/core/mutex.h"
 #include "base/net/accept_guard.h"
 #include "base/net/socket_util.h"
 #include "base/store/key_value_table.h"
@@ -97,9 +98,9 @@ class TCPStoreServer {
   std::atomic<bool> stopping_{false};
   std::atomic<int> connected_{0};
   uint64_t refused_ = 0;  // Connections closed for a failed handshake or authentication.
-  mutable std::mutex refusals_mu_;
-  std::string last_refusal_;  // Guarded by refusals_mu_, with refused_count_.
-  uint64_t refused_count_ = 0;
+  mutable Mutex refusals_mu_;
+  std::string last_refusal_ ABSL_GUARDED_BY(refusals_mu_);
+  uint64_t refused_count_ ABSL_GUARDED_BY(refusals_mu_) = 0;
   AcceptGuard accept_guard_{"TCPStore server"};
   // The listener is out of the loop's events (no descriptor could be freed) until the guard's
   // paused_until().

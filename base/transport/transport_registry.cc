@@ -1,19 +1,19 @@
 #include "base/transport/transport_registry.h"
 
 #include <map>
-#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/core/logging.h"
+#include "base/core/mutex.h"
 
 namespace plexus {
 namespace {
 
 struct Registry {
-  std::mutex mu;
-  std::map<std::string, TransportFactory> factories;
+  Mutex mu;
+  std::map<std::string, TransportFactory> factories ABSL_GUARDED_BY(mu);
 };
 
 Registry& GlobalRegistry() {
@@ -25,7 +25,7 @@ Registry& GlobalRegistry() {
 
 absl::Status RegisterTransport(const std::string& name, TransportFactory factory) {
   Registry& registry = GlobalRegistry();
-  std::lock_guard<std::mutex> lock(registry.mu);
+  MutexLock lock(registry.mu);
   if (!registry.factories.emplace(name, std::move(factory)).second) {
     return absl::AlreadyExistsError(absl::StrCat("transport '", name, "' is already registered"));
   }
@@ -37,7 +37,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateTransport(const std::string& na
   TransportFactory factory;
   {
     Registry& registry = GlobalRegistry();
-    std::lock_guard<std::mutex> lock(registry.mu);
+    MutexLock lock(registry.mu);
     auto it = registry.factories.find(name);
     if (it == registry.factories.end()) {
       std::vector<std::string> names;

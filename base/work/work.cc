@@ -200,13 +200,12 @@ absl::Status WaitAll(const std::vector<WorkPtr>& works, absl::Duration timeout) 
 WorkPtr WhenAll(std::vector<WorkPtr> works, std::string op_name, int world_size) {
   auto all = std::make_shared<Work>(std::move(op_name), world_size);
   struct State {
-    std::mutex mu;
-    size_t remaining;
-    std::vector<absl::Status> outcomes;
+    explicit State(size_t parts) : remaining(parts), outcomes(parts) {}
+    Mutex mu;
+    size_t remaining ABSL_GUARDED_BY(mu);
+    std::vector<absl::Status> outcomes ABSL_GUARDED_BY(mu);
   };
-  auto state = std::make_shared<State>();
-  state->remaining = works.size();
-  state->outcomes.resize(works.size());
+  auto state = std::make_shared<State>(works.size());
   if (works.empty()) all->Complete(absl::OkStatus());
   for (size_t i = 0; i < works.size(); ++i) {
     WorkPtr part = works[i];
@@ -216,7 +215,7 @@ WorkPtr WhenAll(std::vector<WorkPtr> works, std::string op_name, int world_size)
       all->AddBytesReceived(stats.bytes_received);
       absl::Status first;
       {
-        std::lock_guard<std::mutex> lock(state->mu);
+        MutexLock lock(state->mu);
         state->outcomes[i] = status;
         if (--state->remaining > 0) return;
         for (const absl::Status& outcome : state->outcomes) {

@@ -21,6 +21,7 @@
 #include "base/core/environment.h"
 #include "base/core/event_journal.h"
 #include "base/core/logging.h"
+#include "base/core/mutex.h"
 
 namespace plexus {
 namespace {
@@ -51,9 +52,9 @@ int64_t StampNanos() { return PreciseClockIsCheap() ? UnixNanos() : CoarseUnixNa
 
 // This process's clock against the store server's (SetFlightRecorderClock), for every dump.
 struct Clock {
-  std::mutex mu;
-  std::optional<ClockOffset> offset;
-  std::string reference;
+  Mutex mu;
+  std::optional<ClockOffset> offset ABSL_GUARDED_BY(mu);
+  std::string reference ABSL_GUARDED_BY(mu);
 };
 
 Clock& GlobalClock() {
@@ -104,8 +105,8 @@ const char* StateName(FlightRecorder::State state) {
 
 // Every live recorder of the process, for dumps that cover all groups.
 struct Registry {
-  std::mutex mu;
-  std::vector<std::weak_ptr<FlightRecorder>> recorders;
+  Mutex mu;
+  std::vector<std::weak_ptr<FlightRecorder>> recorders ABSL_GUARDED_BY(mu);
 };
 
 Registry& GlobalRegistry() {
@@ -115,7 +116,7 @@ Registry& GlobalRegistry() {
 
 std::vector<std::shared_ptr<FlightRecorder>> LiveRecorders() {
   Registry& registry = GlobalRegistry();
-  std::lock_guard<std::mutex> lock(registry.mu);
+  MutexLock lock(registry.mu);
   std::vector<std::shared_ptr<FlightRecorder>> live;
   std::vector<std::weak_ptr<FlightRecorder>> kept;
   for (const auto& weak : registry.recorders) {
@@ -143,8 +144,9 @@ int GlobalRank(const std::vector<std::shared_ptr<FlightRecorder>>& recorders) {
 
 // SIGUSR1: the handler only writes a byte to a pipe; a thread does the dump.
 int g_signal_pipe[2] = {-1, -1};
-std::mutex g_signal_mu;
-pid_t g_signal_pid = 0;  // The process the dumper thread runs in (a fork child has none).
+Mutex g_signal_mu;
+// The process the dumper thread runs in (a fork child has none).
+pid_t g_signal_pid ABSL_GUARDED_BY(g_signal_mu) = 0;
 
 void OnDumpSignal(int) {
   const int saved = errno;
@@ -154,7 +156,7 @@ void OnDumpSignal(int) {
 }
 
 void InstallSignalDumper() {
-  std::lock_guard<std::mutex> lock(g_signal_mu);
+  MutexLock lock(g_signal_mu);
   if (g_signal_pid == getpid()) return;
   struct sigaction current = {};
   if (sigaction(SIGUSR1, nullptr, &current) != 0) return;
@@ -200,7 +202,7 @@ std::shared_ptr<FlightRecorder> FlightRecorder::Create(Group group) {
   auto recorder = std::make_shared<FlightRecorder>(std::move(group), capacity);
   {
     Registry& registry = GlobalRegistry();
-    std::lock_guard<std::mutex> lock(registry.mu);
+    MutexLock lock(registry.mu);
     registry.recorders.push_back(recorder);
   }
   InstallSignalDumper();
@@ -334,7 +336,7 @@ std::string FlightRecordersJson(absl::string_view reason) {
       ", \"reason\": ", Quote(reason), ", \"clock\": ");
   {
     Clock& clock = GlobalClock();
-    std::lock_guard<std::mutex> lock(clock.mu);
+    MutexLock lock(clock.mu);
     if (clock.offset.has_value()) {
       absl::StrAppend(&out, "{\"offset_us\": ", clock.offset->offset_ns / 1000,
                       ", \"error_us\": ", (clock.offset->error_ns + 999) / 1000,
@@ -360,7 +362,7 @@ std::string FlightRecordersJson(absl::string_view reason) {
 
 void SetFlightRecorderClock(const ClockOffset& offset, absl::string_view reference) {
   Clock& clock = GlobalClock();
-  std::lock_guard<std::mutex> lock(clock.mu);
+  MutexLock lock(clock.mu);
   clock.offset = offset;
   clock.reference = std::string(reference);
 }

@@ -21,6 +21,7 @@
 #include "absl/types/span.h"
 #include "backends/interface/backend.h"
 #include "backends/interface/backend_registry.h"
+#include "base/core/mutex.h"
 #include "frontend/dispatch/backend_string.h"
 #include "frontend/dispatch/collective_check.h"
 #include "frontend/dispatch/flight_recorder.h"
@@ -209,8 +210,8 @@ class ProcessGroup {
   std::unique_ptr<CollectiveCheck> check_;  // Null when no backend needs one.
   std::atomic<int64_t> next_subgroup_id_{1};
   std::atomic<int64_t> next_shrink_{1};
-  mutable std::mutex abort_mu_;
-  absl::Status aborted_;                 // Guarded by abort_mu_.
+  mutable Mutex abort_mu_;
+  absl::Status aborted_ ABSL_GUARDED_BY(abort_mu_);
   std::atomic<bool> is_aborted_{false};  // aborted_ is set (checked before every operation).
 
   // The group is broken (aborted, a rank lost, an operation failed on the transport) and every

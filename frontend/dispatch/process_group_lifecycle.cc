@@ -69,14 +69,14 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Companion(absl::stri
 }
 
 absl::Status ProcessGroup::aborted() const {
-  std::lock_guard<std::mutex> lock(abort_mu_);
+  MutexLock lock(abort_mu_);
   return aborted_;
 }
 
 absl::Status ProcessGroup::Abort(absl::string_view reason) {
   absl::Status status;
   {
-    std::lock_guard<std::mutex> lock(abort_mu_);
+    MutexLock lock(abort_mu_);
     if (!aborted_.ok()) return absl::OkStatus();
     aborted_ = absl::AbortedError(absl::StrCat("process group '", config_.name, "' (rank ",
                                                config_.rank, ") was aborted: ", reason));

@@ -15,7 +15,7 @@ constexpr int kMostTurnsRunForOthers = 8;
 
 }  // namespace
 
-void ArenaOrder::RunReady(std::unique_lock<std::mutex>& lock, int64_t own) {
+void ArenaOrder::RunReady(UniqueLock& lock, int64_t own) {
   int for_others = 0;
   while (!running_) {
     auto it = waiting_.find(next_);
@@ -42,7 +42,7 @@ void ArenaOrder::RunReady(std::unique_lock<std::mutex>& lock, int64_t own) {
 absl::Status ArenaOrder::Run(int64_t epoch, int64_t turn, absl::Time deadline,
                              const std::function<bool()>& abandoned,
                              const std::function<absl::Status()>& body, int64_t turns) {
-  std::unique_lock<std::mutex> lock(mu_);
+  UniqueLock lock(mu_);
   const uint64_t generation = generation_;
   if (epoch > epoch_) {  // The first turn of a new epoch: the old one's turns are over.
     epoch_ = epoch;
@@ -87,7 +87,7 @@ absl::Status ArenaOrder::Run(int64_t epoch, int64_t turn, absl::Time deadline,
 }
 
 void ArenaOrder::Reset() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ++generation_;
   epoch_ = -1;
   next_ = 0;

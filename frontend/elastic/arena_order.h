@@ -13,10 +13,10 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "base/core/mutex.h"
 
 namespace plexus::elastic {
 
@@ -45,15 +45,16 @@ class ArenaOrder {
     absl::Status status;
   };
   // Runs the ready turns from next_ on, while this thread holds the runner role.
-  void RunReady(std::unique_lock<std::mutex>& lock, int64_t own);
+  void RunReady(UniqueLock& lock, int64_t own) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable advanced_;
-  uint64_t generation_ = 0;  // Reset() calls so far.
-  int64_t epoch_ = -1;
-  int64_t next_ = 0;                   // The turn of epoch_ that may go now.
-  bool running_ = false;               // A thread runs a turn.
-  std::map<int64_t, Entry*> waiting_;  // Turns of epoch_ whose callers wait, by turn.
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // Reset() calls so far.
+  int64_t epoch_ ABSL_GUARDED_BY(mu_) = -1;
+  int64_t next_ ABSL_GUARDED_BY(mu_) = 0;      // The turn of epoch_ that may go now.
+  bool running_ ABSL_GUARDED_BY(mu_) = false;  // A thread runs a turn.
+  // Turns of epoch_ whose callers wait, by turn.
+  std::map<int64_t, Entry*> waiting_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace plexus::elastic

@@ -9,7 +9,7 @@ namespace plexus::elastic {
 BackupPool::Buffer BackupPool::Take(size_t bytes) {
   bytes = std::max<size_t>(bytes, 1);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = free_.lower_bound(bytes);
     if (it != free_.end() && it->first <= 2 * bytes) {
       Buffer buffer{std::move(it->second), it->first};
@@ -23,7 +23,7 @@ BackupPool::Buffer BackupPool::Take(size_t bytes) {
 
 void BackupPool::Give(Buffer buffer) {
   if (buffer.data == nullptr) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (pooled_ + buffer.capacity > kPooledBytes && !free_.empty()) {
     pooled_ -= free_.begin()->first;
     free_.erase(free_.begin());

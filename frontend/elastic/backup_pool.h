@@ -8,7 +8,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
+
+#include "base/core/mutex.h"
 
 namespace plexus::elastic {
 
@@ -27,9 +28,9 @@ class BackupPool {
 
  private:
   static constexpr size_t kPooledBytes = size_t{512} << 20;
-  std::mutex mu_;
-  std::multimap<size_t, std::unique_ptr<uint8_t[]>> free_;
-  size_t pooled_ = 0;
+  Mutex mu_;
+  std::multimap<size_t, std::unique_ptr<uint8_t[]>> free_ ABSL_GUARDED_BY(mu_);
+  size_t pooled_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace plexus::elastic

@@ -133,13 +133,13 @@ MasterLink::~MasterLink() {
 }
 
 absl::Status MasterLink::lost() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return lost_;
 }
 
 absl::Status MasterLink::Send(const Message& message) {
   RETURN_IF_ERROR(lost());
-  std::lock_guard<std::mutex> lock(send_mu_);
+  MutexLock lock(send_mu_);
   absl::Status status = SendAll(fd_.get(), cipher_.get(), EncodeFrame(message),
                                 absl::Now() + heartbeat_timeout_, &cipher_mu_);
   last_sent_ = absl::Now();
@@ -160,17 +160,17 @@ absl::StatusOr<std::vector<int64_t>> MasterLink::Call(MessageType type,
                                                       std::string text, absl::Time deadline) {
   int64_t id;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     id = next_request_++;
     replies_[id];
   }
   arguments.insert(arguments.begin(), id);
   if (absl::Status sent = Send({type, std::move(arguments), std::move(text)}); !sent.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     replies_.erase(id);
     return sent;
   }
-  std::unique_lock<std::mutex> lock(mu_);
+  UniqueLock lock(mu_);
   while (!replies_[id].done && lost_.ok()) {
     if (replied_.wait_until(lock, SteadyDeadline(deadline - absl::Now())) ==
             std::cv_status::timeout &&
@@ -196,7 +196,7 @@ void MasterLink::Leave() {
 
 void MasterLink::Lose(const absl::Status& status) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!lost_.ok()) return;
     lost_ = status;
   }
@@ -227,7 +227,7 @@ void MasterLink::OnMessage(const Message& message) {
     case MessageType::kReply: {
       if (message.ints.size() < 3) return;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         auto it = replies_.find(message.ints[0]);
         if (it == replies_.end()) return;
         it->second.done = true;
@@ -307,7 +307,7 @@ void MasterLink::ReadLoop() {
     }
     bool beat;
     {
-      std::lock_guard<std::mutex> lock(send_mu_);
+      MutexLock lock(send_mu_);
       beat = now - last_sent_ > heartbeat_timeout_ / 5;
     }
     if (beat) (void)Send({MessageType::kHeartbeat, {}, ""});

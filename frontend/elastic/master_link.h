@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/auth/tls.h"
+#include "base/core/mutex.h"
 #include "base/net/socket_util.h"
 #include "frontend/elastic/master_protocol.h"
 
@@ -78,19 +79,19 @@ class MasterLink {
   const Callbacks callbacks_;
   std::atomic<bool> stopping_{false};
 
-  std::mutex send_mu_;
-  absl::Time last_sent_;  // Guarded by send_mu_.
+  Mutex send_mu_;
+  absl::Time last_sent_ ABSL_GUARDED_BY(send_mu_);
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable replied_;
-  absl::Status lost_;  // Guarded by mu_.
-  int64_t next_request_ = 1;
+  absl::Status lost_ ABSL_GUARDED_BY(mu_);
+  int64_t next_request_ ABSL_GUARDED_BY(mu_) = 1;
   struct Reply {
     bool done = false;
     absl::Status status;
     std::vector<int64_t> values;
   };
-  std::map<int64_t, Reply> replies_;  // Guarded by mu_.
+  std::map<int64_t, Reply> replies_ ABSL_GUARDED_BY(mu_);
 
   std::thread reader_;
 };

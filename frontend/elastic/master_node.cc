@@ -421,12 +421,12 @@ MasterNode::~MasterNode() {
 }
 
 absl::Status MasterNode::Run() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (started_) return absl::FailedPreconditionError("the master node is already running");
   started_ = true;
   thread_ = std::thread([this] {
     server_->Loop();
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopped_ = true;
     stopped_cv_.notify_all();
   });
@@ -436,7 +436,7 @@ absl::Status MasterNode::Run() {
 void MasterNode::Interrupt() { server_->Interrupt(); }
 
 absl::Status MasterNode::AwaitTermination(absl::Duration timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
+  UniqueLock lock(mu_);
   if (!started_) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + timeout;
   while (!stopped_) {

@@ -10,7 +10,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -19,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/auth/tls.h"
+#include "base/core/mutex.h"
 #include "base/net/socket_util.h"
 #include "base/store/tcp_store_server.h"
 
@@ -66,11 +66,11 @@ class MasterNode {
   const std::string host_;
   const int port_;
   std::unique_ptr<Server> server_;
-  std::thread thread_;
-  std::mutex mu_;
+  std::thread thread_;  // Started once under mu_ (Run), joined by the destructor.
+  Mutex mu_;
   std::condition_variable stopped_cv_;
-  bool started_ = false;
-  bool stopped_ = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace plexus::elastic

@@ -7,10 +7,11 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "base/core/mutex.h"
 
 namespace plexus::elastic {
 
@@ -18,16 +19,18 @@ class OpRunner {
  public:
   // Joins every thread once the submitted tasks ended.
   ~OpRunner() {
+    std::vector<std::thread> threads;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       stopping_ = true;
+      threads.swap(threads_);
     }
     ready_.notify_all();
-    for (std::thread& t : threads_) t.join();
+    for (std::thread& t : threads) t.join();
   }
 
   void Submit(std::function<void()> task) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     tasks_.push_back(std::move(task));
     if (idle_ < static_cast<int>(tasks_.size())) {
       threads_.emplace_back([this] { Work(); });
@@ -38,10 +41,11 @@ class OpRunner {
 
  private:
   void Work() {
-    std::unique_lock<std::mutex> lock(mu_);
+    UniqueLock lock(mu_);
     while (true) {
       ++idle_;
-      ready_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+      ready_.wait(
+          lock, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !tasks_.empty(); });
       --idle_;
       if (tasks_.empty()) return;
       std::function<void()> task = std::move(tasks_.front());
@@ -52,12 +56,12 @@ class OpRunner {
     }
   }
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable ready_;
-  std::deque<std::function<void()>> tasks_;
-  std::vector<std::thread> threads_;
-  int idle_ = 0;
-  bool stopping_ = false;
+  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+  int idle_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace plexus::elastic
