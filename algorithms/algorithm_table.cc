@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/core/byte_size.h"
 #include "base/core/environment.h"
 #include "base/core/status_macros.h"
 
@@ -17,32 +18,6 @@ namespace plexus::algorithms {
 namespace {
 
 constexpr uint64_t kOpen = kNoSizeLimit;
-
-absl::StatusOr<uint64_t> ParseSize(absl::string_view text) {
-  text = absl::StripAsciiWhitespace(text);
-  uint64_t scale = 1;
-  if (!text.empty()) {
-    switch (absl::ascii_toupper(text.back())) {
-      case 'K':
-        scale = uint64_t{1} << 10;
-        break;
-      case 'M':
-        scale = uint64_t{1} << 20;
-        break;
-      case 'G':
-        scale = uint64_t{1} << 30;
-        break;
-      default:
-        break;
-    }
-    if (scale != 1) text.remove_suffix(1);
-  }
-  uint64_t value = 0;
-  if (!absl::SimpleAtoi(text, &value)) {
-    return absl::InvalidArgumentError(absl::StrCat("bad size '", text, "'"));
-  }
-  return value * scale;
-}
 
 }  // namespace
 
@@ -110,10 +85,10 @@ absl::Status AlgorithmTable::Override(absl::string_view spec) {
             absl::StrCat("'", item, "' should look like LOW-HIGH:ALGORITHM, e.g. 64K-:ring"));
       }
       const size_t dash = parts[0].find('-');
-      ASSIGN_OR_RETURN(uint64_t low, ParseSize(parts[0].substr(0, dash)));
+      ASSIGN_OR_RETURN(uint64_t low, ParseByteSize(parts[0].substr(0, dash)));
       uint64_t high = kOpen;
       if (dash + 1 < parts[0].size()) {
-        ASSIGN_OR_RETURN(high, ParseSize(parts[0].substr(dash + 1)));
+        ASSIGN_OR_RETURN(high, ParseByteSize(parts[0].substr(dash + 1)));
       }
       const absl::string_view name = absl::StripAsciiWhitespace(parts[1]);
       const Algorithm* algorithm = FindAlgorithm(collective, name);

@@ -42,7 +42,7 @@ TEST(AlgorithmTableTest, BadOverridesNameTheProblem) {
               HasSubstr("unknown algorithm 'tree' for all_reduce; known: ring, rd, hd"));
   EXPECT_THAT(table.Override("all_reduce:ring").message(), HasSubstr("LOW-HIGH"));
   EXPECT_THAT(table.Override("all_reduce:64K-1K:ring").message(), HasSubstr("empty range"));
-  EXPECT_THAT(table.Override("all_reduce:1X-:ring").message(), HasSubstr("bad size"));
+  EXPECT_THAT(table.Override("all_reduce:1X-:ring").message(), HasSubstr("bad byte count '1X'"));
   EXPECT_EQ(table.Choose("all_reduce", 10), "rd");  // Unchanged by failed overrides.
 }
 

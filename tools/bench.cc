@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -36,7 +37,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "backends/interface/backend_registry.h"
+#include "base/core/byte_size.h"
 #include "base/core/environment.h"
+#include "base/core/status_macros.h"
 #include "base/net/interfaces.h"
 #include "frontend/dispatch/backend_string.h"
 #include "frontend/dispatch/init.h"
@@ -81,17 +84,11 @@ struct Flags {
 };
 
 absl::StatusOr<int64_t> ParseBytes(absl::string_view text) {
-  int64_t scale = 1;
-  if (!text.empty()) {
-    const char last = static_cast<char>(std::toupper(text.back()));
-    scale = last == 'K' ? 1 << 10 : last == 'M' ? 1 << 20 : last == 'G' ? 1 << 30 : 1;
-    if (scale != 1) text.remove_suffix(1);
+  ASSIGN_OR_RETURN(uint64_t bytes, ParseByteSize(text));
+  if (bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return absl::InvalidArgumentError(absl::StrCat("size '", text, "' is too large"));
   }
-  int64_t value = 0;
-  if (!absl::SimpleAtoi(text, &value) || value < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("bad size '", text, "'"));
-  }
-  return value * scale;
+  return static_cast<int64_t>(bytes);
 }
 
 // "1K,16M" is a list; "1K:64M" doubles from the first to the last.

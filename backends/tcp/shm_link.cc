@@ -7,8 +7,8 @@
 #include <random>
 
 #include "absl/base/internal/endian.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/core/byte_size.h"
 #include "base/core/environment.h"
 #include "base/core/logging.h"
 #include "base/core/status_macros.h"
@@ -81,21 +81,23 @@ absl::StatusOr<ShmConfig> ShmConfigFromEnvironment() {
     }
   }
   if (const char* bytes = ReadEnvironment("PLEXUS_SHM_RING_BYTES"); bytes != nullptr && *bytes) {
-    uint64_t value = 0;
-    if (!absl::SimpleAtoi(bytes, &value) || value < 4096 || value > (uint64_t{1} << 30) ||
-        (value & (value - 1)) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "PLEXUS_SHM_RING_BYTES='", bytes, "': expected a power of two from 4096 to 2^30"));
+    const absl::StatusOr<uint64_t> parsed = ParseByteSize(bytes);
+    const uint64_t value = parsed.value_or(0);
+    if (!parsed.ok() || value < 4096 || value > (uint64_t{1} << 30) || (value & (value - 1)) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("PLEXUS_SHM_RING_BYTES='", bytes,
+                       "': expected a power of two from 4096 (4K) to 2^30 (1G)"));
     }
     config.ring_bytes = value;
   }
   if (const char* bytes = ReadEnvironment("PLEXUS_SHM_ARENA_BYTES"); bytes != nullptr && *bytes) {
-    uint64_t value = 0;
-    if (!absl::SimpleAtoi(bytes, &value) || (value != 0 && value < 8192) ||
-        value > (uint64_t{1} << 32) || value % 4096 != 0) {
+    const absl::StatusOr<uint64_t> parsed = ParseByteSize(bytes);
+    const uint64_t value = parsed.value_or(0);
+    if (!parsed.ok() || (value != 0 && value < 8192) || value > (uint64_t{1} << 32) ||
+        value % 4096 != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("PLEXUS_SHM_ARENA_BYTES='", bytes,
-                       "': expected 0 or a multiple of 4096 from 8192 to 2^32"));
+                       "': expected 0 or a multiple of 4096 from 8192 (8K) to 2^32 (4G)"));
     }
     config.arena_bytes = value;
   }

@@ -493,6 +493,22 @@ TEST(TcpTransportTest, AnUnknownWaitModeFailsCreationNamingIt) {
                                                             HasSubstr("adaptive, spin or sleep")));
 }
 
+// The shared-memory sizes read byte counts as every other size does (base/core/byte_size.h).
+TEST(TcpTransportTest, SharedMemorySizesTakeByteCountsWithUnits) {
+  setenv("PLEXUS_SHM_RING_BYTES", "64K", 1);
+  setenv("PLEXUS_SHM_ARENA_BYTES", "4MiB", 1);
+  absl::StatusOr<ShmConfig> config = ShmConfigFromEnvironment();
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->ring_bytes, uint64_t{64} << 10);
+  EXPECT_EQ(config->arena_bytes, uint64_t{4} << 20);
+  setenv("PLEXUS_SHM_RING_BYTES", "4X", 1);
+  config = ShmConfigFromEnvironment();
+  unsetenv("PLEXUS_SHM_RING_BYTES");
+  unsetenv("PLEXUS_SHM_ARENA_BYTES");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(), HasSubstr("PLEXUS_SHM_RING_BYTES='4X'"));
+}
+
 // Every rank on one host: the arena is offered, and a rank that shuts down marks itself gone
 // there (a peer waiting on it stops at once instead of at its deadline).
 TEST(TcpTransportTest, OneHostOffersAnArenaThatALeavingRankCloses) {

@@ -79,11 +79,11 @@ constexpr EnvironmentVariable kVariables[] = {
     {"PLEXUS_SECRET_FILE", "path", "unset",
      "A file holding the shared secret; `PLEXUS_SECRET` wins when both are set.",
      "security.md#shared-secret-authentication"},
-    {"PLEXUS_SHM_ARENA_BYTES", "bytes", "33554432 (32 MiB)",
+    {"PLEXUS_SHM_ARENA_BYTES", "bytes (`32M`, `4096`: K, M, G are binary)", "32M",
      "Each rank's region of the shared-memory arena same-host collectives run on (memory is "
      "used as touched: 4 MiB of it unless other work crowds the cores); 0 for none.",
      "backends.md#tcp-in-house"},
-    {"PLEXUS_SHM_RING_BYTES", "bytes, a power of two", "4194304 (4 MiB)",
+    {"PLEXUS_SHM_RING_BYTES", "bytes, a power of two (`4M`, `65536`)", "4M",
      "Each shared-memory ring between two ranks of one host.", "backends.md#tcp-in-house"},
     {"PLEXUS_SOCKET_IFNAME", "interface list (NCCL's syntax: `eth0`, `^docker`, `=ib0`)",
      "unset: the interface of the route to the store",
