@@ -67,17 +67,6 @@ absl::StatusOr<int> ReadHello(const Connection& connection, const MeshOptions& o
   return ParseHello(absl::string_view(bytes, kHelloBytes), options);
 }
 
-absl::StatusOr<std::pair<std::string, int>> ParseAddress(const std::string& text) {
-  const size_t colon = text.rfind(':');
-  int port = 0;
-  if (colon == std::string::npos || !absl::SimpleAtoi(text.substr(colon + 1), &port)) {
-    return absl::DataLossError(absl::StrCat("bad peer address '", text, "' in the store"));
-  }
-  std::string host = text.substr(0, colon);
-  if (host.size() > 1 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  return std::make_pair(host, port);
-}
-
 constexpr absl::Duration kCancelPoll = absl::Milliseconds(200);
 // How long an accepted connection may take to authenticate and introduce itself.
 constexpr absl::Duration kHandshakeTimeout = absl::Seconds(5);
@@ -280,8 +269,12 @@ absl::StatusOr<std::vector<Connection>> ConnectMesh(const MeshOptions& options) 
     const std::string key = absl::StrCat("addr/", peer);
     RETURN_IF_ERROR(WaitForKey(options, key, deadline));
     ASSIGN_OR_RETURN(std::string text, options.store->Get(key));
-    ASSIGN_OR_RETURN(auto host_port, ParseAddress(text));
-    auto fd = ConnectUnlessCancelled(options, host_port.first, host_port.second, deadline);
+    absl::StatusOr<std::pair<std::string, int>> host_port = ParseHostPort(text);
+    if (!host_port.ok()) {
+      return absl::DataLossError(
+          absl::StrCat("rank ", peer, "'s address in the store: ", host_port.status().message()));
+    }
+    auto fd = ConnectUnlessCancelled(options, host_port->first, host_port->second, deadline);
     if (!fd.ok()) {
       return absl::UnavailableError(
           absl::StrCat(me, ": connecting to rank ", peer, " at ", text,

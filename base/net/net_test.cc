@@ -1,10 +1,14 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "base/net/host_identity.h"
 #include "base/net/interfaces.h"
 #include "base/net/route.h"
+#include "base/net/socket_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -162,3 +166,29 @@ TEST(HostIdentityTest, StableAndNamesTheNetworkNamespace) {
 
 }  // namespace
 }  // namespace plexus::net
+
+namespace plexus {
+namespace {
+
+TEST(HostPortTest, ParsesWhatHostPortWrites) {
+  for (const auto& [host, port] : std::vector<std::pair<std::string, int>>{
+           {"127.0.0.1", 29500}, {"::1", 0}, {"node-3.cluster", 65535}, {"fe80::1", 1}}) {
+    absl::StatusOr<std::pair<std::string, int>> parsed = ParseHostPort(HostPort(host, port));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(*parsed, std::make_pair(host, port));
+  }
+}
+
+TEST(HostPortTest, AnythingElseIsAnErrorNamingTheText) {
+  for (const char* text : {"nohost", ":29500", "host:", "host:65536", "host:-1", "host:x",
+                           "[::1]29500", "[::1", "", "[]:1"}) {
+    absl::StatusOr<std::pair<std::string, int>> parsed = ParseHostPort(text);
+    ASSERT_FALSE(parsed.ok()) << "'" << text << "'";
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(parsed.status().message(),
+                ::testing::HasSubstr(std::string("'") + text + "' is not host:port"));
+  }
+}
+
+}  // namespace
+}  // namespace plexus

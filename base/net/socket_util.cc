@@ -13,6 +13,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/core/status_macros.h"
 
@@ -76,6 +78,32 @@ void ScopedFd::Reset(int fd) {
 std::string HostPort(absl::string_view host, int port) {
   if (host.find(':') != absl::string_view::npos) return absl::StrCat("[", host, "]:", port);
   return absl::StrCat(host, ":", port);
+}
+
+absl::StatusOr<std::pair<std::string, int>> ParseHostPort(absl::string_view text) {
+  auto bad = [text](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not host:port (", why,
+                                                   "; e.g. 127.0.0.1:29500 or [::1]:29500)"));
+  };
+  absl::string_view host;
+  absl::string_view port;
+  if (absl::StartsWith(text, "[")) {
+    const size_t close = text.find("]:");
+    if (close == absl::string_view::npos) return bad("an IPv6 literal needs ]:port after it");
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == absl::string_view::npos) return bad("no port");
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  int number = -1;
+  if (!absl::SimpleAtoi(port, &number) || number < 0 || number > 65535) {
+    return bad("the port must be 0-65535");
+  }
+  if (host.empty()) return bad("no host");
+  return std::make_pair(std::string(host), number);
 }
 
 std::string PeerAddress(int fd) {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -99,6 +100,10 @@ absl::Status RecvExact(int fd, StreamCipher* cipher, void* buffer, size_t size,
 
 // "host:port", with brackets for IPv6 literals.
 std::string HostPort(absl::string_view host, int port);
+// The reverse, for every address a user or a peer gives: "host:port" or "[v6]:port", the host
+// non-empty and the port 0-65535 (callers that need a real port refuse 0). InvalidArgument
+// naming `text` otherwise.
+absl::StatusOr<std::pair<std::string, int>> ParseHostPort(absl::string_view text);
 // The remote end of a connected socket as "host:port" (for logs), or "unknown peer".
 std::string PeerAddress(int fd);
 

@@ -13,6 +13,7 @@
 #include "base/core/mutex.h"
 #include "base/core/status_macros.h"
 #include "base/net/route.h"
+#include "base/net/socket_util.h"
 #include "base/rendezvous/launcher_env.h"
 #include "base/store/file_store.h"
 #include "base/store/prefix_store.h"
@@ -88,29 +89,15 @@ absl::Status ResolveInt(int& value, const std::optional<std::string>& from_url,
 
 absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& text,
                                                           const std::string& url) {
-  std::string host;
-  std::string port;
-  if (absl::StartsWith(text, "[")) {
-    const size_t close = text.find("]:");
-    if (close == std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("init_method '", url, "': bad IPv6 address"));
-    }
-    host = text.substr(1, close - 1);
-    port = text.substr(close + 2);
-  } else {
-    const size_t colon = text.rfind(':');
-    if (colon == std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("init_method '", url, "' needs host:port"));
-    }
-    host = text.substr(0, colon);
-    port = text.substr(colon + 1);
+  absl::StatusOr<std::pair<std::string, int>> host_port = ParseHostPort(text);
+  if (host_port.ok() && host_port->second == 0) {
+    host_port = absl::InvalidArgumentError("port 0: a store needs a port to meet at");
   }
-  ASSIGN_OR_RETURN(int port_number, ParseInt("port", port));
-  if (host.empty() || port_number <= 0 || port_number > 65535) {
+  if (!host_port.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("init_method '", url, "': host must be non-empty and port in 1-65535"));
+        absl::StrCat("init_method '", url, "': ", host_port.status().message()));
   }
-  return std::make_pair(host, port_number);
+  return host_port;
 }
 
 absl::StatusOr<std::shared_ptr<Store>> ConnectTcpStore(const std::string& host, int port, int rank,

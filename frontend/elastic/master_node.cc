@@ -47,22 +47,6 @@ std::string PeerAddress(int fd) {
 
 }  // namespace
 
-absl::StatusOr<std::pair<std::string, int>> ParseHostPort(const std::string& text) {
-  const size_t colon = text.rfind(':');
-  int port = -1;
-  if (colon == std::string::npos || !absl::SimpleAtoi(text.substr(colon + 1), &port) || port < 0 ||
-      port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", text, "' is not host:port (e.g. 127.0.0.1:48148 or [::1]:48148)"));
-  }
-  std::string host = text.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  if (host.empty()) return absl::InvalidArgumentError(absl::StrCat("'", text, "' has no host"));
-  return std::make_pair(host, port);
-}
-
 // The socket loop: connections, frames, heartbeats; decisions are MasterState's.
 class MasterNode::Server {
  public:

@@ -38,9 +38,6 @@ struct MasterNodeOptions {
   std::optional<auth::TlsFiles> tls;
 };
 
-// "host:port" / "[v6]:port" -> (host, port); InvalidArgument names the text.
-absl::StatusOr<std::pair<std::string, int>> ParseHostPort(const std::string& text);
-
 class MasterNode {
  public:
   // Binds the listening sockets (the master's and its store's); serves nothing before Run().
