@@ -80,10 +80,10 @@ bool DirectProgressWanted() {
 }  // namespace
 
 absl::StatusOr<MpiEngine*> MpiEngine::Get() {
-  static std::mutex mu;
+  static Mutex mu;
   static MpiEngine* engine = nullptr;
   static absl::Status launched;
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(mu);
   if (engine == nullptr) {
     int initialised = 0;
     MPI_Initialized(&initialised);
@@ -157,27 +157,28 @@ absl::Status MpiEngine::Launch() {
 absl::Status MpiEngine::Call(std::function<absl::Status()> call, absl::Duration timeout) {
   if (std::this_thread::get_id() == thread_.get_id()) return call();
   struct Result {
-    std::mutex mu;
+    Mutex mu;
     std::condition_variable done_cv;
-    bool done = false;
-    absl::Status status;
+    bool done ABSL_GUARDED_BY(mu) = false;
+    absl::Status status ABSL_GUARDED_BY(mu);
   };
   auto result = std::make_shared<Result>();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return absl::AbortedError("the MPI engine has stopped (process exit)");
     queued_.push_back([result, call = std::move(call)] {
       absl::Status status = call();
-      std::lock_guard<std::mutex> lock(result->mu);
+      MutexLock lock(result->mu);
       result->status = std::move(status);
       result->done = true;
       result->done_cv.notify_all();
     });
   }
   wake_.notify_one();
-  std::unique_lock<std::mutex> lock(result->mu);
-  if (!result->done_cv.wait_for(lock, absl::ToChronoNanoseconds(timeout),
-                                [&] { return result->done; })) {
+  UniqueLock lock(result->mu);
+  if (!result->done_cv.wait_for(
+          lock, absl::ToChronoNanoseconds(timeout),
+          [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(result->mu) { return result->done; })) {
     return absl::DeadlineExceededError(
         absl::StrCat("the MPI progress thread did not run a set-up call within ",
                      absl::FormatDuration(timeout)));
@@ -187,7 +188,7 @@ absl::Status MpiEngine::Call(std::function<absl::Status()> call, absl::Duration 
 
 void MpiEngine::Start(Operation operation) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!stopping_) {
       queued_.push_back([this, operation = std::move(operation)]() mutable {
         auto active = std::make_unique<Active>();
@@ -209,7 +210,7 @@ void MpiEngine::Start(Operation operation) {
 }
 
 void MpiEngine::Adopt(MPI_Request request, std::string what) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (stopping_) return;
   queued_.push_back([this, request, what = std::move(what)] {
     auto active = std::make_unique<Active>();
@@ -235,7 +236,7 @@ void MpiEngine::Abort(const void* owner, uint64_t operation, const absl::Status&
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return;
     queued_.push_back(std::move(abort));
   }
@@ -307,8 +308,12 @@ void MpiEngine::Loop() {
   while (true) {
     std::deque<std::function<void()>> queued;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (active_.empty()) wake_.wait(lock, [&] { return stopping_ || !queued_.empty(); });
+      UniqueLock lock(mu_);
+      if (active_.empty()) {
+        wake_.wait(lock, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stopping_ || !queued_.empty();
+        });
+      }
       queued.swap(queued_);
       if (stopping_ && queued.empty()) break;
     }
@@ -324,9 +329,10 @@ void MpiEngine::Loop() {
       bool all_orphaned = true;
       for (const auto& active : active_) all_orphaned = all_orphaned && active->orphaned;
       if (all_orphaned) {
-        std::unique_lock<std::mutex> lock(mu_);
-        wake_.wait_for(lock, std::chrono::milliseconds(1),
-                       [&] { return stopping_ || !queued_.empty(); });
+        UniqueLock lock(mu_);
+        wake_.wait_for(
+            lock, std::chrono::milliseconds(1),
+            [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !queued_.empty(); });
       } else {
         std::this_thread::yield();
       }
@@ -354,7 +360,7 @@ void MpiEngine::ShutdownAtExit() {
   auto engine = Get();
   if (!engine.ok()) return;
   {
-    std::lock_guard<std::mutex> lock((*engine)->mu_);
+    MutexLock lock((*engine)->mu_);
     (*engine)->stopping_ = true;
   }
   (*engine)->wake_.notify_all();

@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/core/mutex.h"
 #include "base/work/work.h"
 
 namespace plexus::mpi {
@@ -98,10 +99,10 @@ class MpiEngine {
   void CheckDeadlines();
   static void ShutdownAtExit();
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable wake_;
-  std::deque<std::function<void()>> queued_;     // Guarded by mu_.
-  bool stopping_ = false;                        // Guarded by mu_.
+  std::deque<std::function<void()>> queued_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::unique_ptr<Active>> active_;  // Engine thread only.
   // Poll()'s arrays, kept between rounds (engine thread only).
   std::vector<MPI_Request> poll_requests_;
