@@ -4,7 +4,7 @@ synthetic data, forward, backward and an SGD step, under one of torch's distribu
 (--stack):
   ddp   DistributedDataParallel: gradients all-reduced in DDP's buckets (default);
   fsdp  FullyShardedDataParallel: parameters all-gathered before use, gradients
-        reduce-scattered (torch 1.13 and 2.x);
+        reduce-scattered (torch 2.x; 1.13's does not import on Python 3.11);
   tp    tensor parallelism on a DeviceMesh (torch 2.x): linear layers alternate
         ColwiseParallel and RowwiseParallel (an odd last one stays replicated), DTensor
         all-reduces the row-parallel outputs; every rank feeds the same batch.
