@@ -8,32 +8,6 @@
 
 namespace plexus::algorithms {
 
-const char* CollectiveName(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::kBroadcast:
-      return "broadcast";
-    case CollectiveKind::kReduce:
-      return "reduce";
-    case CollectiveKind::kAllReduce:
-      return "all_reduce";
-    case CollectiveKind::kAllReduceCoalesced:
-      return "all_reduce_coalesced";
-    case CollectiveKind::kAllGather:
-      return "all_gather";
-    case CollectiveKind::kGather:
-      return "gather";
-    case CollectiveKind::kScatter:
-      return "scatter";
-    case CollectiveKind::kReduceScatter:
-      return "reduce_scatter";
-    case CollectiveKind::kAllToAll:
-      return "all_to_all";
-    case CollectiveKind::kBarrier:
-      return "barrier";
-  }
-  return "unknown";
-}
-
 uint64_t MakeSignature(CollectiveKind kind, DType dtype, uint64_t sequence, uint64_t count) {
   return (uint64_t{static_cast<uint8_t>(kind)} << 56) |
          (uint64_t{static_cast<uint8_t>(dtype) + 1u} << 48) | ((sequence & 0xffff) << 32) |

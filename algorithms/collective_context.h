@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "base/core/collective.h"
 #include "base/core/dtype.h"
 #include "base/core/tensor.h"
 #include "base/transport/transport.h"
@@ -21,21 +22,9 @@
 
 namespace plexus::algorithms {
 
-// Collectives as numbered in signatures (stable: they travel on the wire).
-enum class CollectiveKind : uint8_t {
-  kBroadcast = 1,
-  kReduce = 2,
-  kAllReduce = 3,
-  kAllReduceCoalesced = 4,
-  kAllGather = 5,
-  kGather = 6,
-  kScatter = 7,
-  kReduceScatter = 8,
-  kAllToAll = 9,
-  kBarrier = 10,
-};
-
-const char* CollectiveName(CollectiveKind kind);
+// The kinds and their names are base/core/collective.h's; their numbers go into signatures.
+using ::plexus::CollectiveKind;
+using ::plexus::CollectiveName;
 
 // Packs (collective, dtype, low 16 bits of the sequence, low 32 bits of the element count)
 // into a signature; never 0. DescribeSignature prints one for error messages.

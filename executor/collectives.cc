@@ -26,6 +26,7 @@ using algorithms::CollectiveName;
 using algorithms::KernelOp;
 using algorithms::LinearGather;
 using algorithms::LinearScatter;
+using algorithms::MakeSignature;
 using algorithms::PackTensors;
 using algorithms::PairwiseAllToAll;
 using algorithms::Partition;
@@ -528,6 +529,16 @@ WorkPtr Collectives::Recv(const Tensor& tensor, int src, const RecvOptions& opti
 WorkPtr Collectives::RecvAnySource(const Tensor& tensor, const RecvOptions& options) {
   return transport_->RecvFromAny({MakeTag(kPointToPointOperationBase + options.tag, 0), 0},
                                  {tensor.bytes(), tensor.nbytes()}, options.timeout);
+}
+
+WorkPtr Collectives::Run(const Collective& call) {
+  // A collective added since the methods above runs its algorithm here:
+  //   if (call.kind == CollectiveKind::kX) return Enqueue(call.kind, ..., body calling it);
+  return CallPerKind(call, *this, [&] {
+    return Work::Finished(absl::UnimplementedError(absl::StrCat(
+                              "the algorithm library has no schedule for ", call.name())),
+                          call.name(), size());
+  });
 }
 
 }  // namespace plexus::executor

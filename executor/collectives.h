@@ -31,6 +31,7 @@
 
 #include "algorithms/algorithm_table.h"
 #include "algorithms/collective_context.h"
+#include "base/core/collective.h"
 #include "base/core/options.h"
 #include "base/core/tensor.h"
 #include "base/transport/transport.h"
@@ -49,6 +50,9 @@ class Collectives {
 
   int rank() const { return transport_->rank(); }
   int size() const { return transport_->size(); }
+
+  // Runs `call` with the method for its kind below.
+  WorkPtr Run(const Collective& call);
 
   WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options);
   WorkPtr Reduce(const Tensor& tensor, const ReduceOptions& options);

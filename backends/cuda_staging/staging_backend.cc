@@ -245,140 +245,33 @@ std::vector<const Tensor*> Pointers(absl::Span<const Tensor> tensors,
 
 }  // namespace
 
-WorkPtr StagingBackend::Broadcast(const Tensor& tensor, const BroadcastOptions& options) {
-  const bool root = context_.rank == options.root_rank;
-  return Stage("broadcast", {&tensor}, [&](Twins& t) {
-    Tensor twin = t.Of(tensor, root, !root);
-    return Issue(t, "broadcast", context_.size, [&] { return host_->Broadcast(twin, options); });
-  });
-}
-
-WorkPtr StagingBackend::Reduce(const Tensor& tensor, const ReduceOptions& options) {
-  const bool root = context_.rank == options.root_rank;
-  return Stage("reduce", {&tensor}, [&](Twins& t) {
-    Tensor twin = t.Of(tensor, true, root);
-    return Issue(t, "reduce", context_.size, [&] { return host_->Reduce(twin, options); });
-  });
-}
-
-WorkPtr StagingBackend::AllReduce(const Tensor& tensor, const AllReduceOptions& options) {
-  return Stage("all_reduce", {&tensor}, [&](Twins& t) {
-    Tensor twin = t.Of(tensor, true, true);
-    return Issue(t, "all_reduce", context_.size, [&] { return host_->AllReduce(twin, options); });
-  });
-}
-
-WorkPtr StagingBackend::AllReduceCoalesced(absl::Span<const Tensor> tensors,
-                                           const AllReduceCoalescedOptions& options) {
-  return Stage("all_reduce_coalesced", Pointers(tensors), [&](Twins& t) {
-    std::vector<Tensor> twins = t.Of(tensors, true, true);
-    return Issue(t, "all_reduce_coalesced", context_.size,
-                 [&] { return host_->AllReduceCoalesced(twins, options); });
-  });
-}
-
-WorkPtr StagingBackend::AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
-                                  const AllGatherOptions& options) {
-  return Stage("all_gather", Pointers(outputs, {&input}), [&](Twins& t) {
-    Tensor in = t.Of(input, true, false);
-    std::vector<Tensor> out = t.Of(outputs, false, true);
-    return Issue(t, "all_gather", context_.size,
-                 [&] { return host_->AllGather(out, in, options); });
-  });
-}
-
-WorkPtr StagingBackend::AllGatherIntoTensor(const Tensor& output, const Tensor& input,
-                                            const AllGatherOptions& options) {
-  return Stage("all_gather_into_tensor", {&output, &input}, [&](Twins& t) {
-    Tensor in = t.Of(input, true, false);
-    Tensor out = t.Of(output, false, true);
-    return Issue(t, "all_gather_into_tensor", context_.size,
-                 [&] { return host_->AllGatherIntoTensor(out, in, options); });
-  });
-}
-
-WorkPtr StagingBackend::Gather(absl::Span<const Tensor> outputs, const Tensor& input,
-                               const GatherOptions& options) {
-  return Stage("gather", Pointers(outputs, {&input}), [&](Twins& t) {
-    Tensor in = t.Of(input, true, false);
-    std::vector<Tensor> out = t.Of(outputs, false, true);  // Empty off the root.
-    return Issue(t, "gather", context_.size, [&] { return host_->Gather(out, in, options); });
-  });
-}
-
-WorkPtr StagingBackend::Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
-                                const ScatterOptions& options) {
-  return Stage("scatter", Pointers(inputs, {&output}), [&](Twins& t) {
-    std::vector<Tensor> in = t.Of(inputs, true, false);  // Empty off the root.
-    Tensor out = t.Of(output, false, true);
-    return Issue(t, "scatter", context_.size, [&] { return host_->Scatter(out, in, options); });
-  });
-}
-
-WorkPtr StagingBackend::ReduceScatter(const Tensor& output, absl::Span<const Tensor> inputs,
-                                      const ReduceScatterOptions& options) {
-  return Stage("reduce_scatter", Pointers(inputs, {&output}), [&](Twins& t) {
-    std::vector<Tensor> in = t.Of(inputs, true, false);
-    Tensor out = t.Of(output, false, true);
-    return Issue(t, "reduce_scatter", context_.size,
-                 [&] { return host_->ReduceScatter(out, in, options); });
-  });
-}
-
-WorkPtr StagingBackend::ReduceScatterTensor(const Tensor& output, const Tensor& input,
-                                            const ReduceScatterOptions& options) {
-  return Stage("reduce_scatter_tensor", {&output, &input}, [&](Twins& t) {
-    Tensor in = t.Of(input, true, false);
-    Tensor out = t.Of(output, false, true);
-    return Issue(t, "reduce_scatter_tensor", context_.size,
-                 [&] { return host_->ReduceScatterTensor(out, in, options); });
-  });
-}
-
-WorkPtr StagingBackend::AllToAll(absl::Span<const Tensor> outputs, absl::Span<const Tensor> inputs,
-                                 const AllToAllOptions& options) {
-  return Stage("all_to_all", Pointers(outputs, Pointers(inputs)), [&](Twins& t) {
-    std::vector<Tensor> in = t.Of(inputs, true, false);
-    std::vector<Tensor> out = t.Of(outputs, false, true);
-    return Issue(t, "all_to_all", context_.size, [&] { return host_->AllToAll(out, in, options); });
-  });
-}
-
-WorkPtr StagingBackend::AllToAllSingle(const Tensor& output, const Tensor& input,
-                                       absl::Span<const int64_t> output_split_sizes,
-                                       absl::Span<const int64_t> input_split_sizes,
-                                       const AllToAllOptions& options) {
-  return Stage("all_to_all_single", {&output, &input}, [&](Twins& t) {
-    Tensor in = t.Of(input, true, false);
-    Tensor out = t.Of(output, false, true);
-    return Issue(t, "all_to_all_single", context_.size, [&] {
-      return host_->AllToAllSingle(out, in, output_split_sizes, input_split_sizes, options);
-    });
-  });
-}
-
-WorkPtr StagingBackend::Barrier(const BarrierOptions& options) { return host_->Barrier(options); }
-
-WorkPtr StagingBackend::Send(const Tensor& tensor, int dst_rank, const SendOptions& options) {
-  return Stage("send", {&tensor}, [&](Twins& t) {
-    Tensor twin = t.Of(tensor, true, false);
-    return Issue(t, "send", context_.size, [&] { return host_->Send(twin, dst_rank, options); });
-  });
-}
-
-WorkPtr StagingBackend::Recv(const Tensor& tensor, int src_rank, const RecvOptions& options) {
-  return Stage("recv", {&tensor}, [&](Twins& t) {
-    Tensor twin = t.Of(tensor, false, true);
-    return Issue(t, "recv", context_.size, [&] { return host_->Recv(twin, src_rank, options); });
-  });
-}
-
-WorkPtr StagingBackend::RecvAnySource(const Tensor& tensor, const RecvOptions& options) {
-  return Stage("recv_any_source", {&tensor}, [&](Twins& t) {
-    Tensor twin = t.Of(tensor, false, true);
-    return Issue(t, "recv_any_source", context_.size,
-                 [&] { return host_->RecvAnySource(twin, options); });
-  });
+WorkPtr StagingBackend::Run(const Collective& call) {
+  if (call.kind == CollectiveKind::kBarrier) return host_->Run(call);
+  const char* op = call.name();
+  const bool in_place = call.traits().in_place();
+  // An in-place tensor is read and written back, except where the rank's data goes only one
+  // way: a broadcast's root only sends, its other ranks only receive; only a reduce's root
+  // receives the result.
+  const bool root = context_.rank == call.root;
+  bool read = true;
+  bool write = true;
+  if (call.kind == CollectiveKind::kBroadcast) {
+    read = root;
+    write = !root;
+  } else if (call.kind == CollectiveKind::kReduce) {
+    write = root;
+  }
+  return Stage(
+      op, Pointers(call.outputs, in_place ? std::vector<const Tensor*>{} : Pointers(call.inputs)),
+      [&](Twins& t) {
+        std::vector<Tensor> inputs =
+            t.Of(in_place ? absl::Span<const Tensor>() : call.inputs, true, false);
+        std::vector<Tensor> outputs = t.Of(call.outputs, in_place && read, write);
+        Collective twin = call;
+        twin.outputs = outputs;
+        twin.inputs = in_place ? twin.outputs : absl::Span<const Tensor>(inputs);
+        return Issue(t, op, context_.size, [&] { return host_->Run(twin); });
+      });
 }
 
 WorkPtr StagingBackend::BatchPointToPoint(absl::Span<const PointToPointOp> ops,

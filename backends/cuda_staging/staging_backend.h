@@ -39,33 +39,9 @@ class StagingBackend : public Backend {
   absl::Status Abort(const absl::Status& reason) override { return host_->Abort(reason); }
   std::vector<int> LostRanks() override { return host_->LostRanks(); }
 
-  WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options) override;
-  WorkPtr Reduce(const Tensor& tensor, const ReduceOptions& options) override;
-  WorkPtr AllReduce(const Tensor& tensor, const AllReduceOptions& options) override;
-  WorkPtr AllReduceCoalesced(absl::Span<const Tensor> tensors,
-                             const AllReduceCoalescedOptions& options) override;
-  WorkPtr AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
-                    const AllGatherOptions& options) override;
-  WorkPtr AllGatherIntoTensor(const Tensor& output, const Tensor& input,
-                              const AllGatherOptions& options) override;
-  WorkPtr Gather(absl::Span<const Tensor> outputs, const Tensor& input,
-                 const GatherOptions& options) override;
-  WorkPtr Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
-                  const ScatterOptions& options) override;
-  WorkPtr ReduceScatter(const Tensor& output, absl::Span<const Tensor> inputs,
-                        const ReduceScatterOptions& options) override;
-  WorkPtr ReduceScatterTensor(const Tensor& output, const Tensor& input,
-                              const ReduceScatterOptions& options) override;
-  WorkPtr AllToAll(absl::Span<const Tensor> outputs, absl::Span<const Tensor> inputs,
-                   const AllToAllOptions& options) override;
-  WorkPtr AllToAllSingle(const Tensor& output, const Tensor& input,
-                         absl::Span<const int64_t> output_split_sizes,
-                         absl::Span<const int64_t> input_split_sizes,
-                         const AllToAllOptions& options) override;
-  WorkPtr Barrier(const BarrierOptions& options) override;
-  WorkPtr Send(const Tensor& tensor, int dst_rank, const SendOptions& options) override;
-  WorkPtr Recv(const Tensor& tensor, int src_rank, const RecvOptions& options) override;
-  WorkPtr RecvAnySource(const Tensor& tensor, const RecvOptions& options) override;
+  // Any kind: the host backend runs `call` on host twins of its tensors, copied from the
+  // device before (inputs) and back after (outputs).
+  WorkPtr Run(const Collective& call) override;
   WorkPtr BatchPointToPoint(absl::Span<const PointToPointOp> ops,
                             const BatchOptions& options) override;
 

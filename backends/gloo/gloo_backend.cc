@@ -91,7 +91,7 @@ WorkPtr GlooBackend::SubmitNative(
 }
 
 WorkPtr GlooBackend::AllReduce(const Tensor& tensor, const AllReduceOptions& options) {
-  if (!native_) return CollectivesBackend::AllReduce(tensor, options);
+  if (!native_) return nullptr;
   return SubmitNative(CollectiveKind::kAllReduce, tensor.dtype(), tensor.numel(), options.timeout,
                       nominal_traffic::AllReduce(tensor.nbytes(), size()),
                       [tensor, op = options.op](const gloo_native::Call& call, CollectiveContext&) {
@@ -104,7 +104,7 @@ WorkPtr GlooBackend::AllReduce(const Tensor& tensor, const AllReduceOptions& opt
 }
 
 WorkPtr GlooBackend::Reduce(const Tensor& tensor, const ReduceOptions& options) {
-  if (!native_) return CollectivesBackend::Reduce(tensor, options);
+  if (!native_) return nullptr;
   return SubmitNative(CollectiveKind::kReduce, tensor.dtype(), tensor.numel(), options.timeout,
                       nominal_traffic::Reduce(tensor.nbytes(), size(), rank(), options.root_rank),
                       [tensor, options](const gloo_native::Call& call, CollectiveContext& ctx) {
@@ -131,7 +131,7 @@ WorkPtr GlooBackend::Reduce(const Tensor& tensor, const ReduceOptions& options) 
 }
 
 WorkPtr GlooBackend::Broadcast(const Tensor& tensor, const BroadcastOptions& options) {
-  if (!native_) return CollectivesBackend::Broadcast(tensor, options);
+  if (!native_) return nullptr;
   return SubmitNative(
       CollectiveKind::kBroadcast, tensor.dtype(), tensor.numel(), options.timeout,
       nominal_traffic::Broadcast(tensor.nbytes(), size(), rank(), options.root_rank),
@@ -142,7 +142,7 @@ WorkPtr GlooBackend::Broadcast(const Tensor& tensor, const BroadcastOptions& opt
 
 WorkPtr GlooBackend::AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
                                const AllGatherOptions& options) {
-  if (!native_) return CollectivesBackend::AllGather(outputs, input, options);
+  if (!native_) return nullptr;
   return SubmitNative(CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
                       nominal_traffic::AllGather(input.nbytes(), size()),
                       [list = std::vector<Tensor>(outputs.begin(), outputs.end()), input](
@@ -158,7 +158,7 @@ WorkPtr GlooBackend::AllGather(absl::Span<const Tensor> outputs, const Tensor& i
 
 WorkPtr GlooBackend::AllGatherIntoTensor(const Tensor& output, const Tensor& input,
                                          const AllGatherOptions& options) {
-  if (!native_) return CollectivesBackend::AllGatherIntoTensor(output, input, options);
+  if (!native_) return nullptr;
   return SubmitNative(CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
                       nominal_traffic::AllGather(input.nbytes(), size()),
                       [output, input](const gloo_native::Call& call, CollectiveContext&) {
@@ -168,7 +168,7 @@ WorkPtr GlooBackend::AllGatherIntoTensor(const Tensor& output, const Tensor& inp
 
 WorkPtr GlooBackend::Gather(absl::Span<const Tensor> outputs, const Tensor& input,
                             const GatherOptions& options) {
-  if (!native_) return CollectivesBackend::Gather(outputs, input, options);
+  if (!native_) return nullptr;
   return SubmitNative(
       CollectiveKind::kGather, input.dtype(), input.numel(), options.timeout,
       nominal_traffic::Gather(input.nbytes(), size(), rank(), options.root_rank),
@@ -184,7 +184,7 @@ WorkPtr GlooBackend::Gather(absl::Span<const Tensor> outputs, const Tensor& inpu
 
 WorkPtr GlooBackend::Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
                              const ScatterOptions& options) {
-  if (!native_) return CollectivesBackend::Scatter(output, inputs, options);
+  if (!native_) return nullptr;
   std::vector<void*> pointers;
   for (const Tensor& input : inputs) pointers.push_back(input.data());
   return SubmitNative(CollectiveKind::kScatter, output.dtype(), output.numel(), options.timeout,
@@ -200,8 +200,7 @@ WorkPtr GlooBackend::AllToAllSingle(const Tensor& output, const Tensor& input,
                                     absl::Span<const int64_t> input_split_sizes,
                                     const AllToAllOptions& options) {
   if (!native_) {
-    return CollectivesBackend::AllToAllSingle(output, input, output_split_sizes, input_split_sizes,
-                                              options);
+    return nullptr;
   }
 
   std::vector<int64_t> send = SplitBytes(input, input_split_sizes);
@@ -215,7 +214,7 @@ WorkPtr GlooBackend::AllToAllSingle(const Tensor& output, const Tensor& input,
 }
 
 WorkPtr GlooBackend::Barrier(const BarrierOptions& options) {
-  if (!native_) return CollectivesBackend::Barrier(options);
+  if (!native_) return nullptr;
   return SubmitNative(
       CollectiveKind::kBarrier, DType::kUInt8, 0, options.timeout, {},
       [](const gloo_native::Call& call, CollectiveContext&) { gloo_native::Barrier(call); });
@@ -226,4 +225,31 @@ namespace {
 const BackendRegisterer kRegisterGloo({kGlooBackendName, {DeviceType::kCpu}, &GlooBackend::Create});
 
 }  // namespace
+WorkPtr GlooBackend::RunNatively(const Collective& call) {
+  if (!native_) return nullptr;
+  switch (call.kind) {
+    case CollectiveKind::kBroadcast:
+      return Broadcast(call.tensor(), call.broadcast_options());
+    case CollectiveKind::kReduce:
+      return Reduce(call.tensor(), call.reduce_options());
+    case CollectiveKind::kAllReduce:
+      return AllReduce(call.tensor(), call.all_reduce_options());
+    case CollectiveKind::kAllGather:
+      return AllGather(call.outputs, call.input(), call.all_gather_options());
+    case CollectiveKind::kAllGatherIntoTensor:
+      return AllGatherIntoTensor(call.output(), call.input(), call.all_gather_options());
+    case CollectiveKind::kGather:
+      return Gather(call.outputs, call.input(), call.gather_options());
+    case CollectiveKind::kScatter:
+      return Scatter(call.output(), call.inputs, call.scatter_options());
+    case CollectiveKind::kAllToAllSingle:
+      return AllToAllSingle(call.output(), call.input(), call.output_splits, call.input_splits,
+                            call.all_to_all_options());
+    case CollectiveKind::kBarrier:
+      return Barrier(call.barrier_options());
+    default:  // Gloo has no better schedule than algorithms/ for the others.
+      return nullptr;
+  }
+}
+
 }  // namespace plexus::gloo_backend

@@ -30,24 +30,26 @@ class GlooBackend : public CollectivesBackend {
   std::string name() const override { return kGlooBackendName; }
   BackendCapabilities capabilities() const override;
 
-  WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options) override;
-  WorkPtr Reduce(const Tensor& tensor, const ReduceOptions& options) override;
-  WorkPtr AllReduce(const Tensor& tensor, const AllReduceOptions& options) override;
+ private:
+  WorkPtr RunNatively(const Collective& call) override;
+  // The native calls; each returns null where it passes the call to algorithms/.
+  WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options);
+  WorkPtr Reduce(const Tensor& tensor, const ReduceOptions& options);
+  WorkPtr AllReduce(const Tensor& tensor, const AllReduceOptions& options);
   WorkPtr AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
-                    const AllGatherOptions& options) override;
+                    const AllGatherOptions& options);
   WorkPtr AllGatherIntoTensor(const Tensor& output, const Tensor& input,
-                              const AllGatherOptions& options) override;
+                              const AllGatherOptions& options);
   WorkPtr Gather(absl::Span<const Tensor> outputs, const Tensor& input,
-                 const GatherOptions& options) override;
+                 const GatherOptions& options);
   WorkPtr Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
-                  const ScatterOptions& options) override;
+                  const ScatterOptions& options);
   WorkPtr AllToAllSingle(const Tensor& output, const Tensor& input,
                          absl::Span<const int64_t> output_split_sizes,
                          absl::Span<const int64_t> input_split_sizes,
-                         const AllToAllOptions& options) override;
-  WorkPtr Barrier(const BarrierOptions& options) override;
+                         const AllToAllOptions& options);
+  WorkPtr Barrier(const BarrierOptions& options);
 
- private:
   GlooBackend(std::unique_ptr<executor::Collectives> collectives,
               std::shared_ptr<GlooTransport> transport, bool native)
       : CollectivesBackend(std::move(collectives)),

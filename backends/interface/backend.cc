@@ -10,13 +10,24 @@ WorkPtr Backend::BatchPointToPoint(absl::Span<const PointToPointOp> ops,
   std::vector<WorkPtr> works;
   int world_size = 0;
   for (const PointToPointOp& op : ops) {
-    WorkPtr work = op.kind == PointToPointOp::Kind::kSend
-                       ? Send(op.tensor, op.peer, SendOptions{op.tag, options.timeout})
-                       : Recv(op.tensor, op.peer, RecvOptions{op.tag, options.timeout});
+    const bool send = op.kind == PointToPointOp::Kind::kSend;
+    Collective call;
+    call.kind = send ? CollectiveKind::kSend : CollectiveKind::kRecv;
+    (send ? call.inputs : call.outputs) = {&op.tensor, 1};
+    call.peer = op.peer;
+    call.tag = op.tag;
+    call.timeout = options.timeout;
+    WorkPtr work = Run(call);
     world_size = work->stats().world_size;
     works.push_back(std::move(work));
   }
   return WhenAll(std::move(works), "batch_isend_irecv", world_size);
+}
+
+WorkPtr Backend::NotRun(const Collective& call) const {
+  return Work::Finished(
+      absl::UnimplementedError(absl::StrCat("backend '", name(), "' does not run ", call.name())),
+      call.name(), 1);
 }
 
 }  // namespace plexus

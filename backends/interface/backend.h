@@ -1,13 +1,15 @@
 // Backend: the interface every collective backend implements (tcp, gloo, mpi, nccl, or one
-// registered from outside this repository). Every collective of c10d is a pure virtual method:
-// there is no default that throws "not supported"; what a backend can do is stated up front by
-// capabilities(), and the ProcessGroup checks it before dispatching.
+// registered from outside this repository). Every call arrives as one value, a Collective
+// (base/core/collective.h), through Run: a backend switches on its kind, runs what it does
+// natively, and passes the rest on (CollectivesBackend: to the shared algorithm library). What
+// a backend can do is stated up front by capabilities(), and the ProcessGroup checks it before
+// dispatching; a kind a backend does not run is an Unimplemented Work naming both.
 //
 // Contract for implementations:
 //  - Arguments arrive validated by the ProcessGroup (validate.h): contiguous tensors on a device
 //    the backend serves, sizes consistent, (op, dtype) valid, roots and peers in range.
-//  - Every method returns at once with a Work; calls on one backend execute in issue order and
-//    are matched across ranks by that order.
+//  - Run returns at once with a Work; collectives on one backend execute in issue order and
+//    are matched across ranks by that order (point-to-point calls by peer and tag).
 //  - Timeouts in the options are already resolved (never kDefaultTimeout).
 //  - Thread-safe: methods may be called from any thread.
 #ifndef PLEXUS_BACKENDS_INTERFACE_BACKEND_H_
@@ -22,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "base/core/collective.h"
 #include "base/core/device.h"
 #include "base/core/dtype.h"
 #include "base/core/options.h"
@@ -108,52 +111,18 @@ class Backend {
   // empty when it cannot tell.
   virtual std::vector<int> LostRanks() { return {}; }
 
-  // Root's tensor is copied into every rank's tensor.
-  virtual WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options) = 0;
-  // The reduction of all ranks' tensors lands in the root's tensor.
-  virtual WorkPtr Reduce(const Tensor& tensor, const ReduceOptions& options) = 0;
-  // In place: every rank's tensor becomes the reduction of all.
-  virtual WorkPtr AllReduce(const Tensor& tensor, const AllReduceOptions& options) = 0;
-  // As AllReduce for each tensor, fused into one operation.
-  virtual WorkPtr AllReduceCoalesced(absl::Span<const Tensor> tensors,
-                                     const AllReduceCoalescedOptions& options) = 0;
-  // outputs[r] receives rank r's input (outputs.size() == group size).
-  virtual WorkPtr AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
-                            const AllGatherOptions& options) = 0;
-  // `output` (size x input elements) receives every rank's input in rank order.
-  virtual WorkPtr AllGatherIntoTensor(const Tensor& output, const Tensor& input,
-                                      const AllGatherOptions& options) = 0;
-  // At the root, outputs[r] receives rank r's input; elsewhere `outputs` is empty.
-  virtual WorkPtr Gather(absl::Span<const Tensor> outputs, const Tensor& input,
-                         const GatherOptions& options) = 0;
-  // Rank r's output receives the root's inputs[r]; `inputs` is empty off the root.
-  virtual WorkPtr Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
-                          const ScatterOptions& options) = 0;
-  // Rank r's output is the reduction over ranks of their inputs[r].
-  virtual WorkPtr ReduceScatter(const Tensor& output, absl::Span<const Tensor> inputs,
-                                const ReduceScatterOptions& options) = 0;
-  // As ReduceScatter with the inputs concatenated in one tensor of size x output elements.
-  virtual WorkPtr ReduceScatterTensor(const Tensor& output, const Tensor& input,
-                                      const ReduceScatterOptions& options) = 0;
-  // outputs[r] receives rank r's inputs[this rank]; tensors may differ in size per peer.
-  virtual WorkPtr AllToAll(absl::Span<const Tensor> outputs, absl::Span<const Tensor> inputs,
-                           const AllToAllOptions& options) = 0;
-  // The split sizes count first-dimension rows per peer; both are always explicit here (the
-  // ProcessGroup fills in equal splits when the caller gave none).
-  virtual WorkPtr AllToAllSingle(const Tensor& output, const Tensor& input,
-                                 absl::Span<const int64_t> output_split_sizes,
-                                 absl::Span<const int64_t> input_split_sizes,
-                                 const AllToAllOptions& options) = 0;
-  virtual WorkPtr Barrier(const BarrierOptions& options) = 0;
-  virtual WorkPtr Send(const Tensor& tensor, int dst_rank, const SendOptions& options) = 0;
-  virtual WorkPtr Recv(const Tensor& tensor, int src_rank, const RecvOptions& options) = 0;
-  // Only called when capabilities().recv_any_source; the Work names the sender.
-  virtual WorkPtr RecvAnySource(const Tensor& tensor, const RecvOptions& options) = 0;
+  // Runs `call` (its semantics per kind: options.h and docs/api.md). The spans in `call` are
+  // valid only during this call: copy what is kept.
+  virtual WorkPtr Run(const Collective& call) = 0;
   // Starts every op of the batch; one Work for all of them (the first error). This default
   // issues them one by one in order, which is right for backends whose receives do not hold up
   // later calls; nccl launches them as one group.
   virtual WorkPtr BatchPointToPoint(absl::Span<const PointToPointOp> ops,
                                     const BatchOptions& options);
+
+ protected:
+  // What Run returns for a kind this backend does not run: a failed Work naming both.
+  WorkPtr NotRun(const Collective& call) const;
 };
 
 }  // namespace plexus

@@ -221,7 +221,7 @@ WorkPtr MpiBackend::SubmitNative(CollectiveKind kind, DType dtype, int64_t count
 
 WorkPtr MpiBackend::AllReduce(const Tensor& tensor, const AllReduceOptions& options) {
   if (!NativeReduction(tensor.dtype(), tensor.numel())) {
-    return CollectivesBackend::AllReduce(tensor, options);
+    return nullptr;
   }
   return SubmitNative(
       CollectiveKind::kAllReduce, tensor.dtype(), tensor.numel(), options.timeout,
@@ -247,7 +247,7 @@ WorkPtr MpiBackend::AllReduceCoalesced(absl::Span<const Tensor> tensors,
   const int64_t bytes = TotalBytes(list);
   const int64_t count = bytes / static_cast<int64_t>(list[0].element_size());
   if (!NativeReduction(list[0].dtype(), count)) {
-    return CollectivesBackend::AllReduceCoalesced(tensors, options);
+    return nullptr;
   }
   return SubmitNative(
       CollectiveKind::kAllReduceCoalesced, list[0].dtype(), count, options.timeout,
@@ -273,7 +273,7 @@ WorkPtr MpiBackend::AllReduceCoalesced(absl::Span<const Tensor> tensors,
 
 WorkPtr MpiBackend::Reduce(const Tensor& tensor, const ReduceOptions& options) {
   if (!NativeReduction(tensor.dtype(), tensor.numel())) {
-    return CollectivesBackend::Reduce(tensor, options);
+    return nullptr;
   }
   const bool root = rank() == options.root_rank;
   return SubmitNative(
@@ -307,7 +307,7 @@ WorkPtr MpiBackend::Reduce(const Tensor& tensor, const ReduceOptions& options) {
 }
 
 WorkPtr MpiBackend::Broadcast(const Tensor& tensor, const BroadcastOptions& options) {
-  if (!FitsInt(tensor.nbytes())) return CollectivesBackend::Broadcast(tensor, options);
+  if (!FitsInt(tensor.nbytes())) return nullptr;
   return SubmitNative(
       CollectiveKind::kBroadcast, tensor.dtype(), tensor.numel(), options.timeout,
       nominal_traffic::Broadcast(tensor.nbytes(), size(), rank(), options.root_rank),
@@ -324,7 +324,7 @@ WorkPtr MpiBackend::Broadcast(const Tensor& tensor, const BroadcastOptions& opti
 WorkPtr MpiBackend::AllGatherIntoTensor(const Tensor& output, const Tensor& input,
                                         const AllGatherOptions& options) {
   if (!FitsInt(output.nbytes())) {
-    return CollectivesBackend::AllGatherIntoTensor(output, input, options);
+    return nullptr;
   }
   return SubmitNative(
       CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
@@ -345,7 +345,7 @@ WorkPtr MpiBackend::AllGatherIntoTensor(const Tensor& output, const Tensor& inpu
 WorkPtr MpiBackend::AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
                               const AllGatherOptions& options) {
   std::vector<Tensor> list(outputs.begin(), outputs.end());
-  if (!FitsInt(TotalBytes(list))) return CollectivesBackend::AllGather(outputs, input, options);
+  if (!FitsInt(TotalBytes(list))) return nullptr;
   return SubmitNative(CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
                       nominal_traffic::AllGather(input.nbytes(), size()),
                       [list, input](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
@@ -367,7 +367,7 @@ WorkPtr MpiBackend::Gather(absl::Span<const Tensor> outputs, const Tensor& input
                            const GatherOptions& options) {
   std::vector<Tensor> list(outputs.begin(), outputs.end());
   if (!FitsInt(static_cast<int64_t>(input.nbytes()) * size())) {
-    return CollectivesBackend::Gather(outputs, input, options);
+    return nullptr;
   }
   return SubmitNative(CollectiveKind::kGather, input.dtype(), input.numel(), options.timeout,
                       nominal_traffic::Gather(input.nbytes(), size(), rank(), options.root_rank),
@@ -392,7 +392,7 @@ WorkPtr MpiBackend::Scatter(const Tensor& output, absl::Span<const Tensor> input
                             const ScatterOptions& options) {
   std::vector<Tensor> list(inputs.begin(), inputs.end());
   if (!FitsInt(static_cast<int64_t>(output.nbytes()) * size())) {
-    return CollectivesBackend::Scatter(output, inputs, options);
+    return nullptr;
   }
   return SubmitNative(CollectiveKind::kScatter, output.dtype(), output.numel(), options.timeout,
                       nominal_traffic::Scatter(output.nbytes(), size(), rank(), options.root_rank),
@@ -416,7 +416,7 @@ WorkPtr MpiBackend::Scatter(const Tensor& output, absl::Span<const Tensor> input
 WorkPtr MpiBackend::ReduceScatterTensor(const Tensor& output, const Tensor& input,
                                         const ReduceScatterOptions& options) {
   if (!NativeReduction(output.dtype(), input.numel())) {
-    return CollectivesBackend::ReduceScatterTensor(output, input, options);
+    return nullptr;
   }
   return SubmitNative(CollectiveKind::kReduceScatter, output.dtype(), output.numel(),
                       options.timeout, nominal_traffic::ReduceScatter(output.nbytes(), size()),
@@ -448,7 +448,7 @@ WorkPtr MpiBackend::ReduceScatter(const Tensor& output, absl::Span<const Tensor>
                                   const ReduceScatterOptions& options) {
   std::vector<Tensor> list(inputs.begin(), inputs.end());
   if (!NativeReduction(output.dtype(), output.numel() * size())) {
-    return CollectivesBackend::ReduceScatter(output, inputs, options);
+    return nullptr;
   }
   return SubmitNative(CollectiveKind::kReduceScatter, output.dtype(), output.numel(),
                       options.timeout, nominal_traffic::ReduceScatter(output.nbytes(), size()),
@@ -480,8 +480,7 @@ WorkPtr MpiBackend::AllToAllSingle(const Tensor& output, const Tensor& input,
   std::optional<Layout> send_layout = ByteLayout(send);
   std::optional<Layout> recv_layout = ByteLayout(recv);
   if (!send_layout || !recv_layout) {
-    return CollectivesBackend::AllToAllSingle(output, input, output_split_sizes, input_split_sizes,
-                                              options);
+    return nullptr;
   }
   return SubmitNative(
       CollectiveKind::kAllToAll, input.dtype(), 0, options.timeout,
@@ -510,7 +509,7 @@ WorkPtr MpiBackend::AllToAll(absl::Span<const Tensor> outputs, absl::Span<const 
   std::optional<Layout> send_layout = ByteLayout(send);
   std::optional<Layout> recv_layout = ByteLayout(recv);
   if (!send_layout || !recv_layout || !FitsInt(TotalBytes(ins)) || !FitsInt(TotalBytes(outs))) {
-    return CollectivesBackend::AllToAll(outputs, inputs, options);
+    return nullptr;
   }
   return SubmitNative(
       CollectiveKind::kAllToAll, ins[0].dtype(), 0, options.timeout,
@@ -551,4 +550,38 @@ const BackendRegisterer kRegisterMpi(
     {kMpiBackendName, {DeviceType::kCpu}, &MpiBackend::Create, "mpi://"});
 
 }  // namespace
+WorkPtr MpiBackend::RunNatively(const Collective& call) {
+  switch (call.kind) {
+    case CollectiveKind::kBroadcast:
+      return Broadcast(call.tensor(), call.broadcast_options());
+    case CollectiveKind::kReduce:
+      return Reduce(call.tensor(), call.reduce_options());
+    case CollectiveKind::kAllReduce:
+      return AllReduce(call.tensor(), call.all_reduce_options());
+    case CollectiveKind::kAllReduceCoalesced:
+      return AllReduceCoalesced(call.outputs, call.coalesced_options());
+    case CollectiveKind::kAllGather:
+      return AllGather(call.outputs, call.input(), call.all_gather_options());
+    case CollectiveKind::kAllGatherIntoTensor:
+      return AllGatherIntoTensor(call.output(), call.input(), call.all_gather_options());
+    case CollectiveKind::kGather:
+      return Gather(call.outputs, call.input(), call.gather_options());
+    case CollectiveKind::kScatter:
+      return Scatter(call.output(), call.inputs, call.scatter_options());
+    case CollectiveKind::kReduceScatter:
+      return ReduceScatter(call.output(), call.inputs, call.reduce_scatter_options());
+    case CollectiveKind::kReduceScatterTensor:
+      return ReduceScatterTensor(call.output(), call.input(), call.reduce_scatter_options());
+    case CollectiveKind::kAllToAll:
+      return AllToAll(call.outputs, call.inputs, call.all_to_all_options());
+    case CollectiveKind::kAllToAllSingle:
+      return AllToAllSingle(call.output(), call.input(), call.output_splits, call.input_splits,
+                            call.all_to_all_options());
+    case CollectiveKind::kBarrier:
+      return Barrier(call.barrier_options());
+    default:  // Point-to-point runs over MpiTransport with its tags, as do kinds added since.
+      return nullptr;
+  }
+}
+
 }  // namespace plexus::mpi

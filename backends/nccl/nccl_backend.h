@@ -44,33 +44,37 @@ class NcclBackend : public Backend {
   std::string name() const override { return kNcclBackendName; }
   BackendCapabilities capabilities() const override;
 
-  WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options) override;
-  WorkPtr Reduce(const Tensor& tensor, const ReduceOptions& options) override;
-  WorkPtr AllReduce(const Tensor& tensor, const AllReduceOptions& options) override;
+  WorkPtr Run(const Collective& call) override {
+    return CallPerKind(call, *this, [&] { return NotRun(call); });
+  }
+  // The calls Run makes, one per kind.
+  WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options);
+  WorkPtr Reduce(const Tensor& tensor, const ReduceOptions& options);
+  WorkPtr AllReduce(const Tensor& tensor, const AllReduceOptions& options);
   WorkPtr AllReduceCoalesced(absl::Span<const Tensor> tensors,
-                             const AllReduceCoalescedOptions& options) override;
+                             const AllReduceCoalescedOptions& options);
   WorkPtr AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
-                    const AllGatherOptions& options) override;
+                    const AllGatherOptions& options);
   WorkPtr AllGatherIntoTensor(const Tensor& output, const Tensor& input,
-                              const AllGatherOptions& options) override;
+                              const AllGatherOptions& options);
   WorkPtr Gather(absl::Span<const Tensor> outputs, const Tensor& input,
-                 const GatherOptions& options) override;
+                 const GatherOptions& options);
   WorkPtr Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
-                  const ScatterOptions& options) override;
+                  const ScatterOptions& options);
   WorkPtr ReduceScatter(const Tensor& output, absl::Span<const Tensor> inputs,
-                        const ReduceScatterOptions& options) override;
+                        const ReduceScatterOptions& options);
   WorkPtr ReduceScatterTensor(const Tensor& output, const Tensor& input,
-                              const ReduceScatterOptions& options) override;
+                              const ReduceScatterOptions& options);
   WorkPtr AllToAll(absl::Span<const Tensor> outputs, absl::Span<const Tensor> inputs,
-                   const AllToAllOptions& options) override;
+                   const AllToAllOptions& options);
   WorkPtr AllToAllSingle(const Tensor& output, const Tensor& input,
                          absl::Span<const int64_t> output_split_sizes,
                          absl::Span<const int64_t> input_split_sizes,
-                         const AllToAllOptions& options) override;
-  WorkPtr Barrier(const BarrierOptions& options) override;
-  WorkPtr Send(const Tensor& tensor, int dst_rank, const SendOptions& options) override;
-  WorkPtr Recv(const Tensor& tensor, int src_rank, const RecvOptions& options) override;
-  WorkPtr RecvAnySource(const Tensor& tensor, const RecvOptions& options) override;
+                         const AllToAllOptions& options);
+  WorkPtr Barrier(const BarrierOptions& options);
+  WorkPtr Send(const Tensor& tensor, int dst_rank, const SendOptions& options);
+  WorkPtr Recv(const Tensor& tensor, int src_rank, const RecvOptions& options);
+  WorkPtr RecvAnySource(const Tensor& tensor, const RecvOptions& options);
   // One ncclGroupStart/End: exchanges between ranks cannot deadlock on stream order.
   WorkPtr BatchPointToPoint(absl::Span<const PointToPointOp> ops,
                             const BatchOptions& options) override;

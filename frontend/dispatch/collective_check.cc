@@ -66,9 +66,10 @@ absl::Status CollectiveCheck::Verify(const CollectiveDescription& mine) {
   if (host_backend_ != nullptr) {
     Tensor input = Tensor::Flat(const_cast<int64_t*>(fields), DType::kInt64, kFields);
     Tensor output = Tensor::Flat(all.data(), DType::kInt64, all.size());
-    AllGatherOptions options;
-    options.timeout = timeout_;
-    WorkPtr work = host_backend_->AllGatherIntoTensor(output, input, options);
+    Collective gather =
+        Collective::Of(CollectiveKind::kAllGatherIntoTensor, {&output, 1}, {&input, 1});
+    gather.timeout = timeout_;
+    WorkPtr work = host_backend_->Run(gather);
     absl::Status status = work->Wait(timeout_ + absl::Seconds(1));
     if (!status.ok()) {
       return absl::Status(status.code(),

@@ -353,8 +353,9 @@ class LateBackend : public RecordingBackend {
   ~LateBackend() override {
     for (std::thread& thread : threads_) thread.join();
   }
-  WorkPtr AllReduce(const Tensor&, const AllReduceOptions& options) override {
-    blocking_seen.push_back(options.blocking);
+  WorkPtr Run(const Collective& call) override {
+    if (call.kind != CollectiveKind::kAllReduce) return RecordingBackend::Run(call);
+    blocking_seen.push_back(call.blocking);
     auto work = std::make_shared<Work>("all_reduce", 4);
     if (delay_ != absl::InfiniteDuration()) {
       threads_.emplace_back([work, delay = delay_] {

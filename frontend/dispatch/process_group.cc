@@ -321,177 +321,148 @@ absl::Status ProcessGroup::Shutdown(absl::Duration timeout) {
   return released;
 }
 
+namespace {
+
+// The elements every rank must agree on for `call` (-1 where ranks may differ), for the
+// agreement check and the flight recorder.
+int64_t CheckedElements(const Collective& call) {
+  switch (call.kind) {
+    case CollectiveKind::kAllToAll:
+    case CollectiveKind::kAllToAllSingle:
+    case CollectiveKind::kBarrier:
+      return -1;
+    case CollectiveKind::kScatter:
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kReduceScatterTensor:
+      return call.output().numel();
+    default:
+      return call.traits().in_place() ? TotalElements(call.outputs) : call.input().numel();
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<WorkPtr> ProcessGroup::Run(Collective call) {
+  call.timeout = ResolveTimeout(call.timeout, config_.timeout);
+  FilledSplits filled;
+  RETURN_IF_ERROR(ValidateCollective(position(), call, filled));
+  const CollectiveTraits& traits = call.traits();
+  if (call.kind == CollectiveKind::kBarrier) {
+    // On the cpu backend when there is one, otherwise on the first in the backend string.
+    const Served* chosen = &backends_.front();
+    for (const Served& served : backends_) {
+      if (served.device == DeviceType::kCpu) chosen = &served;
+    }
+    return Launch(*chosen, {traits.name, DType::kUInt8}, call.timeout, call.blocking,
+                  [&] { return chosen->backend->Run(call); });
+  }
+  const Tensor& subject = call.inputs.empty() ? call.outputs[0] : call.inputs[0];
+  ASSIGN_OR_RETURN(const Served* served,
+                   Route(traits.name, subject, traits.reduces() ? &call.op : nullptr));
+  if (traits.point_to_point()) {
+    if (call.kind == CollectiveKind::kRecvAnySource && !served->capabilities.recv_any_source) {
+      return absl::UnimplementedError(absl::StrCat("recv_any_source: backend '",
+                                                   served->backend->name(),
+                                                   "' cannot receive from any source"));
+    }
+    const int peer = call.kind == CollectiveKind::kRecvAnySource ? -1 : call.peer;
+    return Track({traits.name, subject.dtype(), subject.numel(), -1, peer, "", call.timeout},
+                 /*point_to_point=*/true, /*blocking=*/false,
+                 [&] { return served->backend->Run(call); });
+  }
+  return Launch(*served,
+                {traits.name, subject.dtype(), CheckedElements(call),
+                 traits.rooted() ? call.root : -1, traits.reduces() ? Kind(call.op) : -1},
+                call.timeout, call.blocking, [&] { return served->backend->Run(call); });
+}
+
 absl::StatusOr<WorkPtr> ProcessGroup::Broadcast(const Tensor& tensor, BroadcastOptions options) {
-  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
-  RETURN_IF_ERROR(ValidateBroadcast(position(), tensor, options));
-  ASSIGN_OR_RETURN(const Served* served, Route("broadcast", tensor));
-  return Launch(*served, {"broadcast", tensor.dtype(), tensor.numel(), options.root_rank},
-                options.timeout, options.blocking,
-                [&] { return served->backend->Broadcast(tensor, options); });
+  return Run(Collective::InPlace(CollectiveKind::kBroadcast, {&tensor, 1}).With(options));
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::Reduce(const Tensor& tensor, ReduceOptions options) {
-  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
-  RETURN_IF_ERROR(ValidateReduce(position(), tensor, options));
-  ASSIGN_OR_RETURN(const Served* served, Route("reduce", tensor, &options.op));
-  return Launch(
-      *served, {"reduce", tensor.dtype(), tensor.numel(), options.root_rank, Kind(options.op)},
-      options.timeout, options.blocking, [&] { return served->backend->Reduce(tensor, options); });
+  return Run(Collective::InPlace(CollectiveKind::kReduce, {&tensor, 1}).With(options));
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::AllReduce(const Tensor& tensor, AllReduceOptions options) {
-  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
-  RETURN_IF_ERROR(ValidateAllReduce(position(), tensor, options));
-  ASSIGN_OR_RETURN(const Served* served, Route("all_reduce", tensor, &options.op));
-  return Launch(*served, {"all_reduce", tensor.dtype(), tensor.numel(), -1, Kind(options.op)},
-                options.timeout, options.blocking,
-                [&] { return served->backend->AllReduce(tensor, options); });
+  return Run(Collective::InPlace(CollectiveKind::kAllReduce, {&tensor, 1}).With(options));
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::AllReduceCoalesced(absl::Span<const Tensor> tensors,
                                                          AllReduceCoalescedOptions options) {
-  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
-  RETURN_IF_ERROR(ValidateAllReduceCoalesced(position(), tensors, options));
-  ASSIGN_OR_RETURN(const Served* served, Route("all_reduce_coalesced", tensors[0], &options.op));
-  return Launch(
-      *served,
-      {"all_reduce_coalesced", tensors[0].dtype(), TotalElements(tensors), -1, Kind(options.op)},
-      options.timeout, options.blocking,
-      [&] { return served->backend->AllReduceCoalesced(tensors, options); });
+  return Run(Collective::InPlace(CollectiveKind::kAllReduceCoalesced, tensors).With(options));
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::AllGather(absl::Span<const Tensor> outputs,
                                                 const Tensor& input, AllGatherOptions options) {
-  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
-  RETURN_IF_ERROR(ValidateAllGather(position(), outputs, input));
-  ASSIGN_OR_RETURN(const Served* served, Route("all_gather", input));
-  return Launch(*served, {"all_gather", input.dtype(), input.numel()}, options.timeout,
-                options.blocking,
-                [&] { return served->backend->AllGather(outputs, input, options); });
+  return Run(Collective::Of(CollectiveKind::kAllGather, outputs, {&input, 1}).With(options));
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::AllGatherIntoTensor(const Tensor& output, const Tensor& input,
                                                           AllGatherOptions options) {
-  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
-  RETURN_IF_ERROR(ValidateAllGatherIntoTensor(position(), output, input));
-  ASSIGN_OR_RETURN(const Served* served, Route("all_gather_into_tensor", input));
-  return Launch(*served, {"all_gather_into_tensor", input.dtype(), input.numel()}, options.timeout,
-                options.blocking,
-                [&] { return served->backend->AllGatherIntoTensor(output, input, options); });
+  return Run(Collective::Of(CollectiveKind::kAllGatherIntoTensor, {&output, 1}, {&input, 1})
+                 .With(options));
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::Gather(absl::Span<const Tensor> outputs, const Tensor& input,
                                              GatherOptions options) {
-  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
-  RETURN_IF_ERROR(ValidateGather(position(), outputs, input, options));
-  ASSIGN_OR_RETURN(const Served* served, Route("gather", input));
-  return Launch(*served, {"gather", input.dtype(), input.numel(), options.root_rank},
-                options.timeout, options.blocking,
-                [&] { return served->backend->Gather(outputs, input, options); });
+  return Run(Collective::Of(CollectiveKind::kGather, outputs, {&input, 1}).With(options));
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
                                               ScatterOptions options) {
-  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
-  RETURN_IF_ERROR(ValidateScatter(position(), output, inputs, options));
-  ASSIGN_OR_RETURN(const Served* served, Route("scatter", output));
-  return Launch(*served, {"scatter", output.dtype(), output.numel(), options.root_rank},
-                options.timeout, options.blocking,
-                [&] { return served->backend->Scatter(output, inputs, options); });
+  return Run(Collective::Of(CollectiveKind::kScatter, {&output, 1}, inputs).With(options));
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::ReduceScatter(const Tensor& output,
                                                     absl::Span<const Tensor> inputs,
                                                     ReduceScatterOptions options) {
-  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
-  RETURN_IF_ERROR(ValidateReduceScatter(position(), output, inputs, options));
-  ASSIGN_OR_RETURN(const Served* served, Route("reduce_scatter", output, &options.op));
-  return Launch(*served, {"reduce_scatter", output.dtype(), output.numel(), -1, Kind(options.op)},
-                options.timeout, options.blocking,
-                [&] { return served->backend->ReduceScatter(output, inputs, options); });
+  return Run(Collective::Of(CollectiveKind::kReduceScatter, {&output, 1}, inputs).With(options));
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::ReduceScatterTensor(const Tensor& output, const Tensor& input,
                                                           ReduceScatterOptions options) {
-  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
-  RETURN_IF_ERROR(ValidateReduceScatterTensor(position(), output, input, options));
-  ASSIGN_OR_RETURN(const Served* served, Route("reduce_scatter_tensor", output, &options.op));
-  return Launch(*served,
-                {"reduce_scatter_tensor", output.dtype(), output.numel(), -1, Kind(options.op)},
-                options.timeout, options.blocking,
-                [&] { return served->backend->ReduceScatterTensor(output, input, options); });
+  return Run(Collective::Of(CollectiveKind::kReduceScatterTensor, {&output, 1}, {&input, 1})
+                 .With(options));
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::AllToAll(absl::Span<const Tensor> outputs,
                                                absl::Span<const Tensor> inputs,
                                                AllToAllOptions options) {
-  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
-  RETURN_IF_ERROR(ValidateAllToAll(position(), outputs, inputs));
-  ASSIGN_OR_RETURN(const Served* served, Route("all_to_all", inputs[0]));
-  return Launch(*served, {"all_to_all", inputs[0].dtype()}, options.timeout, options.blocking,
-                [&] { return served->backend->AllToAll(outputs, inputs, options); });
+  return Run(Collective::Of(CollectiveKind::kAllToAll, outputs, inputs).With(options));
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::AllToAllSingle(const Tensor& output, const Tensor& input,
                                                      std::vector<int64_t> output_split_sizes,
                                                      std::vector<int64_t> input_split_sizes,
                                                      AllToAllOptions options) {
-  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
-  RETURN_IF_ERROR(
-      ValidateAllToAllSingle(position(), output, input, output_split_sizes, input_split_sizes));
-  ASSIGN_OR_RETURN(const Served* served, Route("all_to_all_single", input));
-  return Launch(*served, {"all_to_all_single", input.dtype()}, options.timeout, options.blocking,
-                [&] {
-                  return served->backend->AllToAllSingle(output, input, output_split_sizes,
-                                                         input_split_sizes, options);
-                });
+  Collective call =
+      Collective::Of(CollectiveKind::kAllToAllSingle, {&output, 1}, {&input, 1}).With(options);
+  call.output_splits = output_split_sizes;
+  call.input_splits = input_split_sizes;
+  return Run(call);
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::Barrier(BarrierOptions options) {
-  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
-  const Served* chosen = &backends_.front();
-  for (const Served& served : backends_) {
-    if (served.device == DeviceType::kCpu) chosen = &served;
-  }
-  return Launch(*chosen, {"barrier", DType::kUInt8}, options.timeout, options.blocking,
-                [&] { return chosen->backend->Barrier(options); });
+  return Run(Collective().With(options));
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::Send(const Tensor& tensor, int dst_rank,
                                            SendOptions options) {
-  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
-  RETURN_IF_ERROR(ValidatePointToPoint(position(), "send", tensor, dst_rank, options.tag));
-  ASSIGN_OR_RETURN(const Served* served, Route("send", tensor));
-  return Track({"send", tensor.dtype(), tensor.numel(), -1, dst_rank, "", options.timeout},
-               /*point_to_point=*/true, /*blocking=*/false,
-               [&] { return served->backend->Send(tensor, dst_rank, options); });
+  Collective call = Collective::Of(CollectiveKind::kSend, {}, {&tensor, 1}).With(options);
+  call.peer = dst_rank;
+  return Run(call);
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::Recv(const Tensor& tensor, int src_rank,
                                            RecvOptions options) {
-  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
-  RETURN_IF_ERROR(ValidatePointToPoint(position(), "recv", tensor, src_rank, options.tag));
-  ASSIGN_OR_RETURN(const Served* served, Route("recv", tensor));
-  return Track({"recv", tensor.dtype(), tensor.numel(), -1, src_rank, "", options.timeout},
-               /*point_to_point=*/true, /*blocking=*/false,
-               [&] { return served->backend->Recv(tensor, src_rank, options); });
+  Collective call = Collective::Of(CollectiveKind::kRecv, {&tensor, 1}, {}).With(options);
+  call.peer = src_rank;
+  return Run(call);
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::RecvAnySource(const Tensor& tensor, RecvOptions options) {
-  options.timeout = ResolveTimeout(options.timeout, config_.timeout);
-  if (options.tag < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("recv_any_source on rank ", config_.rank,
-                                                   ": tag ", options.tag, " is negative"));
-  }
-  RETURN_IF_ERROR(tensor.CheckContiguous("recv_any_source", "tensor"));
-  ASSIGN_OR_RETURN(const Served* served, Route("recv_any_source", tensor));
-  if (!served->capabilities.recv_any_source) {
-    return absl::UnimplementedError(absl::StrCat(
-        "recv_any_source: backend '", served->backend->name(), "' cannot receive from any source"));
-  }
-  return Track({"recv_any_source", tensor.dtype(), tensor.numel(), -1, -1, "", options.timeout},
-               /*point_to_point=*/true, /*blocking=*/false,
-               [&] { return served->backend->RecvAnySource(tensor, options); });
+  return Run(Collective::Of(CollectiveKind::kRecvAnySource, {&tensor, 1}, {}).With(options));
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::BatchPointToPoint(std::vector<PointToPointOp> ops,

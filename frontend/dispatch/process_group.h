@@ -135,6 +135,11 @@ class ProcessGroup {
   // values, before anything is sent. Failures while it runs complete the Work with:
   // DeadlineExceeded at options.timeout (the group's timeout when unset), Unavailable naming
   // a lost peer, FailedPrecondition for a mismatch, Aborted after Abort.
+  // Any collective, given as a value (base/core/collective.h): validated by its kind's rule,
+  // routed by its first tensor's device, recorded, and run by that device's backend. The named
+  // calls below each build one.
+  absl::StatusOr<WorkPtr> Run(Collective call);
+
   absl::StatusOr<WorkPtr> Broadcast(const Tensor& tensor, BroadcastOptions options = {});
   absl::StatusOr<WorkPtr> Reduce(const Tensor& tensor, ReduceOptions options = {});
   absl::StatusOr<WorkPtr> AllReduce(const Tensor& tensor, AllReduceOptions options = {});

@@ -83,22 +83,15 @@ absl::Status CheckSameDtypeDevice(absl::string_view op, GroupPosition at, const 
 
 }  // namespace
 
-absl::Status ValidateBroadcast(GroupPosition at, const Tensor& tensor,
-                               const BroadcastOptions& options) {
-  RETURN_IF_ERROR(CheckRoot("broadcast", at, options.root_rank));
-  return CheckTensor("broadcast", at, "tensor", tensor);
-}
-
-absl::Status ValidateReduce(GroupPosition at, const Tensor& tensor, const ReduceOptions& options) {
-  RETURN_IF_ERROR(CheckRoot("reduce", at, options.root_rank));
-  RETURN_IF_ERROR(CheckTensor("reduce", at, "tensor", tensor));
-  return CheckOp("reduce", at, options.op, tensor.dtype());
-}
-
-absl::Status ValidateAllReduce(GroupPosition at, const Tensor& tensor,
-                               const AllReduceOptions& options) {
-  RETURN_IF_ERROR(CheckTensor("all_reduce", at, "tensor", tensor));
-  return CheckOp("all_reduce", at, options.op, tensor.dtype());
+absl::Status ValidateInPlace(GroupPosition at, const Collective& call) {
+  const CollectiveTraits& traits = call.traits();
+  if (traits.rooted()) RETURN_IF_ERROR(CheckRoot(traits.name, at, call.root));
+  if (call.outputs.size() != 1 || call.inputs.data() != call.outputs.data()) {
+    return Invalid(traits.name, at, "expects one tensor, reduced or copied in place");
+  }
+  RETURN_IF_ERROR(CheckTensor(traits.name, at, "tensor", call.tensor()));
+  if (traits.reduces()) return CheckOp(traits.name, at, call.op, call.tensor().dtype());
+  return absl::OkStatus();
 }
 
 absl::Status ValidateAllReduceCoalesced(GroupPosition at, absl::Span<const Tensor> tensors,
@@ -231,6 +224,50 @@ absl::Status ValidatePointToPoint(GroupPosition at, absl::string_view op, const 
   RETURN_IF_ERROR(ValidatePeer(at, op, peer));
   if (tag < 0) return Invalid(op, at, absl::StrCat("tag ", tag, " is negative"));
   return CheckTensor(op, at, "tensor", tensor);
+}
+
+absl::Status ValidateCollective(GroupPosition at, Collective& call, FilledSplits& filled) {
+  if (call.traits().shape == CollectiveShape::kInPlace) return ValidateInPlace(at, call);
+  switch (call.kind) {
+    case CollectiveKind::kAllReduceCoalesced:
+      return ValidateAllReduceCoalesced(at, call.outputs, call.coalesced_options());
+    case CollectiveKind::kAllGather:
+      return ValidateAllGather(at, call.outputs, call.input());
+    case CollectiveKind::kAllGatherIntoTensor:
+      return ValidateAllGatherIntoTensor(at, call.output(), call.input());
+    case CollectiveKind::kGather:
+      return ValidateGather(at, call.outputs, call.input(), call.gather_options());
+    case CollectiveKind::kScatter:
+      return ValidateScatter(at, call.output(), call.inputs, call.scatter_options());
+    case CollectiveKind::kReduceScatter:
+      return ValidateReduceScatter(at, call.output(), call.inputs, call.reduce_scatter_options());
+    case CollectiveKind::kReduceScatterTensor:
+      return ValidateReduceScatterTensor(at, call.output(), call.input(),
+                                         call.reduce_scatter_options());
+    case CollectiveKind::kAllToAll:
+      return ValidateAllToAll(at, call.outputs, call.inputs);
+    case CollectiveKind::kAllToAllSingle:
+      filled.output.assign(call.output_splits.begin(), call.output_splits.end());
+      filled.input.assign(call.input_splits.begin(), call.input_splits.end());
+      RETURN_IF_ERROR(
+          ValidateAllToAllSingle(at, call.output(), call.input(), filled.output, filled.input));
+      call.output_splits = filled.output;
+      call.input_splits = filled.input;
+      return absl::OkStatus();
+    case CollectiveKind::kBarrier:
+      return absl::OkStatus();
+    case CollectiveKind::kSend:
+      return ValidatePointToPoint(at, call.name(), call.input(), call.peer, call.tag);
+    case CollectiveKind::kRecv:
+      return ValidatePointToPoint(at, call.name(), call.output(), call.peer, call.tag);
+    case CollectiveKind::kRecvAnySource:
+      if (call.tag < 0) {
+        return Invalid(call.name(), at, absl::StrCat("tag ", call.tag, " is negative"));
+      }
+      return CheckTensor(call.name(), at, "tensor", call.output());
+    default:
+      return Invalid(call.name(), at, "no argument rule for this collective (validate.cc)");
+  }
 }
 
 }  // namespace plexus

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "base/core/collective.h"
 #include "base/core/options.h"
 #include "base/core/tensor.h"
 
@@ -19,11 +20,16 @@ struct GroupPosition {
   int size;
 };
 
-absl::Status ValidateBroadcast(GroupPosition at, const Tensor& tensor,
-                               const BroadcastOptions& options);
-absl::Status ValidateReduce(GroupPosition at, const Tensor& tensor, const ReduceOptions& options);
-absl::Status ValidateAllReduce(GroupPosition at, const Tensor& tensor,
-                               const AllReduceOptions& options);
+// Checks `call` by its kind's rule. all_to_all_single's empty split lists become equal splits
+// of the first dimension, held in `filled`, which must outlive the call's use.
+struct FilledSplits {
+  std::vector<int64_t> output;
+  std::vector<int64_t> input;
+};
+absl::Status ValidateCollective(GroupPosition at, Collective& call, FilledSplits& filled);
+
+// The rules by shape and kind.
+absl::Status ValidateInPlace(GroupPosition at, const Collective& call);
 absl::Status ValidateAllReduceCoalesced(GroupPosition at, absl::Span<const Tensor> tensors,
                                         const AllReduceCoalescedOptions& options);
 absl::Status ValidateAllGather(GroupPosition at, absl::Span<const Tensor> outputs,

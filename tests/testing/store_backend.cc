@@ -28,7 +28,27 @@ class StoreBackend : public Backend {
     return caps;
   }
 
-  WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options) override {
+  WorkPtr Run(const Collective& call) override {
+    switch (call.kind) {
+      case CollectiveKind::kBroadcast:
+        return Broadcast(call.tensor(), call.broadcast_options());
+      case CollectiveKind::kAllReduce:
+        return AllReduce(call.tensor(), call.all_reduce_options());
+      case CollectiveKind::kAllGatherIntoTensor:
+        return AllGatherIntoTensor(call.output(), call.input());
+      case CollectiveKind::kBarrier:
+        return Barrier(call.barrier_options());
+      case CollectiveKind::kSend:
+        return Send(call.input(), call.peer, call.send_options());
+      case CollectiveKind::kRecv:
+        return Recv(call.output(), call.peer, call.recv_options());
+      default:
+        return Missing(call.name());
+    }
+  }
+
+ private:
+  WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options) {
     const std::string key = NextKey("broadcast");
     absl::Status status;
     if (context_.rank == options.root_rank) {
@@ -40,7 +60,7 @@ class StoreBackend : public Backend {
     return Done("broadcast", status);
   }
 
-  WorkPtr AllReduce(const Tensor& tensor, const AllReduceOptions& options) override {
+  WorkPtr AllReduce(const Tensor& tensor, const AllReduceOptions& options) {
     const std::string key = NextKey("all_reduce");
     auto values = Exchange(key, Bytes(tensor));
     if (!values.ok()) return Done("all_reduce", values.status());
@@ -56,8 +76,7 @@ class StoreBackend : public Backend {
     return Done("all_reduce", CopyIn(tensor, acc));
   }
 
-  WorkPtr AllGatherIntoTensor(const Tensor& output, const Tensor& input,
-                              const AllGatherOptions&) override {
+  WorkPtr AllGatherIntoTensor(const Tensor& output, const Tensor& input) {
     auto values = Exchange(NextKey("all_gather"), Bytes(input));
     if (!values.ok()) return Done("all_gather_into_tensor", values.status());
     std::string all;
@@ -65,55 +84,22 @@ class StoreBackend : public Backend {
     return Done("all_gather_into_tensor", CopyIn(output, all));
   }
 
-  WorkPtr Barrier(const BarrierOptions& options) override {
+  WorkPtr Barrier(const BarrierOptions& options) {
     return Done("barrier", StoreBarrier(store(), "storetest_barrier", context_.rank, context_.size,
                                         options.timeout));
   }
 
-  WorkPtr Send(const Tensor& tensor, int dst, const SendOptions& options) override {
+  WorkPtr Send(const Tensor& tensor, int dst, const SendOptions& options) {
     const std::string key = PairKey(context_.rank, dst, options.tag, sent_);
     return Done("send", store().Set(key, Bytes(tensor)));
   }
 
-  WorkPtr Recv(const Tensor& tensor, int src, const RecvOptions& options) override {
+  WorkPtr Recv(const Tensor& tensor, int src, const RecvOptions& options) {
     const std::string key = PairKey(src, context_.rank, options.tag, received_);
     auto value = store().Get(key);
     return Done("recv", value.ok() ? CopyIn(tensor, *value) : value.status());
   }
 
-  WorkPtr Reduce(const Tensor&, const ReduceOptions&) override { return Missing("reduce"); }
-  WorkPtr AllReduceCoalesced(absl::Span<const Tensor>, const AllReduceCoalescedOptions&) override {
-    return Missing("all_reduce_coalesced");
-  }
-  WorkPtr AllGather(absl::Span<const Tensor>, const Tensor&, const AllGatherOptions&) override {
-    return Missing("all_gather");
-  }
-  WorkPtr Gather(absl::Span<const Tensor>, const Tensor&, const GatherOptions&) override {
-    return Missing("gather");
-  }
-  WorkPtr Scatter(const Tensor&, absl::Span<const Tensor>, const ScatterOptions&) override {
-    return Missing("scatter");
-  }
-  WorkPtr ReduceScatter(const Tensor&, absl::Span<const Tensor>,
-                        const ReduceScatterOptions&) override {
-    return Missing("reduce_scatter");
-  }
-  WorkPtr ReduceScatterTensor(const Tensor&, const Tensor&, const ReduceScatterOptions&) override {
-    return Missing("reduce_scatter_tensor");
-  }
-  WorkPtr AllToAll(absl::Span<const Tensor>, absl::Span<const Tensor>,
-                   const AllToAllOptions&) override {
-    return Missing("all_to_all");
-  }
-  WorkPtr AllToAllSingle(const Tensor&, const Tensor&, absl::Span<const int64_t>,
-                         absl::Span<const int64_t>, const AllToAllOptions&) override {
-    return Missing("all_to_all_single");
-  }
-  WorkPtr RecvAnySource(const Tensor&, const RecvOptions&) override {
-    return Missing("recv_any_source");
-  }
-
- private:
   Store& store() { return *context_.store; }
   static std::string Bytes(const Tensor& tensor) {
     return std::string(reinterpret_cast<const char*>(tensor.data()), tensor.nbytes());

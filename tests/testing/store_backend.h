@@ -33,50 +33,14 @@ class RecordingBackend : public Backend {
 
   std::string name() const override { return name_; }
   BackendCapabilities capabilities() const override { return capabilities_; }
-  WorkPtr Broadcast(const Tensor&, const BroadcastOptions&) override { return Record("broadcast"); }
-  WorkPtr Reduce(const Tensor&, const ReduceOptions&) override { return Record("reduce"); }
-  WorkPtr AllReduce(const Tensor&, const AllReduceOptions&) override {
-    return Record("all_reduce");
-  }
-  WorkPtr AllReduceCoalesced(absl::Span<const Tensor>, const AllReduceCoalescedOptions&) override {
-    return Record("all_reduce_coalesced");
-  }
-  WorkPtr AllGather(absl::Span<const Tensor>, const Tensor&, const AllGatherOptions&) override {
-    return Record("all_gather");
-  }
-  WorkPtr AllGatherIntoTensor(const Tensor&, const Tensor&, const AllGatherOptions&) override {
-    return Record("all_gather_into_tensor");
-  }
-  WorkPtr Gather(absl::Span<const Tensor>, const Tensor&, const GatherOptions&) override {
-    return Record("gather");
-  }
-  WorkPtr Scatter(const Tensor&, absl::Span<const Tensor>, const ScatterOptions&) override {
-    return Record("scatter");
-  }
-  WorkPtr ReduceScatter(const Tensor&, absl::Span<const Tensor>,
-                        const ReduceScatterOptions&) override {
-    return Record("reduce_scatter");
-  }
-  WorkPtr ReduceScatterTensor(const Tensor&, const Tensor&, const ReduceScatterOptions&) override {
-    return Record("reduce_scatter_tensor");
-  }
-  WorkPtr AllToAll(absl::Span<const Tensor>, absl::Span<const Tensor>,
-                   const AllToAllOptions&) override {
-    return Record("all_to_all");
-  }
-  WorkPtr AllToAllSingle(const Tensor&, const Tensor&, absl::Span<const int64_t> output_splits,
-                         absl::Span<const int64_t> input_splits, const AllToAllOptions&) override {
+  WorkPtr Run(const Collective& call) override {
     std::lock_guard<std::mutex> lock(mu_);
-    last_output_splits_.assign(output_splits.begin(), output_splits.end());
-    last_input_splits_.assign(input_splits.begin(), input_splits.end());
-    calls_.push_back("all_to_all_single");
-    return Work::Finished(absl::OkStatus(), "all_to_all_single");
-  }
-  WorkPtr Barrier(const BarrierOptions&) override { return Record("barrier"); }
-  WorkPtr Send(const Tensor&, int, const SendOptions&) override { return Record("send"); }
-  WorkPtr Recv(const Tensor&, int, const RecvOptions&) override { return Record("recv"); }
-  WorkPtr RecvAnySource(const Tensor&, const RecvOptions&) override {
-    return Record("recv_any_source");
+    if (call.kind == CollectiveKind::kAllToAllSingle) {
+      last_output_splits_.assign(call.output_splits.begin(), call.output_splits.end());
+      last_input_splits_.assign(call.input_splits.begin(), call.input_splits.end());
+    }
+    calls_.push_back(call.name());
+    return Work::Finished(absl::OkStatus(), call.name());
   }
 
   std::vector<int64_t> last_output_splits() const {
@@ -85,12 +49,6 @@ class RecordingBackend : public Backend {
   }
 
  private:
-  WorkPtr Record(const std::string& op) {
-    std::lock_guard<std::mutex> lock(mu_);
-    calls_.push_back(op);
-    return Work::Finished(absl::OkStatus(), op);
-  }
-
   const std::string name_;
   const BackendCapabilities capabilities_;
   mutable std::mutex mu_;

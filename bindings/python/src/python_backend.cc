@@ -102,123 +102,55 @@ class PythonBackend : public Backend {
   std::string name() const override { return name_; }
   BackendCapabilities capabilities() const override { return capabilities_; }
 
-  WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options) override {
-    return Enqueue("broadcast", [=](py::object& impl) {
-      return impl.attr("broadcast")(NumpyView(tensor), options.root_rank,
-                                    py::arg("timeout") = ToTimedelta(options.timeout));
-    });
-  }
-  WorkPtr Reduce(const Tensor& tensor, const ReduceOptions& options) override {
-    return Enqueue("reduce", [=](py::object& impl) {
-      return impl.attr("reduce")(NumpyView(tensor), options.root_rank, options.op,
-                                 py::arg("timeout") = ToTimedelta(options.timeout));
-    });
-  }
-  WorkPtr AllReduce(const Tensor& tensor, const AllReduceOptions& options) override {
-    return Enqueue("all_reduce", [=](py::object& impl) {
-      return impl.attr("all_reduce")(NumpyView(tensor), options.op,
-                                     py::arg("timeout") = ToTimedelta(options.timeout));
-    });
-  }
-  WorkPtr AllReduceCoalesced(absl::Span<const Tensor> tensors,
-                             const AllReduceCoalescedOptions& options) override {
-    std::vector<Tensor> copy(tensors.begin(), tensors.end());
-    return Enqueue("all_reduce_coalesced", [=](py::object& impl) {
-      return impl.attr("all_reduce_coalesced")(NumpyViews(copy), options.op,
-                                               py::arg("timeout") = ToTimedelta(options.timeout));
-    });
-  }
-  WorkPtr AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
-                    const AllGatherOptions& options) override {
-    std::vector<Tensor> outs(outputs.begin(), outputs.end());
-    return Enqueue("all_gather", [=](py::object& impl) {
-      return impl.attr("all_gather")(NumpyViews(outs), NumpyView(input),
-                                     py::arg("timeout") = ToTimedelta(options.timeout));
-    });
-  }
-  WorkPtr AllGatherIntoTensor(const Tensor& output, const Tensor& input,
-                              const AllGatherOptions& options) override {
-    return Enqueue("all_gather_into_tensor", [=](py::object& impl) {
-      return impl.attr("all_gather_into_tensor")(NumpyView(output), NumpyView(input),
-                                                 py::arg("timeout") = ToTimedelta(options.timeout));
-    });
-  }
-  WorkPtr Gather(absl::Span<const Tensor> outputs, const Tensor& input,
-                 const GatherOptions& options) override {
-    std::vector<Tensor> outs(outputs.begin(), outputs.end());
-    return Enqueue("gather", [=](py::object& impl) {
-      return impl.attr("gather")(NumpyViews(outs), NumpyView(input), options.root_rank,
-                                 py::arg("timeout") = ToTimedelta(options.timeout));
-    });
-  }
-  WorkPtr Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
-                  const ScatterOptions& options) override {
-    std::vector<Tensor> ins(inputs.begin(), inputs.end());
-    return Enqueue("scatter", [=](py::object& impl) {
-      return impl.attr("scatter")(NumpyView(output), NumpyViews(ins), options.root_rank,
-                                  py::arg("timeout") = ToTimedelta(options.timeout));
-    });
-  }
-  WorkPtr ReduceScatter(const Tensor& output, absl::Span<const Tensor> inputs,
-                        const ReduceScatterOptions& options) override {
-    std::vector<Tensor> ins(inputs.begin(), inputs.end());
-    return Enqueue("reduce_scatter", [=](py::object& impl) {
-      return impl.attr("reduce_scatter")(NumpyView(output), NumpyViews(ins), options.op,
-                                         py::arg("timeout") = ToTimedelta(options.timeout));
-    });
-  }
-  WorkPtr ReduceScatterTensor(const Tensor& output, const Tensor& input,
-                              const ReduceScatterOptions& options) override {
-    return Enqueue("reduce_scatter_tensor", [=](py::object& impl) {
-      return impl.attr("reduce_scatter_tensor")(NumpyView(output), NumpyView(input), options.op,
-                                                py::arg("timeout") = ToTimedelta(options.timeout));
-    });
-  }
-  WorkPtr AllToAll(absl::Span<const Tensor> outputs, absl::Span<const Tensor> inputs,
-                   const AllToAllOptions& options) override {
-    std::vector<Tensor> outs(outputs.begin(), outputs.end());
-    std::vector<Tensor> ins(inputs.begin(), inputs.end());
-    return Enqueue("all_to_all", [=](py::object& impl) {
-      return impl.attr("all_to_all")(NumpyViews(outs), NumpyViews(ins),
-                                     py::arg("timeout") = ToTimedelta(options.timeout));
-    });
-  }
-  WorkPtr AllToAllSingle(const Tensor& output, const Tensor& input,
-                         absl::Span<const int64_t> output_split_sizes,
-                         absl::Span<const int64_t> input_split_sizes,
-                         const AllToAllOptions& options) override {
-    std::vector<int64_t> out_splits(output_split_sizes.begin(), output_split_sizes.end());
-    std::vector<int64_t> in_splits(input_split_sizes.begin(), input_split_sizes.end());
-    return Enqueue("all_to_all_single", [=](py::object& impl) {
-      return impl.attr("all_to_all_single")(NumpyView(output), NumpyView(input), out_splits,
-                                            in_splits,
-                                            py::arg("timeout") = ToTimedelta(options.timeout));
-    });
-  }
-  WorkPtr Barrier(const BarrierOptions& options) override {
-    return Enqueue("barrier", [=](py::object& impl) {
-      return impl.attr("barrier")(py::arg("timeout") = ToTimedelta(options.timeout));
-    });
-  }
-  WorkPtr Send(const Tensor& tensor, int dst_rank, const SendOptions& options) override {
-    return Enqueue("send", [=](py::object& impl) {
-      return impl.attr("send")(NumpyView(tensor), dst_rank, options.tag,
-                               py::arg("timeout") = ToTimedelta(options.timeout));
-    });
-  }
-  WorkPtr Recv(const Tensor& tensor, int src_rank, const RecvOptions& options) override {
-    return Enqueue("recv", [=](py::object& impl) {
-      return impl.attr("recv")(NumpyView(tensor), src_rank, options.tag,
-                               py::arg("timeout") = ToTimedelta(options.timeout));
-    });
-  }
-  WorkPtr RecvAnySource(const Tensor& /*tensor*/, const RecvOptions& /*options*/) override {
-    return Work::Finished(absl::UnimplementedError(absl::StrCat(
-                              name_, ": Python-defined backends cannot receive from any source")),
-                          "recv", size_);
+  // The Python object's method named after the kind, with its arguments in the order of
+  // torch.distributed's: outputs, inputs (unless in place), splits, root, op, peer and tag.
+  WorkPtr Run(const Collective& call) override {
+    if (call.kind == CollectiveKind::kRecvAnySource) {
+      return Work::Finished(absl::UnimplementedError(absl::StrCat(
+                                name_, ": Python-defined backends cannot receive from any source")),
+                            "recv", size_);
+    }
+    const CollectiveTraits& traits = call.traits();
+    const bool in_place = traits.in_place();
+    return Enqueue(
+        traits.name,
+        [=, outputs = Owned(call.outputs),
+         inputs = in_place ? std::vector<Tensor>() : Owned(call.inputs),
+         output_splits = std::vector<int64_t>(call.output_splits.begin(), call.output_splits.end()),
+         input_splits = std::vector<int64_t>(call.input_splits.begin(), call.input_splits.end())](
+            py::object& impl) {
+          py::list args;
+          AddTensors(args, outputs, traits.output_list());
+          AddTensors(args, inputs, traits.input_list());
+          if (call.kind == CollectiveKind::kAllToAllSingle) {
+            args.append(py::cast(output_splits));
+            args.append(py::cast(input_splits));
+          }
+          if (traits.rooted()) args.append(call.root);
+          if (traits.reduces()) args.append(py::cast(call.op));
+          if (traits.point_to_point()) {
+            args.append(call.peer);
+            args.append(call.tag);
+          }
+          return impl.attr(traits.name)(*py::tuple(args),
+                                        py::arg("timeout") = ToTimedelta(call.timeout));
+        });
   }
 
  private:
+  static std::vector<Tensor> Owned(absl::Span<const Tensor> tensors) {
+    return std::vector<Tensor>(tensors.begin(), tensors.end());
+  }
+  // A list argument as a list of views; a single one as a view, or nothing when absent (a
+  // send has no output, a receive no input).
+  static void AddTensors(py::list& args, const std::vector<Tensor>& tensors, bool list) {
+    if (list) {
+      args.append(NumpyViews(tensors));
+    } else if (!tensors.empty()) {
+      args.append(NumpyView(tensors[0]));
+    }
+  }
+
   struct Task {
     std::string op;
     WorkPtr work;

@@ -1,0 +1,238 @@
+// A collective call as one value: which collective, its tensors, reduction, root or peer,
+// splits and timeout. The ProcessGroup builds one per call, validates it, and hands it to the
+// backend's Run; a backend runs the kinds it does natively and passes the rest on (to the
+// shared algorithm library, for backends over a Transport). docs/design.md has the recipe for
+// adding a collective.
+#ifndef PLEXUS_BASE_CORE_COLLECTIVE_H_
+#define PLEXUS_BASE_CORE_COLLECTIVE_H_
+
+#include <cstdint>
+
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "base/core/options.h"
+#include "base/core/reduce_op.h"
+#include "base/core/tensor.h"
+
+namespace plexus {
+
+// Numbered as in the signatures peers compare (stable: they travel on the wire).
+enum class CollectiveKind : uint8_t {
+  kBroadcast = 1,
+  kReduce = 2,
+  kAllReduce = 3,
+  kAllReduceCoalesced = 4,
+  kAllGather = 5,
+  kGather = 6,
+  kScatter = 7,
+  kReduceScatter = 8,
+  kAllToAll = 9,
+  kBarrier = 10,
+  kAllGatherIntoTensor = 11,
+  kReduceScatterTensor = 12,
+  kAllToAllSingle = 13,
+  kSend = 14,
+  kRecv = 15,
+  kRecvAnySource = 16,
+};
+
+// How a kind's arguments are checked (frontend/dispatch/validate.cc).
+enum class CollectiveShape : uint8_t {
+  // One tensor, read and written in place, the same size on every rank (broadcast, reduce,
+  // all_reduce). A new collective of this shape needs no validation code.
+  kInPlace,
+  // Checked by a rule of its own, named after the kind.
+  kOwnRule,
+};
+
+// What a kind's arguments are, as flags of its row.
+enum CollectiveFlag : uint8_t {
+  kInPlaceIo = 1 << 0,     // Reads and writes its tensors: `inputs` and `outputs` are the same.
+  kReduces = 1 << 1,       // Uses `op`.
+  kRooted = 1 << 2,        // Uses `root`.
+  kPointToPoint = 1 << 3,  // Uses `peer` and `tag`; not in the collectives' issue order.
+  kOutputList = 1 << 4,    // `outputs` is a list (per rank, or any number in place), not one.
+  kInputList = 1 << 5,     // `inputs` is a list, not one tensor.
+};
+
+// What the dispatcher needs to know of a kind; one row per kind in kCollectiveTraits.
+struct CollectiveTraits {
+  CollectiveKind kind;
+  const char* name;  // torch.distributed's name: "all_reduce".
+  CollectiveShape shape;
+  uint8_t flags;  // CollectiveFlag bits.
+
+  bool in_place() const { return flags & kInPlaceIo; }
+  bool reduces() const { return flags & kReduces; }
+  bool rooted() const { return flags & kRooted; }
+  bool point_to_point() const { return flags & kPointToPoint; }
+  bool output_list() const { return flags & kOutputList; }
+  bool input_list() const { return flags & kInputList; }
+};
+
+inline constexpr CollectiveTraits kCollectiveTraits[] = {
+    {CollectiveKind::kBroadcast, "broadcast", CollectiveShape::kInPlace, kInPlaceIo | kRooted},
+    {CollectiveKind::kReduce, "reduce", CollectiveShape::kInPlace, kInPlaceIo | kReduces | kRooted},
+    {CollectiveKind::kAllReduce, "all_reduce", CollectiveShape::kInPlace, kInPlaceIo | kReduces},
+    {CollectiveKind::kAllReduceCoalesced, "all_reduce_coalesced", CollectiveShape::kOwnRule,
+     kInPlaceIo | kReduces | kOutputList | kInputList},
+    {CollectiveKind::kAllGather, "all_gather", CollectiveShape::kOwnRule, kOutputList},
+    {CollectiveKind::kGather, "gather", CollectiveShape::kOwnRule, kRooted | kOutputList},
+    {CollectiveKind::kScatter, "scatter", CollectiveShape::kOwnRule, kRooted | kInputList},
+    {CollectiveKind::kReduceScatter, "reduce_scatter", CollectiveShape::kOwnRule,
+     kReduces | kInputList},
+    {CollectiveKind::kAllToAll, "all_to_all", CollectiveShape::kOwnRule, kOutputList | kInputList},
+    {CollectiveKind::kBarrier, "barrier", CollectiveShape::kOwnRule, 0},
+    {CollectiveKind::kAllGatherIntoTensor, "all_gather_into_tensor", CollectiveShape::kOwnRule, 0},
+    {CollectiveKind::kReduceScatterTensor, "reduce_scatter_tensor", CollectiveShape::kOwnRule,
+     kReduces},
+    {CollectiveKind::kAllToAllSingle, "all_to_all_single", CollectiveShape::kOwnRule, 0},
+    {CollectiveKind::kSend, "send", CollectiveShape::kOwnRule, kPointToPoint},
+    {CollectiveKind::kRecv, "recv", CollectiveShape::kOwnRule, kPointToPoint},
+    {CollectiveKind::kRecvAnySource, "recv_any_source", CollectiveShape::kOwnRule, kPointToPoint},
+};
+
+// The row for `kind`; a kind without one is a programming error (checked by collective_test).
+const CollectiveTraits& TraitsOf(CollectiveKind kind);
+inline const char* CollectiveName(CollectiveKind kind) { return TraitsOf(kind).name; }
+
+// One call. The spans are views of the caller's arguments, valid while Run is on the stack: a
+// backend that runs the call later copies what it keeps. Which fields a kind uses:
+//   in place (broadcast, reduce, all_reduce, all_reduce_coalesced): inputs == outputs;
+//   all_gather, gather (root only), all_to_all: outputs is the list, inputs the one input
+//     (all_to_all: one per peer);
+//   all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single: one of each;
+//   scatter, reduce_scatter: outputs one tensor, inputs the list (scatter: root only);
+//   send: inputs; recv, recv_any_source: outputs; barrier: neither.
+struct Collective {
+  CollectiveKind kind = CollectiveKind::kBarrier;
+  absl::Span<const Tensor> inputs;
+  absl::Span<const Tensor> outputs;
+  ReduceOp op = ReduceOpKind::kSum;
+  int root = 0;  // Group rank, for rooted kinds.
+  int peer = 0;  // Group rank, for point-to-point kinds.
+  int tag = 0;
+  // all_to_all_single: first-dimension rows per peer; always explicit once validated.
+  absl::Span<const int64_t> output_splits;
+  absl::Span<const int64_t> input_splits;
+  absl::Duration timeout = kDefaultTimeout;
+  bool blocking = false;  // As the options structs' flag (options.h).
+
+  // The one tensor of an in-place, send or receive call.
+  const Tensor& tensor() const { return outputs.empty() ? inputs[0] : outputs[0]; }
+  const Tensor& input() const { return inputs[0]; }
+  const Tensor& output() const { return outputs[0]; }
+  const CollectiveTraits& traits() const { return TraitsOf(kind); }
+  const char* name() const { return CollectiveName(kind); }
+
+  // A call of `kind` on `tensors` in place.
+  static Collective InPlace(CollectiveKind kind, absl::Span<const Tensor> tensors) {
+    Collective call;
+    call.kind = kind;
+    call.inputs = tensors;
+    call.outputs = tensors;
+    return call;
+  }
+  static Collective Of(CollectiveKind kind, absl::Span<const Tensor> outputs,
+                       absl::Span<const Tensor> inputs) {
+    Collective call;
+    call.kind = kind;
+    call.inputs = inputs;
+    call.outputs = outputs;
+    return call;
+  }
+
+  // The call with an options struct's fields.
+  Collective& With(const BroadcastOptions& o) { return Set(o.timeout, o.blocking, o.root_rank); }
+  Collective& With(const ReduceOptions& o) { return Set(o.timeout, o.blocking, o.root_rank, o.op); }
+  Collective& With(const AllReduceOptions& o) { return Set(o.timeout, o.blocking, 0, o.op); }
+  Collective& With(const AllReduceCoalescedOptions& o) {
+    return Set(o.timeout, o.blocking, 0, o.op);
+  }
+  Collective& With(const AllGatherOptions& o) { return Set(o.timeout, o.blocking); }
+  Collective& With(const GatherOptions& o) { return Set(o.timeout, o.blocking, o.root_rank); }
+  Collective& With(const ScatterOptions& o) { return Set(o.timeout, o.blocking, o.root_rank); }
+  Collective& With(const ReduceScatterOptions& o) { return Set(o.timeout, o.blocking, 0, o.op); }
+  Collective& With(const AllToAllOptions& o) { return Set(o.timeout, o.blocking); }
+  Collective& With(const BarrierOptions& o) { return Set(o.timeout, o.blocking); }
+  Collective& With(const SendOptions& o) { return SetPeer(o.timeout, o.tag); }
+  Collective& With(const RecvOptions& o) { return SetPeer(o.timeout, o.tag); }
+
+  // The options struct of the call's kind, for backends whose per-kind code takes one.
+  BroadcastOptions broadcast_options() const { return {root, timeout, blocking}; }
+  ReduceOptions reduce_options() const { return {op, root, timeout, blocking}; }
+  AllReduceOptions all_reduce_options() const { return {op, timeout, blocking}; }
+  AllReduceCoalescedOptions coalesced_options() const { return {op, timeout, blocking}; }
+  AllGatherOptions all_gather_options() const { return {timeout, blocking}; }
+  GatherOptions gather_options() const { return {root, timeout, blocking}; }
+  ScatterOptions scatter_options() const { return {root, timeout, blocking}; }
+  ReduceScatterOptions reduce_scatter_options() const { return {op, timeout, blocking}; }
+  AllToAllOptions all_to_all_options() const { return {timeout, blocking}; }
+  BarrierOptions barrier_options() const { return {timeout, blocking}; }
+  SendOptions send_options() const { return {tag, timeout}; }
+  RecvOptions recv_options() const { return {tag, timeout}; }
+
+ private:
+  Collective& Set(absl::Duration call_timeout, bool call_blocking, int call_root = 0,
+                  ReduceOp call_op = ReduceOpKind::kSum) {
+    timeout = call_timeout;
+    blocking = call_blocking;
+    root = call_root;
+    op = call_op;
+    return *this;
+  }
+  Collective& SetPeer(absl::Duration call_timeout, int call_tag) {
+    timeout = call_timeout;
+    tag = call_tag;
+    return *this;
+  }
+};
+
+// For code that keeps a method per kind (Broadcast, AllReduce, ... as on executor::Collectives):
+// calls the one `call` names with its arguments and options struct, or `otherwise()` for a kind
+// without such a method.
+template <typename Target, typename Otherwise>
+auto CallPerKind(const Collective& call, Target& target, Otherwise otherwise) {
+  switch (call.kind) {
+    case CollectiveKind::kBroadcast:
+      return target.Broadcast(call.tensor(), call.broadcast_options());
+    case CollectiveKind::kReduce:
+      return target.Reduce(call.tensor(), call.reduce_options());
+    case CollectiveKind::kAllReduce:
+      return target.AllReduce(call.tensor(), call.all_reduce_options());
+    case CollectiveKind::kAllReduceCoalesced:
+      return target.AllReduceCoalesced(call.outputs, call.coalesced_options());
+    case CollectiveKind::kAllGather:
+      return target.AllGather(call.outputs, call.input(), call.all_gather_options());
+    case CollectiveKind::kAllGatherIntoTensor:
+      return target.AllGatherIntoTensor(call.output(), call.input(), call.all_gather_options());
+    case CollectiveKind::kGather:
+      return target.Gather(call.outputs, call.input(), call.gather_options());
+    case CollectiveKind::kScatter:
+      return target.Scatter(call.output(), call.inputs, call.scatter_options());
+    case CollectiveKind::kReduceScatter:
+      return target.ReduceScatter(call.output(), call.inputs, call.reduce_scatter_options());
+    case CollectiveKind::kReduceScatterTensor:
+      return target.ReduceScatterTensor(call.output(), call.input(), call.reduce_scatter_options());
+    case CollectiveKind::kAllToAll:
+      return target.AllToAll(call.outputs, call.inputs, call.all_to_all_options());
+    case CollectiveKind::kAllToAllSingle:
+      return target.AllToAllSingle(call.output(), call.input(), call.output_splits,
+                                   call.input_splits, call.all_to_all_options());
+    case CollectiveKind::kBarrier:
+      return target.Barrier(call.barrier_options());
+    case CollectiveKind::kSend:
+      return target.Send(call.input(), call.peer, call.send_options());
+    case CollectiveKind::kRecv:
+      return target.Recv(call.output(), call.peer, call.recv_options());
+    case CollectiveKind::kRecvAnySource:
+      return target.RecvAnySource(call.output(), call.recv_options());
+    default:  // A kind added since: the target has no method for it.
+      break;
+  }
+  return otherwise();
+}
+
+}  // namespace plexus
+
+#endif  // PLEXUS_BASE_CORE_COLLECTIVE_H_

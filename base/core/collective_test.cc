@@ -1,0 +1,38 @@
+#include "base/core/collective.h"
+
+#include <set>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace plexus {
+namespace {
+
+TEST(CollectiveTraitsTest, EveryKindHasItsOwnRowAndName) {
+  std::set<std::string> names;
+  for (size_t i = 0; i < std::size(kCollectiveTraits); ++i) {
+    const CollectiveTraits& row = kCollectiveTraits[i];
+    EXPECT_EQ(static_cast<size_t>(row.kind), i + 1) << row.name << " is out of kind order";
+    EXPECT_EQ(&TraitsOf(row.kind), &row);
+    EXPECT_TRUE(names.insert(row.name).second) << row.name << " is listed twice";
+  }
+  EXPECT_STREQ(CollectiveName(CollectiveKind{0}), "unknown");
+  EXPECT_STREQ(CollectiveName(CollectiveKind{200}), "unknown");
+}
+
+TEST(CollectiveTest, InPlaceCallsReadAndWriteTheSameTensors) {
+  float data[4] = {1, 2, 3, 4};
+  const Tensor tensor = Tensor::Flat(data, DType::kFloat32, 4);
+  Collective call = Collective::InPlace(CollectiveKind::kAllReduce, {&tensor, 1});
+  call.op = ReduceOpKind::kMax;
+  call.timeout = absl::Seconds(3);
+  EXPECT_EQ(call.tensor().data(), data);
+  EXPECT_EQ(call.input().data(), call.output().data());
+  EXPECT_EQ(call.all_reduce_options().op.kind, ReduceOpKind::kMax);
+  EXPECT_EQ(call.all_reduce_options().timeout, absl::Seconds(3));
+  EXPECT_TRUE(call.traits().reduces());
+  EXPECT_STREQ(call.name(), "all_reduce");
+}
+
+}  // namespace
+}  // namespace plexus
