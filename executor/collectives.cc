@@ -65,7 +65,7 @@ class Collectives::QueuedWork : public Work {
  public:
   QueuedWork(CollectiveKind kind, int size, uint64_t sequence, absl::Time start,
              std::shared_ptr<Queue> queue)
-      : Work(CollectiveName(kind), size, static_cast<int64_t>(sequence), start),
+      : Work(std::string(CollectiveName(kind)), size, static_cast<int64_t>(sequence), start),
         queue_(std::move(queue)) {}
 
   // Runs the body (once).
@@ -146,7 +146,8 @@ WorkPtr Collectives::Enqueue(CollectiveKind kind, DType dtype, int64_t count,
                              absl::Duration timeout, bool blocking, F body) {
   if (blocking) {
     if (std::optional<absl::Status> status = RunInPlace(kind, dtype, count, timeout, body)) {
-      return status->ok() ? done_ : Work::Finished(*status, CollectiveName(kind), size());
+      return status->ok() ? done_
+                          : Work::Finished(*status, std::string(CollectiveName(kind)), size());
     }
   }
   std::lock_guard<std::mutex> lock(queue_->mu);
@@ -537,7 +538,7 @@ WorkPtr Collectives::Run(const Collective& call) {
   return CallPerKind(call, *this, [&] {
     return Work::Finished(absl::UnimplementedError(absl::StrCat(
                               "the algorithm library has no schedule for ", call.name())),
-                          call.name(), size());
+                          std::string(call.name()), size());
   });
 }
 

@@ -247,7 +247,7 @@ std::vector<const Tensor*> Pointers(absl::Span<const Tensor> tensors,
 
 WorkPtr StagingBackend::Run(const Collective& call) {
   if (call.kind == CollectiveKind::kBarrier) return host_->Run(call);
-  const char* op = call.name();
+  const char* op = call.name().data();  // Null-terminated: the names are literals.
   const bool in_place = call.traits().in_place();
   // An in-place tensor is read and written back, except where the rank's data goes only one
   // way: a broadcast's root only sends, its other ranks only receive; only a reduce's root

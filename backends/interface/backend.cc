@@ -27,7 +27,7 @@ WorkPtr Backend::BatchPointToPoint(absl::Span<const PointToPointOp> ops,
 WorkPtr Backend::NotRun(const Collective& call) const {
   return Work::Finished(
       absl::UnimplementedError(absl::StrCat("backend '", name(), "' does not run ", call.name())),
-      call.name(), 1);
+      std::string(call.name()), 1);
 }
 
 }  // namespace plexus

@@ -200,7 +200,7 @@ WorkPtr MpiBackend::SubmitNative(CollectiveKind kind, DType dtype, int64_t count
         if (group->engine()->direct_progress()) {
           RETURN_IF_ERROR(PostAndTest(*group, what, call.post, ctx.deadline()));
         } else {
-          auto work = std::make_shared<Work>(CollectiveName(ctx.kind()), ctx.size());
+          auto work = std::make_shared<Work>(std::string(CollectiveName(ctx.kind())), ctx.size());
           MpiEngine::Operation op;
           op.what = what;
           op.post = [comm = group->native(), post = std::move(call.post)](MPI_Request* request) {

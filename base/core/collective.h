@@ -6,8 +6,11 @@
 #ifndef PLEXUS_BASE_CORE_COLLECTIVE_H_
 #define PLEXUS_BASE_CORE_COLLECTIVE_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "base/core/options.h"
@@ -58,7 +61,7 @@ enum CollectiveFlag : uint8_t {
 // What the dispatcher needs to know of a kind; one row per kind in kCollectiveTraits.
 struct CollectiveTraits {
   CollectiveKind kind;
-  const char* name;  // torch.distributed's name: "all_reduce".
+  absl::string_view name;  // torch.distributed's name: "all_reduce" (null-terminated).
   CollectiveShape shape;
   uint8_t flags;  // CollectiveFlag bits.
 
@@ -92,9 +95,15 @@ inline constexpr CollectiveTraits kCollectiveTraits[] = {
     {CollectiveKind::kRecvAnySource, "recv_any_source", CollectiveShape::kOwnRule, kPointToPoint},
 };
 
-// The row for `kind`; a kind without one is a programming error (checked by collective_test).
-const CollectiveTraits& TraitsOf(CollectiveKind kind);
-inline const char* CollectiveName(CollectiveKind kind) { return TraitsOf(kind).name; }
+// The row for `kind` (rows are in kind order from 1, so the number indexes the table); a kind
+// without one gets a row named "unknown".
+inline const CollectiveTraits& TraitsOf(CollectiveKind kind) {
+  static constexpr CollectiveTraits kUnknown = {CollectiveKind{0}, "unknown",
+                                                CollectiveShape::kOwnRule, 0};
+  const size_t index = static_cast<size_t>(kind) - 1;
+  return index < std::size(kCollectiveTraits) ? kCollectiveTraits[index] : kUnknown;
+}
+inline absl::string_view CollectiveName(CollectiveKind kind) { return TraitsOf(kind).name; }
 
 // One call. The spans are views of the caller's arguments, valid while Run is on the stack: a
 // backend that runs the call later copies what it keeps. Which fields a kind uses:
@@ -123,7 +132,7 @@ struct Collective {
   const Tensor& input() const { return inputs[0]; }
   const Tensor& output() const { return outputs[0]; }
   const CollectiveTraits& traits() const { return TraitsOf(kind); }
-  const char* name() const { return CollectiveName(kind); }
+  absl::string_view name() const { return CollectiveName(kind); }
 
   // A call of `kind` on `tensors` in place.
   static Collective InPlace(CollectiveKind kind, absl::Span<const Tensor> tensors) {

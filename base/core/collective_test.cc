@@ -14,10 +14,10 @@ TEST(CollectiveTraitsTest, EveryKindHasItsOwnRowAndName) {
     const CollectiveTraits& row = kCollectiveTraits[i];
     EXPECT_EQ(static_cast<size_t>(row.kind), i + 1) << row.name << " is out of kind order";
     EXPECT_EQ(&TraitsOf(row.kind), &row);
-    EXPECT_TRUE(names.insert(row.name).second) << row.name << " is listed twice";
+    EXPECT_TRUE(names.insert(std::string(row.name)).second) << row.name << " is listed twice";
   }
-  EXPECT_STREQ(CollectiveName(CollectiveKind{0}), "unknown");
-  EXPECT_STREQ(CollectiveName(CollectiveKind{200}), "unknown");
+  EXPECT_EQ(CollectiveName(CollectiveKind{0}), "unknown");
+  EXPECT_EQ(CollectiveName(CollectiveKind{200}), "unknown");
 }
 
 TEST(CollectiveTest, InPlaceCallsReadAndWriteTheSameTensors) {
@@ -31,7 +31,7 @@ TEST(CollectiveTest, InPlaceCallsReadAndWriteTheSameTensors) {
   EXPECT_EQ(call.all_reduce_options().op.kind, ReduceOpKind::kMax);
   EXPECT_EQ(call.all_reduce_options().timeout, absl::Seconds(3));
   EXPECT_TRUE(call.traits().reduces());
-  EXPECT_STREQ(call.name(), "all_reduce");
+  EXPECT_EQ(call.name(), "all_reduce");
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ class StoreBackend : public Backend {
       case CollectiveKind::kRecv:
         return Recv(call.output(), call.peer, call.recv_options());
       default:
-        return Missing(call.name());
+        return Missing(std::string(call.name()));
     }
   }
 

@@ -39,8 +39,8 @@ class RecordingBackend : public Backend {
       last_output_splits_.assign(call.output_splits.begin(), call.output_splits.end());
       last_input_splits_.assign(call.input_splits.begin(), call.input_splits.end());
     }
-    calls_.push_back(call.name());
-    return Work::Finished(absl::OkStatus(), call.name());
+    calls_.emplace_back(call.name());
+    return Work::Finished(absl::OkStatus(), std::string(call.name()));
   }
 
   std::vector<int64_t> last_output_splits() const {

@@ -113,7 +113,7 @@ class PythonBackend : public Backend {
     const CollectiveTraits& traits = call.traits();
     const bool in_place = traits.in_place();
     return Enqueue(
-        traits.name,
+        traits.name.data(),
         [=, outputs = Owned(call.outputs),
          inputs = in_place ? std::vector<Tensor>() : Owned(call.inputs),
          output_splits = std::vector<int64_t>(call.output_splits.begin(), call.output_splits.end()),
@@ -132,8 +132,8 @@ class PythonBackend : public Backend {
             args.append(call.peer);
             args.append(call.tag);
           }
-          return impl.attr(traits.name)(*py::tuple(args),
-                                        py::arg("timeout") = ToTimedelta(call.timeout));
+          return impl.attr(traits.name.data())(*py::tuple(args),
+                                               py::arg("timeout") = ToTimedelta(call.timeout));
         });
   }
 
