@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -235,6 +236,129 @@ TEST_P(SemanticsTest, WorksCompleteWithoutWait) {
       check.Fail("recv gave ", received.Get(0));
     }
     if (data.Get(0) != n) check.Fail("all_reduce gave ", data.Get(0));
+  });
+}
+
+// A user's completion callback issues the group's next collective, and every other one waits
+// for it before returning: no deadlock (the callback thread is not one the collectives need)
+// and no reordering (broadcasts with moving roots between all_reduces would mix data or fail
+// the signature check if ranks ran them in different orders).
+class CallbackChain : public std::enable_shared_from_this<CallbackChain> {
+ public:
+  static constexpr int kSteps = 12;
+
+  CallbackChain(ProcessGroup& group, Checker& check) : group_(group), check_(check) {
+    for (int i = 0; i < kSteps; ++i) buffers_.emplace_back(DType::kFloat32, 257 + i);
+  }
+
+  // Issues step `i`; its callback checks the result and issues step i + 1.
+  void Issue(int i) {
+    Buffer& b = buffers_[i];
+    const int n = group_.size();
+    const int root = i % n;
+    absl::StatusOr<WorkPtr> work;
+    if (IsBroadcast(i)) {
+      for (int64_t k = 0; k < b.count(); ++k) b.Set(k, group_.rank() == root ? 1000 * i + k : -1);
+      BroadcastOptions options;
+      options.root_rank = root;
+      work = group_.Broadcast(DeviceTensor(b.data(), DType::kFloat32, b.count()), options);
+    } else {
+      for (int64_t k = 0; k < b.count(); ++k) b.Set(k, (group_.rank() + 1) * (i + 1));
+      work = group_.AllReduce(DeviceTensor(b.data(), DType::kFloat32, b.count()));
+    }
+    if (!work.ok()) return Finish(absl::StrCat("step ", i, " refused: ", work.status().ToString()));
+    Record(*work);
+    auto self = shared_from_this();
+    (*work)->OnCompleteMayBlock([self, i](const absl::Status& status) { self->Done(i, status); });
+  }
+
+  // Waits for the last step (or a failure); waits out whatever was issued before returning.
+  void Await() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, std::chrono::seconds(120), [&] { return finished_; })) {
+      check_.Fail("callback chain stalled after ", issued_.size(), " of ", kSteps, " steps");
+    }
+    std::vector<WorkPtr> issued = issued_;
+    lock.unlock();
+    for (const WorkPtr& work : issued) (void)work->Wait(absl::Seconds(60));
+    lock.lock();
+    // Every callback has returned once the last one finished; a stalled chain may still run.
+    cv_.wait_for(lock, std::chrono::seconds(60), [&] { return callbacks_running_ == 0; });
+  }
+
+ private:
+  static bool IsBroadcast(int i) { return i % 3 == 2; }
+
+  void Done(int i, const absl::Status& status) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++callbacks_running_;
+    }
+    if (!status.ok()) {
+      Finish(absl::StrCat("step ", i, ": ", status.ToString()));
+    } else {
+      CheckStep(i);
+      if (i + 1 == kSteps) {
+        Finish("");
+      } else {
+        Issue(i + 1);
+        // Every other callback blocks on the collective it issued.
+        if (i % 2 == 0) {
+          WorkPtr next = Last();
+          absl::Status waited = next->Wait(absl::Seconds(60));
+          if (!waited.ok())
+            Finish(absl::StrCat("waiting in step ", i, "'s callback: ", waited.ToString()));
+        }
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    --callbacks_running_;
+    cv_.notify_all();
+  }
+
+  void CheckStep(int i) {
+    const Buffer& b = buffers_[i];
+    const int n = group_.size();
+    for (int64_t k = 0; k < b.count(); ++k) {
+      const double want = IsBroadcast(i) ? 1000.0 * i + k : (i + 1) * n * (n + 1) / 2.0;
+      if (b.Get(k) != want) {
+        std::lock_guard<std::mutex> lock(mu_);
+        check_.Fail("step ", i, " element ", k, " is ", b.Get(k), ", want ", want);
+        return;
+      }
+    }
+  }
+
+  void Record(const WorkPtr& work) {
+    std::lock_guard<std::mutex> lock(mu_);
+    issued_.push_back(work);
+  }
+  WorkPtr Last() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return issued_.back();
+  }
+  void Finish(const std::string& failure) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure.empty()) check_.Fail(failure);
+    finished_ = true;
+    cv_.notify_all();
+  }
+
+  ProcessGroup& group_;
+  Checker& check_;
+  std::vector<Buffer> buffers_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<WorkPtr> issued_;
+  int callbacks_running_ = 0;
+  bool finished_ = false;
+};
+
+TEST_P(SemanticsTest, CallbackIssuesTheNextCollective) {
+  RunWorld(GetParam(), [](ProcessGroup& group, Checker& check) {
+    auto chain = std::make_shared<CallbackChain>(group, check);
+    chain->Issue(0);
+    chain->Await();
   });
 }
 
