@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "backends/gloo/gloo_store_adapter.h"
+#include "base/core/mutex.h"
 #include "base/store/attempt_together.h"
 #include "base/work/callback_runner.h"
 #include "gloo/common/error.h"
@@ -28,7 +29,7 @@ struct GlooTransport::Pending {
   absl::Time deadline;
   WorkPtr work;
   std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
-  std::mutex wait_mu;  // One thread at a time waits on the buffer (Gloo requires it).
+  Mutex wait_mu;  // One thread at a time waits on the buffer (Gloo requires it).
 };
 
 uint64_t GlooSlot(uint64_t tag) {
@@ -200,12 +201,12 @@ WorkPtr GlooTransport::Post(bool is_send, int peer, MessageTag tag, uint8_t* dat
 
 void GlooTransport::WaitFor(const std::shared_ptr<Pending>& pending, absl::Duration timeout,
                             bool queue_behind_waiter) {
-  std::unique_lock<std::mutex> waiting(pending->wait_mu, std::defer_lock);
   if (queue_behind_waiter) {
-    waiting.lock();
-  } else if (!waiting.try_lock()) {
+    pending->wait_mu.lock();
+  } else if (!pending->wait_mu.try_lock()) {
     return;  // Someone else waits.
   }
+  UniqueLock waiting(pending->wait_mu, std::adopt_lock);
   if (pending->work->IsCompleted()) return;
   const absl::Duration left = pending->deadline - absl::Now();
   // A Gloo wait that times out closes every pair of the context, so only the operation's own

@@ -14,7 +14,7 @@ void RingDoorbell(int fd) {
 }
 
 bool TrySendDirect(SendLane& lane, const OpPtr& op) {
-  std::lock_guard<std::mutex> lock(lane.mu);
+  MutexLock lock(lane.mu);
   if (lane.fd >= 0 && lane.queued == 0) {
     while (op->written < kFrameHeaderBytes + op->size) {
       ssize_t n = WriteFrame(lane.fd, lane.ring, nullptr, *op);

@@ -10,10 +10,10 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 
 #include "backends/tcp/shm_ring.h"
 #include "backends/tcp/tcp_frame.h"
+#include "base/core/mutex.h"
 #include "base/net/socket_util.h"
 
 namespace plexus::tcp {
@@ -22,11 +22,13 @@ namespace plexus::tcp {
 // caller wrote partly is ahead of every frame handed after it, whichever thread's post the loop
 // runs first (else a later frame could be written into the middle of it).
 struct SendLane {
-  std::mutex mu;
-  int fd = -1;              // -1: no direct writes (peer gone, transport broken).
-  ShmRing* ring = nullptr;  // Frames go here when the peer shares this host; fd is its doorbell.
-  int64_t queued = 0;       // Frames handed to the loop and not yet written or dropped.
-  std::deque<std::shared_ptr<Op>> handed;  // Handed over, not yet in the loop's queue.
+  Mutex mu;
+  int fd ABSL_GUARDED_BY(mu) = -1;  // -1: no direct writes (peer gone, transport broken).
+  // Frames go here when the peer shares this host; fd is its doorbell.
+  ShmRing* ring ABSL_GUARDED_BY(mu) = nullptr;
+  int64_t queued ABSL_GUARDED_BY(mu) = 0;  // Frames handed to the loop, not yet written or dropped.
+  // Handed over, not yet in the loop's queue.
+  std::deque<std::shared_ptr<Op>> handed ABSL_GUARDED_BY(mu);
 };
 
 // Writes `op`'s frame on the calling thread if the lane is idle. True when the whole frame was

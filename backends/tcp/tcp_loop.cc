@@ -58,7 +58,7 @@ Loop::Loop(int rank, std::vector<Connection> peers, std::unique_ptr<ShmLinks> ri
     if (peers_[i].cipher != nullptr) {
       peers_[i].cipher->ReadAhead();  // Only this cipher reads the socket from now on.
     } else {
-      std::lock_guard<std::mutex> lock(peers_[i].lane->mu);
+      MutexLock lock(peers_[i].lane->mu);
       peers_[i].lane->fd = peers_[i].fd.get();
       peers_[i].lane->ring = peers_[i].out;
     }
@@ -128,7 +128,7 @@ void Loop::AdoptHanded(int peer_index) {
   Peer& peer = peers_[peer_index];
   std::deque<OpPtr> handed;
   if (peer.lane != nullptr) {
-    std::lock_guard<std::mutex> lock(peer.lane->mu);
+    MutexLock lock(peer.lane->mu);
     handed.swap(peer.lane->handed);
   }
   const bool was_idle = peer.tx.empty();
@@ -157,7 +157,7 @@ void Loop::Dequeued(const Op& op) {
   if (!op.counted || op.peer < 0 || op.peer >= static_cast<int>(peers_.size())) return;
   SendLane* lane = peers_[op.peer].lane;
   if (lane == nullptr) return;
-  std::lock_guard<std::mutex> lock(lane->mu);
+  MutexLock lock(lane->mu);
   if (lane->queued > 0) --lane->queued;
 }
 
@@ -176,7 +176,7 @@ void Loop::QueueFrame(int peer, FrameType type, const char* what, uint64_t tag, 
   EncodeHeader(frame->header, type, tag, signature, frame->size);
   frame->loop_frame = true;
   if (SendLane* lane = peers_[peer].lane; lane != nullptr) {
-    std::lock_guard<std::mutex> lock(lane->mu);
+    MutexLock lock(lane->mu);
     ++lane->queued;
     frame->counted = true;
     lane->handed.push_back(frame);
@@ -189,7 +189,7 @@ void Loop::QueueFrame(int peer, FrameType type, const char* what, uint64_t tag, 
 
 void Loop::CloseLane(int peer) {
   if (SendLane* lane = peers_[peer].lane; lane != nullptr) {
-    std::lock_guard<std::mutex> lock(lane->mu);
+    MutexLock lock(lane->mu);
     lane->fd = -1;
   }
 }
@@ -200,7 +200,7 @@ void Loop::Flush(int peer_index) {
   absl::Status failure;
   {
     // Held while writing so a caller's direct write cannot interleave with ours.
-    std::unique_lock<std::mutex> lock(peer.lane->mu);
+    UniqueLock lock(peer.lane->mu);
     if (peer.CipherPending() && peer.cipher->Flush() < 0 && errno != EAGAIN &&
         errno != EWOULDBLOCK && errno != EINTR) {
       failure = absl::UnavailableError(absl::StrCat("send failed: ", strerror(errno)));
@@ -625,7 +625,7 @@ int Loop::FailEverything(const absl::Status& status) {
     Peer& peer = peers_[p];
     CloseLane(p);  // The transport is broken: every later send goes through Refusal().
     if (peer.lane != nullptr) {
-      std::lock_guard<std::mutex> lock(peer.lane->mu);
+      MutexLock lock(peer.lane->mu);
       peer.lane->queued = 0;
     }
     victims.insert(victims.end(), peer.tx.begin(), peer.tx.end());

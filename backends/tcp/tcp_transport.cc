@@ -23,6 +23,7 @@
 #include "base/auth/mutual_auth.h"
 #include "base/core/deadline.h"
 #include "base/core/heartbeat.h"
+#include "base/core/mutex.h"
 #include "base/core/status_macros.h"
 
 namespace plexus::tcp {
@@ -66,13 +67,13 @@ class TcpTransport::Engine {
   // (it still looks by itself, should that wait not come).
   void Post(std::function<void(Loop&)> command, bool caller_polls_next) {
     {
-      std::lock_guard<std::mutex> lock(inbox_mu_);
+      MutexLock lock(inbox_mu_);
       inbox_.push_back(std::move(command));
       inbox_waiting_.store(true, std::memory_order_release);
     }
     Wake();
     if (caller_polls_next) return;
-    std::lock_guard<std::mutex> role(role_mu_);
+    MutexLock role(role_mu_);
     if (poller_ == Poller::kNone) {
       urgent_ = true;  // Nobody is polling: the loop thread takes over at once.
       loop_cv_.notify_one();
@@ -115,7 +116,7 @@ class TcpTransport::Engine {
     }
     std::vector<std::function<void(Loop&)>> commands;
     {
-      std::lock_guard<std::mutex> inbox_lock(inbox_mu_);
+      MutexLock inbox_lock(inbox_mu_);
       commands.swap(inbox_);
       inbox_waiting_.store(false, std::memory_order_relaxed);
     }
@@ -140,7 +141,7 @@ class TcpTransport::Engine {
     WaitPolicy& policy = WaitPolicy::Shared();
     const absl::Time spin_until = policy.SpinNow(start) ? start + kSpinBeforeSleep : start;
     uint32_t spin_rounds = 0;
-    std::unique_lock<std::mutex> role(role_mu_);
+    UniqueLock role(role_mu_);
     ++caller_waiters_;
     while (!work.IsCompleted() && !stopping.load(std::memory_order_acquire)) {
       const absl::Time now = FastNow();
@@ -191,7 +192,7 @@ class TcpTransport::Engine {
   // The loop thread: waits while callers poll, then runs one round itself.
   void LoopThreadRound(int timeout_ms) {
     {
-      std::unique_lock<std::mutex> role(role_mu_);
+      UniqueLock role(role_mu_);
       // Park while a caller polls (never two pollers: the rings' asleep flags assume one),
       // and unless something is urgent, while one waits to or polled since the last look.
       while (!stopping.load(std::memory_order_acquire) &&
@@ -208,7 +209,7 @@ class TcpTransport::Engine {
       poller_ = Poller::kLoop;
     }
     PollRound(timeout_ms, FastNow());
-    std::lock_guard<std::mutex> role(role_mu_);
+    MutexLock role(role_mu_);
     poller_ = Poller::kNone;
     if (caller_waiters_ > 0) role_cv_.notify_all();
   }
@@ -217,13 +218,13 @@ class TcpTransport::Engine {
   void Stop() {
     stopping.store(true, std::memory_order_release);
     Wake();
-    std::lock_guard<std::mutex> role(role_mu_);
+    MutexLock role(role_mu_);
     loop_cv_.notify_all();
     role_cv_.notify_all();
   }
 
   uint64_t loop_looks() {
-    std::lock_guard<std::mutex> role(role_mu_);
+    MutexLock role(role_mu_);
     return loop_looks_;
   }
 
@@ -240,21 +241,23 @@ class TcpTransport::Engine {
   const ScopedFd epoll_;
   const ScopedFd wakeup_;
   std::atomic<int64_t> next_wake_{0};
-  std::mutex inbox_mu_;
-  std::vector<std::function<void(Loop&)>> inbox_;
+  Mutex inbox_mu_;
+  std::vector<std::function<void(Loop&)>> inbox_ ABSL_GUARDED_BY(inbox_mu_);
   std::atomic<bool> inbox_waiting_{false};  // inbox_ holds commands; read without the lock.
 
-  std::mutex role_mu_;
+  Mutex role_mu_;
   std::condition_variable role_cv_;  // Callers waiting for the role or their completion.
   std::condition_variable loop_cv_;  // The loop thread waiting for callers to go quiet.
-  Poller poller_ = Poller::kNone;
-  int caller_waiters_ = 0;
-  uint64_t caller_rounds_ = 0;
-  uint64_t loop_seen_rounds_ = 0;  // caller_rounds_ when the loop thread last looked.
-  absl::Duration loop_look_every_ = kCallerGrace;  // The loop thread's next wait while parked.
-  uint64_t loop_looks_ = 0;                        // Times the parked loop thread woke to look.
-  bool kicked_ = false;
-  bool urgent_ = false;
+  Poller poller_ ABSL_GUARDED_BY(role_mu_) = Poller::kNone;
+  int caller_waiters_ ABSL_GUARDED_BY(role_mu_) = 0;
+  uint64_t caller_rounds_ ABSL_GUARDED_BY(role_mu_) = 0;
+  uint64_t loop_seen_rounds_ ABSL_GUARDED_BY(role_mu_) =
+      0;  // caller_rounds_ when the loop thread last looked.
+  absl::Duration loop_look_every_ ABSL_GUARDED_BY(role_mu_) =
+      kCallerGrace;                                    // The loop thread's next wait while parked.
+  uint64_t loop_looks_ ABSL_GUARDED_BY(role_mu_) = 0;  // Times the parked loop thread woke to look.
+  bool kicked_ ABSL_GUARDED_BY(role_mu_) = false;
+  bool urgent_ ABSL_GUARDED_BY(role_mu_) = false;
 };
 
 absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TcpTransportOptions options) {

@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/core/environment.h"
+#include "base/core/mutex.h"
 #include "base/core/status_macros.h"
 
 namespace plexus::auth {
@@ -206,12 +207,12 @@ absl::StatusOr<std::shared_ptr<const TlsContext>> TlsContext::Resolve(
   ASSIGN_OR_RETURN(TlsFiles files, TlsFilesFromEnvironment());
   if (!files.enabled()) return std::shared_ptr<const TlsContext>();
   // Every connection of a process shares one context per configuration.
-  static std::mutex mu;
+  static Mutex mu;
   static std::string* cached_key = new std::string;
   static std::shared_ptr<const TlsContext>* cached = new std::shared_ptr<const TlsContext>;
   const std::string key =
       absl::StrCat(files.certificate, "\n", files.private_key, "\n", files.authority);
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(mu);
   if (*cached == nullptr || *cached_key != key) {
     absl::StatusOr<std::shared_ptr<const TlsContext>> made = Create(files);
     if (!made.ok()) {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/core/logging.h"
+#include "base/core/mutex.h"
 
 namespace plexus {
 namespace {
@@ -121,9 +122,9 @@ const EnvironmentVariable* FindEnvironmentVariable(absl::string_view name) {
 
 const char* ReadEnvironment(const char* name) {
   if (FindEnvironmentVariable(name) == nullptr) {
-    static std::mutex* mu = new std::mutex;
+    static Mutex* mu = new Mutex;
     static std::set<std::string>* reported = new std::set<std::string>;
-    std::lock_guard<std::mutex> lock(*mu);
+    MutexLock lock(*mu);
     if (reported->insert(name).second) {
       Log(LogLevel::kError, absl::StrCat("plexus reads ", name,
                                          ", which base/core/"

@@ -79,7 +79,8 @@ void SparseAllReducer::Serve() {
     absl::Status status;
     {
       UniqueLock lock(mu_);
-      changed_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+      changed_.wait(
+          lock, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !jobs_.empty(); });
       if (jobs_.empty()) return;  // Stopping, with nothing left.
       job = std::move(jobs_.front());
       jobs_.pop_front();

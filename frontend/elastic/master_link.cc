@@ -141,7 +141,7 @@ absl::Status MasterLink::Send(const Message& message) {
   RETURN_IF_ERROR(lost());
   MutexLock lock(send_mu_);
   absl::Status status = SendAll(fd_.get(), cipher_.get(), EncodeFrame(message),
-                                absl::Now() + heartbeat_timeout_, &cipher_mu_);
+                                absl::Now() + heartbeat_timeout_, &cipher_mu_.native());
   last_sent_ = absl::Now();
   if (!status.ok()) {
     status = MasterFailure(absl::StrCat("lost the elastic master: ", status.message()));
@@ -261,7 +261,7 @@ void MasterLink::ReadLoop() {
     if (ready > 0 || more) {
       ssize_t n;
       if (cipher_ != nullptr) {
-        std::lock_guard<std::mutex> lock(cipher_mu_);
+        MutexLock lock(cipher_mu_);
         n = cipher_->Read(buffer, sizeof(buffer));
       } else {
         n = recv(fd_.get(), buffer, sizeof(buffer), MSG_DONTWAIT);

@@ -72,7 +72,7 @@ class MasterLink {
   // TLS: held by the reader while it reads and by senders while they write (never while
   // waiting), as one TLS session may serve one thread at a time.
   std::unique_ptr<StreamCipher> cipher_;
-  std::mutex cipher_mu_;
+  Mutex cipher_mu_;
   const int64_t peer_id_;
   const int store_port_;
   const absl::Duration heartbeat_timeout_;

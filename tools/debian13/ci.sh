@@ -23,6 +23,7 @@ targets=(
   //bindings/python:torch_suite_3_ranks
   //bindings/python:test_launchers
   //bindings/python:test_lifecycle
+  //bindings/torch:torch_stream_test
   //tests/mpi:all
   //tests/transport:mpi_test
   //tests/conformance:semantics_mpi_test

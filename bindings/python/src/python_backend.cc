@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/interface/backend_registry.h"
+#include "base/core/mutex.h"
 #include "base/work/callback_runner.h"
 #include "bindings/python/src/durations.h"
 #include "bindings/python/src/errors.h"
@@ -87,7 +88,7 @@ class PythonBackend : public Backend {
 
   ~PythonBackend() override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       stopping_ = true;
     }
     ready_.notify_all();
@@ -161,7 +162,7 @@ class PythonBackend : public Backend {
   WorkPtr Enqueue(const char* op, PyCall call) {
     auto work = std::make_shared<Work>(op, size_);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (stopping_) {
         work->Complete(absl::AbortedError(absl::StrCat(op, ": backend ", name_, " is shut down")));
         return work;
@@ -177,8 +178,10 @@ class PythonBackend : public Backend {
     while (true) {
       Task task;
       {
-        std::unique_lock<std::mutex> lock(mu_);
-        ready_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+        UniqueLock lock(mu_);
+        ready_.wait(lock, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stopping_ || !tasks_.empty();
+        });
         if (stopping_) {
           for (Task& pending : tasks_) {
             pending.work->Complete(absl::AbortedError(
@@ -214,10 +217,10 @@ class PythonBackend : public Backend {
   PyRef impl_;
   const BackendCapabilities capabilities_;
   const int size_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable ready_;
-  std::deque<Task> tasks_;
-  bool stopping_ = false;
+  std::deque<Task> tasks_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread worker_;  // Last: starts after everything it reads.
 };
 

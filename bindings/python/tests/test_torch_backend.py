@@ -255,15 +255,16 @@ def test_ddp_with_powersgd_matches_gloo():
     plexus_params = multiproc.run_world(train_ddp_powersgd, world, steps, backend="plexus",
                                         init="torch", timeout=200, op_timeout=30)
     # The reference: gloo on torch 1.13 sometimes aborts a rank here ("terminate called after
-    # throwing std::system_error: Resource deadlock avoided", 1 run in 3 on 2026-11-29), so it
-    # gets up to three tries; plexus gets one.
-    for attempt in range(3):
+    # throwing std::system_error: Resource deadlock avoided", 1 run in 3 on a quiet machine, 3
+    # in a row once beside the rest of the suite), so it gets up to six tries; plexus gets one.
+    tries = 6
+    for attempt in range(tries):
         try:
             gloo_params = multiproc.run_world(train_ddp_powersgd, world, steps, backend="gloo",
                                               init="torch", timeout=200, op_timeout=30)
             break
         except AssertionError as error:
-            if attempt == 2 or "no result" not in str(error):
+            if attempt == tries - 1 or "no result" not in str(error):
                 raise
     for rank in range(world):
         for mine, theirs in zip(plexus_params[rank], gloo_params[rank]):
