@@ -19,6 +19,9 @@ namespace {
 
 constexpr uint8_t kVersion = 1;
 constexpr char kAccepted = 1;
+// Sent alone before closing on a hello refused before the challenge: it tells the client this
+// was a verdict, where a close with nothing sent may be a server shedding connections.
+constexpr char kRefusedHello = 0;
 
 std::string Nonce() {
   std::string nonce(kNonceBytes, '\0');
@@ -111,7 +114,19 @@ absl::Status AuthenticateToServer(int fd, absl::string_view secret, Purpose purp
   const std::string client_nonce = Nonce();
   RETURN_IF_ERROR(SendAll(fd, cipher, ClientHello(purpose, client_nonce), deadline));
   char challenge[kServerChallengeBytes];
-  absl::Status received = RecvExact(fd, cipher, challenge, sizeof(challenge), deadline);
+  // Its first byte apart: a server that refuses the hello sends one byte and closes, one that
+  // closes with none sent never judged anything.
+  absl::Status received = RecvExact(fd, cipher, challenge, 1, deadline);
+  if (received.ok()) {
+    received = RecvExact(fd, cipher, challenge + 1, sizeof(challenge) - 1, deadline);
+    if (absl::IsUnavailable(received)) {
+      return absl::UnauthenticatedError(
+          absl::StrCat(peer,
+                       " refused this side's hello (it serves another kind of connection "
+                       "or protocol version, or has no secret configured): ",
+                       received.message()));
+    }
+  }
   if (absl::IsDeadlineExceeded(received)) {
     // Silence is not a refusal: a refusing server closes at once.
     return absl::DeadlineExceededError(
@@ -119,10 +134,16 @@ absl::Status AuthenticateToServer(int fd, absl::string_view secret, Purpose purp
                      ": no answer in time (is it overloaded or out of file "
                      "descriptors - its log says so - or not a plexus server?)"));
   }
-  if (!received.ok()) {
-    return absl::UnauthenticatedError(absl::StrCat(
+  if (absl::IsUnavailable(received)) {
+    // Closed before its challenge: it never judged the secret.
+    return absl::UnavailableError(absl::StrCat(
         "authenticating to ", peer, ": ", received.message(),
-        " (does it have the same secret configured? one without a secret closes the connection)"));
+        " before its challenge (a server out of file descriptors closes new connections to make "
+        "room - its log says so; one without a secret closes them too)"));
+  }
+  if (!received.ok()) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("authenticating to ", peer, ": ", received.message()));
   }
   const absl::string_view server_nonce(challenge, kNonceBytes);
   const absl::string_view server_mac(challenge + kNonceBytes, kMacBytes);
@@ -179,6 +200,7 @@ ServerHandshake::Step ServerHandshake::Feed(std::string& input, std::string& out
     if (input.size() >= kHelloMagic.size() &&
         absl::string_view(input).substr(0, 4) != kHelloMagic) {
       reason_ = std::string(ParseClientHello(input, purpose_).status().message());
+      output.push_back(kRefusedHello);
       return Step::kRejected;
     }
     if (input.size() < kClientHelloBytes) return Step::kNeedMore;
@@ -186,6 +208,7 @@ ServerHandshake::Step ServerHandshake::Feed(std::string& input, std::string& out
         ParseClientHello(absl::string_view(input).substr(0, kClientHelloBytes), purpose_);
     if (!nonce.ok()) {
       reason_ = std::string(nonce.status().message());
+      output.push_back(kRefusedHello);
       return Step::kRejected;
     }
     input.erase(0, kClientHelloBytes);

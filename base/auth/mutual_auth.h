@@ -51,8 +51,10 @@ absl::Status CheckSecret(absl::string_view secret);
 absl::StatusOr<std::string> ResolveSecret(const std::optional<std::string>& given);
 
 // The client side on a blocking-style socket (deadline-bounded). Unauthenticated when the
-// server's proof is wrong or it refuses ours (closes the connection); DeadlineExceeded when it
-// says nothing by `deadline` (overloaded, or not a plexus server). Messages name `peer`.
+// server's proof is wrong or it refuses ours (closes the connection); Unavailable when it
+// closes before its challenge, before judging anything (ConnectWithHandshake tries again);
+// DeadlineExceeded when it says nothing by `deadline` (overloaded, or not a plexus server).
+// Messages name `peer`.
 // Over TLS, pass the connection's cipher: the exchange runs inside it and both MACs cover its
 // channel binding, so a proof cannot be relayed into another TLS session.
 absl::Status AuthenticateToServer(int fd, absl::string_view secret, Purpose purpose,

@@ -72,6 +72,28 @@ TEST(MutualAuthTest, ASilentServerIsADeadlineNotARefusal) {
   EXPECT_THAT(status.message(), HasSubstr("out of file descriptors"));
 }
 
+// A server that closes before its challenge never judged the secret (it may have shed the
+// connection to make room): Unavailable, which ConnectWithHandshake tries again, and no word
+// about a wrong secret.
+TEST(MutualAuthTest, ACloseBeforeTheChallengeIsUnavailableNotARefusal) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  ScopedFd client_fd(fds[0]);
+  ScopedFd server_fd(fds[1]);
+  std::thread server([&] {  // Reads the hello, then closes as a server shedding it does.
+    char hello[kClientHelloBytes];
+    (void)RecvExact(server_fd.get(), hello, sizeof(hello), absl::Now() + absl::Seconds(10));
+    server_fd.Reset();
+  });
+  absl::Status status = AuthenticateToServer(client_fd.get(), kSecret, Purpose::kMaster, "master",
+                                             absl::Now() + absl::Seconds(10));
+  server.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(status.message(), HasSubstr("before its challenge"));
+  EXPECT_THAT(status.message(), HasSubstr("out of file descriptors"));
+  EXPECT_THAT(status.message(), ::testing::Not(HasSubstr("does not know")));
+}
+
 TEST(MutualAuthTest, AClientSpeakingTheProtocolDirectlyIsRefusedAtOnce) {
   int fds[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);

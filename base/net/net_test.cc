@@ -1,7 +1,10 @@
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -188,6 +191,81 @@ TEST(HostPortTest, AnythingElseIsAnErrorNamingTheText) {
     EXPECT_THAT(parsed.status().message(),
                 ::testing::HasSubstr(std::string("'") + text + "' is not host:port"));
   }
+}
+
+// A listener whose server closes the first `closes` connections at once, then answers each
+// with one byte.
+class ClosingServer {
+ public:
+  explicit ClosingServer(int closes) : closes_(closes) {
+    auto listener = ListenTcp("127.0.0.1", 0);
+    EXPECT_TRUE(listener.ok()) << listener.status();
+    listener_ = std::move(listener).value();
+    port_ = LocalPort(listener_.get()).value();
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~ClosingServer() {
+    stop_.store(true);
+    thread_.join();
+  }
+  int port() const { return port_; }
+  int accepted() const { return accepted_.load(); }
+
+ private:
+  void Serve() {
+    while (!stop_.load()) {
+      pollfd ready{listener_.get(), POLLIN, 0};
+      if (poll(&ready, 1, 20) <= 0) continue;
+      ScopedFd fd(accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (!fd.valid()) continue;
+      if (accepted_.fetch_add(1) >= closes_)
+        (void)SendAll(fd.get(), "!", absl::Now() + absl::Seconds(1));
+    }
+  }
+
+  const int closes_;
+  ScopedFd listener_;
+  int port_ = 0;
+  std::atomic<int> accepted_{0};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+absl::Status ReadOneByte(int fd) {
+  char byte;
+  return RecvExact(fd, &byte, 1, absl::Now() + absl::Seconds(5));
+}
+
+TEST(ConnectWithHandshakeTest, AConnectionClosedBeforeAnAnswerIsTriedAgain) {
+  ClosingServer server(/*closes=*/3);
+  auto fd = ConnectWithHandshake("127.0.0.1", server.port(), absl::Now() + absl::Seconds(10),
+                                 ReadOneByte);
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  EXPECT_EQ(server.accepted(), 4);
+}
+
+TEST(ConnectWithHandshakeTest, AServerThatClosesEveryTryIsReportedSoonWithTheCount) {
+  ClosingServer server(/*closes=*/1 << 30);
+  const absl::Time start = absl::Now();
+  auto fd = ConnectWithHandshake("127.0.0.1", server.port(), absl::Now() + absl::Seconds(60),
+                                 ReadOneByte);
+  ASSERT_FALSE(fd.ok());
+  EXPECT_EQ(fd.status().code(), absl::StatusCode::kUnavailable) << fd.status();
+  EXPECT_THAT(fd.status().message(), ::testing::HasSubstr("connections, each closed before"));
+  EXPECT_LT(absl::Now() - start, kRetryClosedHandshakesFor + absl::Seconds(2));
+}
+
+TEST(ConnectWithHandshakeTest, OtherFailuresAreNotTriedAgain) {
+  ClosingServer server(/*closes=*/0);
+  int tries = 0;
+  auto fd = ConnectWithHandshake("127.0.0.1", server.port(), absl::Now() + absl::Seconds(10),
+                                 [&tries](int) {
+                                   ++tries;
+                                   return absl::UnauthenticatedError("wrong proof");
+                                 });
+  ASSERT_FALSE(fd.ok());
+  EXPECT_EQ(fd.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(tries, 1);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/core/status_macros.h"
 
 namespace plexus {
@@ -237,6 +238,37 @@ absl::StatusOr<ScopedFd> ConnectTcpWithRetry(const std::string& host, int port,
       absl::StrCat("could not connect to ", HostPort(host, port), " within ",
                    absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1))),
                    " after ", attempts, " attempts: ", last_error));
+}
+
+void DiscardUnreadAndShutdown(int fd) {
+  char sink[4096];
+  for (int reads = 0; reads < 16 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; ++reads) {
+  }
+  shutdown(fd, SHUT_WR);
+}
+
+absl::StatusOr<ScopedFd> ConnectWithHandshake(
+    const std::string& host, int port, absl::Time deadline,
+    const std::function<absl::Status(int fd)>& handshake) {
+  const absl::Time give_up = std::min(deadline, absl::Now() + kRetryClosedHandshakesFor);
+  absl::Duration backoff = absl::Milliseconds(5);
+  for (int tries = 1;; ++tries) {
+    ASSIGN_OR_RETURN(ScopedFd fd, ConnectTcpWithRetry(host, port, deadline));
+    absl::Status status = handshake(fd.get());
+    if (status.ok()) return fd;
+    if (!absl::IsUnavailable(status) || give_up - absl::Now() <= backoff) {
+      if (tries == 1) return status;
+      absl::Status counted(status.code(), absl::StrCat(status.message(), " (", tries,
+                                                       " connections, each closed before an "
+                                                       "answer)"));
+      status.ForEachPayload([&counted](absl::string_view url, const absl::Cord& payload) {
+        counted.SetPayload(url, payload);
+      });
+      return counted;
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Milliseconds(200));
+  }
 }
 
 absl::Status SendAll(int fd, absl::string_view data, absl::Time deadline) {

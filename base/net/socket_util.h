@@ -7,6 +7,7 @@
 #include <sys/uio.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -82,6 +83,27 @@ absl::StatusOr<int> LocalPort(int fd);
 // last failure. The returned socket is blocking with TCP_NODELAY set.
 absl::StatusOr<ScopedFd> ConnectTcpWithRetry(const std::string& host, int port,
                                              absl::Time deadline);
+
+// Connects as ConnectTcpWithRetry does, then runs `handshake` on the connection. While the
+// handshake fails with kUnavailable (the server closed or reset the connection before
+// answering, as a server out of descriptors does to make room) and the deadline allows, it
+// tries again on a fresh connection (5 ms doubling to 200 ms apart), for at most
+// kRetryClosedHandshakesFor: a server that closes every try is more likely misconfigured (it
+// expects no secret, or another protocol), and says so sooner that way. `handshake` must reset
+// whatever it set up on an earlier try. The last error says how many tries were made.
+// Before a server closes a connection it refused: reads away what the client sent (closing
+// with unread bytes makes the kernel reset the connection, which destroys what the client has
+// not read yet, such as why it was refused) and ends with a FIN.
+void DiscardUnreadAndShutdown(int fd);
+
+// What a server sends alone before closing a connection it refused during a handshake, so the
+// client can tell a verdict (final) from a close with nothing sent (perhaps shed: try again).
+inline constexpr char kRefusalByte = 0;
+
+inline constexpr absl::Duration kRetryClosedHandshakesFor = absl::Seconds(2);
+absl::StatusOr<ScopedFd> ConnectWithHandshake(const std::string& host, int port,
+                                              absl::Time deadline,
+                                              const std::function<absl::Status(int fd)>& handshake);
 
 absl::Status SetNonBlocking(int fd, bool non_blocking);
 void SetNoDelay(int fd);

@@ -48,54 +48,66 @@ absl::StatusOr<std::unique_ptr<TCPStore>> TCPStore::Create(TCPStoreOptions optio
     ASSIGN_OR_RETURN(options.heartbeat, HeartbeatFromEnvironment());
   }
   const absl::Time deadline = absl::Now() + options.timeout;
-  auto connected = ConnectTcpWithRetry(options.host, port, deadline);
+  const std::string server_name = absl::StrCat("TCPStore server ", HostPort(options.host, port));
+  std::unique_ptr<StreamCipher> cipher;
+  // TLS, the secret's exchange and the store's own handshake; a close before the server
+  // answered is tried again on a new connection (it may have shed this one to make room).
+  bool unanswered = false;  // The last try was closed before the server sent anything.
+  auto handshake = [&](int fd) -> absl::Status {
+    cipher.reset();
+    unanswered = false;
+    if (tls != nullptr) {
+      ASSIGN_OR_RETURN(cipher,
+                       tls->Secure(fd, auth::TlsContext::Role::kClient, server_name, deadline));
+    }
+    if (!options.secret->empty()) {
+      absl::Status authenticated = auth::AuthenticateToServer(
+          fd, *options.secret, auth::Purpose::kStore, server_name, deadline, cipher.get());
+      unanswered = absl::IsUnavailable(authenticated);
+      RETURN_IF_ERROR(authenticated);
+    }
+    absl::Status exchanged = SendAll(
+        fd, cipher.get(),
+        tcp_store::HandshakeBytes(tcp_store::BeatField(HeartbeatPeriod(*options.heartbeat))),
+        deadline);
+    char reply[tcp_store::kHandshakeBytes];
+    // Its first byte apart: a close with nothing sent may be a server shedding connections (try
+    // again), one after a byte is a refusal.
+    if (exchanged.ok()) exchanged = RecvExact(fd, cipher.get(), reply, 1, deadline);
+    bool answered = exchanged.ok();
+    if (exchanged.ok()) {
+      exchanged = RecvExact(fd, cipher.get(), reply + 1, sizeof(reply) - 1, deadline);
+    }
+    uint16_t server_status = 0;
+    if (exchanged.ok()) {
+      exchanged =
+          tcp_store::ParseHandshake(absl::string_view(reply, sizeof(reply)), &server_status);
+    }
+    if (exchanged.ok()) return exchanged;
+    unanswered = absl::IsUnavailable(exchanged) && !answered;
+    return absl::Status(
+        absl::IsUnavailable(exchanged) && !answered ? absl::StatusCode::kUnavailable
+                                                    : absl::StatusCode::kUnauthenticated,
+        absl::StrCat(
+            "handshake with ", HostPort(options.host, port), " failed: ", exchanged.message(),
+            !answered ? " (a server out of file descriptors closes new connections to make room: "
+                        "its log says so)"
+                      : "",
+            options.secret->empty() ? " (a server that requires a shared secret closes "
+                                      "connections without one: set PLEXUS_SECRET)"
+                                    : "",
+            tls == nullptr ? " (a server that requires TLS closes clear-text connections: set "
+                             "PLEXUS_TLS_CERT, PLEXUS_TLS_KEY and PLEXUS_TLS_CA)"
+                           : ""));
+  };
+  auto connected = ConnectWithHandshake(options.host, port, deadline, handshake);
   if (!connected.ok()) {
-    return absl::Status(connected.status().code(),
+    // Closed unanswered every time: a refusal that sends nothing (TLS refuses clear text so),
+    // or a server out of descriptors the whole while; either way, final.
+    return absl::Status(unanswered ? absl::StatusCode::kUnauthenticated : connected.status().code(),
                         absl::StrCat("TCPStore client: ", connected.status().message()));
   }
-  Connection socket{std::move(connected).value(), nullptr};
-  const std::string server_name = absl::StrCat("TCPStore server ", HostPort(options.host, port));
-  if (tls != nullptr) {
-    auto session =
-        tls->Secure(socket.fd.get(), auth::TlsContext::Role::kClient, server_name, deadline);
-    if (!session.ok()) {
-      return absl::Status(session.status().code(),
-                          absl::StrCat("TCPStore client: ", session.status().message()));
-    }
-    socket.cipher = std::move(session).value();
-  }
-  if (!options.secret->empty()) {
-    absl::Status authenticated =
-        auth::AuthenticateToServer(socket.fd.get(), *options.secret, auth::Purpose::kStore,
-                                   server_name, deadline, socket.cipher.get());
-    if (!authenticated.ok()) {
-      return absl::Status(authenticated.code(),
-                          absl::StrCat("TCPStore client: ", authenticated.message()));
-    }
-  }
-  absl::Status handshake =
-      SendAll(socket.fd.get(), socket.cipher.get(),
-              tcp_store::HandshakeBytes(tcp_store::BeatField(HeartbeatPeriod(*options.heartbeat))),
-              deadline);
-  char reply[tcp_store::kHandshakeBytes];
-  if (handshake.ok()) {
-    handshake = RecvExact(socket.fd.get(), socket.cipher.get(), reply, sizeof(reply), deadline);
-  }
-  uint16_t server_status = 0;
-  if (handshake.ok()) {
-    handshake = tcp_store::ParseHandshake(absl::string_view(reply, sizeof(reply)), &server_status);
-  }
-  if (!handshake.ok()) {
-    return absl::UnauthenticatedError(absl::StrCat(
-        "TCPStore client: handshake with ", HostPort(options.host, port),
-        " failed: ", handshake.message(),
-        options.secret->empty() ? " (a server that requires a shared secret closes connections "
-                                  "without one: set PLEXUS_SECRET)"
-                                : "",
-        tls == nullptr ? " (a server that requires TLS closes clear-text connections: set "
-                         "PLEXUS_TLS_CERT, PLEXUS_TLS_KEY and PLEXUS_TLS_CA)"
-                       : ""));
-  }
+  Connection socket{std::move(connected).value(), std::move(cipher)};
   auto store =
       std::unique_ptr<TCPStore>(new TCPStore(options, std::move(server), port, std::move(socket)));
   if (store->is_server() && options.wait_for_workers && options.world_size > 0) {

@@ -131,6 +131,7 @@ void TCPStoreServer::Loop() {
       epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, listener_.get(), &event);
     }
   }
+  accept_guard_.ForgetAll();
   connections_.clear();
 }
 
@@ -147,7 +148,10 @@ void TCPStoreServer::AcceptAll() {
     connection->peer = PeerAddress(fd);
     if (options_.tls != nullptr) {
       connection->tls = options_.tls->NewSession(fd, auth::TlsContext::Role::kServer);
-      if (connection->tls == nullptr) continue;  // Out of memory: the connection is dropped.
+      if (connection->tls == nullptr) {  // Out of memory: the connection is dropped.
+        accept_guard_.Forget(fd);
+        continue;
+      }
     } else if (!options_.secret.empty()) {
       connection->auth =
           std::make_unique<auth::ServerHandshake>(options_.secret, auth::Purpose::kStore);
@@ -272,10 +276,12 @@ bool TCPStoreServer::ProcessInput(Connection& connection) {
     absl::Status handshake = tcp_store::ParseHandshake(
         absl::string_view(connection.in).substr(0, tcp_store::kHandshakeBytes), &beat_field);
     if (!handshake.ok()) {
+      Reply(connection, std::string(1, kRefusalByte));
       CloseConnection(id, absl::StrCat("handshake: ", handshake.message()), /*rejected=*/true);
       return false;
     }
     connection.handshaken = true;
+    accept_guard_.Forget(connection.fd.get());
     connection.beat_period = tcp_store::BeatPeriod(beat_field);
     connected_.fetch_add(1);
     Reply(connection, tcp_store::HandshakeBytes(0));
@@ -576,21 +582,18 @@ void TCPStoreServer::CloseConnection(uint64_t id, absl::string_view reason, bool
   if (it == connections_.end()) return;
   Connection& connection = *it->second;
   if (connection.handshaken) connected_.fetch_sub(1);
-  // Refusals are logged with the peer, the first ones each and then every 1000th, so a flood
-  // of bad connections cannot flood the log.
+  const std::string detail = absl::StrCat("on port ", port_, ": closing connection ", id, " from ",
+                                          connection.peer, ": ", reason);
   if (rejected) {
-    ++refused_;
+    refusal_log_.Refused(detail);
     MutexLock lock(refusals_mu_);
-    refused_count_ = refused_;
+    refused_count_ = refusal_log_.count();
     last_refusal_ = absl::StrCat("from ", connection.peer, ": ", reason);
+  } else {
+    Log(LogLevel::kDebug, absl::StrCat("TCPStore server ", detail));
   }
-  if (!rejected || refused_ <= 10 || refused_ % 1000 == 0) {
-    Log(rejected ? LogLevel::kWarning : LogLevel::kDebug,
-        absl::StrCat("TCPStore server on port ", port_, ": closing connection ", id, " from ",
-                     connection.peer, ": ", reason,
-                     rejected && refused_ >= 10 ? absl::StrCat(" (", refused_, " refused so far)")
-                                                : std::string()));
-  }
+  if (!connection.handshaken) accept_guard_.Forget(connection.fd.get());
+  if (rejected) DiscardUnreadAndShutdown(connection.fd.get());
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, connection.fd.get(), nullptr);
   connections_.erase(it);
 }

@@ -97,7 +97,7 @@ class TCPStoreServer {
   const ScopedFd wakeup_;  // eventfd that interrupts epoll_wait on shutdown.
   std::atomic<bool> stopping_{false};
   std::atomic<int> connected_{0};
-  uint64_t refused_ = 0;  // Connections closed for a failed handshake or authentication.
+  RefusalLog refusal_log_{"TCPStore server"};  // Failed handshakes and authentications.
   mutable Mutex refusals_mu_;
   std::string last_refusal_ ABSL_GUARDED_BY(refusals_mu_);
   uint64_t refused_count_ ABSL_GUARDED_BY(refusals_mu_) = 0;

@@ -59,41 +59,47 @@ absl::StatusOr<std::unique_ptr<MasterLink>> MasterLink::Connect(
     const std::string& host, int port, int64_t group, absl::Time deadline, Callbacks callbacks,
     const std::string& secret, const std::shared_ptr<const auth::TlsContext>& tls) {
   const std::string where = HostPort(host, port);
-  auto fd = ConnectTcpWithRetry(host, port, deadline);
+  const std::string master = absl::StrCat("the elastic master at ", where);
+  std::unique_ptr<StreamCipher> cipher;
+  bool refused = false;  // TLS or the secret's exchange failed: reported as it is.
+  // A close before the master answered is tried again on a new connection: a master out of
+  // descriptors closes strangers to make room.
+  auto handshake = [&](int fd) -> absl::Status {
+    cipher.reset();
+    if (tls != nullptr) {
+      auto session = tls->Secure(fd, auth::TlsContext::Role::kClient, master, deadline);
+      if (!session.ok()) {
+        refused = true;
+        return WithResult(
+            absl::UnauthenticatedError(absl::StrCat(
+                session.status().message(),
+                " (this peer and the master must each trust the CA that signed the other's "
+                "certificate, PLEXUS_TLS_CA, and neither certificate may have expired)")),
+            Result::kMasterConnectionFailed);
+      }
+      cipher = std::move(session).value();
+    }
+    if (secret.empty()) return absl::OkStatus();
+    absl::Status authenticated = auth::AuthenticateToServer(fd, secret, auth::Purpose::kMaster,
+                                                            master, deadline, cipher.get());
+    if (authenticated.ok() || absl::IsUnavailable(authenticated)) return authenticated;
+    refused = true;
+    return WithResult(
+        absl::Status(authenticated.code(),
+                     absl::StrCat(authenticated.message(),
+                                  authenticated.code() == absl::StatusCode::kUnauthenticated
+                                      ? ": this peer's shared secret differs from the master's "
+                                        "(PLEXUS_SECRET / PLEXUS_SECRET_FILE, or secret=)"
+                                      : "")),
+        Result::kMasterConnectionFailed);
+  };
+  auto fd = ConnectWithHandshake(host, port, deadline, handshake);
   if (!fd.ok()) {
+    if (refused) return fd.status();
     return MasterFailure(
         absl::StrCat("cannot reach the elastic master at ", where, ": ", fd.status().message()));
   }
-  Connection connection{std::move(fd).value(), nullptr};
-  const std::string master = absl::StrCat("the elastic master at ", where);
-  if (tls != nullptr) {
-    auto session =
-        tls->Secure(connection.fd.get(), auth::TlsContext::Role::kClient, master, deadline);
-    if (!session.ok()) {
-      return WithResult(
-          absl::UnauthenticatedError(absl::StrCat(
-              session.status().message(),
-              " (this peer and the master must each trust the CA that signed the other's "
-              "certificate, PLEXUS_TLS_CA, and neither certificate may have expired)")),
-          Result::kMasterConnectionFailed);
-    }
-    connection.cipher = std::move(session).value();
-  }
-  if (!secret.empty()) {
-    absl::Status authenticated =
-        auth::AuthenticateToServer(connection.fd.get(), secret, auth::Purpose::kMaster, master,
-                                   deadline, connection.cipher.get());
-    if (!authenticated.ok()) {
-      return WithResult(
-          absl::Status(authenticated.code(),
-                       absl::StrCat(authenticated.message(),
-                                    authenticated.code() == absl::StatusCode::kUnauthenticated
-                                        ? ": this peer's shared secret differs from the master's "
-                                          "(PLEXUS_SECRET / PLEXUS_SECRET_FILE, or secret=)"
-                                        : "")),
-          Result::kMasterConnectionFailed);
-    }
-  }
+  Connection connection{std::move(fd).value(), std::move(cipher)};
   absl::Status sent =
       SendAll(connection.fd.get(), connection.cipher.get(),
               EncodeFrame({MessageType::kHello, {kMagic, kProtocolVersion, group}, ""}), deadline);

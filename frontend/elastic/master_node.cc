@@ -27,24 +27,6 @@ namespace {
 constexpr absl::Duration kHelloTimeout = absl::Seconds(10);
 constexpr size_t kMaxQueuedBytes = 64u << 20;  // A peer that reads nothing past this is dropped.
 
-std::string PeerAddress(int fd) {
-  sockaddr_storage address{};
-  socklen_t length = sizeof(address);
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return "?";
-  char text[INET6_ADDRSTRLEN] = "?";
-  int port = 0;
-  if (address.ss_family == AF_INET) {
-    auto* in = reinterpret_cast<sockaddr_in*>(&address);
-    inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
-    port = ntohs(in->sin_port);
-  } else if (address.ss_family == AF_INET6) {
-    auto* in6 = reinterpret_cast<sockaddr_in6*>(&address);
-    inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
-    port = ntohs(in6->sin6_port);
-  }
-  return HostPort(text, port);
-}
-
 }  // namespace
 
 // The socket loop: connections, frames, heartbeats; decisions are MasterState's.
@@ -92,6 +74,7 @@ class MasterNode::Server {
       CheckTimers();
       Dispatch();
     }
+    accept_guard_.ForgetAll();
     connections_.clear();
   }
 
@@ -115,8 +98,7 @@ class MasterNode::Server {
   bool AdvanceTls(int64_t id, Connection& c) {
     absl::StatusOr<auth::TlsSession::Progress> progress = c.tls->Handshake();
     if (!progress.ok()) {
-      LogRefusal(
-          absl::StrCat("elastic master: refused ", c.address, ": ", progress.status().message()));
+      refusals_.Refused(absl::StrCat("refused ", c.address, ": ", progress.status().message()));
       Close(id, std::string(progress.status().message()));
       return false;
     }
@@ -141,15 +123,6 @@ class MasterNode::Server {
     Flush(id);
   }
 
-  // Logs a refused connection: the first ten, then every thousandth with the count, so a flood
-  // of bad connections cannot flood the log.
-  void LogRefusal(const std::string& text) {
-    ++refused_;
-    if (refused_ > 10 && refused_ % 1000 != 0) return;
-    Log(LogLevel::kWarning,
-        refused_ >= 10 ? absl::StrCat(text, " (", refused_, " refused so far)") : text);
-  }
-
   // Out of descriptors: closes the oldest connection that has not said hello; false if none.
   bool ShedOldestStranger() {
     int64_t oldest = -1;
@@ -172,7 +145,10 @@ class MasterNode::Server {
       c.opened = c.last_heard = c.last_sent = absl::Now();
       if (tls_ != nullptr) {
         c.tls = tls_->NewSession(c.fd.get(), auth::TlsContext::Role::kServer);
-        if (c.tls == nullptr) continue;  // Out of memory: the connection is dropped.
+        if (c.tls == nullptr) {  // Out of memory: the connection is dropped.
+          accept_guard_.Forget(c.fd.get());
+          continue;
+        }
       } else if (!secret_.empty()) {
         c.auth = std::make_unique<auth::ServerHandshake>(secret_, auth::Purpose::kMaster);
       }
@@ -181,22 +157,13 @@ class MasterNode::Server {
     accept_guard_.EndRound();
   }
 
-  // Closing a socket with unread bytes makes the kernel reset the connection, and a reset
-  // destroys what the other side has not read yet: a TLS alert saying why it was refused (its
-  // hello frame may already be here). Read them away first, then end with a FIN.
-  static void DiscardUnread(int fd) {
-    char sink[4096];
-    for (int reads = 0; reads < 16 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; ++reads) {
-    }
-    shutdown(fd, SHUT_WR);
-  }
-
   void Close(int64_t id, const std::string& reason) {
     auto it = connections_.find(id);
     if (it == connections_.end()) return;
     const int64_t peer = it->second.peer;
     const std::string address = it->second.address;
-    DiscardUnread(it->second.fd.get());
+    if (peer < 0) accept_guard_.Forget(it->second.fd.get());
+    DiscardUnreadAndShutdown(it->second.fd.get());
     connections_.erase(it);
     if (peer < 0) {  // Refusals are logged (throttled) where they are decided.
       Log(LogLevel::kDebug, absl::StrCat("elastic master: closed ", address, ": ", reason));
@@ -237,7 +204,7 @@ class MasterNode::Server {
       Flush(id);
       if (connections_.find(id) == connections_.end()) return;
       if (step == auth::ServerHandshake::Step::kRejected) {
-        LogRefusal(absl::StrCat("elastic master: refused ", c.address, ": ", c.auth->reason()));
+        refusals_.Refused(absl::StrCat("refused ", c.address, ": ", c.auth->reason()));
         return Close(id, absl::StrCat("authentication: ", c.auth->reason()));
       }
       if (step == auth::ServerHandshake::Step::kNeedMore) return;
@@ -271,6 +238,7 @@ class MasterNode::Server {
         return absl::UnauthenticatedError(absl::StrCat("peer speaks protocol ", message.ints[1],
                                                        ", this master ", kProtocolVersion));
       }
+      accept_guard_.Forget(c.fd.get());
       c.peer = state_.Join(message.ints[2], c.address);
       by_peer_[c.peer] = &c;
       Log(LogLevel::kInfo, absl::StrCat("elastic master: ", state_.Describe(c.peer), " joined"));
@@ -363,7 +331,7 @@ class MasterNode::Server {
   const ScopedFd wakeup_;
   const std::string secret_;
   AcceptGuard accept_guard_{"elastic master"};
-  uint64_t refused_ = 0;  // Connections refused (TLS, secret, hello), for the log's throttle.
+  RefusalLog refusals_{"elastic master"};  // Connections refused (TLS, secret, hello).
   const std::shared_ptr<const auth::TlsContext> tls_;
   const std::unique_ptr<TCPStoreServer> store_;
   const absl::Duration heartbeat_timeout_;

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,53 @@ TEST(MasterDescriptorsTest, OutOfDescriptorsAndFloodedTheMasterServesAPeerQuietl
   EXPECT_LT(testing::CpuTime((*master)->pid()) - before, absl::Milliseconds(300));
   EXPECT_LT(testing::CountLines(log), 40)
       << "the master's log grew by a line per refusal or failed accept";
+}
+
+// Issue 51: idle connections alone, more than the master's limit of 1,024 descriptors. The
+// master's listener holds all of them, so its own store (in the same process) has no stranger
+// of its own to shed when the peer connects to it: it must shed one of the master's, and the
+// peer must try again on a connection reset during the handshake.
+TEST(MasterDescriptorsTest, ListenersOfOneProcessShareTheirDescriptorBudget) {
+  rlimit own{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &own), 0);
+  if (own.rlim_max != RLIM_INFINITY && own.rlim_max < 1400) {
+    GTEST_SKIP() << "this test holds 1,100 connections; the hard descriptor limit is "
+                 << own.rlim_max;
+  }
+  own.rlim_cur = own.rlim_max == RLIM_INFINITY ? 4096 : std::min<rlim_t>(own.rlim_max, 4096);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &own), 0);
+  auto master = testing::ChildServer::Start(
+      [&](const std::function<void(int)>& report) {
+        rlimit limit{1024, 1024};
+        if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+        MasterNodeOptions options;
+        options.listen_address = "127.0.0.1:0";
+        options.secret = kSecret;
+        auto node = MasterNode::Create(options);
+        if (!node.ok() || !(*node)->Run().ok()) return;
+        report((*node)->port());
+        (void)(*node)->AwaitTermination();
+      },
+      absl::Seconds(10));
+  ASSERT_TRUE(master.ok()) << master.status();
+  const int port = (*master)->port();
+  std::vector<ScopedFd> idle;
+  for (int i = 0; i < 1100; ++i) {
+    auto fd = ConnectTcpWithRetry("127.0.0.1", port, absl::Now() + absl::Seconds(5));
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    idle.push_back(std::move(fd).value());
+  }
+  const absl::Time start = absl::Now();
+  CommunicatorOptions options;
+  options.master_address = absl::StrCat("127.0.0.1:", port);
+  options.secret = kSecret;
+  options.operation_timeout = absl::Seconds(30);
+  options.accept_timeout = absl::Seconds(30);
+  auto peer = Communicator::Create(options);
+  ASSERT_TRUE(peer.ok()) << peer.status();
+  absl::Status connected = (*peer)->Connect(absl::Seconds(20));
+  ASSERT_TRUE(connected.ok()) << connected;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
 }
 
 }  // namespace
