@@ -6,7 +6,8 @@ Reads README.md, CONTRIBUTING.md, CHANGELOG.md and docs/*.md. Checks:
     backends/tcp/), with any :line suffix or #anchor dropped;
   - Bazel labels (//tools:bench, //tests/conformance:all, //bindings/python/...): the package
     has a BUILD file and, for :name, the BUILD file or a macro it loads defines that name;
-  - relative Markdown links ([text](docs/design.md#layers));
+  - relative Markdown links ([text](docs/design.md#layers)), their #anchor included: a heading
+    of the target (or of the same page) must make it, as GitHub makes anchors;
   - no commit hashes (a doc says what is true now, not which build it was) and no scripts
     outside the repository (/tmp/run.sh).
 Placeholders (<name>, *, {a,b}, ...) are not checked. Prints each missing reference with the
@@ -79,6 +80,22 @@ def built(root, path):
     return os.path.exists(build) and target_defined(root, package, name)
 
 
+def anchors(path, cache={}):
+    """The anchors GitHub makes from a Markdown page's headings."""
+    if path not in cache:
+        made = set()
+        fenced = False
+        for line in open(path):
+            if line.startswith("```"):
+                fenced = not fenced
+            heading = re.match(r"#+ (.*)", line)
+            if heading and not fenced:
+                text = re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower())
+                made.add(text.replace(" ", "-"))
+        cache[path] = made
+    return cache[path]
+
+
 def check(root):
     """The missing references, and how many references were checked."""
     missing = []
@@ -122,15 +139,17 @@ def check(root):
             for script in OUTSIDE_SCRIPT.findall(line):
                 missing.append((doc, number, script, "a script outside the repository"))
             for target in LINK.findall(line):
-                if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                if re.match(r"[a-z]+:", target):
                     continue
-                path = target.split("#")[0]
-                if not path:
-                    continue
+                path, _, anchor = target.partition("#")
                 checked += 1
-                resolved = os.path.normpath(os.path.join(os.path.dirname(doc), path))
-                if not os.path.exists(os.path.join(root, resolved)):
+                resolved = (os.path.normpath(os.path.join(os.path.dirname(doc), path)) if path
+                            else doc)
+                full = os.path.join(root, resolved)
+                if not os.path.exists(full):
                     missing.append((doc, number, target, "broken link"))
+                elif anchor and resolved.endswith(".md") and anchor not in anchors(full):
+                    missing.append((doc, number, target, "no such heading"))
     return missing, checked
 
 
