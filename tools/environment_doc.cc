@@ -37,7 +37,12 @@ int main(int argc, char** argv) {
       "environment where both exist.\n\n"
       "This page is generated from the table in `base/core/environment.cc` (`bazel run\n"
       "//tools:environment_doc > docs/environment.md`); `//tools:environment_doc_test` fails\n"
-      "when the page, the table or the names the sources read disagree.\n\n"
+      "when the page, the table or the names the sources read disagree. Integers, seconds,\n"
+      "byte counts and 0-or-1 flags are parsed by the table's type, with the table's default\n"
+      "when unset or empty (`EnvironmentSeconds` and its siblings in\n"
+      "`base/core/environment.h`): a value that does not parse is an error naming the\n"
+      "variable and the value, e.g. `PLEXUS_ELASTIC_TIMEOUT='-3' is not a positive number of\n"
+      "seconds`.\n\n"
       "| variable | type | default | meaning | more |\n"
       "|---|---|---|---|---|\n");
   for (const plexus::EnvironmentVariable& variable : plexus::EnvironmentVariables()) {

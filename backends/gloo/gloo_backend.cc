@@ -43,8 +43,7 @@ absl::StatusOr<std::shared_ptr<Backend>> GlooBackend::Create(const BackendContex
   ASSIGN_OR_RETURN(std::shared_ptr<GlooTransport> transport,
                    GlooTransport::Connect(context.store, context.rank, context.size, address,
                                           context.timeout, context.group_name));
-  const char* native_env = ReadEnvironment("PLEXUS_GLOO_NATIVE");
-  const bool native = native_env == nullptr || std::string(native_env) != "0";
+  ASSIGN_OR_RETURN(const bool native, EnvironmentFlag("PLEXUS_GLOO_NATIVE"));
   auto collectives = std::make_unique<Collectives>(transport, std::move(table));
   return std::shared_ptr<Backend>(
       new GlooBackend(std::move(collectives), std::move(transport), native));

@@ -80,27 +80,21 @@ absl::StatusOr<ShmConfig> ShmConfigFromEnvironment() {
           "PLEXUS_TRANSPORT='", text, "': expected auto, tcp (no shared memory) or shm"));
     }
   }
-  if (const char* bytes = ReadEnvironment("PLEXUS_SHM_RING_BYTES"); bytes != nullptr && *bytes) {
-    const absl::StatusOr<uint64_t> parsed = ParseByteSize(bytes);
-    const uint64_t value = parsed.value_or(0);
-    if (!parsed.ok() || value < 4096 || value > (uint64_t{1} << 30) || (value & (value - 1)) != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("PLEXUS_SHM_RING_BYTES='", bytes,
-                       "': expected a power of two from 4096 (4K) to 2^30 (1G)"));
-    }
-    config.ring_bytes = value;
+  ASSIGN_OR_RETURN(const uint64_t ring_bytes, EnvironmentBytes("PLEXUS_SHM_RING_BYTES"));
+  if (ring_bytes < 4096 || ring_bytes > (uint64_t{1} << 30) || (ring_bytes & (ring_bytes - 1))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PLEXUS_SHM_RING_BYTES=", ring_bytes,
+                     ": expected a power of two from 4096 (4K) to 2^30 (1G)"));
   }
-  if (const char* bytes = ReadEnvironment("PLEXUS_SHM_ARENA_BYTES"); bytes != nullptr && *bytes) {
-    const absl::StatusOr<uint64_t> parsed = ParseByteSize(bytes);
-    const uint64_t value = parsed.value_or(0);
-    if (!parsed.ok() || (value != 0 && value < 8192) || value > (uint64_t{1} << 32) ||
-        value % 4096 != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("PLEXUS_SHM_ARENA_BYTES='", bytes,
-                       "': expected 0 or a multiple of 4096 from 8192 (8K) to 2^32 (4G)"));
-    }
-    config.arena_bytes = value;
+  config.ring_bytes = ring_bytes;
+  ASSIGN_OR_RETURN(const uint64_t arena_bytes, EnvironmentBytes("PLEXUS_SHM_ARENA_BYTES"));
+  if ((arena_bytes != 0 && arena_bytes < 8192) || arena_bytes > (uint64_t{1} << 32) ||
+      arena_bytes % 4096 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PLEXUS_SHM_ARENA_BYTES=", arena_bytes,
+                     ": expected 0 or a multiple of 4096 from 8192 (8K) to 2^32 (4G)"));
   }
+  config.arena_bytes = arena_bytes;
   if (const char* id = ReadEnvironment("PLEXUS_HOST_ID"); id != nullptr) config.host_id = id;
   return config;
 }

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/core/environment.h"
 #include "base/core/status_macros.h"
@@ -19,9 +20,9 @@ namespace {
 
 constexpr uint8_t kVersion = 1;
 constexpr char kAccepted = 1;
-// Sent alone before closing on a hello refused before the challenge: it tells the client this
-// was a verdict, where a close with nothing sent may be a server shedding connections.
-constexpr char kRefusedHello = 0;
+// Sent alone before closing on a plexus hello refused before the challenge: it tells the client
+// this was a verdict, where a close with nothing sent may be a server shedding connections.
+constexpr char kRefusedHello = kRefusalByte;
 
 std::string Nonce() {
   std::string nonce(kNonceBytes, '\0');
@@ -200,7 +201,9 @@ ServerHandshake::Step ServerHandshake::Feed(std::string& input, std::string& out
     if (input.size() >= kHelloMagic.size() &&
         absl::string_view(input).substr(0, 4) != kHelloMagic) {
       reason_ = std::string(ParseClientHello(input, purpose_).status().message());
-      output.push_back(kRefusedHello);
+      // A plexus peer speaking another protocol (the store's, no secret) hears the verdict;
+      // anything else hears nothing.
+      if (absl::StartsWith(input, kPlexusMagicPrefix)) output.push_back(kRefusedHello);
       return Step::kRejected;
     }
     if (input.size() < kClientHelloBytes) return Step::kNeedMore;

@@ -223,5 +223,49 @@ TEST(EnvironmentTest, TheTableIsSortedCompleteAndReadThrough) {
   EXPECT_EQ(ReadEnvironment("PLEXUS_HOST_ID"), nullptr);
 }
 
+// Every typed variable's default parses as its type, so a reader never restates it.
+TEST(EnvironmentTest, TypedReadersTakeTheTablesDefaultAndNameABadValue) {
+  int typed = 0;
+  for (const EnvironmentVariable& variable : EnvironmentVariables()) {
+    const std::string type = variable.type;
+    if (!getenv(variable.name)) {
+      if (type == "integer") {
+        ++typed;
+        EXPECT_TRUE(EnvironmentInteger(variable.name).ok()) << variable.name;
+      } else if (type == "seconds") {
+        ++typed;
+        EXPECT_TRUE(EnvironmentSeconds(variable.name).ok()) << variable.name;
+      } else if (type.rfind("bytes", 0) == 0) {
+        ++typed;
+        EXPECT_TRUE(EnvironmentBytes(variable.name).ok()) << variable.name;
+      } else if (type == "0 or 1" && std::string(variable.default_value).size() == 1) {
+        ++typed;
+        EXPECT_TRUE(EnvironmentFlag(variable.name).ok()) << variable.name;
+      }
+    }
+  }
+  EXPECT_GE(typed, 6);
+  EXPECT_EQ(*EnvironmentSeconds("PLEXUS_ELASTIC_TIMEOUT"), absl::Seconds(600));
+  EXPECT_EQ(*EnvironmentBytes("PLEXUS_SHM_RING_BYTES"), uint64_t{4} << 20);
+  EXPECT_EQ(EnvironmentIntegerOrDefault("PLEXUS_FLIGHT_RECORDER"), 2000);
+  setenv("PLEXUS_ELASTIC_TIMEOUT", "2.5", 1);
+  EXPECT_EQ(*EnvironmentSeconds("PLEXUS_ELASTIC_TIMEOUT"), absl::Milliseconds(2500));
+  setenv("PLEXUS_ELASTIC_TIMEOUT", "-3", 1);
+  absl::StatusOr<absl::Duration> negative = EnvironmentSeconds("PLEXUS_ELASTIC_TIMEOUT");
+  EXPECT_EQ(negative.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(negative.status().message(),
+            "PLEXUS_ELASTIC_TIMEOUT='-3' is not a positive number of seconds");
+  unsetenv("PLEXUS_ELASTIC_TIMEOUT");
+  setenv("PLEXUS_GLOO_NATIVE", "yes", 1);
+  EXPECT_FALSE(EnvironmentFlag("PLEXUS_GLOO_NATIVE").ok());
+  EXPECT_TRUE(EnvironmentFlagOrDefault("PLEXUS_GLOO_NATIVE"));  // Logged; the default, 1.
+  setenv("PLEXUS_GLOO_NATIVE", "0", 1);
+  EXPECT_FALSE(*EnvironmentFlag("PLEXUS_GLOO_NATIVE"));
+  unsetenv("PLEXUS_GLOO_NATIVE");
+  setenv("PLEXUS_FLIGHT_RECORDER", "many", 1);
+  EXPECT_EQ(EnvironmentIntegerOrDefault("PLEXUS_FLIGHT_RECORDER"), 2000);
+  unsetenv("PLEXUS_FLIGHT_RECORDER");
+}
+
 }  // namespace
 }  // namespace plexus

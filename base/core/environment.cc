@@ -5,7 +5,11 @@
 #include <set>
 #include <string>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "base/core/byte_size.h"
 #include "base/core/logging.h"
 #include "base/core/mutex.h"
 
@@ -132,6 +136,84 @@ const char* ReadEnvironment(const char* name) {
     }
   }
   return std::getenv(name);
+}
+
+namespace {
+
+// The variable's text: its value when set and not empty, else the table's default. The entry
+// must exist and have `type` (its first word); a mismatch is a plexus bug.
+std::string TypedText(const char* name, absl::string_view type, bool* from_default) {
+  const EnvironmentVariable* variable = FindEnvironmentVariable(name);
+  if (variable == nullptr || !absl::StartsWith(variable->type, type)) {
+    Log(LogLevel::kError, absl::StrCat("plexus reads ", name, " as ", type,
+                                       ", which base/core/environment.cc does not list so "
+                                       "(a plexus bug)"));
+  }
+  const char* value = ReadEnvironment(name);
+  *from_default = value == nullptr || *value == '\0';
+  if (!*from_default) return value;
+  if (variable == nullptr) return "";
+  std::string text = variable->default_value;
+  absl::StrReplaceAll({{"`", ""}}, &text);
+  return text;
+}
+
+absl::Status NotA(const char* name, absl::string_view text, absl::string_view expected) {
+  return absl::InvalidArgumentError(absl::StrCat(name, "='", text, "' is not ", expected));
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> EnvironmentInteger(const char* name) {
+  bool from_default = false;
+  const std::string text = TypedText(name, "integer", &from_default);
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(text, &value)) return NotA(name, text, "an integer");
+  return value;
+}
+
+absl::StatusOr<absl::Duration> EnvironmentSeconds(const char* name) {
+  bool from_default = false;
+  const std::string text = TypedText(name, "seconds", &from_default);
+  double seconds = 0;
+  if (!absl::SimpleAtod(text, &seconds) || !(seconds > 0)) {
+    return NotA(name, text, "a positive number of seconds");
+  }
+  return absl::Seconds(seconds);
+}
+
+absl::StatusOr<uint64_t> EnvironmentBytes(const char* name) {
+  bool from_default = false;
+  const std::string text = TypedText(name, "bytes", &from_default);
+  absl::StatusOr<uint64_t> bytes = ParseByteSize(text);
+  if (!bytes.ok()) return NotA(name, text, "a byte count (4096, 4K, 32M, 1G)");
+  return bytes;
+}
+
+absl::StatusOr<bool> EnvironmentFlag(const char* name) {
+  bool from_default = false;
+  const std::string text = TypedText(name, "0 or 1", &from_default);
+  if (text == "0") return false;
+  if (text == "1") return true;
+  return NotA(name, text, "0 or 1");
+}
+
+int64_t EnvironmentIntegerOrDefault(const char* name) {
+  absl::StatusOr<int64_t> value = EnvironmentInteger(name);
+  if (value.ok()) return *value;
+  Log(LogLevel::kWarning, absl::StrCat(value.status().message(), "; using the default"));
+  int64_t fallback = 0;
+  const EnvironmentVariable* variable = FindEnvironmentVariable(name);
+  if (variable != nullptr) (void)absl::SimpleAtoi(variable->default_value, &fallback);
+  return fallback;
+}
+
+bool EnvironmentFlagOrDefault(const char* name) {
+  absl::StatusOr<bool> value = EnvironmentFlag(name);
+  if (value.ok()) return *value;
+  Log(LogLevel::kWarning, absl::StrCat(value.status().message(), "; using the default"));
+  const EnvironmentVariable* variable = FindEnvironmentVariable(name);
+  return variable == nullptr || absl::string_view(variable->default_value) != "0";
 }
 
 }  // namespace plexus

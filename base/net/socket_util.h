@@ -98,7 +98,10 @@ void DiscardUnreadAndShutdown(int fd);
 
 // What a server sends alone before closing a connection it refused during a handshake, so the
 // client can tell a verdict (final) from a close with nothing sent (perhaps shed: try again).
+// Only a peer whose first bytes are a plexus magic (every one starts with "PLX") gets it:
+// anything else hears nothing.
 inline constexpr char kRefusalByte = 0;
+inline constexpr absl::string_view kPlexusMagicPrefix = "PLX";
 
 inline constexpr absl::Duration kRetryClosedHandshakesFor = absl::Seconds(2);
 absl::StatusOr<ScopedFd> ConnectWithHandshake(const std::string& host, int port,

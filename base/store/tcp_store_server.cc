@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/auth/mutual_auth.h"
 #include "base/core/event_journal.h"
@@ -276,7 +277,9 @@ bool TCPStoreServer::ProcessInput(Connection& connection) {
     absl::Status handshake = tcp_store::ParseHandshake(
         absl::string_view(connection.in).substr(0, tcp_store::kHandshakeBytes), &beat_field);
     if (!handshake.ok()) {
-      Reply(connection, std::string(1, kRefusalByte));
+      if (absl::StartsWith(connection.in, kPlexusMagicPrefix)) {
+        Reply(connection, std::string(1, kRefusalByte));
+      }
       CloseConnection(id, absl::StrCat("handshake: ", handshake.message()), /*rejected=*/true);
       return false;
     }

@@ -52,8 +52,7 @@ CollectiveCheck::CollectiveCheck(std::shared_ptr<Backend> host_backend,
       timeout_(timeout) {}
 
 bool CollectiveCheck::EnabledByEnvironment() {
-  const char* value = ReadEnvironment("PLEXUS_CHECK_COLLECTIVES");
-  return value == nullptr || std::strcmp(value, "0") != 0;
+  return EnvironmentFlagOrDefault("PLEXUS_CHECK_COLLECTIVES");
 }
 
 absl::Status CollectiveCheck::Verify(const CollectiveDescription& mine) {

@@ -26,8 +26,6 @@
 namespace plexus {
 namespace {
 
-constexpr size_t kDefaultCapacity = 2000;
-
 int64_t CoarseUnixNanos() {
   timespec now;
   clock_gettime(CLOCK_REALTIME_COARSE, &now);
@@ -189,16 +187,9 @@ void InstallSignalDumper() {
 }  // namespace
 
 std::shared_ptr<FlightRecorder> FlightRecorder::Create(Group group) {
-  size_t capacity = kDefaultCapacity;
-  if (const char* env = ReadEnvironment("PLEXUS_FLIGHT_RECORDER"); env != nullptr && *env != '\0') {
-    if (!absl::SimpleAtoi(env, &capacity)) {
-      Log(LogLevel::kWarning,
-          absl::StrCat("PLEXUS_FLIGHT_RECORDER='", env, "' is not a number of entries; using ",
-                       kDefaultCapacity));
-      capacity = kDefaultCapacity;
-    }
-  }
-  if (capacity == 0) return nullptr;
+  const int64_t entries = EnvironmentIntegerOrDefault("PLEXUS_FLIGHT_RECORDER");
+  if (entries <= 0) return nullptr;
+  const size_t capacity = static_cast<size_t>(entries);
   auto recorder = std::make_shared<FlightRecorder>(std::move(group), capacity);
   {
     Registry& registry = GlobalRegistry();

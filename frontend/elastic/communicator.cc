@@ -42,18 +42,13 @@ TransportSetup MeshSetup(const CommunicatorOptions& options, absl::Duration conn
 // How long one Connect() keeps retrying a master that refuses connections (not yet started).
 constexpr absl::Duration kReachMasterTimeout = absl::Seconds(5);
 
-// An unset timeout: PLEXUS_ELASTIC_TIMEOUT (seconds), else 10 minutes.
+// An unset timeout: PLEXUS_ELASTIC_TIMEOUT (its default is in base/core/environment.cc).
 absl::StatusOr<absl::Duration> ResolveTimeout(std::optional<absl::Duration> set, const char* what) {
-  absl::Duration timeout = absl::Minutes(10);
+  absl::Duration timeout;
   if (set.has_value()) {
     timeout = *set;
-  } else if (const char* env = ReadEnvironment("PLEXUS_ELASTIC_TIMEOUT"); env != nullptr && *env) {
-    double seconds = 0;
-    if (!absl::SimpleAtod(env, &seconds) || !(seconds > 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("PLEXUS_ELASTIC_TIMEOUT=\"", env, "\" is not a positive number of seconds"));
-    }
-    timeout = absl::Seconds(seconds);
+  } else {
+    ASSIGN_OR_RETURN(timeout, EnvironmentSeconds("PLEXUS_ELASTIC_TIMEOUT"));
   }
   if (timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -135,6 +135,8 @@ def _refused_attempt(port, kind):
             s.sendall(os.urandom(32))
         elif kind == 1:  # The store protocol without authenticating.
             s.sendall(b"PLXS\x02\x00\x00\x00")
+            # A plexus peer hears one refusal byte (a verdict, not a shed connection), then EOF.
+            return s.recv(16) == b"\x00" and s.recv(16) == b""
         else:
             s.sendall(b"GET / HTTP/1.0\r\n\r\n")
         return s.recv(16) == b""  # Closed, and nothing was answered.
