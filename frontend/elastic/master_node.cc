@@ -2,7 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -25,6 +25,10 @@ namespace plexus::elastic {
 namespace {
 
 constexpr absl::Duration kHelloTimeout = absl::Seconds(10);
+// epoll tags of the listener and the wake-up; connections count from kFirstConnection.
+constexpr uint64_t kListenerTag = 0;
+constexpr uint64_t kWakeupTag = 1;
+constexpr int64_t kFirstConnection = 2;
 constexpr size_t kMaxQueuedBytes = 64u << 20;  // A peer that reads nothing past this is dropped.
 
 }  // namespace
@@ -32,16 +36,20 @@ constexpr size_t kMaxQueuedBytes = 64u << 20;  // A peer that reads nothing past
 // The socket loop: connections, frames, heartbeats; decisions are MasterState's.
 class MasterNode::Server {
  public:
-  Server(ScopedFd listener, ScopedFd wakeup, std::unique_ptr<TCPStoreServer> store,
+  Server(ScopedFd listener, ScopedFd wakeup, ScopedFd epoll, std::unique_ptr<TCPStoreServer> store,
          absl::Duration heartbeat_timeout, std::string secret,
          std::shared_ptr<const auth::TlsContext> tls)
       : listener_(std::move(listener)),
         wakeup_(std::move(wakeup)),
+        epoll_(std::move(epoll)),
         secret_(std::move(secret)),
         tls_(std::move(tls)),
         store_(std::move(store)),
         heartbeat_timeout_(heartbeat_timeout),
-        state_(store_->port(), heartbeat_timeout) {}
+        state_(store_->port(), heartbeat_timeout) {
+    Watch(EPOLL_CTL_ADD, listener_.get(), kListenerTag, EPOLLIN);
+    Watch(EPOLL_CTL_ADD, wakeup_.get(), kWakeupTag, EPOLLIN);
+  }
 
   void Interrupt() {
     stopping_.store(true);
@@ -49,30 +57,32 @@ class MasterNode::Server {
     [[maybe_unused]] ssize_t n = write(wakeup_.get(), &one, sizeof(one));
   }
 
+  // Sleeps until a socket is ready or the next deadline (a hello, a heartbeat, a request's
+  // timeout): an idle master does not wake.
   void Loop() {
+    epoll_event events[64];
     while (!stopping_.load()) {
-      const bool listening = absl::Now() >= accept_guard_.paused_until();
-      std::vector<pollfd> fds = {{listener_.get(), static_cast<short>(listening ? POLLIN : 0), 0},
-                                 {wakeup_.get(), POLLIN, 0}};
-      std::vector<int64_t> ids;
-      for (auto& [id, c] : connections_) {
-        const bool want_write =
-            !c.tx.empty() || c.tls_wants_write || (c.tls != nullptr && c.tls->HasPendingOutput());
-        fds.push_back({c.fd.get(), static_cast<short>(POLLIN | (want_write ? POLLOUT : 0)), 0});
-        ids.push_back(id);
-      }
-      const int ready = poll(fds.data(), fds.size(), listening ? 100 : 10);
+      const int ready = epoll_wait(epoll_.get(), events, 64, NextTimeoutMs());
       if (ready < 0 && errno != EINTR) {
-        Log(LogLevel::kError, absl::StrCat("elastic master: poll: ", strerror(errno)));
+        Log(LogLevel::kError, absl::StrCat("elastic master: epoll_wait: ", strerror(errno)));
         break;
       }
-      if (fds[0].revents & POLLIN) AcceptAll();
-      for (size_t i = 0; i < ids.size(); ++i) {
-        if (fds[i + 2].revents & (POLLIN | POLLHUP | POLLERR)) OnReadable(ids[i]);
-        if (fds[i + 2].revents & POLLOUT) OnWritable(ids[i]);
+      for (int i = 0; i < ready; ++i) {
+        const uint64_t tag = events[i].data.u64;
+        if (tag == kListenerTag) {
+          AcceptAll();
+        } else if (tag == kWakeupTag) {
+          uint64_t count;
+          [[maybe_unused]] ssize_t n = read(wakeup_.get(), &count, sizeof(count));
+        } else {
+          const int64_t id = static_cast<int64_t>(tag);
+          if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) OnReadable(id);
+          if (events[i].events & EPOLLOUT) OnWritable(id);
+        }
       }
       CheckTimers();
       Dispatch();
+      UpdateWatches();
     }
     accept_guard_.ForgetAll();
     connections_.clear();
@@ -91,6 +101,7 @@ class MasterNode::Server {
     std::unique_ptr<auth::TlsSession> tls;  // Set when TLS is configured.
     bool tls_established = false;
     bool tls_wants_write = false;                 // The handshake waits for room to send.
+    bool watching_write = false;                  // EPOLLOUT is in its events.
     std::unique_ptr<auth::ServerHandshake> auth;  // Until the peer proved the secret.
   };
 
@@ -152,9 +163,59 @@ class MasterNode::Server {
       } else if (!secret_.empty()) {
         c.auth = std::make_unique<auth::ServerHandshake>(secret_, auth::Purpose::kMaster);
       }
-      connections_.emplace(next_connection_++, std::move(c));
+      const int64_t id = next_connection_++;
+      Watch(EPOLL_CTL_ADD, c.fd.get(), static_cast<uint64_t>(id), EPOLLIN);
+      connections_.emplace(id, std::move(c));
     }
     accept_guard_.EndRound();
+    const bool pause = absl::Now() < accept_guard_.paused_until();
+    if (pause != listener_paused_) {  // Off the loop's events until then.
+      listener_paused_ = pause;
+      Watch(EPOLL_CTL_MOD, listener_.get(), kListenerTag, pause ? 0 : EPOLLIN);
+    }
+  }
+
+  void Watch(int operation, int fd, uint64_t tag, uint32_t events) {
+    epoll_event event{};
+    event.events = events;
+    event.data.u64 = tag;
+    epoll_ctl(epoll_.get(), operation, fd, &event);
+  }
+
+  // EPOLLOUT for the connections with output waiting, the listener back after a pause.
+  void UpdateWatches() {
+    for (auto& [id, c] : connections_) {
+      const bool want_write =
+          !c.tx.empty() || c.tls_wants_write || (c.tls != nullptr && c.tls->HasPendingOutput());
+      if (want_write == c.watching_write) continue;
+      c.watching_write = want_write;
+      Watch(EPOLL_CTL_MOD, c.fd.get(), static_cast<uint64_t>(id),
+            EPOLLIN | (want_write ? EPOLLOUT : 0));
+    }
+    if (listener_paused_ && absl::Now() >= accept_guard_.paused_until()) {
+      listener_paused_ = false;
+      Watch(EPOLL_CTL_MOD, listener_.get(), kListenerTag, EPOLLIN);
+    }
+  }
+
+  // Until the earliest deadline CheckTimers or the state acts on, in whole milliseconds
+  // rounded up (and one more, as the timers fire past their deadline).
+  int NextTimeoutMs() const {
+    absl::Time next = state_.NextExpiry();
+    if (listener_paused_) next = std::min(next, accept_guard_.paused_until());
+    for (const auto& [id, c] : connections_) {
+      if (c.peer < 0) {
+        next = std::min(next, c.opened + kHelloTimeout);
+        continue;
+      }
+      next = std::min(next, c.last_heard + heartbeat_timeout_);
+      if (c.tx.empty()) next = std::min(next, c.last_sent + heartbeat_timeout_ / 5);
+    }
+    if (next == absl::InfiniteFuture()) return -1;
+    const absl::Duration left = next - absl::Now();
+    if (left <= absl::ZeroDuration()) return 0;
+    return static_cast<int>(std::min<int64_t>(
+        absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))) + 1, 60'000));
   }
 
   void Close(int64_t id, const std::string& reason) {
@@ -163,6 +224,7 @@ class MasterNode::Server {
     const int64_t peer = it->second.peer;
     const std::string address = it->second.address;
     if (peer < 0) accept_guard_.Forget(it->second.fd.get());
+    epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->second.fd.get(), nullptr);
     DiscardUnreadAndShutdown(it->second.fd.get());
     connections_.erase(it);
     if (peer < 0) {  // Refusals are logged (throttled) where they are decided.
@@ -329,6 +391,8 @@ class MasterNode::Server {
 
   const ScopedFd listener_;
   const ScopedFd wakeup_;
+  const ScopedFd epoll_;
+  bool listener_paused_ = false;
   const std::string secret_;
   AcceptGuard accept_guard_{"elastic master"};
   RefusalLog refusals_{"elastic master"};  // Connections refused (TLS, secret, hello).
@@ -337,7 +401,7 @@ class MasterNode::Server {
   const absl::Duration heartbeat_timeout_;
   std::atomic<bool> stopping_{false};
   MasterState state_;
-  int64_t next_connection_ = 1;
+  int64_t next_connection_ = kFirstConnection;
   std::map<int64_t, Connection> connections_;
   std::map<int64_t, Connection*> by_peer_;  // Node-based map: pointers stay valid.
 };
@@ -358,9 +422,13 @@ absl::StatusOr<std::unique_ptr<MasterNode>> MasterNode::Create(MasterNodeOptions
   store_options.tls = tls;
   ASSIGN_OR_RETURN(std::unique_ptr<TCPStoreServer> store, TCPStoreServer::Start(store_options));
   ScopedFd wakeup(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!wakeup.valid()) return absl::InternalError(absl::StrCat("eventfd: ", strerror(errno)));
-  auto server = std::make_unique<Server>(std::move(listener), std::move(wakeup), std::move(store),
-                                         options.heartbeat_timeout, *options.secret, tls);
+  ScopedFd epoll(epoll_create1(EPOLL_CLOEXEC));
+  if (!wakeup.valid() || !epoll.valid()) {
+    return absl::InternalError(absl::StrCat("eventfd/epoll_create1: ", strerror(errno)));
+  }
+  auto server =
+      std::make_unique<Server>(std::move(listener), std::move(wakeup), std::move(epoll),
+                               std::move(store), options.heartbeat_timeout, *options.secret, tls);
   return std::unique_ptr<MasterNode>(new MasterNode(host_port.first, port, std::move(server)));
 }
 

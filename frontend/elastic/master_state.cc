@@ -193,6 +193,23 @@ std::string MasterState::Missing(const std::vector<int64_t>& among,
   return missing.empty() ? "nobody" : absl::StrJoin(missing, ", ");
 }
 
+absl::Time MasterState::NextExpiry() const {
+  absl::Time next = absl::InfiniteFuture();
+  for (const auto& [id, peer] : peers_) {
+    if (peer.waiting_request >= 0) next = std::min(next, peer.waiting_expires);
+  }
+  for (const auto& [group_id, group] : groups_) {
+    if (!group.sync.planned) {
+      for (const auto& [id, entry] : group.sync.ballots) next = std::min(next, entry.first.expires);
+    }
+    if (!group.optimize.measuring) {
+      for (const auto& [id, waiting] : group.optimize.started)
+        next = std::min(next, waiting.expires);
+    }
+  }
+  return next;
+}
+
 void MasterState::Expire(absl::Time now) {
   std::vector<int64_t> accepted, pending;
   std::set<int64_t> in_update;

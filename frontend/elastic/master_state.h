@@ -57,6 +57,8 @@ class MasterState {
   absl::Status Handle(int64_t peer, const Message& message);
   // Answers the requests that waited past their deadline (DeadlineExceeded).
   void Expire(absl::Time now);
+  // When Expire next has something to answer (InfiniteFuture: nothing waits with a deadline).
+  absl::Time NextExpiry() const;
   // The peer is gone (connection lost, silent, or left); `reason` reaches the survivors.
   void Drop(int64_t peer, const std::string& reason);
 

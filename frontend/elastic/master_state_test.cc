@@ -134,13 +134,18 @@ TEST_F(MasterStateTest, AnExpiredUpdateTopologyNamesWhomItWaitedFor) {
   state_.Join(0, "host-b:2");
   UpdateTopology(a);
   state_.Join(0, "host-c:3");
+  const absl::Time before = absl::Now();
   const int64_t waiting = UpdateTopology(a, /*timeout_ms=*/50);
+  // The master's loop sleeps until then.
+  EXPECT_GE(state_.NextExpiry(), before + absl::Milliseconds(50));
+  EXPECT_LE(state_.NextExpiry(), absl::Now() + absl::Milliseconds(50));
   state_.Expire(absl::Now());
   Drain();
   EXPECT_FALSE(Answered(a, waiting));
   state_.Expire(absl::Now() + absl::Seconds(1));
   Drain();
   ASSERT_TRUE(Answered(a, waiting));
+  EXPECT_EQ(state_.NextExpiry(), absl::InfiniteFuture());
   EXPECT_EQ(Code(a, waiting), static_cast<int64_t>(absl::StatusCode::kDeadlineExceeded));
   const std::string& text = replies_[a].texts.back();
   EXPECT_NE(text.find("peer 2 (host-b:2, group 0) (in none of the elastic calls)"),

@@ -71,6 +71,27 @@ TEST(MasterDescriptorsTest, OutOfDescriptorsAndFloodedTheMasterServesAPeerQuietl
       << "the master's log grew by a line per refusal or failed accept";
 }
 
+// An idle master sleeps until a socket is ready or a deadline comes: its threads (the loop and
+// its store's) do not wake on a timer. The old loop polled every 100 ms: 10 wake-ups a second.
+TEST(MasterDescriptorsTest, AnIdleMasterDoesNotWakeOnATimer) {
+  auto master = testing::ChildServer::Start(
+      [&](const std::function<void(int)>& report) {
+        MasterNodeOptions options;
+        options.listen_address = "127.0.0.1:0";
+        auto node = MasterNode::Create(options);
+        if (!node.ok() || !(*node)->Run().ok()) return;
+        report((*node)->port());
+        (void)(*node)->AwaitTermination();
+      },
+      absl::Seconds(10));
+  ASSERT_TRUE(master.ok()) << master.status();
+  const int64_t before = testing::VoluntarySwitches((*master)->pid());
+  ASSERT_GE(before, 0);
+  absl::SleepFor(absl::Seconds(2));  // The span measured, not a synchronisation.
+  const int64_t woken = testing::VoluntarySwitches((*master)->pid()) - before;
+  EXPECT_LT(woken, 6) << "the idle master's threads woke " << woken << " times in 2 s";
+}
+
 // Issue 51: idle connections alone, more than the master's limit of 1,024 descriptors. The
 // master's listener holds all of them, so its own store (in the same process) has no stranger
 // of its own to shed when the peer connects to it: it must shed one of the master's, and the

@@ -1,5 +1,6 @@
 #include "tests/testing/subprocess.h"
 
+#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -12,9 +13,11 @@
 #include <iterator>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace plexus::testing {
 
@@ -130,6 +133,26 @@ absl::Duration CpuTime(int pid) {
     return absl::ZeroDuration();
   }
   return absl::Seconds(static_cast<double>(user + system) / sysconf(_SC_CLK_TCK));
+}
+
+int64_t VoluntarySwitches(int pid) {
+  DIR* tasks = opendir(absl::StrCat("/proc/", pid, "/task").c_str());
+  if (tasks == nullptr) return -1;
+  int64_t total = 0;
+  while (dirent* entry = readdir(tasks)) {
+    if (entry->d_name[0] == '.') continue;
+    std::ifstream status(absl::StrCat("/proc/", pid, "/task/", entry->d_name, "/status"));
+    for (std::string text; std::getline(status, text);) {
+      absl::string_view line = text;
+      int64_t count = 0;
+      if (absl::ConsumePrefix(&line, "voluntary_ctxt_switches:") &&
+          absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &count)) {
+        total += count;
+      }
+    }
+  }
+  closedir(tasks);
+  return total;
 }
 
 int CountLines(const std::string& path) {

@@ -41,6 +41,9 @@ std::string TempPath(const std::string& name);
 
 // User plus system CPU time process `pid` has used (zero if it cannot be read).
 absl::Duration CpuTime(int pid);
+// Voluntary context switches of every thread of process `pid` so far: how often its threads
+// went to sleep, so a loop that wakes on a timer shows (-1 if it cannot be read).
+int64_t VoluntarySwitches(int pid);
 // The lines in the file at `path` (0 if it cannot be read).
 int CountLines(const std::string& path);
 
