@@ -107,7 +107,7 @@ Collectives::Collectives(std::shared_ptr<Transport> transport, AlgorithmTable ta
 
 Collectives::~Collectives() {
   {
-    std::lock_guard<std::mutex> lock(queue_->mu);
+    MutexLock lock(queue_->mu);
     queue_->stopping = true;
   }
   queue_->ready.notify_all();
@@ -150,7 +150,7 @@ WorkPtr Collectives::Enqueue(CollectiveKind kind, DType dtype, int64_t count,
                           : Work::Finished(*status, std::string(CollectiveName(kind)), size());
     }
   }
-  std::lock_guard<std::mutex> lock(queue_->mu);
+  MutexLock lock(queue_->mu);
   const uint64_t sequence = next_sequence_++;
   const absl::Time now = FastNow();
   auto work =
@@ -174,7 +174,7 @@ std::optional<absl::Status> Collectives::RunInPlace(CollectiveKind kind, DType d
                                                     absl::Duration timeout, F& body) {
   uint64_t sequence;
   {
-    std::lock_guard<std::mutex> lock(queue_->mu);
+    MutexLock lock(queue_->mu);
     if (queue_->running || !queue_->tasks.empty() || queue_->stopping) return std::nullopt;
     sequence = next_sequence_++;
     queue_->running = true;  // Keeps the worker, and waiters on other Works, off the queue.
@@ -190,7 +190,7 @@ std::optional<absl::Status> Collectives::RunInPlace(CollectiveKind kind, DType d
 void Collectives::FinishRunning() {
   bool more;
   {
-    std::lock_guard<std::mutex> lock(queue_->mu);
+    MutexLock lock(queue_->mu);
     queue_->running = false;
     more = !queue_->tasks.empty() || queue_->stopping;
   }
@@ -220,7 +220,7 @@ void Collectives::Execute(Task& task) {
 void Collectives::RunInWaiter(Queue& queue, uint64_t sequence, absl::Duration wait_timeout) {
   Task task;
   {
-    std::lock_guard<std::mutex> lock(queue.mu);
+    MutexLock lock(queue.mu);
     const bool ours = !queue.stopping && !queue.running && !queue.tasks.empty() &&
                       queue.tasks.front().sequence == sequence;
     if (ours && queue.tasks.front().timeout > wait_timeout) {
@@ -245,17 +245,17 @@ void Collectives::RunInWaiter(Queue& queue, uint64_t sequence, absl::Duration wa
 }
 
 uint64_t Collectives::worker_woken_at_issue() const {
-  std::lock_guard<std::mutex> lock(queue_->mu);
+  MutexLock lock(queue_->mu);
   return queue_->woken_at_issue;
 }
 
 uint64_t Collectives::worker_looks() const {
-  std::lock_guard<std::mutex> lock(queue_->mu);
+  MutexLock lock(queue_->mu);
   return queue_->worker_looks;
 }
 
 uint64_t Collectives::unclaimed_after_grace() const {
-  std::lock_guard<std::mutex> lock(queue_->mu);
+  MutexLock lock(queue_->mu);
   return queue_->unclaimed_after_grace;
 }
 
@@ -268,14 +268,16 @@ void Collectives::Worker() {
   while (true) {
     Task task;
     {
-      std::unique_lock<std::mutex> lock(queue.mu);
+      UniqueLock lock(queue.mu);
       if (queue.stopping && !queue.running) {
-        for (Task& pending : queue.tasks) {
-          pending.work->Complete(
-              absl::AbortedError(absl::StrCat(CollectiveName(pending.kind), " #", pending.sequence,
+        std::deque<Task> pending = std::move(queue.tasks);
+        queue.tasks.clear();
+        lock.unlock();  // Their callbacks run outside the queue's lock.
+        for (Task& task : pending) {
+          task.work->Complete(
+              absl::AbortedError(absl::StrCat(CollectiveName(task.kind), " #", task.sequence,
                                               ": the backend was shut down before it ran")));
         }
-        queue.tasks.clear();
         return;
       }
       const absl::Time now = FastNow();

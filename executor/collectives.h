@@ -32,6 +32,7 @@
 #include "algorithms/algorithm_table.h"
 #include "algorithms/collective_context.h"
 #include "base/core/collective.h"
+#include "base/core/mutex.h"
 #include "base/core/options.h"
 #include "base/core/tensor.h"
 #include "base/transport/transport.h"
@@ -120,26 +121,29 @@ class Collectives {
 
   // The queue, shared with the wait hooks of the Works it produced (which may outlive us).
   struct Queue {
-    std::mutex mu;
+    Mutex mu;
     std::condition_variable ready;
-    std::deque<Task> tasks;
-    bool running = false;  // A task is executing (on the worker or in a waiting thread).
-    bool stopping = false;
+    std::deque<Task> tasks ABSL_GUARDED_BY(mu);
+    // A task is executing (on the worker or in a waiting thread).
+    bool running ABSL_GUARDED_BY(mu) = false;
+    bool stopping ABSL_GUARDED_BY(mu) = false;
     // The worker sleeps without a timer (only then does Submit need to wake it).
-    bool worker_asleep = false;
-    uint64_t waiter_runs = 0;   // Tasks run by waiting threads so far.
-    uint64_t worker_looks = 0;  // Times the worker woke to look while waiting threads ran them.
-    uint64_t unclaimed_after_grace = 0;  // Deferred tasks the worker took once the grace ran out.
-    uint64_t woken_at_issue = 0;         // Times Enqueue woke the worker from its untimed sleep.
-    absl::Time last_issued = absl::InfinitePast();
+    bool worker_asleep ABSL_GUARDED_BY(mu) = false;
+    uint64_t waiter_runs ABSL_GUARDED_BY(mu) = 0;   // Tasks run by waiting threads so far.
+    uint64_t worker_looks ABSL_GUARDED_BY(mu) = 0;  // Worker looks while waiters ran them.
+    // Deferred tasks the worker took once the grace ran out.
+    uint64_t unclaimed_after_grace ABSL_GUARDED_BY(mu) = 0;
+    // Times Enqueue woke the worker from its untimed sleep.
+    uint64_t woken_at_issue ABSL_GUARDED_BY(mu) = 0;
+    absl::Time last_issued ABSL_GUARDED_BY(mu) = absl::InfinitePast();
     // Threads wait on their collectives and may run them (set by a wait on an unfinished one
     // that may; cleared by one that may not, and when a deferred task went unclaimed for
     // kWaiterGrace).
-    bool waiters_expected = true;
+    bool waiters_expected ABSL_GUARDED_BY(mu) = true;
   };
 
-  // Pops the next task and marks the queue running (caller holds queue.mu).
-  static Task TakeFront(Queue& queue);
+  // Pops the next task and marks the queue running.
+  static Task TakeFront(Queue& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue.mu);
   // Runs `task`, completes its Work and clears `running`; on the worker or on a waiting thread.
   void Execute(Task& task);
   // A Wait() on task `sequence`: run it here if it is next, the worker is idle, and its own
@@ -179,7 +183,7 @@ class Collectives {
   // What a blocking collective run in place returns when it succeeded: complete, no statistics.
   const WorkPtr done_;
   algorithms::ScratchArena arena_;  // Used by whichever thread runs the (single) current task.
-  uint64_t next_sequence_ = 1;      // Guarded by queue_->mu.
+  uint64_t next_sequence_ ABSL_GUARDED_BY(queue_->mu) = 1;
   std::thread worker_;
 };
 

@@ -88,7 +88,10 @@ Communicator::Communicator(CommunicatorOptions options, std::string master_host,
       runner_(std::make_unique<OpRunner>()),
       backups_(std::make_unique<BackupPool>()),
       mesh_(mu_, options_.transport, options_.peer_group, MeshSetup(options_, operation_timeout_),
-            [this](int64_t epoch) { return MeshMembers(epoch); }) {}
+            [this](int64_t epoch) {
+              mu_.AssertHeld();  // EpochMesh calls it with its owner's mutex, mu_, held.
+              return MeshMembers(epoch);
+            }) {}
 
 absl::StatusOr<EpochMesh::Members> Communicator::MeshMembers(int64_t epoch) const {
   if (!lost_.ok()) return lost_;
@@ -106,16 +109,18 @@ absl::StatusOr<EpochMesh::Members> Communicator::MeshMembers(int64_t epoch) cons
 Communicator::~Communicator() {
   std::shared_ptr<MasterLink> link;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    UniqueLock lock(mu_);
     // Let in-flight operations finish (each is bounded by its own deadline).
-    changed_.wait_for(lock, std::chrono::seconds(30), [&] { return in_flight_.empty(); });
+    changed_.wait_for(lock, std::chrono::seconds(30),
+                      [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_.empty(); });
     link = link_;
   }
   if (link) link->Leave();
   runner_.reset();  // Joins the operation threads.
   std::shared_ptr<Transport> mesh;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
+    mesh_.OwnerHeld();
     mesh = mesh_.Release();
     link_.reset();
   }
@@ -123,17 +128,17 @@ Communicator::~Communicator() {
 }
 
 int64_t Communicator::peer_id() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return link_ ? link_->peer_id() : 0;
 }
 
 std::shared_ptr<MasterLink> Communicator::link() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return link_;
 }
 
 absl::Status Communicator::Usable() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!link_) {
     return WithResult(absl::FailedPreconditionError("not connected: call connect() first"),
                       Result::kNotInitialized);
@@ -147,14 +152,14 @@ absl::Status Communicator::Usable() const {
 }
 
 void Communicator::AdoptTopology() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   topology_.Adopt();
 }
 
 absl::Status Communicator::Connect(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + std::min(timeout, accept_timeout_);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (link_ && lost_.ok()) {
       return WithResult(absl::FailedPreconditionError("already connected"), Result::kInvalidUsage);
     }
@@ -181,8 +186,9 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
   {
     // A fresh start: forget the old connection's view before the new link can report. Epoch
     // numbers may repeat (a restarted master), so the old connections go too.
-    const std::unique_lock<std::mutex> build = mesh_.LockBuilds();
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock build(mesh_.build_mu());
+    MutexLock lock(mu_);
+    mesh_.OwnerHeld();
     generation = ++generation_;
     link_.reset();
     lost_ = absl::OkStatus();
@@ -227,12 +233,14 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
   }
   int64_t epoch;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    UniqueLock lock(mu_);
     link_ = link;
     store_ = std::shared_ptr<Store>(std::move(store).value());
     data_address_ = address;
     const int64_t me = link->peer_id();
-    auto accepted = [&] { return !lost_.ok() || topology_.Includes(me); };
+    auto accepted = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !lost_.ok() || topology_.Includes(me);
+    };
     while (!accepted() && absl::Now() < deadline) {
       changed_.wait_until(lock, SteadyDeadline(std::min(deadline - absl::Now(), absl::Seconds(1))));
     }
@@ -285,20 +293,21 @@ absl::StatusOr<bool> Communicator::ArePeersPending() {
 }
 
 absl::StatusOr<int64_t> Communicator::GetAttribute(Attribute attribute) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return topology_.Attribute(attribute);  // The caller's epoch, not the latest announcement.
 }
 
 absl::StatusOr<int64_t> Communicator::AnnouncedAttribute(Attribute attribute) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return topology_.AnnouncedAttribute(attribute);
 }
 
 void Communicator::OnTopology(uint64_t generation, const Topology& topology) {
   std::shared_ptr<Transport> stale;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (generation != generation_) return;
+    mesh_.OwnerHeld();
     stale = mesh_.StaleAt(topology.epoch);
     topology_.Announce(topology);
   }
@@ -313,9 +322,10 @@ void Communicator::OnTopology(uint64_t generation, const Topology& topology) {
 void Communicator::OnLost(uint64_t generation, const absl::Status& status) {
   std::shared_ptr<Transport> mesh;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (generation != generation_) return;
     lost_ = status;
+    mesh_.OwnerHeld();
     mesh = mesh_.current();
     in_flight_.ForEach([&](Op& op) {
       if (!op.decided) {

@@ -196,7 +196,8 @@ class Communicator {
   absl::Status RunSyncTransfers(SharedState& state, const std::vector<int64_t>& plan, int64_t epoch,
                                 absl::Time deadline, SyncBallot& ballot, SyncInfo& info);
   // With mu_ held: what EpochMesh builds `epoch`'s connections from, if that epoch stands.
-  absl::StatusOr<EpochMesh::Members> MeshMembers(int64_t epoch) const;
+  absl::StatusOr<EpochMesh::Members> MeshMembers(int64_t epoch) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reports of the master link of connection `generation` (stale ones are ignored).
   void OnTopology(uint64_t generation, const Topology& topology);
   void OnOutcome(uint64_t generation, const OpKey& key, const absl::Status& outcome);
@@ -216,17 +217,17 @@ class Communicator {
   std::unique_ptr<BackupPool> backups_;  // Receive-buffer backups, reused.
   ArenaOrder arena_order_;               // Shared-memory turns run here one at a time.
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable changed_;
-  std::shared_ptr<MasterLink> link_;  // Guarded by mu_.
-  uint64_t generation_ = 0;           // Connect() calls so far; guarded by mu_.
-  absl::Status lost_;                 // Why the link broke; guarded by mu_.
+  std::shared_ptr<MasterLink> link_ ABSL_GUARDED_BY(mu_);
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // Connect() calls so far.
+  absl::Status lost_ ABSL_GUARDED_BY(mu_);        // Why the link broke.
   // The latest topology the master announced (what operations run in) and the caller's view.
   TopologyView topology_;
   std::shared_ptr<Store> store_;
   std::string data_address_;
-  InFlightOps<Op> in_flight_;  // Guarded by mu_.
-  EpochMesh mesh_;             // The epoch's data connections; guarded by mu_.
+  InFlightOps<Op> in_flight_ ABSL_GUARDED_BY(mu_);
+  EpochMesh mesh_;  // The epoch's data connections; its state is guarded by mu_ (its owner_mu_).
 };
 
 }  // namespace plexus::elastic

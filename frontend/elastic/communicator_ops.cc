@@ -124,7 +124,7 @@ absl::Status Communicator::MoveData(const std::shared_ptr<Op>& op, OpPart& part,
                         std::max(deadline - absl::Now(), absl::ZeroDuration()), op->work.get(),
                         &scratch);
   if (turn >= 0 && earlier.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (op->decided) earlier = op->outcome.ok() ? absl::AbortedError("decided") : op->outcome;
   }
   if (in_arena) {
@@ -160,7 +160,7 @@ absl::Status Communicator::MoveDataInTurn(const std::shared_ptr<Op>& op, Transpo
                                           absl::Time deadline) {
   int64_t turn;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    UniqueLock lock(mu_);
     while (op->turn < 0 && !op->decided && absl::Now() < deadline) {
       changed_.wait_until(lock, SteadyDeadline(std::min(deadline - absl::Now(), absl::Seconds(1))));
     }
@@ -173,7 +173,7 @@ absl::Status Communicator::MoveDataInTurn(const std::shared_ptr<Op>& op, Transpo
   }
   const int64_t epoch = op->key.epoch;
   auto abandoned = [this, epoch] {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return !lost_.ok() || topology_.epoch() != epoch;
   };
   // Runs on whichever thread holds the arena when this turn comes (see ArenaOrder). After a
@@ -193,7 +193,7 @@ absl::Status Communicator::MoveDataInTurn(const std::shared_ptr<Op>& op, Transpo
 
 void Communicator::OnTurn(uint64_t generation, const OpKey& key, int64_t turn) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (generation != generation_) return;
     const std::shared_ptr<Op> op = in_flight_.Find(key);
     if (!op) return;
@@ -206,7 +206,7 @@ void Communicator::OnOutcome(uint64_t generation, const OpKey& key, const absl::
   std::shared_ptr<Transport> mesh;
   std::vector<uint64_t> operations;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (generation != generation_) return;
     const std::shared_ptr<Op> found = in_flight_.Find(key);
     if (!found) return;
@@ -273,7 +273,7 @@ WorkPtr Communicator::Launch(std::vector<OpPart> parts, int64_t required_epoch,
   op->description = description;
   op->on_data_done = std::move(on_data_done);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     // Checked again under the lock that registers the op: a link lost since Usable() has
     // already decided every op it found, and would never decide this one.
     if (!lost_.ok()) return refuse(lost_);
@@ -358,7 +358,7 @@ void Communicator::Run(const std::shared_ptr<Op>& op) {
   if (local.ok() && *mesh != nullptr) {
     bool decided;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       op->mesh = *mesh;
       decided = op->decided;
     }
@@ -382,7 +382,7 @@ void Communicator::Run(const std::shared_ptr<Op>& op) {
   if (master) (void)master->Send(done);
   absl::Status outcome;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    UniqueLock lock(mu_);
     const absl::Time decide_by = deadline + absl::Seconds(10);
     while (!op->decided && lost_.ok() && absl::Now() < decide_by) {
       changed_.wait_until(lock,
@@ -423,7 +423,7 @@ void Communicator::Run(const std::shared_ptr<Op>& op) {
     backups_->Give(std::move(part.backup));
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     in_flight_.Remove(static_cast<uint64_t>(op->key.tag), op);
     if (op->round()) {
       for (const OpPart& part : op->parts) in_flight_.Remove(part.descriptor.tag, op);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/core/mutex.h"
 #include "base/core/status_macros.h"
 #include "frontend/elastic/backup_pool.h"
 #include "frontend/elastic/communicator.h"
@@ -123,13 +124,13 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduceMultipleWithRetry(
     // A unit holds one of the max_in_flight slots while it moves data; its decision by the
     // master is awaited without holding one (the round trip would otherwise idle the links).
     struct Events {
-      std::mutex mu;
+      explicit Events(size_t units) : data_done(units, false), decided(units, false) {}
+      Mutex mu;
       std::condition_variable cv;
-      std::vector<bool> data_done, decided;
+      std::vector<bool> data_done ABSL_GUARDED_BY(mu);
+      std::vector<bool> decided ABSL_GUARDED_BY(mu);
     };
-    auto events = std::make_shared<Events>();
-    events->data_done.assign(units.size(), false);
-    events->decided.assign(units.size(), false);
+    auto events = std::make_shared<Events>(units.size());
     std::vector<WorkPtr> works(units.size());
     size_t next = 0;
     std::set<size_t> moving, undecided;
@@ -149,29 +150,27 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduceMultipleWithRetry(
         moving.insert(u);
         undecided.insert(u);
         works[u] = Launch(std::move(parts), round_epoch, [events, u] {
-          std::lock_guard<std::mutex> lock(events->mu);
+          MutexLock lock(events->mu);
           events->data_done[u] = true;
           events->cv.notify_all();
         });
         works[u]->OnComplete([events, u](const absl::Status&) {
-          std::lock_guard<std::mutex> lock(events->mu);
+          MutexLock lock(events->mu);
           events->decided[u] = true;
           events->cv.notify_all();
         });
       }
       std::vector<size_t> decided_now;
       {
-        std::unique_lock<std::mutex> lock(events->mu);
-        auto progress = [&] {
-          for (size_t r : moving) {
-            if (events->data_done[r] || events->decided[r]) return true;
-          }
-          for (size_t r : undecided) {
-            if (events->decided[r]) return true;
-          }
-          return false;
-        };
-        events->cv.wait(lock, progress);
+        UniqueLock lock(events->mu);
+        // Until a unit's data moved or its outcome came (each has its own deadline).
+        while (true) {
+          bool progress = false;
+          for (size_t r : moving) progress |= events->data_done[r] || events->decided[r];
+          for (size_t r : undecided) progress |= events->decided[r];
+          if (progress) break;
+          events->cv.wait(lock);
+        }
         for (auto it = moving.begin(); it != moving.end();) {
           it = events->data_done[*it] || events->decided[*it] ? moving.erase(it) : std::next(it);
         }
@@ -198,7 +197,7 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduceMultipleWithRetry(
     }
     {
       // A unit that ran (rather than being refused at launch) left its originals whole.
-      std::lock_guard<std::mutex> lock(events->mu);
+      MutexLock lock(events->mu);
       for (size_t u = 0; u < units.size(); ++u) {
         if (!events->data_done[u]) continue;
         for (size_t i : units[u]) backed_up[i] = true;

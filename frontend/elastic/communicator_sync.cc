@@ -98,7 +98,7 @@ absl::Status Communicator::RunSyncTransfers(SharedState& state, const std::vecto
   }
   std::vector<int64_t> ring;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ring = topology_.latest().ring;
   }
   if (ring.size() < 2) return absl::OkStatus();

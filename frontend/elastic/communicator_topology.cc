@@ -42,30 +42,33 @@ int Partner(int position, int round, int n) {
 }  // namespace
 
 int64_t Communicator::CurrentEpoch() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return topology_.epoch();
 }
 
 void Communicator::AwaitEpochAfter(int64_t epoch) {
   // The master pushes a new topology before it fails what the change interrupted, so it is
   // normally here already; wait a little for it otherwise.
-  std::unique_lock<std::mutex> lock(mu_);
+  UniqueLock lock(mu_);
   changed_.wait_until(lock, SteadyDeadline(absl::Seconds(1)),
-                      [&] { return topology_.epoch() != epoch || !lost_.ok(); });
+                      [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                        return topology_.epoch() != epoch || !lost_.ok();
+                      });
 }
 
 std::vector<int64_t> Communicator::Ring() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return topology_.Ring();
 }
 
 int Communicator::SharedMemoryPeers() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
+  mesh_.OwnerHeld();
   return mesh_.SharedMemoryPeers();
 }
 
 absl::Status Communicator::NoOpsInFlight(const char* what) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (in_flight_.empty()) return absl::OkStatus();
   return WithResult(absl::FailedPreconditionError(absl::StrCat(
                         what, " with ", in_flight_.size(), " all-reduces in flight: wait first")),
@@ -81,7 +84,7 @@ absl::StatusOr<bool> Communicator::OptimizeTopology() {
     int64_t epoch;
     size_t members;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       epoch = topology_.epoch();
       members = topology_.latest().ring.size();
     }

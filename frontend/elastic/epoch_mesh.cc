@@ -9,8 +9,8 @@
 
 namespace plexus::elastic {
 
-EpochMesh::EpochMesh(std::mutex& owner_mu, std::string transport, int64_t group,
-                     TransportSetup base, Check check)
+EpochMesh::EpochMesh(Mutex& owner_mu, std::string transport, int64_t group, TransportSetup base,
+                     Check check)
     : owner_mu_(owner_mu),
       transport_(std::move(transport)),
       group_(group),
@@ -18,11 +18,11 @@ EpochMesh::EpochMesh(std::mutex& owner_mu, std::string transport, int64_t group,
       check_(std::move(check)) {}
 
 absl::StatusOr<std::shared_ptr<Transport>> EpochMesh::Get(int64_t epoch) {
-  std::lock_guard<std::mutex> build(build_mu_);
+  MutexLock build(build_mu_);
   absl::StatusOr<Members> members;
   std::shared_ptr<Transport> old;
   {
-    std::lock_guard<std::mutex> lock(owner_mu_);
+    MutexLock lock(owner_mu_);
     if (epoch_ == epoch) return mesh_;
     members = check_(epoch);
     if (!members.ok()) return members.status();
@@ -44,7 +44,7 @@ absl::StatusOr<std::shared_ptr<Transport>> EpochMesh::Get(int64_t epoch) {
     setup.group_name = name;
     setup.address = members->address;
     setup.cancelled = [this, epoch] {
-      std::lock_guard<std::mutex> lock(owner_mu_);
+      MutexLock lock(owner_mu_);
       return !check_(epoch).ok();
     };
     auto made = CreateTransport(transport_, setup);
@@ -57,7 +57,7 @@ absl::StatusOr<std::shared_ptr<Transport>> EpochMesh::Get(int64_t epoch) {
     }
     mesh = std::shared_ptr<Transport>(std::move(made).value());
   }
-  std::lock_guard<std::mutex> lock(owner_mu_);
+  MutexLock lock(owner_mu_);
   if (!check_(epoch).ok()) {
     if (mesh) mesh->Abort(absl::UnavailableError("epoch over"));
     return absl::UnavailableError(absl::StrCat("epoch ", epoch, " ended while connecting"));

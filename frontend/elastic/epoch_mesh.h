@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/core/mutex.h"
 #include "base/store/store.h"
 #include "base/transport/transport.h"
 #include "base/transport/transport_registry.h"
@@ -38,7 +39,7 @@ class EpochMesh {
 
   // `transport`: the registered transport to build; `base`: what every epoch's setup shares
   // (connect timeout, secret, TLS, describe_signature).
-  EpochMesh(std::mutex& owner_mu, std::string transport, int64_t group, TransportSetup base,
+  EpochMesh(Mutex& owner_mu, std::string transport, int64_t group, TransportSetup base,
             Check check);
 
   // The connections of `epoch` (null for a group of one), built if this is its first use here.
@@ -48,25 +49,29 @@ class EpochMesh {
 
   // With the owner's mutex held. The held mesh if it is not `epoch`'s (to abort when the group
   // moved on), else null.
-  std::shared_ptr<Transport> StaleAt(int64_t epoch) const;
-  std::shared_ptr<Transport> current() const { return mesh_; }
+  std::shared_ptr<Transport> StaleAt(int64_t epoch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(owner_mu_);
+  std::shared_ptr<Transport> current() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(owner_mu_) {
+    return mesh_;
+  }
   // Forgets the held mesh and returns it (to close outside the lock).
-  std::shared_ptr<Transport> Release();
+  std::shared_ptr<Transport> Release() ABSL_EXCLUSIVE_LOCKS_REQUIRED(owner_mu_);
   // Members of the held mesh on this peer's host (shared-memory peers); 0 without one.
-  int SharedMemoryPeers() const;
+  int SharedMemoryPeers() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(owner_mu_);
+  // The owner's mutex, under the owner's own name, is held (for the analysis).
+  void OwnerHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK(owner_mu_) {}
 
   // Held while no build may run (a reconnect clearing what an old connection built).
-  std::unique_lock<std::mutex> LockBuilds() { return std::unique_lock<std::mutex>(build_mu_); }
+  Mutex& build_mu() ABSL_LOCK_RETURNED(build_mu_) { return build_mu_; }
 
  private:
-  std::mutex& owner_mu_;
+  Mutex& owner_mu_;
   const std::string transport_;
   const int64_t group_;
   const TransportSetup base_;
   const Check check_;
-  std::mutex build_mu_;
-  std::shared_ptr<Transport> mesh_;  // Guarded by owner_mu_.
-  int64_t epoch_ = -1;               // The epoch mesh_ belongs to; guarded by owner_mu_.
+  Mutex build_mu_;
+  std::shared_ptr<Transport> mesh_ ABSL_GUARDED_BY(owner_mu_);
+  int64_t epoch_ ABSL_GUARDED_BY(owner_mu_) = -1;  // The epoch mesh_ belongs to.
 };
 
 }  // namespace plexus::elastic

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "base/core/mutex.h"
 #include "base/store/hash_store.h"
 #include "frontend/elastic/elastic_types.h"
 #include "gtest/gtest.h"
@@ -72,7 +73,7 @@ Factory& TheFactory() {
 
 // An owner: the group's current epoch and ring, under its own mutex.
 struct Owner {
-  std::mutex mu;
+  Mutex mu;
   int64_t epoch = 5;
   std::vector<int64_t> ring = {11, 12, 13};
   int64_t me = 12;
@@ -113,7 +114,7 @@ TEST_F(EpochMeshTest, BuildsOncePerEpochWithRankFromRingOrder) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*again, *first);
   EXPECT_EQ(Built(), 1u);
-  std::lock_guard<std::mutex> lock(owner.mu);
+  MutexLock lock(owner.mu);
   EXPECT_EQ(owner.mesh.StaleAt(5), nullptr);
   EXPECT_EQ(owner.mesh.StaleAt(6), *first);  // The group moved on: this one is to abort.
 }
@@ -123,7 +124,7 @@ TEST_F(EpochMeshTest, ALaterEpochReplacesTheHeldConnections) {
   auto first = owner.mesh.Get(5);
   ASSERT_TRUE(first.ok());
   {
-    std::lock_guard<std::mutex> lock(owner.mu);
+    MutexLock lock(owner.mu);
     owner.epoch = 6;
     owner.ring = {12, 11};
   }
@@ -132,7 +133,7 @@ TEST_F(EpochMeshTest, ALaterEpochReplacesTheHeldConnections) {
   EXPECT_NE(*second, *first);
   EXPECT_EQ(static_cast<RecordingTransport&>(**second).setup().rank, 0);
   EXPECT_EQ(static_cast<RecordingTransport&>(**second).setup().group_name, "elastic/g3/e6");
-  std::lock_guard<std::mutex> lock(owner.mu);
+  MutexLock lock(owner.mu);
   EXPECT_EQ(owner.mesh.current(), *second);
 }
 
@@ -159,7 +160,7 @@ TEST_F(EpochMeshTest, AnEpochThatIsOverOrLacksThisPeerBuildsNothing) {
 TEST_F(EpochMeshTest, ConnectionsFinishedAfterTheirEpochEndedAreAbortedNotKept) {
   Owner owner;
   TheFactory().while_connecting = [&owner] {
-    std::lock_guard<std::mutex> lock(owner.mu);
+    MutexLock lock(owner.mu);
     owner.epoch = 6;
   };
   auto mesh = owner.mesh.Get(5);
@@ -167,7 +168,7 @@ TEST_F(EpochMeshTest, ConnectionsFinishedAfterTheirEpochEndedAreAbortedNotKept) 
   EXPECT_TRUE(absl::StrContains(mesh.status().message(), "ended while connecting"));
   ASSERT_EQ(Built(), 1u);
   EXPECT_TRUE(*TheFactory().aborted[0]);
-  std::lock_guard<std::mutex> lock(owner.mu);
+  MutexLock lock(owner.mu);
   EXPECT_EQ(owner.mesh.current(), nullptr);
 }
 
