@@ -23,22 +23,29 @@ namespace {
 
 constexpr char kSecret[] = "a secret every legitimate peer knows";
 
-TEST(MasterDescriptorsTest, OutOfDescriptorsAndFloodedTheMasterServesAPeerQuietly) {
-  const std::string log = testing::TempPath("master.log");
-  auto master = testing::ChildServer::Start(
+// A master in a child process: with `descriptors` as its RLIMIT_NOFILE (0: unchanged), the
+// shared secret unless `secret` is false, and its stderr in `log` when one is named.
+absl::StatusOr<std::unique_ptr<testing::ChildServer>> StartMaster(rlim_t descriptors, bool secret,
+                                                                  const std::string& log = "") {
+  return testing::ChildServer::Start(
       [&](const std::function<void(int)>& report) {
-        rlimit limit{64, 64};
-        if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return;
-        if (freopen(log.c_str(), "w", stderr) == nullptr) return;
+        rlimit limit{descriptors, descriptors};
+        if (descriptors > 0 && setrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+        if (!log.empty() && freopen(log.c_str(), "w", stderr) == nullptr) return;
         MasterNodeOptions options;
         options.listen_address = "127.0.0.1:0";
-        options.secret = kSecret;
+        if (secret) options.secret = kSecret;
         auto node = MasterNode::Create(options);
         if (!node.ok() || !(*node)->Run().ok()) return;
         report((*node)->port());
         (void)(*node)->AwaitTermination();
       },
       absl::Seconds(10));
+}
+
+TEST(MasterDescriptorsTest, OutOfDescriptorsAndFloodedTheMasterServesAPeerQuietly) {
+  const std::string log = testing::TempPath("master.log");
+  auto master = StartMaster(64, /*secret=*/true, log);
   ASSERT_TRUE(master.ok()) << master.status();
   const int port = (*master)->port();
   std::vector<ScopedFd> idle;
@@ -74,16 +81,7 @@ TEST(MasterDescriptorsTest, OutOfDescriptorsAndFloodedTheMasterServesAPeerQuietl
 // An idle master sleeps until a socket is ready or a deadline comes: its threads (the loop and
 // its store's) do not wake on a timer. The old loop polled every 100 ms: 10 wake-ups a second.
 TEST(MasterDescriptorsTest, AnIdleMasterDoesNotWakeOnATimer) {
-  auto master = testing::ChildServer::Start(
-      [&](const std::function<void(int)>& report) {
-        MasterNodeOptions options;
-        options.listen_address = "127.0.0.1:0";
-        auto node = MasterNode::Create(options);
-        if (!node.ok() || !(*node)->Run().ok()) return;
-        report((*node)->port());
-        (void)(*node)->AwaitTermination();
-      },
-      absl::Seconds(10));
+  auto master = StartMaster(0, /*secret=*/false);
   ASSERT_TRUE(master.ok()) << master.status();
   const int64_t before = testing::VoluntarySwitches((*master)->pid());
   ASSERT_GE(before, 0);
@@ -105,19 +103,7 @@ TEST(MasterDescriptorsTest, ListenersOfOneProcessShareTheirDescriptorBudget) {
   }
   own.rlim_cur = own.rlim_max == RLIM_INFINITY ? 4096 : std::min<rlim_t>(own.rlim_max, 4096);
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &own), 0);
-  auto master = testing::ChildServer::Start(
-      [&](const std::function<void(int)>& report) {
-        rlimit limit{1024, 1024};
-        if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return;
-        MasterNodeOptions options;
-        options.listen_address = "127.0.0.1:0";
-        options.secret = kSecret;
-        auto node = MasterNode::Create(options);
-        if (!node.ok() || !(*node)->Run().ok()) return;
-        report((*node)->port());
-        (void)(*node)->AwaitTermination();
-      },
-      absl::Seconds(10));
+  auto master = StartMaster(1024, /*secret=*/true);
   ASSERT_TRUE(master.ok()) << master.status();
   const int port = (*master)->port();
   std::vector<ScopedFd> idle;
