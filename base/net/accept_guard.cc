@@ -150,7 +150,8 @@ int AcceptGuard::Accept(int listener, const std::function<bool()>& shed_one) {
       paused_until_ = absl::Now() + kWaitForShed;
       return -1;
     }
-    const bool shed_mine = shed == SharedBudget::Shed::kMine && shed_one();
+    // None registered anywhere still leaves a forming mesh's own handshakes (never registered).
+    const bool shed_mine = shed_one();
     if (on_shortage_ == OnShortage::kPause) {
       ++total_pauses_;
       if (shed_mine) ++round_shed_;
