@@ -171,7 +171,7 @@ class MasterNode::Server {
     const bool pause = absl::Now() < accept_guard_.paused_until();
     if (pause != listener_paused_) {  // Off the loop's events until then.
       listener_paused_ = pause;
-      Watch(EPOLL_CTL_MOD, listener_.get(), kListenerTag, pause ? 0 : EPOLLIN);
+      Watch(EPOLL_CTL_MOD, listener_.get(), kListenerTag, pause ? 0u : uint32_t{EPOLLIN});
     }
   }
 
@@ -190,7 +190,7 @@ class MasterNode::Server {
       if (want_write == c.watching_write) continue;
       c.watching_write = want_write;
       Watch(EPOLL_CTL_MOD, c.fd.get(), static_cast<uint64_t>(id),
-            EPOLLIN | (want_write ? EPOLLOUT : 0));
+            EPOLLIN | (want_write ? uint32_t{EPOLLOUT} : 0u));
     }
     if (listener_paused_ && absl::Now() >= accept_guard_.paused_until()) {
       listener_paused_ = false;
