@@ -43,17 +43,37 @@ absl::StatusOr<std::unique_ptr<testing::ChildServer>> StartMaster(rlim_t descrip
       absl::Seconds(10));
 }
 
+// Opens `count` connections to the master that never say a word.
+void HoldIdle(int port, int count, std::vector<ScopedFd>& idle) {
+  for (int i = 0; i < count; ++i) {
+    auto fd = ConnectTcpWithRetry("127.0.0.1", port, absl::Now() + absl::Seconds(5));
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    idle.push_back(std::move(fd).value());
+  }
+}
+
+// A legitimate peer with the secret, joined to the master at `port`.
+absl::StatusOr<std::unique_ptr<Communicator>> JoinWithTheSecret(int port) {
+  CommunicatorOptions options;
+  options.master_address = absl::StrCat("127.0.0.1:", port);
+  options.secret = kSecret;
+  options.operation_timeout = absl::Seconds(30);
+  options.accept_timeout = absl::Seconds(30);
+  auto peer = Communicator::Create(options);
+  if (!peer.ok()) return peer.status();
+  if (absl::Status connected = (*peer)->Connect(absl::Seconds(20)); !connected.ok()) {
+    return connected;
+  }
+  return peer;
+}
+
 TEST(MasterDescriptorsTest, OutOfDescriptorsAndFloodedTheMasterServesAPeerQuietly) {
   const std::string log = testing::TempPath("master.log");
   auto master = StartMaster(64, /*secret=*/true, log);
   ASSERT_TRUE(master.ok()) << master.status();
   const int port = (*master)->port();
   std::vector<ScopedFd> idle;
-  for (int i = 0; i < 150; ++i) {
-    auto fd = ConnectTcpWithRetry("127.0.0.1", port, absl::Now() + absl::Seconds(5));
-    ASSERT_TRUE(fd.ok()) << fd.status();
-    idle.push_back(std::move(fd).value());
-  }
+  ASSERT_NO_FATAL_FAILURE(HoldIdle(port, 150, idle));
   for (int i = 0; i < 300; ++i) {  // Garbage instead of the authentication.
     auto fd = ConnectTcpWithRetry("127.0.0.1", port, absl::Now() + absl::Seconds(5));
     ASSERT_TRUE(fd.ok()) << fd.status();
@@ -61,15 +81,8 @@ TEST(MasterDescriptorsTest, OutOfDescriptorsAndFloodedTheMasterServesAPeerQuietl
     (void)SendAll(fd->get(), junk, absl::Now() + absl::Seconds(1));
   }
   const absl::Time start = absl::Now();
-  CommunicatorOptions options;
-  options.master_address = absl::StrCat("127.0.0.1:", port);
-  options.secret = kSecret;
-  options.operation_timeout = absl::Seconds(30);
-  options.accept_timeout = absl::Seconds(30);
-  auto peer = Communicator::Create(options);
+  auto peer = JoinWithTheSecret(port);
   ASSERT_TRUE(peer.ok()) << peer.status();
-  absl::Status connected = (*peer)->Connect(absl::Seconds(20));
-  ASSERT_TRUE(connected.ok()) << connected;
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   const absl::Duration before = testing::CpuTime((*master)->pid());
   absl::SleepFor(absl::Seconds(1));
@@ -111,21 +124,10 @@ TEST(MasterDescriptorsTest, ListenersOfOneProcessShareTheirDescriptorBudget) {
   ASSERT_TRUE(master.ok()) << master.status();
   const int port = (*master)->port();
   std::vector<ScopedFd> idle;
-  for (int i = 0; i < 1100; ++i) {
-    auto fd = ConnectTcpWithRetry("127.0.0.1", port, absl::Now() + absl::Seconds(5));
-    ASSERT_TRUE(fd.ok()) << fd.status();
-    idle.push_back(std::move(fd).value());
-  }
+  ASSERT_NO_FATAL_FAILURE(HoldIdle(port, 1100, idle));
   const absl::Time start = absl::Now();
-  CommunicatorOptions options;
-  options.master_address = absl::StrCat("127.0.0.1:", port);
-  options.secret = kSecret;
-  options.operation_timeout = absl::Seconds(30);
-  options.accept_timeout = absl::Seconds(30);
-  auto peer = Communicator::Create(options);
+  auto peer = JoinWithTheSecret(port);
   ASSERT_TRUE(peer.ok()) << peer.status();
-  absl::Status connected = (*peer)->Connect(absl::Seconds(20));
-  ASSERT_TRUE(connected.ok()) << connected;
   EXPECT_LT(absl::Now() - start, absl::Seconds(1));
 }
 
