@@ -104,7 +104,8 @@ def test_torch_backend_orders_after_the_current_stream(monkeypatch, torch_backen
 
 def _fsdp_steps(rank, world):
     """Five SGD steps of an FSDP-wrapped model on this rank's batches; returns the full
-    parameters and every rank's batches (for the single-process reference)."""
+    parameters. The batches are drawn on the CPU, as the reference draws them (CUDA's
+    generator gives other numbers for the same seed)."""
     from torch.distributed.fsdp import FullyShardedDataParallel, FullStateDictConfig, StateDictType
     device = _device(rank)
     torch.cuda.set_device(device)
@@ -116,7 +117,7 @@ def _fsdp_steps(rank, world):
     for step in range(5):
         torch.manual_seed(100 * step + rank)
         optimizer.zero_grad()
-        model(torch.randn(8, 16, device=device)).square().mean().backward()
+        model(torch.randn(8, 16).to(device)).square().mean().backward()
         optimizer.step()
     with FullyShardedDataParallel.state_dict_type(model, StateDictType.FULL_STATE_DICT,
                                                   FullStateDictConfig(rank0_only=False)):
