@@ -69,7 +69,16 @@ Loop::Loop(int rank, std::vector<Connection> peers, std::unique_ptr<ShmLinks> ri
   }
 }
 
-Loop::~Loop() { FailEverything(absl::AbortedError("transport destroyed")); }
+Loop::~Loop() {
+  FailEverything(absl::AbortedError("transport destroyed"));
+  ProgressScope progress;
+  for (Finished& finished : finished_) finished.work->Complete(finished.status);
+}
+
+void Loop::TakeFinished(std::vector<Finished>& out) {
+  for (Finished& finished : finished_) out.push_back(std::move(finished));
+  finished_.clear();
+}
 
 std::string Loop::Describe(const Op& op) const {
   const char* what = op.kind == Op::Kind::kSend ? "send to" : "recv from";
@@ -106,9 +115,7 @@ void Loop::Finish(const OpPtr& op, const absl::Status& status) {
       op->work->SetSourceRank(op->peer);
     }
   }
-  // Under the loop's lock, maybe on the loop thread: user callbacks must run elsewhere.
-  ProgressScope progress;
-  op->work->Complete(status);
+  finished_.push_back({op->work, status});
 }
 
 void Loop::Arm(const OpPtr& op) {

@@ -1,7 +1,9 @@
 // The event loop behind TcpTransport: owns every peer socket, reads and writes frames
 // (tcp_frame.h), and hands arriving messages to its ReceiveMatcher, which pairs them with
-// receives. TcpTransport serialises every call with one lock (the loop thread holds it except
-// while in epoll_wait); only the send lanes are shared beyond it.
+// receives. TcpTransport serialises every call with one lock (the poller holds it except while
+// in epoll_wait); only the send lanes are shared beyond it. The loop never completes a Work
+// itself: it lists the Works it finished (TakeFinished), which the transport completes once
+// that lock is released.
 #ifndef PLEXUS_BACKENDS_TCP_TCP_LOOP_H_
 #define PLEXUS_BACKENDS_TCP_TCP_LOOP_H_
 
@@ -36,6 +38,11 @@ int MillisecondsUntil(absl::Time deadline, absl::Time now);
 class Loop {
  public:
   using SignatureDescriber = std::function<std::string(uint64_t signature)>;
+  // A Work the loop finished, with the status to complete it with.
+  struct Finished {
+    WorkPtr work;
+    absl::Status status;
+  };
 
   // `rings` (may be null) links the peers on this host; the loop owns it. `heartbeat`:
   // silence after which a peer is lost (InfiniteDuration: never).
@@ -44,6 +51,7 @@ class Loop {
   Loop(int rank, std::vector<Connection> peers, std::unique_ptr<ShmLinks> rings,
        std::vector<SendLane*> lanes, int epoll_fd, uint64_t max_message_bytes,
        uint64_t max_unexpected_bytes, absl::Duration heartbeat, SignatureDescriber describe);
+  // Fails what is pending and completes every Work still listed: destroy it unlocked.
   ~Loop();
 
   void PostSend(const OpPtr& op);
@@ -80,6 +88,10 @@ class Loop {
   void Awake();
   int shm_peers() const { return rings_ != nullptr ? rings_->linked : 0; }
   SharedArena* arena() const { return rings_ != nullptr ? rings_->arena.get() : nullptr; }
+
+  // The Works finished since the last call, in the order they finished, appended to `out`.
+  bool HasFinished() const { return !finished_.empty(); }
+  void TakeFinished(std::vector<Finished>& out);
 
  private:
   struct Peer {
@@ -169,6 +181,7 @@ class Loop {
   absl::Status broken_;
   const SignatureDescriber describe_;
   RecentOperations<uint64_t> signatures_;  // The signature this rank runs each operation with.
+  std::vector<Finished> finished_;         // Not yet completed: see TakeFinished.
 };
 
 }  // namespace plexus::tcp

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "backends/tcp/tcp_connect.h"
@@ -25,6 +26,7 @@
 #include "base/core/heartbeat.h"
 #include "base/core/mutex.h"
 #include "base/core/status_macros.h"
+#include "base/work/callback_runner.h"
 
 namespace plexus::tcp {
 
@@ -55,10 +57,33 @@ std::vector<bool> SocketPeers(int size, int rank, const ShmLinks* rings) {
 
 // Everything the sockets need, shared between the transport, its loop thread and threads
 // waiting on its operations. One thread at a time polls (the "poller"); all socket and
-// matching state is touched under `loop_mu` only.
+// matching state is touched under `loop_mu` only, through LoopLock. Works the loop finishes
+// are completed after loop_mu is released, one thread at a time, in the order they finished:
+// their callbacks may post again, and a waiter's wake-up should not wait for the lock.
 class TcpTransport::Engine {
  public:
   enum class Poller { kNone, kLoop, kCaller };
+
+  // Holds loop_mu for its scope. On leaving, queues the Works the loop finished meanwhile
+  // (still under loop_mu, so the queue keeps their order), releases loop_mu, then completes
+  // what is queued unless another thread is already doing so.
+  class ABSL_SCOPED_LOCKABLE LoopLock {
+   public:
+    explicit LoopLock(Engine& engine) ABSL_EXCLUSIVE_LOCK_FUNCTION(engine.loop_mu)
+        : engine_(engine) {
+      engine_.loop_mu.lock();
+    }
+    ~LoopLock() ABSL_UNLOCK_FUNCTION() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      engine_.QueueFinished();
+      engine_.loop_mu.unlock();
+      engine_.CompleteQueued();
+    }
+    LoopLock(const LoopLock&) = delete;
+    LoopLock& operator=(const LoopLock&) = delete;
+
+   private:
+    Engine& engine_;
+  };
 
   Engine(ScopedFd epoll, ScopedFd wakeup) : epoll_(std::move(epoll)), wakeup_(std::move(wakeup)) {}
 
@@ -93,7 +118,7 @@ class TcpTransport::Engine {
     epoll_event events[64];
     bool asleep = false;
     if (timeout_ms > 0) {
-      std::lock_guard<std::recursive_mutex> lock(loop_mu);
+      LoopLock lock(*this);
       if (loop != nullptr && loop->shm_peers() > 0) {
         asleep = loop->PrepareToSleep();
         if (!asleep) timeout_ms = 0;
@@ -103,7 +128,7 @@ class TcpTransport::Engine {
                      std::memory_order_release);
     int n = epoll_wait(epoll_.get(), events, 64, timeout_ms);
     if (timeout_ms > 0) now = FastNow();
-    std::lock_guard<std::recursive_mutex> lock(loop_mu);
+    LoopLock lock(*this);
     if (loop == nullptr) return n;
     if (asleep) loop->Awake();
     for (int i = 0; i < n; ++i) {
@@ -178,13 +203,13 @@ class TcpTransport::Engine {
 
   // Reads `source`'s socket without asking epoll first; whether any bytes came.
   bool ReadNow(int source) {
-    std::lock_guard<std::recursive_mutex> lock(loop_mu);
+    LoopLock lock(*this);
     return loop != nullptr && loop->ReadNow(source);
   }
 
   // How long a caller's poll round may sleep: to the loop's next deadline or the caller's.
   int SleepMs(absl::Time now, absl::Time deadline) {
-    std::lock_guard<std::recursive_mutex> lock(loop_mu);
+    LoopLock lock(*this);
     if (loop == nullptr) return 0;
     return std::min(loop->NextTimeoutMs(now), MillisecondsUntil(deadline, now));
   }
@@ -231,13 +256,59 @@ class TcpTransport::Engine {
   // Unix ns by which the current poll round ends at the latest.
   int64_t next_wake() const { return next_wake_.load(std::memory_order_acquire); }
 
-  // The loop's state is touched by whichever thread polls and, for receives, by callers; the
-  // lock is recursive because completion callbacks run under it and may post again.
-  std::recursive_mutex loop_mu;
-  std::unique_ptr<Loop> loop;
+  // The loop's state is touched by whichever thread polls and, for receives and aborts, by
+  // callers.
+  Mutex loop_mu;
+  std::unique_ptr<Loop> loop ABSL_GUARDED_BY(loop_mu);
   std::atomic<bool> stopping{false};
 
  private:
+  // Moves what the loop finished to the completion queue.
+  void QueueFinished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_mu) {
+    if (loop == nullptr || !loop->HasFinished()) return;
+    MutexLock lock(done_mu_);
+    loop->TakeFinished(done_);
+    queued_.store(true, std::memory_order_release);
+  }
+
+  // Completes the queued Works in order, unless another thread is at it: that one then also
+  // completes those queued since, and wakes the poller when done (a caller may be about to
+  // sleep in epoll_wait on a Work it finished but another thread completed).
+  void CompleteQueued() ABSL_LOCKS_EXCLUDED(loop_mu, done_mu_) {
+    if (!queued_.load(std::memory_order_acquire)) return;
+    {
+      MutexLock lock(done_mu_);
+      if (completing_) {
+        handed_over_ = true;
+        return;
+      }
+      completing_ = true;
+    }
+    ProgressScope progress;  // Hands user callbacks to a callback thread (callback_runner.h).
+    while (true) {
+      bool wake = false;
+      bool ended = false;  // completing_batch_ is no longer this thread's once this is set.
+      {
+        MutexLock lock(done_mu_);
+        completing_batch_.clear();
+        completing_batch_.swap(done_);
+        if (completing_batch_.empty()) {
+          ended = true;
+          completing_ = false;
+          queued_.store(false, std::memory_order_relaxed);
+          wake = std::exchange(handed_over_, false);
+        }
+      }
+      if (ended) {
+        if (wake) Wake();
+        return;
+      }
+      for (Loop::Finished& finished : completing_batch_) {
+        finished.work->Complete(finished.status);
+      }
+    }
+  }
+
   const ScopedFd epoll_;
   const ScopedFd wakeup_;
   std::atomic<int64_t> next_wake_{0};
@@ -258,6 +329,13 @@ class TcpTransport::Engine {
   uint64_t loop_looks_ ABSL_GUARDED_BY(role_mu_) = 0;  // Times the parked loop thread woke to look.
   bool kicked_ ABSL_GUARDED_BY(role_mu_) = false;
   bool urgent_ ABSL_GUARDED_BY(role_mu_) = false;
+
+  Mutex done_mu_;  // Taken inside loop_mu, never the other way round.
+  std::vector<Loop::Finished> done_ ABSL_GUARDED_BY(done_mu_);  // Finished, not yet completed.
+  std::atomic<bool> queued_{false};                             // done_ may hold Works.
+  bool completing_ ABSL_GUARDED_BY(done_mu_) = false;           // A thread is completing Works.
+  bool handed_over_ ABSL_GUARDED_BY(done_mu_) = false;  // Another thread's Works were among them.
+  std::vector<Loop::Finished> completing_batch_;        // Owned by the thread that set completing_.
 };
 
 absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TcpTransportOptions options) {
@@ -320,16 +398,19 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::vector<Connection> 
   }
   const int epoll_fd = epoll.get();
   engine_ = std::make_shared<Engine>(std::move(epoll), std::move(wakeup));
-  engine_->loop =
-      std::make_unique<Loop>(options_.rank, std::move(peers), std::move(rings), std::move(lanes),
-                             epoll_fd, options_.max_message_bytes, options_.max_unexpected_bytes,
-                             options_.heartbeat.value_or(kDefaultHeartbeat), std::move(describe));
+  {
+    Engine::LoopLock lock(*engine_);  // Uncontended: no thread has the engine yet.
+    engine_->loop =
+        std::make_unique<Loop>(options_.rank, std::move(peers), std::move(rings), std::move(lanes),
+                               epoll_fd, options_.max_message_bytes, options_.max_unexpected_bytes,
+                               options_.heartbeat.value_or(kDefaultHeartbeat), std::move(describe));
+  }
   thread_ = std::thread([engine = engine_.get()] {
     absl::Time close_deadline = absl::InfiniteFuture();
     while (true) {
       int timeout_ms;
       {
-        std::lock_guard<std::recursive_mutex> lock(engine->loop_mu);
+        Engine::LoopLock lock(*engine);
         if (engine->stopping.load(std::memory_order_acquire)) {
           // Say goodbye, then give the frames still queued a bounded time to leave. After an
           // abort only the goodbyes are worth it, and a frozen peer that stopped reading would
@@ -347,8 +428,12 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::vector<Connection> 
       }
       engine->LoopThreadRound(timeout_ms);
     }
-    std::lock_guard<std::recursive_mutex> lock(engine->loop_mu);
-    engine->loop.reset();  // Fails whatever is still pending.
+    std::unique_ptr<Loop> ended;
+    {
+      Engine::LoopLock lock(*engine);
+      ended = std::move(engine->loop);
+    }
+    ended.reset();  // Fails whatever is still pending, outside the lock.
   });
 }
 
@@ -368,15 +453,19 @@ void TcpTransport::AttachWaitHook(const std::shared_ptr<Op>& op) {
 
 void TcpTransport::PostReceive(const std::shared_ptr<Op>& op) {
   AttachWaitHook(op);
+  bool destroyed = false;
+  bool done = false;
   {
-    std::lock_guard<std::recursive_mutex> lock(engine_->loop_mu);
-    if (engine_->loop == nullptr) {
-      op->work->Complete(absl::AbortedError("transport destroyed"));
-      return;
-    }
-    engine_->loop->PostRecv(op);
-    if (op->done) return;
+    Engine::LoopLock lock(*engine_);
+    destroyed = engine_->loop == nullptr;
+    if (!destroyed) engine_->loop->PostRecv(op);
+    done = op->done;
   }
+  if (destroyed) {
+    op->work->Complete(absl::AbortedError("transport destroyed"));
+    return;
+  }
+  if (done) return;
   // The poller sleeps until its own next deadline; wake it only if this one comes sooner.
   if (absl::ToUnixNanos(op->deadline) < engine_->next_wake()) engine_->Wake();
 }
@@ -446,7 +535,7 @@ WorkPtr TcpTransport::RecvFromAny(MessageTag tag, absl::Span<uint8_t> data,
 // the operation writes into its caller's buffer again (the collective may hand it back at once).
 void TcpTransport::RunOnLoopNow(const std::function<void(Loop&)>& command) {
   {
-    std::lock_guard<std::recursive_mutex> lock(engine_->loop_mu);
+    Engine::LoopLock lock(*engine_);
     if (engine_->loop == nullptr) return;
     command(*engine_->loop);
   }

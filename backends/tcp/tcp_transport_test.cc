@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/tcp/shm_arena.h"
+#include "base/core/mutex.h"
 #include "base/store/hash_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -294,6 +295,63 @@ TEST(TcpTransportTest, ASendLeftForItsCallersWaitStillMovesWhenNobodyWaits) {
   while (!send->IsCompleted() && absl::Now() < deadline) sched_yield();
   ASSERT_TRUE(send->IsCompleted());
   EXPECT_TRUE(send->status().ok()) << send->status();
+}
+
+// Works complete after the loop's lock is released, in the order they finished: a
+// completion callback that waits for another thread to post a receive (which takes that lock)
+// is not holding it up. Over sockets and over shared-memory rings.
+TEST(TcpTransportTest, WorksCompleteOutsideTheLoopsLockInTheOrderTheyFinished) {
+  for (bool sockets : {true, false}) {
+    SCOPED_TRACE(sockets ? "sockets" : "rings");
+    auto world = MakeWorld(2, sockets ? "sockets" : "rings", sockets ? SocketsOnly : nullptr);
+    ASSERT_NE(world[1], nullptr);
+    constexpr int kMessages = 8;
+    std::vector<std::vector<uint8_t>> received(kMessages, std::vector<uint8_t>(32));
+    Mutex mu;
+    std::vector<int> order;
+    std::thread other;
+    std::atomic<bool> posted{false};
+    bool posted_from_callback = false;
+    WorkPtr late;
+    std::vector<uint8_t> late_buffer(4);
+    std::vector<WorkPtr> recvs;
+    for (int i = 0; i < kMessages; ++i) {  // One tag: the messages finish in send order.
+      recvs.push_back(world[1]->Recv(0, {MakeTag(4, 0), 0}, Bytes(received[i]), kWait));
+      recvs.back()->OnComplete([&, i](const absl::Status&) {
+        MutexLock lock(mu);
+        order.push_back(i);
+      });
+    }
+    recvs[0]->OnComplete([&](const absl::Status&) {
+      other = std::thread([&] {
+        late = world[1]->Recv(0, {MakeTag(4, 1), 0}, Bytes(late_buffer), kWait);
+        posted = true;
+      });
+      const absl::Time until = absl::Now() + absl::Seconds(5);
+      while (!posted && absl::Now() < until) sched_yield();
+      posted_from_callback = posted.load();
+    });
+    std::vector<WorkPtr> sends;
+    std::vector<std::vector<uint8_t>> sent;
+    for (int i = 0; i < kMessages; ++i) sent.push_back(Pattern(32, static_cast<uint8_t>(i)));
+    for (int i = 0; i < kMessages; ++i) {
+      sends.push_back(world[0]->Send(1, {MakeTag(4, 0), 0}, Bytes(sent[i]), kWait));
+    }
+    ASSERT_TRUE(WaitAll(recvs, kWait).ok());
+    EXPECT_TRUE(posted_from_callback) << "a receive posted from another thread waited for the "
+                                         "completion callback: it ran under the loop's lock";
+    other.join();
+    std::vector<uint8_t> four = {4, 4, 4, 4};
+    ASSERT_TRUE(world[0]->Send(1, {MakeTag(4, 1), 0}, Bytes(four), kWait)->Wait(kWait).ok());
+    ASSERT_TRUE(late->Wait(kWait).ok());
+    EXPECT_EQ(late_buffer, four);
+    EXPECT_TRUE(WaitAll(sends, kWait).ok());
+    for (int i = 0; i < kMessages; ++i) EXPECT_EQ(received[i], sent[i]) << i;
+    std::vector<int> in_order(kMessages);
+    std::iota(in_order.begin(), in_order.end(), 0);
+    MutexLock lock(mu);
+    EXPECT_EQ(order, in_order);
+  }
 }
 
 TEST(TcpTransportTest, RecvFromAnyNamesTheSender) {
