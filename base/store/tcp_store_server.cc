@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/auth/mutual_auth.h"
+#include "base/auth/server_admission.h"
 #include "base/core/event_journal.h"
 #include "base/core/logging.h"
 #include "base/core/status_macros.h"
@@ -54,10 +55,9 @@ struct TCPStoreServer::Connection {
   bool want_write = false;
   std::string in;
   std::string out;
-  std::string peer;                       // Its address, for logs.
-  std::unique_ptr<auth::TlsSession> tls;  // Set when TLS is configured.
-  bool tls_established = false;
-  std::unique_ptr<auth::ServerHandshake> auth;  // Until the client proved the secret.
+  std::string peer;                                  // Its address, for logs.
+  std::unique_ptr<auth::ServerAdmission> admission;  // TLS, then the secret.
+  auth::TlsSession* tls = nullptr;                   // admission's session; null in the clear.
   std::optional<Waiter> waiter;  // At most one parked request; input pauses behind it.
   // How often the client wants to hear while its request is parked (from its handshake).
   absl::Duration beat_period = absl::InfiniteDuration();
@@ -147,16 +147,13 @@ void TCPStoreServer::AcceptAll() {
     connection->fd.Reset(fd);
     connection->handshake_deadline = absl::Now() + options_.handshake_timeout;
     connection->peer = PeerAddress(fd);
-    if (options_.tls != nullptr) {
-      connection->tls = options_.tls->NewSession(fd, auth::TlsContext::Role::kServer);
-      if (connection->tls == nullptr) {  // Out of memory: the connection is dropped.
-        accept_guard_.Forget(fd);
-        continue;
-      }
-    } else if (!options_.secret.empty()) {
-      connection->auth =
-          std::make_unique<auth::ServerHandshake>(options_.secret, auth::Purpose::kStore);
+    connection->admission = auth::ServerAdmission::Begin(fd, options_.tls.get(), options_.secret,
+                                                         auth::Purpose::kStore);
+    if (connection->admission == nullptr) {  // Out of memory: the connection is dropped.
+      accept_guard_.Forget(fd);
+      continue;
     }
+    connection->tls = connection->admission->session();
     epoll_event event{};
     event.events = EPOLLIN;
     event.data.u64 = connection->id;
@@ -193,15 +190,15 @@ void TCPStoreServer::OnReadable(uint64_t id) {
   auto it = connections_.find(id);
   if (it == connections_.end()) return;
   Connection& connection = *it->second;
-  if (connection.tls != nullptr && !connection.tls_established &&
-      (!AdvanceTls(connection) || !connection.tls_established)) {
+  if (!connection.admission->secure() &&
+      (!AdvanceTls(connection) || !connection.admission->secure())) {
     return;
   }
   // Bounded by one maximal frame plus its header and the handshake; a peer that sends more
   // while a request is parked is misbehaving.
   // Before authentication only the exchange's few bytes are legitimate.
   const size_t limit =
-      connection.auth != nullptr
+      connection.admission->authenticating()
           ? size_t{4096}
           : options_.max_frame_bytes + tcp_store::kFrameHeaderBytes + tcp_store::kHandshakeBytes;
   char chunk[kReadChunk];
@@ -219,8 +216,7 @@ void TCPStoreServer::OnReadable(uint64_t id) {
     if (n == 0) {
       // A client that gives up mid-authentication found this server's proof wrong: it knows
       // another secret (or none).
-      const bool authenticating =
-          connection.auth != nullptr || (connection.tls != nullptr && !connection.tls_established);
+      const bool authenticating = connection.admission->authenticating();
       CloseConnection(id,
                       authenticating ? "it closed the connection during authentication (its "
                                        "shared secret or TLS settings differ from this store's?)"
@@ -242,8 +238,8 @@ void TCPStoreServer::OnWritable(uint64_t id) {
   auto it = connections_.find(id);
   if (it == connections_.end()) return;
   Connection& connection = *it->second;
-  if (connection.tls != nullptr && !connection.tls_established) {
-    if (AdvanceTls(connection) && connection.tls_established) OnReadable(id);
+  if (!connection.admission->secure()) {
+    if (AdvanceTls(connection) && connection.admission->secure()) OnReadable(id);
     return;
   }
   Reply(connection, "");
@@ -259,17 +255,16 @@ void TCPStoreServer::OnWritable(uint64_t id) {
 bool TCPStoreServer::ProcessInput(Connection& connection) {
   const uint64_t id = connection.id;
   size_t pos = 0;
-  if (connection.auth != nullptr) {
+  if (connection.admission->authenticating()) {
     std::string reply;
-    const auth::ServerHandshake::Step step = connection.auth->Feed(connection.in, reply);
+    const auth::ServerAdmission::Step step = connection.admission->Feed(connection.in, reply);
     if (!reply.empty()) Reply(connection, reply);
-    if (step == auth::ServerHandshake::Step::kRejected) {
-      CloseConnection(id, absl::StrCat("authentication: ", connection.auth->reason()),
+    if (step == auth::ServerAdmission::Step::kRejected) {
+      CloseConnection(id, absl::StrCat("authentication: ", connection.admission->reason()),
                       /*rejected=*/true);
       return false;
     }
-    if (step == auth::ServerHandshake::Step::kNeedMore) return true;
-    connection.auth.reset();
+    if (step == auth::ServerAdmission::Step::kNeedMore) return true;
   }
   if (!connection.handshaken) {
     if (connection.in.size() < tcp_store::kHandshakeBytes) return true;
@@ -522,18 +517,12 @@ std::string TCPStoreServer::JoinedDetail() const {
 }
 
 bool TCPStoreServer::AdvanceTls(Connection& connection) {
-  absl::StatusOr<auth::TlsSession::Progress> progress = connection.tls->Handshake();
-  if (!progress.ok()) {
-    CloseConnection(connection.id, progress.status().message(), /*rejected=*/true);
+  if (connection.admission->AdvanceTls() == auth::ServerAdmission::Step::kRejected) {
+    const std::string reason = connection.admission->reason();  // CloseConnection destroys it.
+    CloseConnection(connection.id, reason, /*rejected=*/true);
     return false;
   }
-  WatchWritable(connection, *progress == auth::TlsSession::Progress::kWantWrite);
-  if (*progress != auth::TlsSession::Progress::kDone) return true;
-  connection.tls_established = true;
-  if (!options_.secret.empty()) {
-    connection.auth = std::make_unique<auth::ServerHandshake>(
-        options_.secret, auth::Purpose::kStore, connection.tls->ChannelBinding());
-  }
+  WatchWritable(connection, connection.admission->wants_write());
   return true;
 }
 
@@ -550,7 +539,7 @@ void TCPStoreServer::WatchWritable(Connection& connection, bool want_write) {
 void TCPStoreServer::Reply(Connection& connection, const std::string& frame) {
   connection.out += frame;
   connection.last_sent = absl::Now();
-  auth::TlsSession* tls = connection.tls.get();
+  auth::TlsSession* tls = connection.tls;
   while (!connection.out.empty() || (tls != nullptr && tls->HasPendingOutput())) {
     ssize_t n;
     if (connection.out.empty()) {

@@ -110,7 +110,6 @@ class TCPStoreServer {
   KeyValueTable table_;
   uint64_t next_id_ = 1;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Connection>> connections_;
-  bool table_changed_ = false;
 
   std::thread thread_;
 };

@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/auth/mutual_auth.h"
+#include "base/auth/server_admission.h"
 #include "base/core/logging.h"
 #include "base/core/status_macros.h"
 #include "base/net/accept_guard.h"
@@ -98,27 +99,17 @@ class MasterNode::Server {
     absl::Time opened;
     absl::Time last_heard;
     absl::Time last_sent;
-    std::unique_ptr<auth::TlsSession> tls;  // Set when TLS is configured.
-    bool tls_established = false;
-    bool tls_wants_write = false;                 // The handshake waits for room to send.
-    bool watching_write = false;                  // EPOLLOUT is in its events.
-    std::unique_ptr<auth::ServerHandshake> auth;  // Until the peer proved the secret.
+    std::unique_ptr<auth::ServerAdmission> admission;  // TLS, then the secret.
+    auth::TlsSession* tls = nullptr;                   // admission's session; null in the clear.
+    bool watching_write = false;                       // EPOLLOUT is in its events.
   };
 
   // Advances a connection's TLS handshake; false if it failed (and was closed).
   bool AdvanceTls(int64_t id, Connection& c) {
-    absl::StatusOr<auth::TlsSession::Progress> progress = c.tls->Handshake();
-    if (!progress.ok()) {
-      refusals_.Refused(absl::StrCat("refused ", c.address, ": ", progress.status().message()));
-      Close(id, std::string(progress.status().message()));
+    if (c.admission->AdvanceTls() == auth::ServerAdmission::Step::kRejected) {
+      refusals_.Refused(absl::StrCat("refused ", c.address, ": ", c.admission->reason()));
+      Close(id, std::string(c.admission->reason()));  // A copy: Close destroys c.
       return false;
-    }
-    c.tls_wants_write = *progress == auth::TlsSession::Progress::kWantWrite;
-    if (*progress != auth::TlsSession::Progress::kDone) return true;
-    c.tls_established = true;
-    if (!secret_.empty()) {
-      c.auth = std::make_unique<auth::ServerHandshake>(secret_, auth::Purpose::kMaster,
-                                                       c.tls->ChannelBinding());
     }
     return true;
   }
@@ -127,8 +118,8 @@ class MasterNode::Server {
     auto it = connections_.find(id);
     if (it == connections_.end()) return;
     Connection& c = it->second;
-    if (c.tls != nullptr && !c.tls_established) {
-      if (AdvanceTls(id, c) && c.tls_established) OnReadable(id);
+    if (!c.admission->secure()) {
+      if (AdvanceTls(id, c) && c.admission->secure()) OnReadable(id);
       return;
     }
     Flush(id);
@@ -154,15 +145,13 @@ class MasterNode::Server {
       c.address = PeerAddress(fd.get());
       c.fd = std::move(fd);
       c.opened = c.last_heard = c.last_sent = absl::Now();
-      if (tls_ != nullptr) {
-        c.tls = tls_->NewSession(c.fd.get(), auth::TlsContext::Role::kServer);
-        if (c.tls == nullptr) {  // Out of memory: the connection is dropped.
-          accept_guard_.Forget(c.fd.get());
-          continue;
-        }
-      } else if (!secret_.empty()) {
-        c.auth = std::make_unique<auth::ServerHandshake>(secret_, auth::Purpose::kMaster);
+      c.admission =
+          auth::ServerAdmission::Begin(c.fd.get(), tls_.get(), secret_, auth::Purpose::kMaster);
+      if (c.admission == nullptr) {  // Out of memory: the connection is dropped.
+        accept_guard_.Forget(c.fd.get());
+        continue;
       }
+      c.tls = c.admission->session();
       const int64_t id = next_connection_++;
       Watch(EPOLL_CTL_ADD, c.fd.get(), static_cast<uint64_t>(id), EPOLLIN);
       connections_.emplace(id, std::move(c));
@@ -185,8 +174,8 @@ class MasterNode::Server {
   // EPOLLOUT for the connections with output waiting, the listener back after a pause.
   void UpdateWatches() {
     for (auto& [id, c] : connections_) {
-      const bool want_write =
-          !c.tx.empty() || c.tls_wants_write || (c.tls != nullptr && c.tls->HasPendingOutput());
+      const bool want_write = !c.tx.empty() || c.admission->wants_write() ||
+                              (c.tls != nullptr && c.tls->HasPendingOutput());
       if (want_write == c.watching_write) continue;
       c.watching_write = want_write;
       Watch(EPOLL_CTL_MOD, c.fd.get(), static_cast<uint64_t>(id),
@@ -241,7 +230,7 @@ class MasterNode::Server {
     auto it = connections_.find(id);
     if (it == connections_.end()) return;
     Connection& c = it->second;
-    if (c.tls != nullptr && !c.tls_established && (!AdvanceTls(id, c) || !c.tls_established)) {
+    if (!c.admission->secure() && (!AdvanceTls(id, c) || !c.admission->secure())) {
       return;
     }
     char buffer[65536];
@@ -251,7 +240,7 @@ class MasterNode::Server {
       if (n > 0) {
         c.rx.append(buffer, n);
         c.last_heard = absl::Now();
-        if (c.auth != nullptr && c.rx.size() > 4096) {
+        if (c.admission->authenticating() && c.rx.size() > 4096) {
           return Close(id, "sent more than an authentication before authenticating");
         }
         continue;
@@ -261,16 +250,15 @@ class MasterNode::Server {
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       return Close(id, absl::StrCat("connection error: ", strerror(errno)));
     }
-    if (c.auth != nullptr) {
-      const auth::ServerHandshake::Step step = c.auth->Feed(c.rx, c.tx);
+    if (c.admission->authenticating()) {
+      const auth::ServerAdmission::Step step = c.admission->Feed(c.rx, c.tx);
       Flush(id);
       if (connections_.find(id) == connections_.end()) return;
-      if (step == auth::ServerHandshake::Step::kRejected) {
-        refusals_.Refused(absl::StrCat("refused ", c.address, ": ", c.auth->reason()));
-        return Close(id, absl::StrCat("authentication: ", c.auth->reason()));
+      if (step == auth::ServerAdmission::Step::kRejected) {
+        refusals_.Refused(absl::StrCat("refused ", c.address, ": ", c.admission->reason()));
+        return Close(id, absl::StrCat("authentication: ", c.admission->reason()));
       }
-      if (step == auth::ServerHandshake::Step::kNeedMore) return;
-      c.auth.reset();
+      if (step == auth::ServerAdmission::Step::kNeedMore) return;
     }
     size_t at = 0;
     while (c.rx.size() - at >= kHeaderBytes) {
@@ -322,7 +310,7 @@ class MasterNode::Server {
     auto it = connections_.find(id);
     if (it == connections_.end()) return;
     Connection& c = it->second;
-    if (c.tls != nullptr && !c.tls_established) return;  // Queued until the handshake is done.
+    if (!c.admission->secure()) return;  // Queued until the handshake is done.
     while (!c.tx.empty() || (c.tls != nullptr && c.tls->HasPendingOutput())) {
       ssize_t n;
       if (c.tx.empty()) {

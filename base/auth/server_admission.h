@@ -1,0 +1,59 @@
+// How an accepted connection gets into a plexus server that runs an event loop (the TCPStore
+// server, the elastic master): the TLS handshake when the server has TLS, then the secret's
+// challenge (mutual_auth.h) when it has a secret, bound to the TLS channel. The server calls it
+// as the socket becomes ready and keeps its own buffers; the steps and their order live here.
+// (The tcp mesh's listener, which handshakes on a thread per connection, runs the same
+// protocol through the blocking TlsContext::Secure and AuthenticateClient.)
+#ifndef PLEXUS_BASE_AUTH_SERVER_ADMISSION_H_
+#define PLEXUS_BASE_AUTH_SERVER_ADMISSION_H_
+
+#include <memory>
+#include <string>
+
+#include "base/auth/mutual_auth.h"
+#include "base/auth/tls.h"
+
+namespace plexus::auth {
+
+class ServerAdmission {
+ public:
+  enum class Step { kNeedMore, kDone, kRejected };
+
+  // `tls`: the server's TLS context, or null in the clear; `secret`: "" for none. Null when a
+  // TLS session could not be made (out of memory): the server drops the connection.
+  static std::unique_ptr<ServerAdmission> Begin(int fd, const TlsContext* tls,
+                                                const std::string& secret, Purpose purpose);
+
+  // While !secure(), when the socket is readable (or writable, if wants_write()): advances the
+  // TLS handshake. kDone once established; kRejected: reason() says why.
+  Step AdvanceTls();
+  bool secure() const { return session_ == nullptr || tls_established_; }
+  bool wants_write() const { return tls_wants_write_; }
+
+  // Once secure(): the secret's exchange over what arrived (its own bytes are consumed from
+  // `input`), appending what to send to `output`. kDone at once when there is no secret.
+  Step Feed(std::string& input, std::string& output);
+
+  // Not through yet: only the handshakes' few bytes are legitimate from this client.
+  bool authenticating() const { return !secure() || challenge_ != nullptr; }
+  const std::string& reason() const { return reason_; }
+
+  // The connection's TLS session, for its reads and writes (null in the clear). Owned here:
+  // keep the admission as long as the connection.
+  TlsSession* session() const { return session_.get(); }
+
+ private:
+  ServerAdmission(std::unique_ptr<TlsSession> session, std::string secret, Purpose purpose);
+
+  std::unique_ptr<TlsSession> session_;
+  const std::string secret_;
+  const Purpose purpose_;
+  bool tls_established_ = false;
+  bool tls_wants_write_ = false;
+  std::unique_ptr<ServerHandshake> challenge_;  // While the secret's exchange runs.
+  std::string reason_;
+};
+
+}  // namespace plexus::auth
+
+#endif  // PLEXUS_BASE_AUTH_SERVER_ADMISSION_H_
