@@ -551,37 +551,8 @@ const BackendRegisterer kRegisterMpi(
 
 }  // namespace
 WorkPtr MpiBackend::RunNatively(const Collective& call) {
-  switch (call.kind) {
-    case CollectiveKind::kBroadcast:
-      return Broadcast(call.tensor(), call.broadcast_options());
-    case CollectiveKind::kReduce:
-      return Reduce(call.tensor(), call.reduce_options());
-    case CollectiveKind::kAllReduce:
-      return AllReduce(call.tensor(), call.all_reduce_options());
-    case CollectiveKind::kAllReduceCoalesced:
-      return AllReduceCoalesced(call.outputs, call.coalesced_options());
-    case CollectiveKind::kAllGather:
-      return AllGather(call.outputs, call.input(), call.all_gather_options());
-    case CollectiveKind::kAllGatherIntoTensor:
-      return AllGatherIntoTensor(call.output(), call.input(), call.all_gather_options());
-    case CollectiveKind::kGather:
-      return Gather(call.outputs, call.input(), call.gather_options());
-    case CollectiveKind::kScatter:
-      return Scatter(call.output(), call.inputs, call.scatter_options());
-    case CollectiveKind::kReduceScatter:
-      return ReduceScatter(call.output(), call.inputs, call.reduce_scatter_options());
-    case CollectiveKind::kReduceScatterTensor:
-      return ReduceScatterTensor(call.output(), call.input(), call.reduce_scatter_options());
-    case CollectiveKind::kAllToAll:
-      return AllToAll(call.outputs, call.inputs, call.all_to_all_options());
-    case CollectiveKind::kAllToAllSingle:
-      return AllToAllSingle(call.output(), call.input(), call.output_splits, call.input_splits,
-                            call.all_to_all_options());
-    case CollectiveKind::kBarrier:
-      return Barrier(call.barrier_options());
-    default:  // Point-to-point runs over MpiTransport with its tags, as do kinds added since.
-      return nullptr;
-  }
+  // Point-to-point runs over MpiTransport with its tags, as do kinds added since.
+  return CallCollectivePerKind(call, *this, [] { return WorkPtr(); });
 }
 
 }  // namespace plexus::mpi

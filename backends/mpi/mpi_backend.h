@@ -35,9 +35,8 @@ class MpiBackend : public CollectivesBackend {
   std::string name() const override { return kMpiBackendName; }
   BackendCapabilities capabilities() const override;
 
- private:
-  WorkPtr RunNatively(const Collective& call) override;
-  // The native calls; each returns null where it passes the call to algorithms/.
+  // The native calls RunNatively makes, one per collective kind (CallCollectivePerKind); each
+  // returns null where it passes the call to algorithms/.
   WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options);
   WorkPtr Reduce(const Tensor& tensor, const ReduceOptions& options);
   WorkPtr AllReduce(const Tensor& tensor, const AllReduceOptions& options);
@@ -62,6 +61,9 @@ class MpiBackend : public CollectivesBackend {
                          absl::Span<const int64_t> input_split_sizes,
                          const AllToAllOptions& options);
   WorkPtr Barrier(const BarrierOptions& options);
+
+ private:
+  WorkPtr RunNatively(const Collective& call) override;
 
   MpiBackend(std::unique_ptr<executor::Collectives> collectives, std::shared_ptr<MpiGroup> group)
       : CollectivesBackend(std::move(collectives)), group_(std::move(group)) {}

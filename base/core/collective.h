@@ -197,11 +197,11 @@ struct Collective {
   }
 };
 
-// For code that keeps a method per kind (Broadcast, AllReduce, ... as on executor::Collectives):
-// calls the one `call` names with its arguments and options struct, or `otherwise()` for a kind
-// without such a method.
+// For code that keeps a method per collective kind (Broadcast, AllReduce, ... as on
+// executor::Collectives): calls the one `call` names with its arguments and options struct, or
+// `otherwise()` for point-to-point and any kind without such a method.
 template <typename Target, typename Otherwise>
-auto CallPerKind(const Collective& call, Target& target, Otherwise otherwise) {
+auto CallCollectivePerKind(const Collective& call, Target& target, Otherwise otherwise) {
   switch (call.kind) {
     case CollectiveKind::kBroadcast:
       return target.Broadcast(call.tensor(), call.broadcast_options());
@@ -230,16 +230,25 @@ auto CallPerKind(const Collective& call, Target& target, Otherwise otherwise) {
                                    call.input_splits, call.all_to_all_options());
     case CollectiveKind::kBarrier:
       return target.Barrier(call.barrier_options());
+    default:  // Point-to-point, or a kind added since: the target has no method for it.
+      break;
+  }
+  return otherwise();
+}
+
+// CallCollectivePerKind, and point-to-point through the target's Send, Recv and RecvAnySource.
+template <typename Target, typename Otherwise>
+auto CallPerKind(const Collective& call, Target& target, Otherwise otherwise) {
+  switch (call.kind) {
     case CollectiveKind::kSend:
       return target.Send(call.input(), call.peer, call.send_options());
     case CollectiveKind::kRecv:
       return target.Recv(call.output(), call.peer, call.recv_options());
     case CollectiveKind::kRecvAnySource:
       return target.RecvAnySource(call.output(), call.recv_options());
-    default:  // A kind added since: the target has no method for it.
-      break;
+    default:
+      return CallCollectivePerKind(call, target, otherwise);
   }
-  return otherwise();
 }
 
 }  // namespace plexus
