@@ -1,7 +1,6 @@
 #include "base/store/tcp_store_server.h"
 
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -29,8 +28,7 @@ using tcp_store::Opcode;
 
 namespace {
 
-constexpr uint64_t kListenerId = 0;
-constexpr uint64_t kWakeupId = 1;
+constexpr uint64_t kListenerId = 0;  // Its EventPoller tag; connections count from 1.
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr int64_t kMaxWaitMs = int64_t{365} * 24 * 3600 * 1000;
 
@@ -68,68 +66,51 @@ absl::StatusOr<std::unique_ptr<TCPStoreServer>> TCPStoreServer::Start(
     TCPStoreServerOptions options) {
   ASSIGN_OR_RETURN(ScopedFd listener, ListenTcp(options.host, options.port));
   ASSIGN_OR_RETURN(int port, LocalPort(listener.get()));
-  ScopedFd epoll(epoll_create1(EPOLL_CLOEXEC));
-  ScopedFd wakeup(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!epoll.valid() || !wakeup.valid()) {
-    return absl::InternalError(absl::StrCat("TCPStore server: epoll/eventfd: ", strerror(errno)));
+  absl::StatusOr<std::unique_ptr<EventPoller>> poller = EventPoller::Create();
+  if (!poller.ok()) {
+    return absl::InternalError(absl::StrCat("TCPStore server: ", poller.status().message()));
   }
-  epoll_event event{};
-  event.events = EPOLLIN;
-  event.data.u64 = kListenerId;
-  epoll_ctl(epoll.get(), EPOLL_CTL_ADD, listener.get(), &event);
-  event.data.u64 = kWakeupId;
-  epoll_ctl(epoll.get(), EPOLL_CTL_ADD, wakeup.get(), &event);
-  return std::unique_ptr<TCPStoreServer>(new TCPStoreServer(
-      std::move(options), std::move(listener), port, std::move(epoll), std::move(wakeup)));
+  (*poller)->Watch(listener.get(), kListenerId, EPOLLIN);
+  return std::unique_ptr<TCPStoreServer>(
+      new TCPStoreServer(std::move(options), std::move(listener), port, std::move(*poller)));
 }
 
 TCPStoreServer::TCPStoreServer(TCPStoreServerOptions options, ScopedFd listener, int port,
-                               ScopedFd epoll, ScopedFd wakeup)
+                               std::unique_ptr<EventPoller> poller)
     : options_(std::move(options)),
       listener_(std::move(listener)),
       port_(port),
-      epoll_(std::move(epoll)),
-      wakeup_(std::move(wakeup)) {
-  next_id_ = kWakeupId + 1;
+      poller_(std::move(poller)) {
+  next_id_ = kListenerId + 1;
   thread_ = std::thread([this] { Loop(); });
 }
 
 TCPStoreServer::~TCPStoreServer() {
   stopping_.store(true);
-  uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = write(wakeup_.get(), &one, sizeof(one));
+  poller_->Wake();
   thread_.join();
 }
 
 void TCPStoreServer::Loop() {
-  epoll_event events[64];
   while (!stopping_.load()) {
-    int n = epoll_wait(epoll_.get(), events, 64, NextTimeoutMs());
-    if (n < 0 && errno != EINTR) {
-      Log(LogLevel::kError, absl::StrCat("TCPStore server: epoll_wait: ", strerror(errno)));
-      break;
-    }
-    for (int i = 0; i < n; ++i) {
-      const uint64_t id = events[i].data.u64;
+    absl::Status waited = poller_->Wait(NextTimeoutMs(), [this](uint64_t id, uint32_t events) {
       if (id == kListenerId) {
         AcceptAll();
-      } else if (id == kWakeupId) {
-        uint64_t count;
-        [[maybe_unused]] ssize_t r = read(wakeup_.get(), &count, sizeof(count));
-      } else {
-        if (events[i].events & EPOLLOUT) OnWritable(id);
-        if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) OnReadable(id);
+        return;
       }
+      if (events & EPOLLOUT) OnWritable(id);
+      if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) OnReadable(id);
+    });
+    if (!waited.ok()) {
+      Log(LogLevel::kError, absl::StrCat("TCPStore server: ", waited.message()));
+      break;
     }
     ExpireHandshakes();
     ServeWaiters();
     BeatToWaiters();
     if (listener_paused_ && absl::Now() >= accept_guard_.paused_until()) {
       listener_paused_ = false;
-      epoll_event event{};
-      event.events = EPOLLIN;
-      event.data.u64 = kListenerId;
-      epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, listener_.get(), &event);
+      poller_->Change(listener_.get(), kListenerId, EPOLLIN);
     }
   }
   accept_guard_.ForgetAll();
@@ -154,17 +135,12 @@ void TCPStoreServer::AcceptAll() {
       continue;
     }
     connection->tls = connection->admission->session();
-    epoll_event event{};
-    event.events = EPOLLIN;
-    event.data.u64 = connection->id;
-    epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event);
+    poller_->Watch(fd, connection->id, EPOLLIN);
     connections_[connection->id] = std::move(connection);
   }
   accept_guard_.EndRound();
   if (absl::Now() < accept_guard_.paused_until()) {  // Off the loop's events until then.
-    epoll_event event{};
-    event.data.u64 = kListenerId;
-    epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, listener_.get(), &event);
+    poller_->Change(listener_.get(), kListenerId, 0);
     listener_paused_ = true;
   }
 }
@@ -529,11 +505,9 @@ bool TCPStoreServer::AdvanceTls(Connection& connection) {
 void TCPStoreServer::WatchWritable(Connection& connection, bool want_write) {
   if (want_write == connection.want_write) return;
   connection.want_write = want_write;
-  epoll_event event{};
-  event.events =
-      static_cast<uint32_t>(EPOLLIN) | (want_write ? static_cast<uint32_t>(EPOLLOUT) : 0u);
-  event.data.u64 = connection.id;
-  epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, connection.fd.get(), &event);
+  poller_->Change(
+      connection.fd.get(), connection.id,
+      static_cast<uint32_t>(EPOLLIN) | (want_write ? static_cast<uint32_t>(EPOLLOUT) : 0u));
 }
 
 void TCPStoreServer::Reply(Connection& connection, const std::string& frame) {
@@ -586,7 +560,7 @@ void TCPStoreServer::CloseConnection(uint64_t id, absl::string_view reason, bool
   }
   if (!connection.handshaken) accept_guard_.Forget(connection.fd.get());
   if (rejected) DiscardUnreadAndShutdown(connection.fd.get());
-  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, connection.fd.get(), nullptr);
+  poller_->Forget(connection.fd.get());
   connections_.erase(it);
 }
 

@@ -20,6 +20,7 @@
 #include "base/auth/tls.h"
 #include "base/core/mutex.h"
 #include "base/net/accept_guard.h"
+#include "base/net/event_poller.h"
 #include "base/net/socket_util.h"
 #include "base/store/key_value_table.h"
 #include "base/store/tcp_store_protocol.h"
@@ -61,8 +62,8 @@ class TCPStoreServer {
   struct Connection;
   struct Waiter;
 
-  TCPStoreServer(TCPStoreServerOptions options, ScopedFd listener, int port, ScopedFd epoll,
-                 ScopedFd wakeup);
+  TCPStoreServer(TCPStoreServerOptions options, ScopedFd listener, int port,
+                 std::unique_ptr<EventPoller> poller);
   void Loop();
   void AcceptAll();
   // Out of descriptors: closes the oldest connection that has not completed its handshake;
@@ -93,8 +94,7 @@ class TCPStoreServer {
   const TCPStoreServerOptions options_;
   const ScopedFd listener_;
   const int port_;
-  const ScopedFd epoll_;
-  const ScopedFd wakeup_;  // eventfd that interrupts epoll_wait on shutdown.
+  const std::unique_ptr<EventPoller> poller_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> connected_{0};
   RefusalLog refusal_log_{"TCPStore server"};  // Failed handshakes and authentications.

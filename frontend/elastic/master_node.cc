@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include "base/core/logging.h"
 #include "base/core/status_macros.h"
 #include "base/net/accept_guard.h"
+#include "base/net/event_poller.h"
 #include "frontend/elastic/master_protocol.h"
 #include "frontend/elastic/master_state.h"
 
@@ -26,10 +26,9 @@ namespace plexus::elastic {
 namespace {
 
 constexpr absl::Duration kHelloTimeout = absl::Seconds(10);
-// epoll tags of the listener and the wake-up; connections count from kFirstConnection.
+// The listener's EventPoller tag; connections count from kFirstConnection.
 constexpr uint64_t kListenerTag = 0;
-constexpr uint64_t kWakeupTag = 1;
-constexpr int64_t kFirstConnection = 2;
+constexpr int64_t kFirstConnection = 1;
 constexpr size_t kMaxQueuedBytes = 64u << 20;  // A peer that reads nothing past this is dropped.
 
 }  // namespace
@@ -37,49 +36,40 @@ constexpr size_t kMaxQueuedBytes = 64u << 20;  // A peer that reads nothing past
 // The socket loop: connections, frames, heartbeats; decisions are MasterState's.
 class MasterNode::Server {
  public:
-  Server(ScopedFd listener, ScopedFd wakeup, ScopedFd epoll, std::unique_ptr<TCPStoreServer> store,
-         absl::Duration heartbeat_timeout, std::string secret,
-         std::shared_ptr<const auth::TlsContext> tls)
+  Server(ScopedFd listener, std::unique_ptr<EventPoller> poller,
+         std::unique_ptr<TCPStoreServer> store, absl::Duration heartbeat_timeout,
+         std::string secret, std::shared_ptr<const auth::TlsContext> tls)
       : listener_(std::move(listener)),
-        wakeup_(std::move(wakeup)),
-        epoll_(std::move(epoll)),
+        poller_(std::move(poller)),
         secret_(std::move(secret)),
         tls_(std::move(tls)),
         store_(std::move(store)),
         heartbeat_timeout_(heartbeat_timeout),
         state_(store_->port(), heartbeat_timeout) {
-    Watch(EPOLL_CTL_ADD, listener_.get(), kListenerTag, EPOLLIN);
-    Watch(EPOLL_CTL_ADD, wakeup_.get(), kWakeupTag, EPOLLIN);
+    poller_->Watch(listener_.get(), kListenerTag, EPOLLIN);
   }
 
   void Interrupt() {
     stopping_.store(true);
-    uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = write(wakeup_.get(), &one, sizeof(one));
+    poller_->Wake();
   }
 
   // Sleeps until a socket is ready or the next deadline (a hello, a heartbeat, a request's
   // timeout): an idle master does not wake.
   void Loop() {
-    epoll_event events[64];
     while (!stopping_.load()) {
-      const int ready = epoll_wait(epoll_.get(), events, 64, NextTimeoutMs());
-      if (ready < 0 && errno != EINTR) {
-        Log(LogLevel::kError, absl::StrCat("elastic master: epoll_wait: ", strerror(errno)));
-        break;
-      }
-      for (int i = 0; i < ready; ++i) {
-        const uint64_t tag = events[i].data.u64;
+      absl::Status waited = poller_->Wait(NextTimeoutMs(), [this](uint64_t tag, uint32_t events) {
         if (tag == kListenerTag) {
           AcceptAll();
-        } else if (tag == kWakeupTag) {
-          uint64_t count;
-          [[maybe_unused]] ssize_t n = read(wakeup_.get(), &count, sizeof(count));
-        } else {
-          const int64_t id = static_cast<int64_t>(tag);
-          if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) OnReadable(id);
-          if (events[i].events & EPOLLOUT) OnWritable(id);
+          return;
         }
+        const int64_t id = static_cast<int64_t>(tag);
+        if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) OnReadable(id);
+        if (events & EPOLLOUT) OnWritable(id);
+      });
+      if (!waited.ok()) {
+        Log(LogLevel::kError, absl::StrCat("elastic master: ", waited.message()));
+        break;
       }
       CheckTimers();
       Dispatch();
@@ -153,22 +143,15 @@ class MasterNode::Server {
       }
       c.tls = c.admission->session();
       const int64_t id = next_connection_++;
-      Watch(EPOLL_CTL_ADD, c.fd.get(), static_cast<uint64_t>(id), EPOLLIN);
+      poller_->Watch(c.fd.get(), static_cast<uint64_t>(id), EPOLLIN);
       connections_.emplace(id, std::move(c));
     }
     accept_guard_.EndRound();
     const bool pause = absl::Now() < accept_guard_.paused_until();
     if (pause != listener_paused_) {  // Off the loop's events until then.
       listener_paused_ = pause;
-      Watch(EPOLL_CTL_MOD, listener_.get(), kListenerTag, pause ? 0u : uint32_t{EPOLLIN});
+      poller_->Change(listener_.get(), kListenerTag, pause ? 0u : uint32_t{EPOLLIN});
     }
-  }
-
-  void Watch(int operation, int fd, uint64_t tag, uint32_t events) {
-    epoll_event event{};
-    event.events = events;
-    event.data.u64 = tag;
-    epoll_ctl(epoll_.get(), operation, fd, &event);
   }
 
   // EPOLLOUT for the connections with output waiting, the listener back after a pause.
@@ -178,12 +161,12 @@ class MasterNode::Server {
                               (c.tls != nullptr && c.tls->HasPendingOutput());
       if (want_write == c.watching_write) continue;
       c.watching_write = want_write;
-      Watch(EPOLL_CTL_MOD, c.fd.get(), static_cast<uint64_t>(id),
-            EPOLLIN | (want_write ? uint32_t{EPOLLOUT} : 0u));
+      poller_->Change(c.fd.get(), static_cast<uint64_t>(id),
+                      EPOLLIN | (want_write ? uint32_t{EPOLLOUT} : 0u));
     }
     if (listener_paused_ && absl::Now() >= accept_guard_.paused_until()) {
       listener_paused_ = false;
-      Watch(EPOLL_CTL_MOD, listener_.get(), kListenerTag, EPOLLIN);
+      poller_->Change(listener_.get(), kListenerTag, EPOLLIN);
     }
   }
 
@@ -213,7 +196,7 @@ class MasterNode::Server {
     const int64_t peer = it->second.peer;
     const std::string address = it->second.address;
     if (peer < 0) accept_guard_.Forget(it->second.fd.get());
-    epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->second.fd.get(), nullptr);
+    poller_->Forget(it->second.fd.get());
     DiscardUnreadAndShutdown(it->second.fd.get());
     connections_.erase(it);
     if (peer < 0) {  // Refusals are logged (throttled) where they are decided.
@@ -378,8 +361,7 @@ class MasterNode::Server {
   }
 
   const ScopedFd listener_;
-  const ScopedFd wakeup_;
-  const ScopedFd epoll_;
+  const std::unique_ptr<EventPoller> poller_;
   bool listener_paused_ = false;
   const std::string secret_;
   AcceptGuard accept_guard_{"elastic master"};
@@ -409,14 +391,9 @@ absl::StatusOr<std::unique_ptr<MasterNode>> MasterNode::Create(MasterNodeOptions
   store_options.secret = *options.secret;
   store_options.tls = tls;
   ASSIGN_OR_RETURN(std::unique_ptr<TCPStoreServer> store, TCPStoreServer::Start(store_options));
-  ScopedFd wakeup(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  ScopedFd epoll(epoll_create1(EPOLL_CLOEXEC));
-  if (!wakeup.valid() || !epoll.valid()) {
-    return absl::InternalError(absl::StrCat("eventfd/epoll_create1: ", strerror(errno)));
-  }
-  auto server =
-      std::make_unique<Server>(std::move(listener), std::move(wakeup), std::move(epoll),
-                               std::move(store), options.heartbeat_timeout, *options.secret, tls);
+  ASSIGN_OR_RETURN(std::unique_ptr<EventPoller> poller, EventPoller::Create());
+  auto server = std::make_unique<Server>(std::move(listener), std::move(poller), std::move(store),
+                                         options.heartbeat_timeout, *options.secret, tls);
   return std::unique_ptr<MasterNode>(new MasterNode(host_port.first, port, std::move(server)));
 }
 
