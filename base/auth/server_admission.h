@@ -1,7 +1,8 @@
 // How an accepted connection gets into a plexus server that runs an event loop (the TCPStore
 // server, the elastic master): the TLS handshake when the server has TLS, then the secret's
 // challenge (mutual_auth.h) when it has a secret, bound to the TLS channel. The server calls it
-// as the socket becomes ready and keeps its own buffers; the steps and their order live here.
+// as the socket becomes ready (through ServerConnection, which holds the buffers); the steps and
+// their order live here.
 // (The tcp mesh's listener, which handshakes on a thread per connection, runs the same
 // protocol through the blocking TlsContext::Secure and AuthenticateClient.)
 #ifndef PLEXUS_BASE_AUTH_SERVER_ADMISSION_H_

@@ -14,7 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/auth/mutual_auth.h"
-#include "base/auth/server_admission.h"
+#include "base/auth/server_connection.h"
 #include "base/core/event_journal.h"
 #include "base/core/logging.h"
 #include "base/core/status_macros.h"
@@ -29,7 +29,6 @@ using tcp_store::Opcode;
 namespace {
 
 constexpr uint64_t kListenerId = 0;  // Its EventPoller tag; connections count from 1.
-constexpr size_t kReadChunk = 64 * 1024;
 constexpr int64_t kMaxWaitMs = int64_t{365} * 24 * 3600 * 1000;
 
 std::string OkFrame() { return Encoder().U8(static_cast<uint8_t>(absl::StatusCode::kOk)).Frame(); }
@@ -46,16 +45,10 @@ struct TCPStoreServer::Waiter {
 
 struct TCPStoreServer::Connection {
   uint64_t id = 0;
-  ScopedFd fd;
+  std::unique_ptr<auth::ServerConnection> stream;  // Socket, admission, buffers.
   bool handshaken = false;
   absl::Time handshake_deadline;
-  bool broken = false;  // A write failed; closed by the loop after the current event.
-  bool want_write = false;
-  std::string in;
-  std::string out;
-  std::string peer;                                  // Its address, for logs.
-  std::unique_ptr<auth::ServerAdmission> admission;  // TLS, then the secret.
-  auth::TlsSession* tls = nullptr;                   // admission's session; null in the clear.
+  bool broken = false;           // A write failed; closed by the loop after the current event.
   std::optional<Waiter> waiter;  // At most one parked request; input pauses behind it.
   // How often the client wants to hear while its request is parked (from its handshake).
   absl::Duration beat_period = absl::InfiniteDuration();
@@ -119,23 +112,21 @@ void TCPStoreServer::Loop() {
 
 void TCPStoreServer::AcceptAll() {
   while (true) {
-    const int fd =
-        accept_guard_.Accept(listener_.get(), [this] { return ShedOldestUnauthenticated(); });
-    if (fd < 0) break;
-    SetNoDelay(fd);
+    ScopedFd fd(
+        accept_guard_.Accept(listener_.get(), [this] { return ShedOldestUnauthenticated(); }));
+    if (!fd.valid()) break;
+    SetNoDelay(fd.get());
+    const int raw_fd = fd.get();
     auto connection = std::make_unique<Connection>();
-    connection->id = next_id_++;
-    connection->fd.Reset(fd);
-    connection->handshake_deadline = absl::Now() + options_.handshake_timeout;
-    connection->peer = PeerAddress(fd);
-    connection->admission = auth::ServerAdmission::Begin(fd, options_.tls.get(), options_.secret,
-                                                         auth::Purpose::kStore);
-    if (connection->admission == nullptr) {  // Out of memory: the connection is dropped.
-      accept_guard_.Forget(fd);
+    connection->stream = auth::ServerConnection::Accept(std::move(fd), options_.tls.get(),
+                                                        options_.secret, auth::Purpose::kStore);
+    if (connection->stream == nullptr) {  // Out of memory: the connection is dropped.
+      accept_guard_.Forget(raw_fd);
       continue;
     }
-    connection->tls = connection->admission->session();
-    poller_->Watch(fd, connection->id, EPOLLIN);
+    connection->id = next_id_++;
+    connection->handshake_deadline = absl::Now() + options_.handshake_timeout;
+    poller_->Watch(raw_fd, connection->id, EPOLLIN);
     connections_[connection->id] = std::move(connection);
   }
   accept_guard_.EndRound();
@@ -166,44 +157,35 @@ void TCPStoreServer::OnReadable(uint64_t id) {
   auto it = connections_.find(id);
   if (it == connections_.end()) return;
   Connection& connection = *it->second;
-  if (!connection.admission->secure() &&
-      (!AdvanceTls(connection) || !connection.admission->secure())) {
+  auth::ServerConnection& stream = *connection.stream;
+  if (!stream.admission().secure() && (!AdvanceTls(connection) || !stream.admission().secure())) {
     return;
   }
   // Bounded by one maximal frame plus its header and the handshake; a peer that sends more
   // while a request is parked is misbehaving.
   // Before authentication only the exchange's few bytes are legitimate.
-  const size_t limit =
-      connection.admission->authenticating()
-          ? size_t{4096}
-          : options_.max_frame_bytes + tcp_store::kFrameHeaderBytes + tcp_store::kHandshakeBytes;
-  char chunk[kReadChunk];
-  while (true) {
-    ssize_t n = connection.tls != nullptr ? connection.tls->Read(chunk, sizeof(chunk))
-                                          : recv(connection.fd.get(), chunk, sizeof(chunk), 0);
-    if (n > 0) {
-      connection.in.append(chunk, static_cast<size_t>(n));
-      if (connection.in.size() > limit) {
-        CloseConnection(id, "sent more than one maximal frame ahead", /*rejected=*/true);
-        return;
-      }
-      continue;
-    }
-    if (n == 0) {
+  const bool authenticating = stream.admission().authenticating();
+  const size_t limit = authenticating ? size_t{4096}
+                                      : options_.max_frame_bytes + tcp_store::kFrameHeaderBytes +
+                                            tcp_store::kHandshakeBytes;
+  switch (stream.ReadAvailable(limit).end) {
+    case auth::ServerConnection::ReadEnd::kDrained:
+      break;
+    case auth::ServerConnection::ReadEnd::kOverLimit:
+      CloseConnection(id, "sent more than one maximal frame ahead", /*rejected=*/true);
+      return;
+    case auth::ServerConnection::ReadEnd::kClosed:
       // A client that gives up mid-authentication found this server's proof wrong: it knows
       // another secret (or none).
-      const bool authenticating = connection.admission->authenticating();
       CloseConnection(id,
                       authenticating ? "it closed the connection during authentication (its "
                                        "shared secret or TLS settings differ from this store's?)"
                                      : "peer closed the connection",
                       /*rejected=*/authenticating);
       return;
-    }
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-    CloseConnection(id, absl::StrCat("recv: ", strerror(errno)), /*rejected=*/false);
-    return;
+    case auth::ServerConnection::ReadEnd::kFailed:
+      CloseConnection(id, absl::StrCat("recv: ", stream.error()), /*rejected=*/false);
+      return;
   }
   if (ProcessInput(connection) && connection.broken) {
     CloseConnection(id, "write failed", /*rejected=*/false);
@@ -214,8 +196,8 @@ void TCPStoreServer::OnWritable(uint64_t id) {
   auto it = connections_.find(id);
   if (it == connections_.end()) return;
   Connection& connection = *it->second;
-  if (!connection.admission->secure()) {
-    if (AdvanceTls(connection) && connection.admission->secure()) OnReadable(id);
+  if (!connection.stream->admission().secure()) {
+    if (AdvanceTls(connection) && connection.stream->admission().secure()) OnReadable(id);
     return;
   }
   Reply(connection, "");
@@ -223,49 +205,51 @@ void TCPStoreServer::OnWritable(uint64_t id) {
     CloseConnection(id, "write failed", /*rejected=*/false);
     return;
   }
-  if (!connection.want_write && ProcessInput(connection) && connection.broken) {
+  if (!connection.stream->wants_write() && ProcessInput(connection) && connection.broken) {
     CloseConnection(id, "write failed", /*rejected=*/false);
   }
 }
 
 bool TCPStoreServer::ProcessInput(Connection& connection) {
   const uint64_t id = connection.id;
+  auth::ServerAdmission& admission = connection.stream->admission();
+  std::string& in = connection.stream->input();
   size_t pos = 0;
-  if (connection.admission->authenticating()) {
+  if (admission.authenticating()) {
     std::string reply;
-    const auth::ServerAdmission::Step step = connection.admission->Feed(connection.in, reply);
+    const auth::ServerAdmission::Step step = admission.Feed(in, reply);
     if (!reply.empty()) Reply(connection, reply);
     if (step == auth::ServerAdmission::Step::kRejected) {
-      CloseConnection(id, absl::StrCat("authentication: ", connection.admission->reason()),
+      CloseConnection(id, absl::StrCat("authentication: ", admission.reason()),
                       /*rejected=*/true);
       return false;
     }
     if (step == auth::ServerAdmission::Step::kNeedMore) return true;
   }
   if (!connection.handshaken) {
-    if (connection.in.size() < tcp_store::kHandshakeBytes) return true;
+    if (in.size() < tcp_store::kHandshakeBytes) return true;
     uint16_t beat_field;
     absl::Status handshake = tcp_store::ParseHandshake(
-        absl::string_view(connection.in).substr(0, tcp_store::kHandshakeBytes), &beat_field);
+        absl::string_view(in).substr(0, tcp_store::kHandshakeBytes), &beat_field);
     if (!handshake.ok()) {
-      if (absl::StartsWith(connection.in, kPlexusMagicPrefix)) {
+      if (absl::StartsWith(in, kPlexusMagicPrefix)) {
         Reply(connection, std::string(1, kRefusalByte));
       }
       CloseConnection(id, absl::StrCat("handshake: ", handshake.message()), /*rejected=*/true);
       return false;
     }
     connection.handshaken = true;
-    accept_guard_.Forget(connection.fd.get());
+    accept_guard_.Forget(connection.stream->fd());
     connection.beat_period = tcp_store::BeatPeriod(beat_field);
     connected_.fetch_add(1);
     Reply(connection, tcp_store::HandshakeBytes(0));
     pos = tcp_store::kHandshakeBytes;
   }
   while (!connection.waiter.has_value() && !connection.broken &&
-         connection.out.size() < options_.max_frame_bytes) {
-    const size_t available = connection.in.size() - pos;
+         connection.stream->queued_bytes() < options_.max_frame_bytes) {
+    const size_t available = in.size() - pos;
     if (available < tcp_store::kFrameHeaderBytes) break;
-    const uint64_t length = tcp_store::FrameLength(connection.in.data() + pos);
+    const uint64_t length = tcp_store::FrameLength(in.data() + pos);
     if (length > options_.max_frame_bytes) {
       CloseConnection(
           id,
@@ -274,7 +258,7 @@ bool TCPStoreServer::ProcessInput(Connection& connection) {
       return false;
     }
     if (available - tcp_store::kFrameHeaderBytes < length) break;
-    absl::string_view payload(connection.in.data() + pos + tcp_store::kFrameHeaderBytes, length);
+    absl::string_view payload(in.data() + pos + tcp_store::kFrameHeaderBytes, length);
     absl::Status handled = HandleRequest(connection, payload);
     if (!handled.ok()) {
       CloseConnection(id, absl::StrCat("bad request: ", handled.message()), /*rejected=*/true);
@@ -282,7 +266,7 @@ bool TCPStoreServer::ProcessInput(Connection& connection) {
     }
     pos += tcp_store::kFrameHeaderBytes + length;
   }
-  connection.in.erase(0, pos);
+  in.erase(0, pos);
   return true;
 }
 
@@ -493,49 +477,23 @@ std::string TCPStoreServer::JoinedDetail() const {
 }
 
 bool TCPStoreServer::AdvanceTls(Connection& connection) {
-  if (connection.admission->AdvanceTls() == auth::ServerAdmission::Step::kRejected) {
-    const std::string reason = connection.admission->reason();  // CloseConnection destroys it.
+  auth::ServerAdmission& admission = connection.stream->admission();
+  if (admission.AdvanceTls() == auth::ServerAdmission::Step::kRejected) {
+    const std::string reason = admission.reason();  // CloseConnection destroys it.
     CloseConnection(connection.id, reason, /*rejected=*/true);
     return false;
   }
-  WatchWritable(connection, connection.admission->wants_write());
+  connection.stream->UpdateWatch(*poller_, connection.id);
   return true;
 }
 
-void TCPStoreServer::WatchWritable(Connection& connection, bool want_write) {
-  if (want_write == connection.want_write) return;
-  connection.want_write = want_write;
-  poller_->Change(
-      connection.fd.get(), connection.id,
-      static_cast<uint32_t>(EPOLLIN) | (want_write ? static_cast<uint32_t>(EPOLLOUT) : 0u));
-}
-
 void TCPStoreServer::Reply(Connection& connection, const std::string& frame) {
-  connection.out += frame;
   connection.last_sent = absl::Now();
-  auth::TlsSession* tls = connection.tls;
-  while (!connection.out.empty() || (tls != nullptr && tls->HasPendingOutput())) {
-    ssize_t n;
-    if (connection.out.empty()) {
-      n = tls->Flush();
-      if (n == 0) break;
-    } else if (tls != nullptr) {
-      iovec iov{connection.out.data(), connection.out.size()};
-      n = tls->Write(&iov, 1);
-    } else {
-      n = send(connection.fd.get(), connection.out.data(), connection.out.size(),
-               MSG_NOSIGNAL | MSG_DONTWAIT);
-    }
-    if (n > 0) {
-      connection.out.erase(0, static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+  if (!connection.stream->Send(frame)) {
     connection.broken = true;
     return;
   }
-  WatchWritable(connection, !connection.out.empty() || (tls != nullptr && tls->HasPendingOutput()));
+  connection.stream->UpdateWatch(*poller_, connection.id);
 }
 
 void TCPStoreServer::ReplyError(Connection& connection, const absl::Status& status) {
@@ -548,19 +506,21 @@ void TCPStoreServer::CloseConnection(uint64_t id, absl::string_view reason, bool
   if (it == connections_.end()) return;
   Connection& connection = *it->second;
   if (connection.handshaken) connected_.fetch_sub(1);
-  const std::string detail = absl::StrCat("on port ", port_, ": closing connection ", id, " from ",
-                                          connection.peer, ": ", reason);
+  const int fd = connection.stream->fd();
+  const std::string& peer = connection.stream->address();
+  const std::string detail =
+      absl::StrCat("on port ", port_, ": closing connection ", id, " from ", peer, ": ", reason);
   if (rejected) {
     refusal_log_.Refused(detail);
     MutexLock lock(refusals_mu_);
     refused_count_ = refusal_log_.count();
-    last_refusal_ = absl::StrCat("from ", connection.peer, ": ", reason);
+    last_refusal_ = absl::StrCat("from ", peer, ": ", reason);
   } else {
     Log(LogLevel::kDebug, absl::StrCat("TCPStore server ", detail));
   }
-  if (!connection.handshaken) accept_guard_.Forget(connection.fd.get());
-  if (rejected) DiscardUnreadAndShutdown(connection.fd.get());
-  poller_->Forget(connection.fd.get());
+  if (!connection.handshaken) accept_guard_.Forget(fd);
+  if (rejected) DiscardUnreadAndShutdown(fd);
+  poller_->Forget(fd);
   connections_.erase(it);
 }
 

@@ -73,7 +73,6 @@ class TCPStoreServer {
   void OnWritable(uint64_t id);
   // Advances a connection's TLS handshake; false if it was closed.
   bool AdvanceTls(Connection& connection);
-  void WatchWritable(Connection& connection, bool want_write);
   // Handles every complete frame buffered on the connection. False if it was closed.
   bool ProcessInput(Connection& connection);
   // Executes one request; an error status means a protocol violation (close the connection).

@@ -14,7 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/auth/mutual_auth.h"
-#include "base/auth/server_admission.h"
+#include "base/auth/server_connection.h"
 #include "base/core/logging.h"
 #include "base/core/status_macros.h"
 #include "base/net/accept_guard.h"
@@ -81,24 +81,19 @@ class MasterNode::Server {
 
  private:
   struct Connection {
-    ScopedFd fd;
-    std::string address;
-    int64_t peer = -1;  // Until the hello.
-    std::string rx;
-    std::string tx;
+    std::unique_ptr<auth::ServerConnection> stream;  // Socket, admission, buffers.
+    int64_t peer = -1;                               // Until the hello.
     absl::Time opened;
     absl::Time last_heard;
     absl::Time last_sent;
-    std::unique_ptr<auth::ServerAdmission> admission;  // TLS, then the secret.
-    auth::TlsSession* tls = nullptr;                   // admission's session; null in the clear.
-    bool watching_write = false;                       // EPOLLOUT is in its events.
   };
 
   // Advances a connection's TLS handshake; false if it failed (and was closed).
   bool AdvanceTls(int64_t id, Connection& c) {
-    if (c.admission->AdvanceTls() == auth::ServerAdmission::Step::kRejected) {
-      refusals_.Refused(absl::StrCat("refused ", c.address, ": ", c.admission->reason()));
-      Close(id, std::string(c.admission->reason()));  // A copy: Close destroys c.
+    auth::ServerAdmission& admission = c.stream->admission();
+    if (admission.AdvanceTls() == auth::ServerAdmission::Step::kRejected) {
+      refusals_.Refused(absl::StrCat("refused ", c.stream->address(), ": ", admission.reason()));
+      Close(id, std::string(admission.reason()));  // A copy: Close destroys c.
       return false;
     }
     return true;
@@ -108,8 +103,8 @@ class MasterNode::Server {
     auto it = connections_.find(id);
     if (it == connections_.end()) return;
     Connection& c = it->second;
-    if (!c.admission->secure()) {
-      if (AdvanceTls(id, c) && c.admission->secure()) OnReadable(id);
+    if (!c.stream->admission().secure()) {
+      if (AdvanceTls(id, c) && c.stream->admission().secure()) OnReadable(id);
       return;
     }
     Flush(id);
@@ -131,19 +126,17 @@ class MasterNode::Server {
       ScopedFd fd(accept_guard_.Accept(listener_.get(), [this] { return ShedOldestStranger(); }));
       if (!fd.valid()) break;
       SetNoDelay(fd.get());
+      const int raw_fd = fd.get();
       Connection c;
-      c.address = PeerAddress(fd.get());
-      c.fd = std::move(fd);
       c.opened = c.last_heard = c.last_sent = absl::Now();
-      c.admission =
-          auth::ServerAdmission::Begin(c.fd.get(), tls_.get(), secret_, auth::Purpose::kMaster);
-      if (c.admission == nullptr) {  // Out of memory: the connection is dropped.
-        accept_guard_.Forget(c.fd.get());
+      c.stream = auth::ServerConnection::Accept(std::move(fd), tls_.get(), secret_,
+                                                auth::Purpose::kMaster);
+      if (c.stream == nullptr) {  // Out of memory: the connection is dropped.
+        accept_guard_.Forget(raw_fd);
         continue;
       }
-      c.tls = c.admission->session();
       const int64_t id = next_connection_++;
-      poller_->Watch(c.fd.get(), static_cast<uint64_t>(id), EPOLLIN);
+      poller_->Watch(raw_fd, static_cast<uint64_t>(id), EPOLLIN);
       connections_.emplace(id, std::move(c));
     }
     accept_guard_.EndRound();
@@ -156,14 +149,7 @@ class MasterNode::Server {
 
   // EPOLLOUT for the connections with output waiting, the listener back after a pause.
   void UpdateWatches() {
-    for (auto& [id, c] : connections_) {
-      const bool want_write = !c.tx.empty() || c.admission->wants_write() ||
-                              (c.tls != nullptr && c.tls->HasPendingOutput());
-      if (want_write == c.watching_write) continue;
-      c.watching_write = want_write;
-      poller_->Change(c.fd.get(), static_cast<uint64_t>(id),
-                      EPOLLIN | (want_write ? uint32_t{EPOLLOUT} : 0u));
-    }
+    for (auto& [id, c] : connections_) c.stream->UpdateWatch(*poller_, static_cast<uint64_t>(id));
     if (listener_paused_ && absl::Now() >= accept_guard_.paused_until()) {
       listener_paused_ = false;
       poller_->Change(listener_.get(), kListenerTag, EPOLLIN);
@@ -181,7 +167,9 @@ class MasterNode::Server {
         continue;
       }
       next = std::min(next, c.last_heard + heartbeat_timeout_);
-      if (c.tx.empty()) next = std::min(next, c.last_sent + heartbeat_timeout_ / 5);
+      if (c.stream->queued_bytes() == 0) {
+        next = std::min(next, c.last_sent + heartbeat_timeout_ / 5);
+      }
     }
     if (next == absl::InfiniteFuture()) return -1;
     const absl::Duration left = next - absl::Now();
@@ -194,10 +182,11 @@ class MasterNode::Server {
     auto it = connections_.find(id);
     if (it == connections_.end()) return;
     const int64_t peer = it->second.peer;
-    const std::string address = it->second.address;
-    if (peer < 0) accept_guard_.Forget(it->second.fd.get());
-    poller_->Forget(it->second.fd.get());
-    DiscardUnreadAndShutdown(it->second.fd.get());
+    const std::string address = it->second.stream->address();
+    const int fd = it->second.stream->fd();
+    if (peer < 0) accept_guard_.Forget(fd);
+    poller_->Forget(fd);
+    DiscardUnreadAndShutdown(fd);
     connections_.erase(it);
     if (peer < 0) {  // Refusals are logged (throttled) where they are decided.
       Log(LogLevel::kDebug, absl::StrCat("elastic master: closed ", address, ": ", reason));
@@ -213,44 +202,42 @@ class MasterNode::Server {
     auto it = connections_.find(id);
     if (it == connections_.end()) return;
     Connection& c = it->second;
-    if (!c.admission->secure() && (!AdvanceTls(id, c) || !c.admission->secure())) {
-      return;
+    auth::ServerAdmission& admission = c.stream->admission();
+    if (!admission.secure() && (!AdvanceTls(id, c) || !admission.secure())) return;
+    // Before authentication only the exchange's few bytes are legitimate.
+    const size_t limit = admission.authenticating() ? 4096 : std::string::npos;
+    const auth::ServerConnection::ReadOutcome read = c.stream->ReadAvailable(limit);
+    if (read.bytes > 0) c.last_heard = absl::Now();
+    switch (read.end) {
+      case auth::ServerConnection::ReadEnd::kDrained:
+        break;
+      case auth::ServerConnection::ReadEnd::kOverLimit:
+        return Close(id, "sent more than an authentication before authenticating");
+      case auth::ServerConnection::ReadEnd::kClosed:
+        return Close(id, "connection closed");
+      case auth::ServerConnection::ReadEnd::kFailed:
+        return Close(id, absl::StrCat("connection error: ", c.stream->error()));
     }
-    char buffer[65536];
-    while (true) {
-      const ssize_t n = c.tls != nullptr ? c.tls->Read(buffer, sizeof(buffer))
-                                         : recv(c.fd.get(), buffer, sizeof(buffer), 0);
-      if (n > 0) {
-        c.rx.append(buffer, n);
-        c.last_heard = absl::Now();
-        if (c.admission->authenticating() && c.rx.size() > 4096) {
-          return Close(id, "sent more than an authentication before authenticating");
-        }
-        continue;
-      }
-      if (n == 0) return Close(id, "connection closed");
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      return Close(id, absl::StrCat("connection error: ", strerror(errno)));
-    }
-    if (c.admission->authenticating()) {
-      const auth::ServerAdmission::Step step = c.admission->Feed(c.rx, c.tx);
-      Flush(id);
+    std::string& rx = c.stream->input();
+    if (admission.authenticating()) {
+      std::string reply;
+      const auth::ServerAdmission::Step step = admission.Feed(rx, reply);
+      Send(id, reply);
       if (connections_.find(id) == connections_.end()) return;
       if (step == auth::ServerAdmission::Step::kRejected) {
-        refusals_.Refused(absl::StrCat("refused ", c.address, ": ", c.admission->reason()));
-        return Close(id, absl::StrCat("authentication: ", c.admission->reason()));
+        refusals_.Refused(absl::StrCat("refused ", c.stream->address(), ": ", admission.reason()));
+        return Close(id, absl::StrCat("authentication: ", admission.reason()));
       }
       if (step == auth::ServerAdmission::Step::kNeedMore) return;
     }
     size_t at = 0;
-    while (c.rx.size() - at >= kHeaderBytes) {
-      const uint64_t length = PayloadLength(c.rx.data() + at);
+    while (rx.size() - at >= kHeaderBytes) {
+      const uint64_t length = PayloadLength(rx.data() + at);
       if (length > kMaxFrameBytes) {
         return Close(id, absl::StrCat("frame of ", length, " bytes exceeds ", kMaxFrameBytes));
       }
-      if (c.rx.size() - at - kHeaderBytes < length) break;
-      auto message = DecodePayload(absl::string_view(c.rx).substr(at + kHeaderBytes, length));
+      if (rx.size() - at - kHeaderBytes < length) break;
+      auto message = DecodePayload(absl::string_view(rx).substr(at + kHeaderBytes, length));
       at += kHeaderBytes + length;
       if (!message.ok()) return Close(id, std::string(message.status().message()));
       if (absl::Status status = OnMessage(c, *message); !status.ok()) {
@@ -258,7 +245,7 @@ class MasterNode::Server {
       }
       if (connections_.find(id) == connections_.end()) return;  // Left.
     }
-    c.rx.erase(0, at);
+    rx.erase(0, at);
   }
 
   absl::Status OnMessage(Connection& c, const Message& message) {
@@ -271,8 +258,8 @@ class MasterNode::Server {
         return absl::UnauthenticatedError(absl::StrCat("peer speaks protocol ", message.ints[1],
                                                        ", this master ", kProtocolVersion));
       }
-      accept_guard_.Forget(c.fd.get());
-      c.peer = state_.Join(message.ints[2], c.address);
+      accept_guard_.Forget(c.stream->fd());
+      c.peer = state_.Join(message.ints[2], c.stream->address());
       by_peer_[c.peer] = &c;
       Log(LogLevel::kInfo, absl::StrCat("elastic master: ", state_.Describe(c.peer), " joined"));
       return absl::OkStatus();
@@ -282,38 +269,21 @@ class MasterNode::Server {
       const int64_t peer = c.peer;
       by_peer_.erase(peer);
       c.peer = -1;
-      c.tx.clear();
+      c.stream->DiscardOutput();
       state_.Drop(peer, absl::StrCat(state_.Describe(peer), " left"));
       return absl::OkStatus();
     }
     return state_.Handle(c.peer, message);
   }
 
-  void Flush(int64_t id) {
+  // Queues `bytes` and sends what the socket takes; closes the connection if a send fails.
+  void Send(int64_t id, absl::string_view bytes) {
     auto it = connections_.find(id);
     if (it == connections_.end()) return;
-    Connection& c = it->second;
-    if (!c.admission->secure()) return;  // Queued until the handshake is done.
-    while (!c.tx.empty() || (c.tls != nullptr && c.tls->HasPendingOutput())) {
-      ssize_t n;
-      if (c.tx.empty()) {
-        n = c.tls->Flush();
-        if (n == 0) return;
-      } else if (c.tls != nullptr) {
-        iovec iov{c.tx.data(), c.tx.size()};
-        n = c.tls->Write(&iov, 1);
-      } else {
-        n = send(c.fd.get(), c.tx.data(), c.tx.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      }
-      if (n > 0) {
-        c.tx.erase(0, n);
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-      return Close(id, absl::StrCat("send failed: ", strerror(errno)));
-    }
+    auth::ServerConnection& stream = *it->second.stream;
+    if (!stream.Send(bytes)) Close(id, absl::StrCat("send failed: ", stream.error()));
   }
+  void Flush(int64_t id) { Send(id, {}); }
 
   void CheckTimers() {
     const absl::Time now = absl::Now();
@@ -329,8 +299,8 @@ class MasterNode::Server {
                                          " (frozen, or its network is down)"));
         continue;
       }
-      if (c.tx.empty() && now - c.last_sent > heartbeat_timeout_ / 5) {
-        c.tx = EncodeFrame(Message{MessageType::kHeartbeat, {}, ""});
+      if (c.stream->queued_bytes() == 0 && now - c.last_sent > heartbeat_timeout_ / 5) {
+        c.stream->Send(EncodeFrame(Message{MessageType::kHeartbeat, {}, ""}));
         c.last_sent = now;
       }
     }
@@ -347,12 +317,13 @@ class MasterNode::Server {
       for (MasterState::Outgoing& o : out) {
         auto it = by_peer_.find(o.peer);
         if (it == by_peer_.end()) continue;
-        it->second->tx += EncodeFrame(o.message);
+        it->second->stream->Send(EncodeFrame(o.message));
         it->second->last_sent = absl::Now();
       }
       std::vector<std::pair<int64_t, std::string>> doomed;
       for (auto& [id, c] : connections_) {
-        if (c.tx.size() > kMaxQueuedBytes) doomed.emplace_back(id, "not reading its messages");
+        if (c.stream->queued_bytes() > kMaxQueuedBytes)
+          doomed.emplace_back(id, "not reading its messages");
       }
       for (const auto& [id, reason] : doomed) Close(id, reason);
       for (auto& [id, c] : connections_) touched.push_back(id);
