@@ -321,227 +321,241 @@ void Collectives::Worker() {
   }
 }
 
-absl::Status Collectives::RunAllReduce(CollectiveContext& ctx, void* data, int64_t count,
-                                       DType dtype, const ReduceOp& op) {
-  return AllReduceInPlace(ctx, table_, data, count, dtype, op);
+namespace {
+
+// What each kind runs on algorithms/, built from the call. The call's spans end with Run, so a
+// body keeps copies of the tensors (views) and splits it uses; `table` is the Collectives'
+// own, which outlives its queued work.
+
+auto AllReduceCoalescedBody(const Collective& call, const AlgorithmTable& table, int64_t total) {
+  return [&table, list = Copy(call.outputs), total, op = call.op](CollectiveContext& ctx) {
+    // One fused reduction over the tensors packed end to end.
+    uint8_t* packed =
+        ctx.Scratch(ScratchArena::kPacked, static_cast<size_t>(total) * list[0].element_size());
+    PackTensors(list, packed);
+    absl::Status status = AllReduceInPlace(ctx, table, packed, total, list[0].dtype(), op);
+    if (!status.ok()) return status;
+    UnpackTensors(packed, list);
+    return absl::OkStatus();
+  };
 }
 
-WorkPtr Collectives::AllReduce(const Tensor& tensor, const AllReduceOptions& options) {
-  return Enqueue(
-      CollectiveKind::kAllReduce, tensor.dtype(), tensor.numel(), options.timeout, options.blocking,
-      [this, data = tensor.data(), count = tensor.numel(), dtype = tensor.dtype(), op = options.op](
-          CollectiveContext& ctx) { return RunAllReduce(ctx, data, count, dtype, op); });
+auto ReduceBody(const Collective& call) {
+  return [tensor = call.tensor(), op = call.op, root = call.root](CollectiveContext& ctx) {
+    const int64_t count = tensor.numel();
+    const DType dtype = tensor.dtype();
+    // Scale a copy: off the root the caller's tensor must stay as it was.
+    void* input = tensor.data();
+    if (op.kind == ReduceOpKind::kPremulSum) {
+      uint8_t* scaled = ctx.Scratch(ScratchArena::kPacked, tensor.nbytes());
+      if (tensor.nbytes() > 0) std::memcpy(scaled, tensor.data(), tensor.nbytes());
+      PreScale(scaled, count, dtype, op);
+      input = scaled;
+    }
+    absl::Status status = BinomialReduce(ctx, input, count, dtype, KernelOp(op.kind), root);
+    if (!status.ok() || ctx.rank() != root) return status;
+    if (input != tensor.data() && tensor.nbytes() > 0) {
+      std::memcpy(tensor.data(), input, tensor.nbytes());
+    }
+    PostScale(tensor.data(), count, dtype, op, ctx.size());
+    return absl::OkStatus();
+  };
 }
 
-WorkPtr Collectives::AllReduceCoalesced(absl::Span<const Tensor> tensors,
-                                        const AllReduceCoalescedOptions& options) {
-  int64_t total = 0;
-  for (const Tensor& t : tensors) total += t.numel();
-  return Enqueue(
-      CollectiveKind::kAllReduceCoalesced, tensors[0].dtype(), total, options.timeout,
-      options.blocking, [this, list = Copy(tensors), total, options](CollectiveContext& ctx) {
-        // One fused reduction over the tensors packed end to end.
-        uint8_t* packed =
-            ctx.Scratch(ScratchArena::kPacked, static_cast<size_t>(total) * list[0].element_size());
-        PackTensors(list, packed);
-        absl::Status status = RunAllReduce(ctx, packed, total, list[0].dtype(), options.op);
-        if (!status.ok()) return status;
-        UnpackTensors(packed, list);
-        return absl::OkStatus();
-      });
+// Ring all-gather into `blocks`, this rank's own block copied in from `input` first.
+absl::Status GatherRing(CollectiveContext& ctx, const std::vector<uint8_t*>& blocks,
+                        const std::vector<size_t>& bytes, const Tensor& input) {
+  if (input.nbytes() > 0 && blocks[ctx.rank()] != input.bytes()) {
+    std::memmove(blocks[ctx.rank()], input.data(), input.nbytes());
+  }
+  return RingAllGather(ctx, blocks, bytes);
 }
 
-WorkPtr Collectives::Broadcast(const Tensor& tensor, const BroadcastOptions& options) {
-  return Enqueue(CollectiveKind::kBroadcast, tensor.dtype(), tensor.numel(), options.timeout,
-                 options.blocking, [tensor, options](CollectiveContext& ctx) {
-                   return BinomialBroadcast(ctx, tensor.data(), tensor.nbytes(), options.root_rank);
-                 });
+auto AllGatherBody(const Collective& call) {
+  return [list = Copy(call.outputs), input = call.input()](CollectiveContext& ctx) {
+    std::vector<uint8_t*> blocks;
+    std::vector<size_t> bytes;
+    for (const Tensor& t : list) {
+      blocks.push_back(t.bytes());
+      bytes.push_back(t.nbytes());
+    }
+    return GatherRing(ctx, blocks, bytes, input);
+  };
 }
 
-WorkPtr Collectives::Reduce(const Tensor& tensor, const ReduceOptions& options) {
-  return Enqueue(CollectiveKind::kReduce, tensor.dtype(), tensor.numel(), options.timeout,
-                 options.blocking, [this, tensor, options](CollectiveContext& ctx) {
-                   const int64_t count = tensor.numel();
-                   const DType dtype = tensor.dtype();
-                   // Scale a copy: off the root the caller's tensor must stay as it was.
-                   void* input = tensor.data();
-                   if (options.op.kind == ReduceOpKind::kPremulSum) {
-                     uint8_t* scaled = ctx.Scratch(ScratchArena::kPacked, tensor.nbytes());
-                     if (tensor.nbytes() > 0) std::memcpy(scaled, tensor.data(), tensor.nbytes());
-                     PreScale(scaled, count, dtype, options.op);
-                     input = scaled;
-                   }
-                   absl::Status status = BinomialReduce(
-                       ctx, input, count, dtype, KernelOp(options.op.kind), options.root_rank);
-                   if (!status.ok() || rank() != options.root_rank) return status;
-                   if (input != tensor.data() && tensor.nbytes() > 0) {
-                     std::memcpy(tensor.data(), input, tensor.nbytes());
-                   }
-                   PostScale(tensor.data(), count, dtype, options.op, size());
-                   return absl::OkStatus();
-                 });
+auto AllGatherIntoTensorBody(const Collective& call) {
+  return [output = call.output(), input = call.input()](CollectiveContext& ctx) {
+    std::vector<uint8_t*> blocks;
+    std::vector<size_t> bytes(ctx.size(), input.nbytes());
+    for (int i = 0; i < ctx.size(); ++i) blocks.push_back(output.bytes() + i * input.nbytes());
+    return GatherRing(ctx, blocks, bytes, input);
+  };
 }
 
-WorkPtr Collectives::AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
-                               const AllGatherOptions& options) {
-  return Enqueue(CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
-                 options.blocking, [this, list = Copy(outputs), input](CollectiveContext& ctx) {
-                   std::vector<uint8_t*> blocks;
-                   std::vector<size_t> bytes;
-                   for (const Tensor& t : list) {
-                     blocks.push_back(t.bytes());
-                     bytes.push_back(t.nbytes());
-                   }
-                   if (input.nbytes() > 0 && blocks[rank()] != input.bytes()) {
-                     std::memmove(blocks[rank()], input.data(), input.nbytes());
-                   }
-                   return RingAllGather(ctx, blocks, bytes);
-                 });
+auto GatherBody(const Collective& call) {
+  return
+      [list = Copy(call.outputs), input = call.input(), root = call.root](CollectiveContext& ctx) {
+        std::vector<void*> pointers;
+        for (const Tensor& t : list) pointers.push_back(t.data());
+        return LinearGather(ctx, input.data(), input.nbytes(), pointers, root);
+      };
 }
 
-WorkPtr Collectives::AllGatherIntoTensor(const Tensor& output, const Tensor& input,
-                                         const AllGatherOptions& options) {
-  return Enqueue(CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
-                 options.blocking, [this, output, input](CollectiveContext& ctx) {
-                   std::vector<uint8_t*> blocks;
-                   std::vector<size_t> bytes(size(), input.nbytes());
-                   for (int i = 0; i < size(); ++i) {
-                     blocks.push_back(output.bytes() + i * input.nbytes());
-                   }
-                   if (input.nbytes() > 0 && blocks[rank()] != input.bytes()) {
-                     std::memmove(blocks[rank()], input.data(), input.nbytes());
-                   }
-                   return RingAllGather(ctx, blocks, bytes);
-                 });
+auto ScatterBody(const Collective& call) {
+  return
+      [list = Copy(call.inputs), output = call.output(), root = call.root](CollectiveContext& ctx) {
+        std::vector<const void*> pointers;
+        for (const Tensor& t : list) pointers.push_back(t.data());
+        return LinearScatter(ctx, output.data(), output.nbytes(), pointers, root);
+      };
 }
 
-WorkPtr Collectives::Gather(absl::Span<const Tensor> outputs, const Tensor& input,
-                            const GatherOptions& options) {
-  return Enqueue(CollectiveKind::kGather, input.dtype(), input.numel(), options.timeout,
-                 options.blocking, [list = Copy(outputs), input, options](CollectiveContext& ctx) {
-                   std::vector<void*> pointers;
-                   for (const Tensor& t : list) pointers.push_back(t.data());
-                   return LinearGather(ctx, input.data(), input.nbytes(), pointers,
-                                       options.root_rank);
-                 });
-}
-
-WorkPtr Collectives::Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
-                             const ScatterOptions& options) {
-  return Enqueue(CollectiveKind::kScatter, output.dtype(), output.numel(), options.timeout,
-                 options.blocking, [list = Copy(inputs), output, options](CollectiveContext& ctx) {
-                   std::vector<const void*> pointers;
-                   for (const Tensor& t : list) pointers.push_back(t.data());
-                   return LinearScatter(ctx, output.data(), output.nbytes(), pointers,
-                                        options.root_rank);
-                 });
-}
-
-absl::Status Collectives::RunReduceScatter(CollectiveContext& ctx, uint8_t* packed,
-                                           const Tensor& output, const ReduceOp& op) {
+// Reduce-scatter of `packed` (size x count elements) into `output`.
+absl::Status ReduceScatterPacked(CollectiveContext& ctx, uint8_t* packed, const Tensor& output,
+                                 const ReduceOp& op) {
   const int64_t count = output.numel();
   const DType dtype = output.dtype();
-  PreScale(packed, count * size(), dtype, op);
+  PreScale(packed, count * ctx.size(), dtype, op);
   Partition blocks;
-  for (int i = 0; i < size(); ++i) {
+  for (int i = 0; i < ctx.size(); ++i) {
     blocks.counts.push_back(count);
     blocks.offsets.push_back(count * i);
   }
   absl::Status status = RingReduceScatter(ctx, packed, blocks, dtype, KernelOp(op.kind));
   if (!status.ok()) return status;
   if (output.nbytes() > 0) {
-    std::memcpy(output.data(), packed + rank() * output.nbytes(), output.nbytes());
+    std::memcpy(output.data(), packed + ctx.rank() * output.nbytes(), output.nbytes());
   }
-  PostScale(output.data(), count, dtype, op, size());
+  PostScale(output.data(), count, dtype, op, ctx.size());
   return absl::OkStatus();
 }
 
-WorkPtr Collectives::ReduceScatter(const Tensor& output, absl::Span<const Tensor> inputs,
-                                   const ReduceScatterOptions& options) {
-  return Enqueue(
-      CollectiveKind::kReduceScatter, output.dtype(), output.numel(), options.timeout,
-      options.blocking, [this, list = Copy(inputs), output, options](CollectiveContext& ctx) {
-        uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, output.nbytes() * list.size());
-        PackTensors(list, packed);
-        return RunReduceScatter(ctx, packed, output, options.op);
-      });
+auto ReduceScatterBody(const Collective& call) {
+  return [list = Copy(call.inputs), output = call.output(), op = call.op](CollectiveContext& ctx) {
+    uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, output.nbytes() * list.size());
+    PackTensors(list, packed);
+    return ReduceScatterPacked(ctx, packed, output, op);
+  };
 }
 
-WorkPtr Collectives::ReduceScatterTensor(const Tensor& output, const Tensor& input,
-                                         const ReduceScatterOptions& options) {
-  return Enqueue(CollectiveKind::kReduceScatter, output.dtype(), output.numel(), options.timeout,
-                 options.blocking, [this, input, output, options](CollectiveContext& ctx) {
-                   // The input is the caller's: reduce in a copy.
-                   uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, input.nbytes());
-                   if (input.nbytes() > 0) std::memcpy(packed, input.data(), input.nbytes());
-                   return RunReduceScatter(ctx, packed, output, options.op);
-                 });
+auto ReduceScatterTensorBody(const Collective& call) {
+  return [input = call.input(), output = call.output(), op = call.op](CollectiveContext& ctx) {
+    // The input is the caller's: reduce in a copy.
+    uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, input.nbytes());
+    if (input.nbytes() > 0) std::memcpy(packed, input.data(), input.nbytes());
+    return ReduceScatterPacked(ctx, packed, output, op);
+  };
 }
 
-WorkPtr Collectives::AllToAll(absl::Span<const Tensor> outputs, absl::Span<const Tensor> inputs,
-                              const AllToAllOptions& options) {
-  return Enqueue(CollectiveKind::kAllToAll, inputs[0].dtype(), 0, options.timeout, options.blocking,
-                 [outs = Copy(outputs), ins = Copy(inputs)](CollectiveContext& ctx) {
-                   std::vector<ByteBlock> send, recv;
-                   for (const Tensor& t : ins) send.push_back({t.bytes(), t.nbytes()});
-                   for (const Tensor& t : outs) recv.push_back({t.bytes(), t.nbytes()});
-                   return PairwiseAllToAll(ctx, send, recv);
-                 });
+auto AllToAllBody(const Collective& call) {
+  return [outs = Copy(call.outputs), ins = Copy(call.inputs)](CollectiveContext& ctx) {
+    std::vector<ByteBlock> send, recv;
+    for (const Tensor& t : ins) send.push_back({t.bytes(), t.nbytes()});
+    for (const Tensor& t : outs) recv.push_back({t.bytes(), t.nbytes()});
+    return PairwiseAllToAll(ctx, send, recv);
+  };
 }
 
-WorkPtr Collectives::AllToAllSingle(const Tensor& output, const Tensor& input,
-                                    absl::Span<const int64_t> output_split_sizes,
-                                    absl::Span<const int64_t> input_split_sizes,
-                                    const AllToAllOptions& options) {
-  std::vector<int64_t> out_splits(output_split_sizes.begin(), output_split_sizes.end());
-  std::vector<int64_t> in_splits(input_split_sizes.begin(), input_split_sizes.end());
-  return Enqueue(
-      CollectiveKind::kAllToAll, input.dtype(), 0, options.timeout, options.blocking,
-      [output, input, out_splits, in_splits](CollectiveContext& ctx) {
-        // Splits count rows of the first dimension; a row is numel / rows elements.
-        auto blocks = [](const Tensor& t, const std::vector<int64_t>& splits) {
-          const int64_t rows = Rows(t);
-          const size_t row_bytes = rows == 0 ? 0 : t.nbytes() / static_cast<size_t>(rows);
-          std::vector<ByteBlock> result;
-          size_t offset = 0;
-          for (int64_t split : splits) {
-            result.push_back({t.bytes() + offset, static_cast<size_t>(split) * row_bytes});
-            offset += static_cast<size_t>(split) * row_bytes;
-          }
-          return result;
-        };
-        return PairwiseAllToAll(ctx, blocks(input, in_splits), blocks(output, out_splits));
-      });
+auto AllToAllSingleBody(const Collective& call) {
+  return [output = call.output(), input = call.input(),
+          out_splits = std::vector<int64_t>(call.output_splits.begin(), call.output_splits.end()),
+          in_splits = std::vector<int64_t>(call.input_splits.begin(), call.input_splits.end())](
+             CollectiveContext& ctx) {
+    // Splits count rows of the first dimension; a row is numel / rows elements.
+    auto blocks = [](const Tensor& t, const std::vector<int64_t>& splits) {
+      const int64_t rows = Rows(t);
+      const size_t row_bytes = rows == 0 ? 0 : t.nbytes() / static_cast<size_t>(rows);
+      std::vector<ByteBlock> result;
+      size_t offset = 0;
+      for (int64_t split : splits) {
+        result.push_back({t.bytes() + offset, static_cast<size_t>(split) * row_bytes});
+        offset += static_cast<size_t>(split) * row_bytes;
+      }
+      return result;
+    };
+    return PairwiseAllToAll(ctx, blocks(input, in_splits), blocks(output, out_splits));
+  };
 }
 
-WorkPtr Collectives::Barrier(const BarrierOptions& options) {
-  return Enqueue(CollectiveKind::kBarrier, DType::kUInt8, 0, options.timeout, options.blocking,
-                 [this](CollectiveContext& ctx) { return algorithms::Barrier(ctx, table_); });
-}
+MessageTag PointToPointTag(int tag) { return {MakeTag(kPointToPointOperationBase + tag, 0), 0}; }
 
-WorkPtr Collectives::Send(const Tensor& tensor, int dst, const SendOptions& options) {
-  return transport_->Send(dst, {MakeTag(kPointToPointOperationBase + options.tag, 0), 0},
-                          {tensor.bytes(), tensor.nbytes()}, options.timeout);
-}
-
-WorkPtr Collectives::Recv(const Tensor& tensor, int src, const RecvOptions& options) {
-  return transport_->Recv(src, {MakeTag(kPointToPointOperationBase + options.tag, 0), 0},
-                          {tensor.bytes(), tensor.nbytes()}, options.timeout);
-}
-
-WorkPtr Collectives::RecvAnySource(const Tensor& tensor, const RecvOptions& options) {
-  return transport_->RecvFromAny({MakeTag(kPointToPointOperationBase + options.tag, 0), 0},
-                                 {tensor.bytes(), tensor.nbytes()}, options.timeout);
-}
+}  // namespace
 
 WorkPtr Collectives::Run(const Collective& call) {
-  // A collective added since the methods above runs its algorithm here:
-  //   if (call.kind == CollectiveKind::kX) return Enqueue(call.kind, ..., body calling it);
-  return CallPerKind(call, *this, [&] {
-    return Work::Finished(absl::UnimplementedError(absl::StrCat(
-                              "the algorithm library has no schedule for ", call.name())),
-                          std::string(call.name()), size());
-  });
+  // Queued as `kind` (the signature peers compare) with the dtype and element count they check.
+  auto queue = [&](CollectiveKind kind, DType dtype, int64_t count, auto body) {
+    return Enqueue(kind, dtype, count, call.timeout, call.blocking, std::move(body));
+  };
+  switch (call.kind) {
+    case CollectiveKind::kBroadcast: {
+      const Tensor& tensor = call.tensor();
+      return queue(call.kind, tensor.dtype(), tensor.numel(),
+                   [tensor, root = call.root](CollectiveContext& ctx) {
+                     return BinomialBroadcast(ctx, tensor.data(), tensor.nbytes(), root);
+                   });
+    }
+    case CollectiveKind::kReduce:
+      return queue(call.kind, call.tensor().dtype(), call.tensor().numel(), ReduceBody(call));
+    case CollectiveKind::kAllReduce: {
+      const Tensor& tensor = call.tensor();
+      return queue(call.kind, tensor.dtype(), tensor.numel(),
+                   [this, data = tensor.data(), count = tensor.numel(), dtype = tensor.dtype(),
+                    op = call.op](CollectiveContext& ctx) {
+                     return AllReduceInPlace(ctx, table_, data, count, dtype, op);
+                   });
+    }
+    case CollectiveKind::kAllReduceCoalesced: {
+      int64_t total = 0;
+      for (const Tensor& t : call.outputs) total += t.numel();
+      return queue(call.kind, call.outputs[0].dtype(), total,
+                   AllReduceCoalescedBody(call, table_, total));
+    }
+    case CollectiveKind::kAllGather:
+      return queue(call.kind, call.input().dtype(), call.input().numel(), AllGatherBody(call));
+    case CollectiveKind::kAllGatherIntoTensor:
+      return queue(CollectiveKind::kAllGather, call.input().dtype(), call.input().numel(),
+                   AllGatherIntoTensorBody(call));
+    case CollectiveKind::kGather:
+      return queue(call.kind, call.input().dtype(), call.input().numel(), GatherBody(call));
+    case CollectiveKind::kScatter:
+      return queue(call.kind, call.output().dtype(), call.output().numel(), ScatterBody(call));
+    case CollectiveKind::kReduceScatter:
+      return queue(call.kind, call.output().dtype(), call.output().numel(),
+                   ReduceScatterBody(call));
+    case CollectiveKind::kReduceScatterTensor:
+      return queue(CollectiveKind::kReduceScatter, call.output().dtype(), call.output().numel(),
+                   ReduceScatterTensorBody(call));
+    case CollectiveKind::kAllToAll:
+      return queue(call.kind, call.inputs[0].dtype(), 0, AllToAllBody(call));
+    case CollectiveKind::kAllToAllSingle:
+      return queue(CollectiveKind::kAllToAll, call.input().dtype(), 0, AllToAllSingleBody(call));
+    case CollectiveKind::kBarrier:
+      return queue(call.kind, DType::kUInt8, 0,
+                   [this](CollectiveContext& ctx) { return algorithms::Barrier(ctx, table_); });
+    // Point-to-point bypasses the queue: ordered per (peer, tag), independent of collectives.
+    case CollectiveKind::kSend: {
+      const Tensor& tensor = call.input();
+      return transport_->Send(call.peer, PointToPointTag(call.tag),
+                              {tensor.bytes(), tensor.nbytes()}, call.timeout);
+    }
+    case CollectiveKind::kRecv: {
+      const Tensor& tensor = call.output();
+      return transport_->Recv(call.peer, PointToPointTag(call.tag),
+                              {tensor.bytes(), tensor.nbytes()}, call.timeout);
+    }
+    case CollectiveKind::kRecvAnySource: {
+      const Tensor& tensor = call.output();
+      return transport_->RecvFromAny(PointToPointTag(call.tag), {tensor.bytes(), tensor.nbytes()},
+                                     call.timeout);
+    }
+    default:
+      // A kind added since runs its algorithm from here:
+      //   case CollectiveKind::kX: return queue(call.kind, dtype, count, body calling it);
+      break;
+  }
+  return Work::Finished(absl::UnimplementedError(absl::StrCat(
+                            "the algorithm library has no schedule for ", call.name())),
+                        std::string(call.name()), size());
 }
 
 }  // namespace plexus::executor

@@ -1,6 +1,6 @@
 // Collectives: every c10d collective implemented with algorithms/ over one Transport, executed
 // in issue order by one worker thread. A backend built on a Transport (tcp, and the parts of
-// gloo and mpi their libraries lack) forwards its Backend methods here.
+// gloo and mpi their libraries lack) hands its calls to Run.
 //
 // Each call takes the next sequence number at issue time (ranks issue in the same order, so
 // the numbers agree), returns a Work at once, and runs when the calls before it finished.
@@ -52,37 +52,10 @@ class Collectives {
   int rank() const { return transport_->rank(); }
   int size() const { return transport_->size(); }
 
-  // Runs `call` with the method for its kind below.
+  // Queues `call` as the next collective, on algorithms/ (Unimplemented for a kind with no
+  // schedule). Point-to-point bypasses the queue: ordered per (peer, tag), independent of
+  // collectives.
   WorkPtr Run(const Collective& call);
-
-  WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options);
-  WorkPtr Reduce(const Tensor& tensor, const ReduceOptions& options);
-  WorkPtr AllReduce(const Tensor& tensor, const AllReduceOptions& options);
-  WorkPtr AllReduceCoalesced(absl::Span<const Tensor> tensors,
-                             const AllReduceCoalescedOptions& options);
-  WorkPtr AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
-                    const AllGatherOptions& options);
-  WorkPtr AllGatherIntoTensor(const Tensor& output, const Tensor& input,
-                              const AllGatherOptions& options);
-  WorkPtr Gather(absl::Span<const Tensor> outputs, const Tensor& input,
-                 const GatherOptions& options);
-  WorkPtr Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
-                  const ScatterOptions& options);
-  WorkPtr ReduceScatter(const Tensor& output, absl::Span<const Tensor> inputs,
-                        const ReduceScatterOptions& options);
-  WorkPtr ReduceScatterTensor(const Tensor& output, const Tensor& input,
-                              const ReduceScatterOptions& options);
-  WorkPtr AllToAll(absl::Span<const Tensor> outputs, absl::Span<const Tensor> inputs,
-                   const AllToAllOptions& options);
-  WorkPtr AllToAllSingle(const Tensor& output, const Tensor& input,
-                         absl::Span<const int64_t> output_split_sizes,
-                         absl::Span<const int64_t> input_split_sizes,
-                         const AllToAllOptions& options);
-  WorkPtr Barrier(const BarrierOptions& options);
-  // Point-to-point bypasses the queue: ordered per (peer, tag), independent of collectives.
-  WorkPtr Send(const Tensor& tensor, int dst, const SendOptions& options);
-  WorkPtr Recv(const Tensor& tensor, int src, const RecvOptions& options);
-  WorkPtr RecvAnySource(const Tensor& tensor, const RecvOptions& options);
 
   // Queues a custom body as the next collective, in issue order with the ones above: how a
   // backend runs its library's native collective for some calls and algorithms/ for others.
@@ -169,12 +142,6 @@ class Collectives {
                           absl::Duration timeout, Work* work, absl::Time start, F&& body);
   // Clears `running` after a task and wakes the worker if more is queued or it must stop.
   void FinishRunning();
-  // All-reduce of `data` in place, with PREMUL_SUM pre-scaling and AVG post-scaling.
-  absl::Status RunAllReduce(algorithms::CollectiveContext& ctx, void* data, int64_t count,
-                            DType dtype, const ReduceOp& op);
-  // Reduce-scatter of `packed` (size x count elements) into `output`.
-  absl::Status RunReduceScatter(algorithms::CollectiveContext& ctx, uint8_t* packed,
-                                const Tensor& output, const ReduceOp& op);
   void Worker();
 
   const std::shared_ptr<Transport> transport_;

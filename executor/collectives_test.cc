@@ -189,14 +189,15 @@ TEST(CollectivesTest, ABlockingCollectiveRunsBeforeItReturnsAndKeepsIssueOrder) 
   options.timeout = absl::Seconds(30);
   options.blocking = true;
   for (int i = 0; i < 10; ++i) {
-    WorkPtr work = collectives.AllReduce(tensor, options);
+    WorkPtr work = collectives.Run(
+        Collective::InPlace(CollectiveKind::kAllReduce, {&tensor, 1}).With(options));
     ASSERT_TRUE(work->IsCompleted()) << "iteration " << i;
     ASSERT_TRUE(work->status().ok()) << work->status();
   }
   EXPECT_EQ(data[3], 4.0f * 1024);
   BarrierOptions barrier;
   barrier.blocking = true;
-  EXPECT_TRUE(collectives.Barrier(barrier)->IsCompleted());
+  EXPECT_TRUE(collectives.Run(Collective().With(barrier))->IsCompleted());
 
   // Behind a collective still running, a blocking one is queued and runs after it.
   absl::Notification release;
@@ -208,7 +209,8 @@ TEST(CollectivesTest, ABlockingCollectiveRunsBeforeItReturnsAndKeepsIssueOrder) 
                                        return absl::OkStatus();
                                      });
   std::thread runner([&] { EXPECT_TRUE(first->Wait(absl::Seconds(30)).ok()); });
-  WorkPtr second = collectives.AllReduce(tensor, options);
+  WorkPtr second =
+      collectives.Run(Collective::InPlace(CollectiveKind::kAllReduce, {&tensor, 1}).With(options));
   EXPECT_FALSE(second->IsCompleted());
   release.Notify();
   ASSERT_TRUE(second->Wait(absl::Seconds(30)).ok());
@@ -237,7 +239,9 @@ TEST(CollectivesTest, ABlockingCollectiveThatFailsReturnsItsFailure) {
   options.timeout = absl::Seconds(30);
   options.blocking = true;
   for (int i = 0; i < 2; ++i) {
-    WorkPtr work = collectives.AllReduce(Tensor::Flat(data.data(), DType::kFloat32, 16), options);
+    const Tensor tensor = Tensor::Flat(data.data(), DType::kFloat32, 16);
+    WorkPtr work = collectives.Run(
+        Collective::InPlace(CollectiveKind::kAllReduce, {&tensor, 1}).With(options));
     ASSERT_TRUE(work->IsCompleted());
     EXPECT_EQ(work->status().code(), absl::StatusCode::kUnavailable) << work->status();
     EXPECT_NE(work->status().message().find("the wire is cut"), absl::string_view::npos)
