@@ -183,15 +183,31 @@ absl::StatusOr<std::shared_ptr<Backend>> MpiBackend::Create(const BackendContext
   return std::shared_ptr<Backend>(new MpiBackend(std::move(collectives), std::move(group)));
 }
 
+// What a native call does on the worker: prepare (pack, pre-scale) and return the MPI call to
+// post on the group's native communicator; `after` runs once it completed (unpack, post-scale)
+// and may be empty.
+struct NativeCall {
+  std::function<int(MPI_Comm, MPI_Request*)> post;
+  std::function<void()> after;
+};
+
+// One collective run natively: what peers check (kind, dtype, count), the bytes it moves for
+// the Work's stats, and its preparation.
+struct NativePlan {
+  CollectiveKind kind;
+  DType dtype;
+  int64_t count;
+  nominal_traffic::Traffic traffic;
+  std::function<absl::StatusOr<NativeCall>(CollectiveContext&)> prepare;
+};
+
 BackendCapabilities MpiBackend::capabilities() const { return CpuTransportCapabilities(); }
 
-WorkPtr MpiBackend::SubmitNative(CollectiveKind kind, DType dtype, int64_t count,
-                                 absl::Duration timeout, nominal_traffic::Traffic traffic,
-                                 Prepare prepare) {
+WorkPtr MpiBackend::SubmitNative(absl::Duration timeout, NativePlan plan) {
   return collectives().Submit(
-      kind, dtype, count, timeout,
-      [group = group_, traffic,
-       prepare = std::move(prepare)](CollectiveContext& ctx) -> absl::Status {
+      plan.kind, plan.dtype, plan.count, timeout,
+      [group = group_, traffic = plan.traffic,
+       prepare = std::move(plan.prepare)](CollectiveContext& ctx) -> absl::Status {
         RETURN_IF_ERROR(group->broken());
         ASSIGN_OR_RETURN(NativeCall call, prepare(ctx));
         const std::string what =
@@ -219,14 +235,19 @@ WorkPtr MpiBackend::SubmitNative(CollectiveKind kind, DType dtype, int64_t count
       });
 }
 
-WorkPtr MpiBackend::AllReduce(const Tensor& tensor, const AllReduceOptions& options) {
+namespace {
+
+std::optional<NativePlan> PlanAllReduce(const Collective& call, int /*rank*/, int size) {
+  const Tensor& tensor = call.tensor();
+  const AllReduceOptions options = call.all_reduce_options();
+
   if (!NativeReduction(tensor.dtype(), tensor.numel())) {
-    return nullptr;
+    return std::nullopt;
   }
-  return SubmitNative(
-      CollectiveKind::kAllReduce, tensor.dtype(), tensor.numel(), options.timeout,
-      nominal_traffic::AllReduce(tensor.nbytes(), size()),
-      [tensor, op = options.op, n = size()](CollectiveContext&) -> absl::StatusOr<NativeCall> {
+  return NativePlan{
+      CollectiveKind::kAllReduce, tensor.dtype(), tensor.numel(),
+      nominal_traffic::AllReduce(tensor.nbytes(), size),
+      [tensor, op = options.op, n = size](CollectiveContext&) -> absl::StatusOr<NativeCall> {
         PreScale(tensor.data(), tensor.numel(), tensor.dtype(), op);
         NativeCall call;
         call.post = [tensor, op](MPI_Comm comm, MPI_Request* request) {
@@ -238,48 +259,53 @@ WorkPtr MpiBackend::AllReduce(const Tensor& tensor, const AllReduceOptions& opti
           PostScale(tensor.data(), tensor.numel(), tensor.dtype(), op, n);
         };
         return call;
-      });
+      }};
 }
 
-WorkPtr MpiBackend::AllReduceCoalesced(absl::Span<const Tensor> tensors,
-                                       const AllReduceCoalescedOptions& options) {
+std::optional<NativePlan> PlanAllReduceCoalesced(const Collective& call, int /*rank*/, int size) {
+  const absl::Span<const Tensor> tensors = call.outputs;
+  const AllReduceCoalescedOptions options = call.coalesced_options();
+
   std::vector<Tensor> list(tensors.begin(), tensors.end());
   const int64_t bytes = TotalBytes(list);
   const int64_t count = bytes / static_cast<int64_t>(list[0].element_size());
   if (!NativeReduction(list[0].dtype(), count)) {
-    return nullptr;
+    return std::nullopt;
   }
-  return SubmitNative(
-      CollectiveKind::kAllReduceCoalesced, list[0].dtype(), count, options.timeout,
-      nominal_traffic::AllReduce(bytes, size()),
-      [list, bytes, count, op = options.op,
-       n = size()](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
-        const DType dtype = list[0].dtype();
-        uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, bytes);
-        PackTensors(list, packed);
-        PreScale(packed, count, dtype, op);
-        NativeCall call;
-        call.post = [packed, count, dtype, op](MPI_Comm comm, MPI_Request* request) {
-          return MPI_Iallreduce(MPI_IN_PLACE, packed, static_cast<int>(count), ReductionType(dtype),
-                                ReductionOp(KernelOp(op.kind)), comm, request);
-        };
-        call.after = [list, packed, count, dtype, op, n] {
-          PostScale(packed, count, dtype, op, n);
-          UnpackTensors(packed, list);
-        };
-        return call;
-      });
+  return NativePlan{CollectiveKind::kAllReduceCoalesced, list[0].dtype(), count,
+                    nominal_traffic::AllReduce(bytes, size),
+                    [list, bytes, count, op = options.op,
+                     n = size](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
+                      const DType dtype = list[0].dtype();
+                      uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, bytes);
+                      PackTensors(list, packed);
+                      PreScale(packed, count, dtype, op);
+                      NativeCall call;
+                      call.post = [packed, count, dtype, op](MPI_Comm comm, MPI_Request* request) {
+                        return MPI_Iallreduce(MPI_IN_PLACE, packed, static_cast<int>(count),
+                                              ReductionType(dtype), ReductionOp(KernelOp(op.kind)),
+                                              comm, request);
+                      };
+                      call.after = [list, packed, count, dtype, op, n] {
+                        PostScale(packed, count, dtype, op, n);
+                        UnpackTensors(packed, list);
+                      };
+                      return call;
+                    }};
 }
 
-WorkPtr MpiBackend::Reduce(const Tensor& tensor, const ReduceOptions& options) {
+std::optional<NativePlan> PlanReduce(const Collective& call, int rank, int size) {
+  const Tensor& tensor = call.tensor();
+  const ReduceOptions options = call.reduce_options();
+
   if (!NativeReduction(tensor.dtype(), tensor.numel())) {
-    return nullptr;
+    return std::nullopt;
   }
-  const bool root = rank() == options.root_rank;
-  return SubmitNative(
-      CollectiveKind::kReduce, tensor.dtype(), tensor.numel(), options.timeout,
-      nominal_traffic::Reduce(tensor.nbytes(), size(), rank(), options.root_rank),
-      [tensor, options, root, n = size()](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
+  const bool root = rank == options.root_rank;
+  return NativePlan{
+      CollectiveKind::kReduce, tensor.dtype(), tensor.numel(),
+      nominal_traffic::Reduce(tensor.nbytes(), size, rank, options.root_rank),
+      [tensor, options, root, n = size](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
         const DType dtype = tensor.dtype();
         const int64_t count = tensor.numel();
         // Off the root the caller's tensor stays as it was: PREMUL_SUM scales a copy there.
@@ -303,14 +329,17 @@ WorkPtr MpiBackend::Reduce(const Tensor& tensor, const ReduceOptions& options) {
           };
         }
         return call;
-      });
+      }};
 }
 
-WorkPtr MpiBackend::Broadcast(const Tensor& tensor, const BroadcastOptions& options) {
-  if (!FitsInt(tensor.nbytes())) return nullptr;
-  return SubmitNative(
-      CollectiveKind::kBroadcast, tensor.dtype(), tensor.numel(), options.timeout,
-      nominal_traffic::Broadcast(tensor.nbytes(), size(), rank(), options.root_rank),
+std::optional<NativePlan> PlanBroadcast(const Collective& call, int rank, int size) {
+  const Tensor& tensor = call.tensor();
+  const BroadcastOptions options = call.broadcast_options();
+
+  if (!FitsInt(tensor.nbytes())) return std::nullopt;
+  return NativePlan{
+      CollectiveKind::kBroadcast, tensor.dtype(), tensor.numel(),
+      nominal_traffic::Broadcast(tensor.nbytes(), size, rank, options.root_rank),
       [tensor, root = options.root_rank](CollectiveContext&) -> absl::StatusOr<NativeCall> {
         NativeCall call;
         call.post = [tensor, root](MPI_Comm comm, MPI_Request* request) {
@@ -318,18 +347,20 @@ WorkPtr MpiBackend::Broadcast(const Tensor& tensor, const BroadcastOptions& opti
                             request);
         };
         return call;
-      });
+      }};
 }
 
-WorkPtr MpiBackend::AllGatherIntoTensor(const Tensor& output, const Tensor& input,
-                                        const AllGatherOptions& options) {
+std::optional<NativePlan> PlanAllGatherIntoTensor(const Collective& call, int rank, int size) {
+  const Tensor& output = call.output();
+  const Tensor& input = call.input();
+
   if (!FitsInt(output.nbytes())) {
-    return nullptr;
+    return std::nullopt;
   }
-  return SubmitNative(
-      CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
-      nominal_traffic::AllGather(input.nbytes(), size()),
-      [output, input, r = rank()](CollectiveContext&) -> absl::StatusOr<NativeCall> {
+  return NativePlan{
+      CollectiveKind::kAllGather, input.dtype(), input.numel(),
+      nominal_traffic::AllGather(input.nbytes(), size),
+      [output, input, r = rank](CollectiveContext&) -> absl::StatusOr<NativeCall> {
         NativeCall call;
         call.post = [output, input, r](MPI_Comm comm, MPI_Request* request) {
           const int bytes = static_cast<int>(input.nbytes());
@@ -339,152 +370,167 @@ WorkPtr MpiBackend::AllGatherIntoTensor(const Tensor& output, const Tensor& inpu
                                 output.data(), bytes, MPI_BYTE, comm, request);
         };
         return call;
-      });
+      }};
 }
 
-WorkPtr MpiBackend::AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
-                              const AllGatherOptions& options) {
+std::optional<NativePlan> PlanAllGather(const Collective& call, int /*rank*/, int size) {
+  const absl::Span<const Tensor> outputs = call.outputs;
+  const Tensor& input = call.input();
+
   std::vector<Tensor> list(outputs.begin(), outputs.end());
-  if (!FitsInt(TotalBytes(list))) return nullptr;
-  return SubmitNative(CollectiveKind::kAllGather, input.dtype(), input.numel(), options.timeout,
-                      nominal_traffic::AllGather(input.nbytes(), size()),
-                      [list, input](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
-                        // The outputs are separate tensors: gather into one block, then hand them
-                        // out.
-                        uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, TotalBytes(list));
-                        NativeCall call;
-                        call.post = [packed, input](MPI_Comm comm, MPI_Request* request) {
-                          const int bytes = static_cast<int>(input.nbytes());
-                          return MPI_Iallgather(input.data(), bytes, MPI_BYTE, packed, bytes,
-                                                MPI_BYTE, comm, request);
-                        };
+  if (!FitsInt(TotalBytes(list))) return std::nullopt;
+  return NativePlan{CollectiveKind::kAllGather, input.dtype(), input.numel(),
+                    nominal_traffic::AllGather(input.nbytes(), size),
+                    [list, input](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
+                      // The outputs are separate tensors: gather into one block, then hand them
+                      // out.
+                      uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, TotalBytes(list));
+                      NativeCall call;
+                      call.post = [packed, input](MPI_Comm comm, MPI_Request* request) {
+                        const int bytes = static_cast<int>(input.nbytes());
+                        return MPI_Iallgather(input.data(), bytes, MPI_BYTE, packed, bytes,
+                                              MPI_BYTE, comm, request);
+                      };
+                      call.after = [packed, list] { UnpackTensors(packed, list); };
+                      return call;
+                    }};
+}
+
+std::optional<NativePlan> PlanGather(const Collective& call, int rank, int size) {
+  const absl::Span<const Tensor> outputs = call.outputs;
+  const Tensor& input = call.input();
+  const GatherOptions options = call.gather_options();
+
+  std::vector<Tensor> list(outputs.begin(), outputs.end());
+  if (!FitsInt(static_cast<int64_t>(input.nbytes()) * size)) {
+    return std::nullopt;
+  }
+  return NativePlan{CollectiveKind::kGather, input.dtype(), input.numel(),
+                    nominal_traffic::Gather(input.nbytes(), size, rank, options.root_rank),
+                    [list, input, root = options.root_rank](
+                        CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
+                      uint8_t* packed = list.empty()
+                                            ? nullptr
+                                            : ctx.Scratch(ScratchArena::kPacked, TotalBytes(list));
+                      NativeCall call;
+                      call.post = [packed, input, root](MPI_Comm comm, MPI_Request* request) {
+                        const int bytes = static_cast<int>(input.nbytes());
+                        return MPI_Igather(input.data(), bytes, MPI_BYTE, packed, bytes, MPI_BYTE,
+                                           root, comm, request);
+                      };
+                      if (!list.empty())
                         call.after = [packed, list] { UnpackTensors(packed, list); };
-                        return call;
-                      });
+                      return call;
+                    }};
 }
 
-WorkPtr MpiBackend::Gather(absl::Span<const Tensor> outputs, const Tensor& input,
-                           const GatherOptions& options) {
-  std::vector<Tensor> list(outputs.begin(), outputs.end());
-  if (!FitsInt(static_cast<int64_t>(input.nbytes()) * size())) {
-    return nullptr;
-  }
-  return SubmitNative(CollectiveKind::kGather, input.dtype(), input.numel(), options.timeout,
-                      nominal_traffic::Gather(input.nbytes(), size(), rank(), options.root_rank),
-                      [list, input, root = options.root_rank](
-                          CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
-                        uint8_t* packed =
-                            list.empty() ? nullptr
-                                         : ctx.Scratch(ScratchArena::kPacked, TotalBytes(list));
-                        NativeCall call;
-                        call.post = [packed, input, root](MPI_Comm comm, MPI_Request* request) {
-                          const int bytes = static_cast<int>(input.nbytes());
-                          return MPI_Igather(input.data(), bytes, MPI_BYTE, packed, bytes, MPI_BYTE,
-                                             root, comm, request);
-                        };
-                        if (!list.empty())
-                          call.after = [packed, list] { UnpackTensors(packed, list); };
-                        return call;
-                      });
-}
+std::optional<NativePlan> PlanScatter(const Collective& call, int rank, int size) {
+  const Tensor& output = call.output();
+  const absl::Span<const Tensor> inputs = call.inputs;
+  const ScatterOptions options = call.scatter_options();
 
-WorkPtr MpiBackend::Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
-                            const ScatterOptions& options) {
   std::vector<Tensor> list(inputs.begin(), inputs.end());
-  if (!FitsInt(static_cast<int64_t>(output.nbytes()) * size())) {
-    return nullptr;
+  if (!FitsInt(static_cast<int64_t>(output.nbytes()) * size)) {
+    return std::nullopt;
   }
-  return SubmitNative(CollectiveKind::kScatter, output.dtype(), output.numel(), options.timeout,
-                      nominal_traffic::Scatter(output.nbytes(), size(), rank(), options.root_rank),
-                      [list, output, root = options.root_rank](
-                          CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
-                        uint8_t* packed = nullptr;
-                        if (!list.empty()) {
-                          packed = ctx.Scratch(ScratchArena::kPacked, TotalBytes(list));
-                          PackTensors(list, packed);
-                        }
-                        NativeCall call;
-                        call.post = [packed, output, root](MPI_Comm comm, MPI_Request* request) {
-                          const int bytes = static_cast<int>(output.nbytes());
-                          return MPI_Iscatter(packed, bytes, MPI_BYTE, output.data(), bytes,
-                                              MPI_BYTE, root, comm, request);
-                        };
-                        return call;
-                      });
-}
-
-WorkPtr MpiBackend::ReduceScatterTensor(const Tensor& output, const Tensor& input,
-                                        const ReduceScatterOptions& options) {
-  if (!NativeReduction(output.dtype(), input.numel())) {
-    return nullptr;
-  }
-  return SubmitNative(CollectiveKind::kReduceScatter, output.dtype(), output.numel(),
-                      options.timeout, nominal_traffic::ReduceScatter(output.nbytes(), size()),
-                      [output, input, op = options.op,
-                       n = size()](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
-                        // MPI reads the input without changing it; PREMUL_SUM scales a copy.
-                        const void* source = input.data();
-                        if (op.kind == ReduceOpKind::kPremulSum) {
-                          uint8_t* scaled = ctx.Scratch(ScratchArena::kPacked, input.nbytes());
-                          if (input.nbytes() > 0) std::memcpy(scaled, input.data(), input.nbytes());
-                          PreScale(scaled, input.numel(), input.dtype(), op);
-                          source = scaled;
-                        }
-                        NativeCall call;
-                        call.post = [source, output, op](MPI_Comm comm, MPI_Request* request) {
-                          return MPI_Ireduce_scatter_block(
-                              source, output.data(), static_cast<int>(output.numel()),
-                              ReductionType(output.dtype()), ReductionOp(KernelOp(op.kind)), comm,
-                              request);
-                        };
-                        call.after = [output, op, n] {
-                          PostScale(output.data(), output.numel(), output.dtype(), op, n);
-                        };
-                        return call;
-                      });
-}
-
-WorkPtr MpiBackend::ReduceScatter(const Tensor& output, absl::Span<const Tensor> inputs,
-                                  const ReduceScatterOptions& options) {
-  std::vector<Tensor> list(inputs.begin(), inputs.end());
-  if (!NativeReduction(output.dtype(), output.numel() * size())) {
-    return nullptr;
-  }
-  return SubmitNative(CollectiveKind::kReduceScatter, output.dtype(), output.numel(),
-                      options.timeout, nominal_traffic::ReduceScatter(output.nbytes(), size()),
-                      [list, output, op = options.op,
-                       n = size()](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
-                        uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, TotalBytes(list));
+  return NativePlan{CollectiveKind::kScatter, output.dtype(), output.numel(),
+                    nominal_traffic::Scatter(output.nbytes(), size, rank, options.root_rank),
+                    [list, output, root = options.root_rank](
+                        CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
+                      uint8_t* packed = nullptr;
+                      if (!list.empty()) {
+                        packed = ctx.Scratch(ScratchArena::kPacked, TotalBytes(list));
                         PackTensors(list, packed);
-                        PreScale(packed, output.numel() * n, output.dtype(), op);
-                        NativeCall call;
-                        call.post = [packed, output, op](MPI_Comm comm, MPI_Request* request) {
-                          return MPI_Ireduce_scatter_block(
-                              packed, output.data(), static_cast<int>(output.numel()),
-                              ReductionType(output.dtype()), ReductionOp(KernelOp(op.kind)), comm,
-                              request);
-                        };
-                        call.after = [output, op, n] {
-                          PostScale(output.data(), output.numel(), output.dtype(), op, n);
-                        };
-                        return call;
-                      });
+                      }
+                      NativeCall call;
+                      call.post = [packed, output, root](MPI_Comm comm, MPI_Request* request) {
+                        const int bytes = static_cast<int>(output.nbytes());
+                        return MPI_Iscatter(packed, bytes, MPI_BYTE, output.data(), bytes, MPI_BYTE,
+                                            root, comm, request);
+                      };
+                      return call;
+                    }};
 }
 
-WorkPtr MpiBackend::AllToAllSingle(const Tensor& output, const Tensor& input,
-                                   absl::Span<const int64_t> output_split_sizes,
-                                   absl::Span<const int64_t> input_split_sizes,
-                                   const AllToAllOptions& options) {
+std::optional<NativePlan> PlanReduceScatterTensor(const Collective& call, int /*rank*/, int size) {
+  const Tensor& output = call.output();
+  const Tensor& input = call.input();
+  const ReduceScatterOptions options = call.reduce_scatter_options();
+
+  if (!NativeReduction(output.dtype(), input.numel())) {
+    return std::nullopt;
+  }
+  return NativePlan{CollectiveKind::kReduceScatter, output.dtype(), output.numel(),
+                    nominal_traffic::ReduceScatter(output.nbytes(), size),
+                    [output, input, op = options.op,
+                     n = size](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
+                      // MPI reads the input without changing it; PREMUL_SUM scales a copy.
+                      const void* source = input.data();
+                      if (op.kind == ReduceOpKind::kPremulSum) {
+                        uint8_t* scaled = ctx.Scratch(ScratchArena::kPacked, input.nbytes());
+                        if (input.nbytes() > 0) std::memcpy(scaled, input.data(), input.nbytes());
+                        PreScale(scaled, input.numel(), input.dtype(), op);
+                        source = scaled;
+                      }
+                      NativeCall call;
+                      call.post = [source, output, op](MPI_Comm comm, MPI_Request* request) {
+                        return MPI_Ireduce_scatter_block(
+                            source, output.data(), static_cast<int>(output.numel()),
+                            ReductionType(output.dtype()), ReductionOp(KernelOp(op.kind)), comm,
+                            request);
+                      };
+                      call.after = [output, op, n] {
+                        PostScale(output.data(), output.numel(), output.dtype(), op, n);
+                      };
+                      return call;
+                    }};
+}
+
+std::optional<NativePlan> PlanReduceScatter(const Collective& call, int /*rank*/, int size) {
+  const Tensor& output = call.output();
+  const absl::Span<const Tensor> inputs = call.inputs;
+  const ReduceScatterOptions options = call.reduce_scatter_options();
+
+  std::vector<Tensor> list(inputs.begin(), inputs.end());
+  if (!NativeReduction(output.dtype(), output.numel() * size)) {
+    return std::nullopt;
+  }
+  return NativePlan{CollectiveKind::kReduceScatter, output.dtype(), output.numel(),
+                    nominal_traffic::ReduceScatter(output.nbytes(), size),
+                    [list, output, op = options.op,
+                     n = size](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
+                      uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, TotalBytes(list));
+                      PackTensors(list, packed);
+                      PreScale(packed, output.numel() * n, output.dtype(), op);
+                      NativeCall call;
+                      call.post = [packed, output, op](MPI_Comm comm, MPI_Request* request) {
+                        return MPI_Ireduce_scatter_block(
+                            packed, output.data(), static_cast<int>(output.numel()),
+                            ReductionType(output.dtype()), ReductionOp(KernelOp(op.kind)), comm,
+                            request);
+                      };
+                      call.after = [output, op, n] {
+                        PostScale(output.data(), output.numel(), output.dtype(), op, n);
+                      };
+                      return call;
+                    }};
+}
+
+std::optional<NativePlan> PlanAllToAllSingle(const Collective& call, int rank, int /*size*/) {
+  const Tensor& output = call.output();
+  const Tensor& input = call.input();
+  const absl::Span<const int64_t> output_split_sizes = call.output_splits;
+  const absl::Span<const int64_t> input_split_sizes = call.input_splits;
+
   const std::vector<int64_t> send = SplitBytes(input, input_split_sizes);
   const std::vector<int64_t> recv = SplitBytes(output, output_split_sizes);
   std::optional<Layout> send_layout = ByteLayout(send);
   std::optional<Layout> recv_layout = ByteLayout(recv);
   if (!send_layout || !recv_layout) {
-    return nullptr;
+    return std::nullopt;
   }
-  return SubmitNative(
-      CollectiveKind::kAllToAll, input.dtype(), 0, options.timeout,
-      nominal_traffic::AllToAll(send, recv, rank()),
+  return NativePlan{
+      CollectiveKind::kAllToAll, input.dtype(), 0, nominal_traffic::AllToAll(send, recv, rank),
       [output, input, send_layout = *send_layout,
        recv_layout = *recv_layout](CollectiveContext&) -> absl::StatusOr<NativeCall> {
         NativeCall call;
@@ -496,11 +542,13 @@ WorkPtr MpiBackend::AllToAllSingle(const Tensor& output, const Tensor& input,
                                 MPI_BYTE, comm, request);
         };
         return call;
-      });
+      }};
 }
 
-WorkPtr MpiBackend::AllToAll(absl::Span<const Tensor> outputs, absl::Span<const Tensor> inputs,
-                             const AllToAllOptions& options) {
+std::optional<NativePlan> PlanAllToAll(const Collective& call, int rank, int /*size*/) {
+  const absl::Span<const Tensor> outputs = call.outputs;
+  const absl::Span<const Tensor> inputs = call.inputs;
+
   std::vector<Tensor> outs(outputs.begin(), outputs.end());
   std::vector<Tensor> ins(inputs.begin(), inputs.end());
   std::vector<int64_t> send, recv;
@@ -509,11 +557,10 @@ WorkPtr MpiBackend::AllToAll(absl::Span<const Tensor> outputs, absl::Span<const 
   std::optional<Layout> send_layout = ByteLayout(send);
   std::optional<Layout> recv_layout = ByteLayout(recv);
   if (!send_layout || !recv_layout || !FitsInt(TotalBytes(ins)) || !FitsInt(TotalBytes(outs))) {
-    return nullptr;
+    return std::nullopt;
   }
-  return SubmitNative(
-      CollectiveKind::kAllToAll, ins[0].dtype(), 0, options.timeout,
-      nominal_traffic::AllToAll(send, recv, rank()),
+  return NativePlan{
+      CollectiveKind::kAllToAll, ins[0].dtype(), 0, nominal_traffic::AllToAll(send, recv, rank),
       [outs, ins, send_layout = *send_layout,
        recv_layout = *recv_layout](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
         // Separate tensors per peer: pack, exchange with MPI_Ialltoallv, unpack.
@@ -530,19 +577,59 @@ WorkPtr MpiBackend::AllToAll(absl::Span<const Tensor> outputs, absl::Span<const 
         };
         call.after = [packed_out, outs] { UnpackTensors(packed_out, outs); };
         return call;
-      });
+      }};
 }
 
-WorkPtr MpiBackend::Barrier(const BarrierOptions& options) {
-  return SubmitNative(CollectiveKind::kBarrier, DType::kUInt8, 0, options.timeout, {},
-                      [](CollectiveContext&) -> absl::StatusOr<NativeCall> {
-                        NativeCall call;
-                        call.post = [](MPI_Comm comm, MPI_Request* request) {
-                          return MPI_Ibarrier(comm, request);
-                        };
-                        return call;
-                      });
+std::optional<NativePlan> PlanBarrier(const Collective& /*call*/, int /*rank*/, int /*size*/) {
+  return NativePlan{CollectiveKind::kBarrier,
+                    DType::kUInt8,
+                    0,
+                    {},
+                    [](CollectiveContext&) -> absl::StatusOr<NativeCall> {
+                      NativeCall call;
+                      call.post = [](MPI_Comm comm, MPI_Request* request) {
+                        return MPI_Ibarrier(comm, request);
+                      };
+                      return call;
+                    }};
 }
+
+// The native plan for `call`, or nothing where it runs on algorithms/ (MPI lacks the dtype, a
+// count exceeds int, point-to-point, kinds added since).
+std::optional<NativePlan> PlanNative(const Collective& call, int rank, int size) {
+  switch (call.kind) {
+    case CollectiveKind::kBroadcast:
+      return PlanBroadcast(call, rank, size);
+    case CollectiveKind::kReduce:
+      return PlanReduce(call, rank, size);
+    case CollectiveKind::kAllReduce:
+      return PlanAllReduce(call, rank, size);
+    case CollectiveKind::kAllReduceCoalesced:
+      return PlanAllReduceCoalesced(call, rank, size);
+    case CollectiveKind::kAllGather:
+      return PlanAllGather(call, rank, size);
+    case CollectiveKind::kAllGatherIntoTensor:
+      return PlanAllGatherIntoTensor(call, rank, size);
+    case CollectiveKind::kGather:
+      return PlanGather(call, rank, size);
+    case CollectiveKind::kScatter:
+      return PlanScatter(call, rank, size);
+    case CollectiveKind::kReduceScatter:
+      return PlanReduceScatter(call, rank, size);
+    case CollectiveKind::kReduceScatterTensor:
+      return PlanReduceScatterTensor(call, rank, size);
+    case CollectiveKind::kAllToAll:
+      return PlanAllToAll(call, rank, size);
+    case CollectiveKind::kAllToAllSingle:
+      return PlanAllToAllSingle(call, rank, size);
+    case CollectiveKind::kBarrier:
+      return PlanBarrier(call, rank, size);
+    default:
+      return std::nullopt;
+  }
+}
+
+}  // namespace
 
 namespace {
 
@@ -552,7 +639,9 @@ const BackendRegisterer kRegisterMpi(
 }  // namespace
 WorkPtr MpiBackend::RunNatively(const Collective& call) {
   // Point-to-point runs over MpiTransport with its tags, as do kinds added since.
-  return CallCollectivePerKind(call, *this, [] { return WorkPtr(); });
+  std::optional<NativePlan> plan = PlanNative(call, rank(), size());
+  if (!plan.has_value()) return nullptr;
+  return SubmitNative(call.timeout, std::move(*plan));
 }
 
 }  // namespace plexus::mpi

@@ -27,6 +27,8 @@ namespace plexus::mpi {
 
 inline constexpr char kMpiBackendName[] = "mpi";
 
+struct NativePlan;  // mpi_backend.cc: one collective as MPI runs it.
+
 class MpiBackend : public CollectivesBackend {
  public:
   // Maps the group's ranks to MPI ranks through the store and creates its communicators.
@@ -35,52 +37,15 @@ class MpiBackend : public CollectivesBackend {
   std::string name() const override { return kMpiBackendName; }
   BackendCapabilities capabilities() const override;
 
-  // The native calls RunNatively makes, one per collective kind (CallCollectivePerKind); each
-  // returns null where it passes the call to algorithms/.
-  WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options);
-  WorkPtr Reduce(const Tensor& tensor, const ReduceOptions& options);
-  WorkPtr AllReduce(const Tensor& tensor, const AllReduceOptions& options);
-  WorkPtr AllReduceCoalesced(absl::Span<const Tensor> tensors,
-                             const AllReduceCoalescedOptions& options);
-  WorkPtr AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
-                    const AllGatherOptions& options);
-  WorkPtr AllGatherIntoTensor(const Tensor& output, const Tensor& input,
-                              const AllGatherOptions& options);
-  WorkPtr Gather(absl::Span<const Tensor> outputs, const Tensor& input,
-                 const GatherOptions& options);
-  WorkPtr Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
-                  const ScatterOptions& options);
-  WorkPtr ReduceScatter(const Tensor& output, absl::Span<const Tensor> inputs,
-                        const ReduceScatterOptions& options);
-  WorkPtr ReduceScatterTensor(const Tensor& output, const Tensor& input,
-                              const ReduceScatterOptions& options);
-  WorkPtr AllToAll(absl::Span<const Tensor> outputs, absl::Span<const Tensor> inputs,
-                   const AllToAllOptions& options);
-  WorkPtr AllToAllSingle(const Tensor& output, const Tensor& input,
-                         absl::Span<const int64_t> output_split_sizes,
-                         absl::Span<const int64_t> input_split_sizes,
-                         const AllToAllOptions& options);
-  WorkPtr Barrier(const BarrierOptions& options);
-
  private:
   WorkPtr RunNatively(const Collective& call) override;
 
   MpiBackend(std::unique_ptr<executor::Collectives> collectives, std::shared_ptr<MpiGroup> group)
       : CollectivesBackend(std::move(collectives)), group_(std::move(group)) {}
 
-  // What a native call does on the worker: prepare (pack, pre-scale) and return the MPI call
-  // to post on the group's native communicator; `after` runs once it completed (unpack,
-  // post-scale) and may be empty.
-  struct NativeCall {
-    std::function<int(MPI_Comm, MPI_Request*)> post;
-    std::function<void()> after;
-  };
-  using Prepare = std::function<absl::StatusOr<NativeCall>(algorithms::CollectiveContext&)>;
-
-  // Queues the collective; the worker prepares it, hands the MPI call to the engine and waits
-  // for it within the deadline. On success the Work's stats get `traffic`.
-  WorkPtr SubmitNative(algorithms::CollectiveKind kind, DType dtype, int64_t count,
-                       absl::Duration timeout, nominal_traffic::Traffic traffic, Prepare prepare);
+  // Queues the collective `plan` describes; the worker prepares it, hands the MPI call to the
+  // engine and waits for it within the deadline. On success the Work's stats get its traffic.
+  WorkPtr SubmitNative(absl::Duration timeout, NativePlan plan);
 
   const std::shared_ptr<MpiGroup> group_;
 };

@@ -197,8 +197,8 @@ struct Collective {
   }
 };
 
-// For code that keeps a method per collective kind (Broadcast, AllReduce, ... as on
-// executor::Collectives): calls the one `call` names with its arguments and options struct, or
+// For code that keeps a method per collective kind (Broadcast, AllReduce, ... as the nccl
+// backend does): calls the one `call` names with its arguments and options struct, or
 // `otherwise()` for point-to-point and any kind without such a method.
 template <typename Target, typename Otherwise>
 auto CallCollectivePerKind(const Collective& call, Target& target, Otherwise otherwise) {
