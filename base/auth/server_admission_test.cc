@@ -7,13 +7,12 @@
 #include <sys/uio.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <string>
 #include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/testing/tls_certificates.h"
+#include "tests/testing/tls_contexts.h"
 
 namespace plexus::auth {
 namespace {
@@ -25,15 +24,8 @@ constexpr char kSecret[] = "a shared secret of 32 characters";
 
 class ServerAdmissionTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    directory_ = new std::string(std::getenv("TEST_TMPDIR"));
-    ASSERT_TRUE(plexus::testing::WriteTlsCertificates(*directory_, {"client", "server"}).ok());
-  }
   static std::shared_ptr<const TlsContext> Context(const std::string& name) {
-    const std::string path = *directory_ + "/" + name;
-    auto context = TlsContext::Create({path + ".pem", path + ".key", *directory_ + "/ca.pem"});
-    EXPECT_TRUE(context.ok()) << context.status();
-    return context.ok() ? *context : nullptr;
+    return plexus::testing::TestTlsContext(name);
   }
 
   void SetUp() override {
@@ -109,13 +101,10 @@ class ServerAdmissionTest : public ::testing::Test {
     return client_status_;
   }
 
-  static std::string* directory_;
   ScopedFd client_fd_, server_fd_;
   std::thread client_;
   absl::Status client_status_;
 };
-
-std::string* ServerAdmissionTest::directory_ = nullptr;
 
 TEST_F(ServerAdmissionTest, InTheClearWithoutASecretAClientIsInAtOnce) {
   auto admission = ServerAdmission::Begin(server_fd_.get(), nullptr, "", Purpose::kStore);

@@ -9,13 +9,12 @@
 #include <sys/uio.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <string>
 #include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/testing/tls_certificates.h"
+#include "tests/testing/tls_contexts.h"
 
 namespace plexus::auth {
 namespace {
@@ -124,29 +123,12 @@ TEST_F(ServerConnectionTest, ASendToAGonePeerFailsNamingWhy) {
   EXPECT_THAT(server_->error(), ::testing::HasSubstr("pipe"));
 }
 
-class ServerConnectionTlsTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    directory_ = new std::string(std::getenv("TEST_TMPDIR"));
-    ASSERT_TRUE(plexus::testing::WriteTlsCertificates(*directory_, {"client", "server"}).ok());
-  }
-  static std::shared_ptr<const TlsContext> Context(const std::string& name) {
-    const std::string path = *directory_ + "/" + name;
-    auto context = TlsContext::Create({path + ".pem", path + ".key", *directory_ + "/ca.pem"});
-    EXPECT_TRUE(context.ok()) << context.status();
-    return context.ok() ? *context : nullptr;
-  }
-  static std::string* directory_;
-};
-
-std::string* ServerConnectionTlsTest::directory_ = nullptr;
-
-TEST_F(ServerConnectionTlsTest, OutputQueuedBeforeTheHandshakeArrivesInsideTheChannel) {
+TEST(ServerConnectionTlsTest, OutputQueuedBeforeTheHandshakeArrivesInsideTheChannel) {
   int fds[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
   ScopedFd client_fd(fds[0]);
-  const std::shared_ptr<const TlsContext> server_tls = Context("server");
-  const std::shared_ptr<const TlsContext> client_tls = Context("client");
+  const std::shared_ptr<const TlsContext> server_tls = plexus::testing::TestTlsContext("server");
+  const std::shared_ptr<const TlsContext> client_tls = plexus::testing::TestTlsContext("client");
   ASSERT_NE(server_tls, nullptr);
   ASSERT_NE(client_tls, nullptr);
   auto server = ServerConnection::Accept(ScopedFd(fds[1]), server_tls.get(), "", Purpose::kStore);
