@@ -33,6 +33,7 @@ ServerConnection::ReadOutcome ServerConnection::ReadAvailable(size_t limit) {
     if (n > 0) {
       input_.append(chunk, static_cast<size_t>(n));
       total += static_cast<size_t>(n);
+      last_heard_ = absl::Now();
       if (input_.size() > limit) return {ReadEnd::kOverLimit, total};
       continue;
     }
@@ -51,7 +52,10 @@ bool ServerConnection::has_output() const {
 }
 
 bool ServerConnection::Send(absl::string_view bytes) {
-  output_.append(bytes.data(), bytes.size());
+  if (!bytes.empty()) {
+    output_.append(bytes.data(), bytes.size());
+    last_sent_ = absl::Now();
+  }
   if (!admission_->secure()) return true;  // Queued until the TLS handshake is done.
   TlsSession* tls = admission_->session();
   while (has_output()) {

@@ -11,6 +11,8 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "base/auth/server_admission.h"
 #include "base/net/event_poller.h"
 #include "base/net/socket_util.h"
@@ -60,6 +62,12 @@ class ServerConnection {
 
   const std::string& error() const { return error_; }
 
+  // For the server's timers (hello deadlines, heartbeats): when it was accepted, when bytes last
+  // arrived, when bytes were last queued to send.
+  absl::Time opened() const { return opened_; }
+  absl::Time last_heard() const { return last_heard_; }
+  absl::Time last_sent() const { return last_sent_; }
+
  private:
   ServerConnection(ScopedFd fd, std::unique_ptr<ServerAdmission> admission);
 
@@ -71,6 +79,9 @@ class ServerConnection {
   std::string output_;
   bool watching_write_ = false;
   std::string error_;
+  const absl::Time opened_ = absl::Now();
+  absl::Time last_heard_ = opened_;
+  absl::Time last_sent_ = opened_;
 };
 
 }  // namespace plexus::auth

@@ -52,7 +52,6 @@ struct TCPStoreServer::Connection {
   std::optional<Waiter> waiter;  // At most one parked request; input pauses behind it.
   // How often the client wants to hear while its request is parked (from its handshake).
   absl::Duration beat_period = absl::InfiniteDuration();
-  absl::Time last_sent;
 };
 
 absl::StatusOr<std::unique_ptr<TCPStoreServer>> TCPStoreServer::Start(
@@ -433,7 +432,7 @@ void TCPStoreServer::BeatToWaiters() {
   std::vector<uint64_t> broken;
   for (auto& [id, connection] : connections_) {
     if (!connection->waiter.has_value() || connection->broken ||
-        now - connection->last_sent < connection->beat_period) {
+        now - connection->stream->last_sent() < connection->beat_period) {
       continue;
     }
     Reply(*connection, tcp_store::HeartbeatFrame());
@@ -461,8 +460,8 @@ int TCPStoreServer::NextTimeoutMs() const {
   for (const auto& [id, connection] : connections_) {
     if (!connection->handshaken) next = std::min(next, connection->handshake_deadline);
     if (connection->waiter.has_value()) {
-      next = std::min(
-          {next, connection->waiter->deadline, connection->last_sent + connection->beat_period});
+      next = std::min({next, connection->waiter->deadline,
+                       connection->stream->last_sent() + connection->beat_period});
     }
   }
   return static_cast<int>(std::max<int64_t>(
@@ -488,7 +487,6 @@ bool TCPStoreServer::AdvanceTls(Connection& connection) {
 }
 
 void TCPStoreServer::Reply(Connection& connection, const std::string& frame) {
-  connection.last_sent = absl::Now();
   if (!connection.stream->Send(frame)) {
     connection.broken = true;
     return;

@@ -83,9 +83,6 @@ class MasterNode::Server {
   struct Connection {
     std::unique_ptr<auth::ServerConnection> stream;  // Socket, admission, buffers.
     int64_t peer = -1;                               // Until the hello.
-    absl::Time opened;
-    absl::Time last_heard;
-    absl::Time last_sent;
   };
 
   // Advances a connection's TLS handshake; false if it failed (and was closed).
@@ -128,7 +125,6 @@ class MasterNode::Server {
       SetNoDelay(fd.get());
       const int raw_fd = fd.get();
       Connection c;
-      c.opened = c.last_heard = c.last_sent = absl::Now();
       c.stream = auth::ServerConnection::Accept(std::move(fd), tls_.get(), secret_,
                                                 auth::Purpose::kMaster);
       if (c.stream == nullptr) {  // Out of memory: the connection is dropped.
@@ -163,12 +159,12 @@ class MasterNode::Server {
     if (listener_paused_) next = std::min(next, accept_guard_.paused_until());
     for (const auto& [id, c] : connections_) {
       if (c.peer < 0) {
-        next = std::min(next, c.opened + kHelloTimeout);
+        next = std::min(next, c.stream->opened() + kHelloTimeout);
         continue;
       }
-      next = std::min(next, c.last_heard + heartbeat_timeout_);
+      next = std::min(next, c.stream->last_heard() + heartbeat_timeout_);
       if (c.stream->queued_bytes() == 0) {
-        next = std::min(next, c.last_sent + heartbeat_timeout_ / 5);
+        next = std::min(next, c.stream->last_sent() + heartbeat_timeout_ / 5);
       }
     }
     if (next == absl::InfiniteFuture()) return -1;
@@ -207,7 +203,6 @@ class MasterNode::Server {
     // Before authentication only the exchange's few bytes are legitimate.
     const size_t limit = admission.authenticating() ? 4096 : std::string::npos;
     const auth::ServerConnection::ReadOutcome read = c.stream->ReadAvailable(limit);
-    if (read.bytes > 0) c.last_heard = absl::Now();
     switch (read.end) {
       case auth::ServerConnection::ReadEnd::kDrained:
         break;
@@ -290,18 +285,17 @@ class MasterNode::Server {
     std::vector<std::pair<int64_t, std::string>> doomed;
     for (auto& [id, c] : connections_) {
       if (c.peer < 0) {
-        if (now - c.opened > kHelloTimeout) doomed.emplace_back(id, "no hello");
+        if (now - c.stream->opened() > kHelloTimeout) doomed.emplace_back(id, "no hello");
         continue;
       }
-      if (now - c.last_heard > heartbeat_timeout_) {
-        doomed.emplace_back(id,
-                            absl::StrCat("silent for ", absl::FormatDuration(now - c.last_heard),
-                                         " (frozen, or its network is down)"));
+      if (now - c.stream->last_heard() > heartbeat_timeout_) {
+        doomed.emplace_back(
+            id, absl::StrCat("silent for ", absl::FormatDuration(now - c.stream->last_heard()),
+                             " (frozen, or its network is down)"));
         continue;
       }
-      if (c.stream->queued_bytes() == 0 && now - c.last_sent > heartbeat_timeout_ / 5) {
+      if (c.stream->queued_bytes() == 0 && now - c.stream->last_sent() > heartbeat_timeout_ / 5) {
         c.stream->Send(EncodeFrame(Message{MessageType::kHeartbeat, {}, ""}));
-        c.last_sent = now;
       }
     }
     for (const auto& [id, reason] : doomed) Close(id, reason);
@@ -318,7 +312,6 @@ class MasterNode::Server {
         auto it = by_peer_.find(o.peer);
         if (it == by_peer_.end()) continue;
         it->second->stream->Send(EncodeFrame(o.message));
-        it->second->last_sent = absl::Now();
       }
       std::vector<std::pair<int64_t, std::string>> doomed;
       for (auto& [id, c] : connections_) {
