@@ -117,6 +117,30 @@ TEST_F(ServerConnectionTest, OutputBeyondTheSocketsRoomWaitsForTheWritableEvent)
       << "received " << received.size() << " of " << message.size() << " bytes, or other bytes";
 }
 
+// The servers' timers read these: bytes arriving move last_heard, bytes queued move last_sent,
+// and a flush with nothing new moves neither.
+TEST_F(ServerConnectionTest, RecordsWhenBytesLastMovedEachWay) {
+  const absl::Time opened = server_->opened();
+  EXPECT_EQ(server_->last_heard(), opened);
+  EXPECT_EQ(server_->last_sent(), opened);
+  // The clock moves past `opened` before any bytes do.
+  while (absl::Now() <= opened) {
+  }
+
+  ASSERT_EQ(send(client_fd_.get(), "x", 1, 0), 1);
+  ASSERT_EQ(server_->ReadAvailable(4096).end, ReadEnd::kDrained);
+  const absl::Time heard = server_->last_heard();
+  EXPECT_GT(heard, opened);
+  EXPECT_EQ(server_->last_sent(), opened);
+
+  ASSERT_TRUE(server_->Flush());
+  EXPECT_EQ(server_->last_sent(), opened) << "a flush with nothing queued counted as sending";
+  ASSERT_TRUE(server_->Send("y"));
+  EXPECT_GT(server_->last_sent(), opened);
+  EXPECT_EQ(server_->last_heard(), heard);
+  EXPECT_EQ(server_->opened(), opened);
+}
+
 TEST_F(ServerConnectionTest, ASendToAGonePeerFailsNamingWhy) {
   client_fd_.Reset();
   EXPECT_FALSE(server_->Send("anyone there?"));
