@@ -1,27 +1,24 @@
 #include "backends/tcp/tcp_connect.h"
 
-#include <fcntl.h>
-#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
-#include <mutex>
-#include <set>
-#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/internal/endian.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/auth/mutual_auth.h"
+#include "base/auth/server_connection.h"
 #include "base/core/logging.h"
-#include "base/core/mutex.h"
 #include "base/core/status_macros.h"
 #include "base/net/accept_guard.h"
+#include "base/net/event_poller.h"
 
 namespace plexus::tcp {
 namespace {
@@ -103,121 +100,152 @@ absl::StatusOr<ScopedFd> ConnectUnlessCancelled(const MeshOptions& options, cons
   }
 }
 
-// Accepted connections handshaking at once, each on a thread of its own: a silent or slow one
-// (a scanner, a flood, a peer of another job) holds up only itself, never the peers behind it.
-class Handshakes {
+// The lower ranks' connections being admitted, all at once and without blocking, on the
+// forming thread: TLS, the secret's exchange, then the peer's hello (auth::ServerConnection, as
+// the store server and the elastic master admit theirs). A silent or slow one (a scanner, a
+// flood, a peer of another job) holds up only itself, never the peers behind it.
+class MeshAdmissions {
  public:
   struct Done {
-    Connection connection;
+    Connection connection;     // Valid when `peer` is.
     absl::StatusOr<int> peer;  // The lower rank it introduced itself as, or why it was refused.
     std::string from;
   };
 
-  explicit Handshakes(const MeshOptions& options) : options_(options) {
-    if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
-  }
-  // Ends the handshakes still running (their sockets are shut down) and joins every thread.
-  ~Handshakes() {
-    std::map<uint64_t, std::thread> threads;
-    {
-      MutexLock lock(mu_);
-      for (const auto& [id, fd] : running_) shutdown(fd, SHUT_RDWR);
-      threads.swap(threads_);  // Their handshakes never touch threads_.
-    }
-    for (auto& [id, thread] : threads) thread.join();
-    for (int fd : wake_) {
-      if (fd >= 0) close(fd);
-    }
+  MeshAdmissions(const MeshOptions& options, EventPoller& poller)
+      : options_(options), poller_(poller) {}
+  ~MeshAdmissions() {
+    for (const auto& [id, pending] : pending_) poller_.Forget(pending.stream->fd());
   }
 
-  // Readable when a handshake finished (poll it beside the listener).
-  int wake_fd() const { return wake_[0]; }
-  int running() {
-    MutexLock lock(mu_);
-    return static_cast<int>(running_.size());
-  }
+  int running() const { return static_cast<int>(pending_.size()); }
 
-  void Start(Connection connection, absl::Time deadline) {
+  // Starts admitting `fd` (accepted, non-blocking); it must be through by `deadline`.
+  void Start(ScopedFd fd, absl::Time deadline) {
+    SetNoDelay(fd.get());
+    const int raw_fd = fd.get();
+    std::unique_ptr<auth::ServerConnection> stream = auth::ServerConnection::Accept(
+        std::move(fd), options_.tls.get(), options_.secret, auth::Purpose::kData);
+    if (stream == nullptr) return;  // Out of memory for its TLS session: dropped.
     const uint64_t id = next_id_++;
-    MutexLock lock(mu_);
-    running_[id] = connection.fd.get();
-    threads_[id] = std::thread([this, id, deadline, connection = std::move(connection)]() mutable {
-      const std::string from = PeerAddress(connection.fd.get());
-      absl::StatusOr<int> peer = Handshake(connection, from, deadline);
-      MutexLock lock(mu_);
-      running_.erase(id);
-      shut_down_.erase(id);
-      done_.push_back({id, Done{std::move(connection), std::move(peer), from}});
-      if (wake_[1] >= 0) {
-        [[maybe_unused]] ssize_t n = write(wake_[1], "x", 1);
-      }
-    });
+    poller_.Watch(raw_fd, id, EPOLLIN);
+    pending_.emplace(id, Pending{std::move(stream), deadline});
   }
 
-  // Shuts down the oldest handshake not shut down yet, so that its descriptor is freed when its
-  // thread ends; false if every one already was (or none runs).
-  bool ShutDownOldest() {
-    MutexLock lock(mu_);
-    for (const auto& [id, fd] : running_) {
-      if (shut_down_.insert(id).second) {
-        shutdown(fd, SHUT_RDWR);
-        return true;
+  // The poller says connection `id` is ready: takes its admission as far as it goes.
+  void OnReady(uint64_t id) {
+    auto it = pending_.find(id);
+    if (it == pending_.end()) return;
+    auth::ServerConnection& stream = *it->second.stream;
+    auth::ServerAdmission& admission = stream.admission();
+    if (!admission.secure()) {
+      if (admission.AdvanceTls() == auth::ServerAdmission::Step::kRejected) {
+        return Refuse(id, absl::UnauthenticatedError(admission.reason()));
       }
+      if (!admission.secure()) return stream.UpdateWatch(poller_, id);
     }
-    return false;
+    if (!stream.Flush()) return Refuse(id, absl::UnavailableError(stream.error()));
+    // Nothing legitimate is longer than the secret's exchange or a hello.
+    switch (stream.ReadAvailable(4096).end) {
+      case auth::ServerConnection::ReadEnd::kDrained:
+        break;
+      case auth::ServerConnection::ReadEnd::kOverLimit:
+        return Refuse(id, absl::UnauthenticatedError("sent more than a handshake"));
+      case auth::ServerConnection::ReadEnd::kClosed:
+        return Refuse(id, absl::UnavailableError("closed the connection during the handshake"));
+      case auth::ServerConnection::ReadEnd::kFailed:
+        return Refuse(id, absl::UnavailableError(stream.error()));
+    }
+    std::string& input = stream.input();
+    if (admission.authenticating()) {
+      std::string reply;
+      const auth::ServerAdmission::Step step = admission.Feed(input, reply);
+      if (!stream.Send(reply)) return Refuse(id, absl::UnavailableError(stream.error()));
+      if (step == auth::ServerAdmission::Step::kRejected) {
+        return Refuse(id, absl::UnauthenticatedError(admission.reason()));
+      }
+      if (step == auth::ServerAdmission::Step::kNeedMore) return stream.UpdateWatch(poller_, id);
+    }
+    // The magic first: a stranger that sends a few bytes and waits is judged at once.
+    if (input.size() >= 4 && absl::little_endian::Load32(input.data()) != kHelloMagic) {
+      return Refuse(id, BadMagic(absl::string_view(input).substr(0, 4)));
+    }
+    // Its hello, and then nothing until it has ours; the secret's last byte must be out too.
+    if (input.size() < kHelloBytes || stream.has_output()) return stream.UpdateWatch(poller_, id);
+    if (input.size() > kHelloBytes) {
+      return Refuse(id, absl::UnauthenticatedError("handshake: sent more than its hello"));
+    }
+    absl::StatusOr<int> peer = ParseHello(input, options_);
+    if (!peer.ok()) return Refuse(id, peer.status());
+    input.clear();
+    Finish(id, std::move(peer));
   }
 
-  // The handshakes that finished since the last call (their threads joined).
-  std::vector<Done> TakeDone() {
-    std::vector<std::pair<uint64_t, Done>> done;
-    {
-      MutexLock lock(mu_);
-      done.swap(done_);
-      char sink[64];
-      while (wake_[0] >= 0 && read(wake_[0], sink, sizeof(sink)) > 0) {
-      }
+  // Refuses the connections whose deadline has passed.
+  void Expire(absl::Time now) {
+    std::vector<uint64_t> late;
+    for (const auto& [id, pending] : pending_) {
+      if (pending.deadline <= now) late.push_back(id);
     }
-    std::vector<Done> out;
-    for (auto& [id, result] : done) {
-      std::thread thread;
-      {
-        MutexLock lock(mu_);
-        thread = std::move(threads_[id]);
-        threads_.erase(id);
-      }
-      thread.join();
-      out.push_back(std::move(result));
+    for (uint64_t id : late) {
+      Refuse(id, absl::DeadlineExceededError(absl::StrCat(
+                     "no handshake within ", absl::FormatDuration(kHandshakeTimeout))));
     }
-    return out;
   }
+  absl::Time NextDeadline() const {
+    absl::Time next = absl::InfiniteFuture();
+    for (const auto& [id, pending] : pending_) next = std::min(next, pending.deadline);
+    return next;
+  }
+
+  // Out of descriptors: closes the oldest connection still being admitted; false if none.
+  bool CloseOldest() {
+    if (pending_.empty()) return false;
+    Refuse(pending_.begin()->first,
+           absl::ResourceExhaustedError("closed to make room (out of file descriptors)"));
+    return true;
+  }
+
+  // The admissions that ended since the last call.
+  std::vector<Done> TakeDone() { return std::exchange(done_, {}); }
 
  private:
-  // TLS, then the secret, then the peer's hello, by `deadline`: the rank it claims.
-  absl::StatusOr<int> Handshake(Connection& connection, const std::string& from,
-                                absl::Time deadline) {
-    const int fd = connection.fd.get();
-    RETURN_IF_ERROR(SetNonBlocking(fd, false));
-    SetNoDelay(fd);
-    if (options_.tls != nullptr) {
-      ASSIGN_OR_RETURN(connection.cipher,
-                       options_.tls->Secure(fd, auth::TlsContext::Role::kServer, from, deadline));
-    }
-    if (!options_.secret.empty()) {
-      RETURN_IF_ERROR(auth::AuthenticateClient(fd, options_.secret, auth::Purpose::kData, from,
-                                               deadline, connection.cipher.get()));
-    }
-    return ReadHello(connection, options_, deadline);
+  struct Pending {
+    std::unique_ptr<auth::ServerConnection> stream;
+    absl::Time deadline;
+  };
+
+  static absl::Status BadMagic(absl::string_view magic) {
+    return absl::UnauthenticatedError(
+        magic == auth::kHelloMagic
+            ? "handshake: peer authenticates with a shared secret, this rank has none (set "
+              "PLEXUS_SECRET on every rank)"
+            : "handshake: bad magic (not a plexus tcp peer)");
+  }
+
+  void Refuse(uint64_t id, absl::Status why) {
+    auto it = pending_.find(id);
+    if (it == pending_.end()) return;
+    poller_.Forget(it->second.stream->fd());
+    DiscardUnreadAndShutdown(it->second.stream->fd());
+    done_.push_back({Connection{}, std::move(why), it->second.stream->address()});
+    pending_.erase(it);
+  }
+
+  // Hands an admitted connection over, in blocking-style use from here.
+  void Finish(uint64_t id, absl::StatusOr<int> peer) {
+    auto it = pending_.find(id);
+    poller_.Forget(it->second.stream->fd());
+    const std::string from = it->second.stream->address();
+    done_.push_back({it->second.stream->Release(), std::move(peer), from});
+    pending_.erase(it);
   }
 
   const MeshOptions& options_;
-  int wake_[2];
-  uint64_t next_id_ = 0;  // Start() is called from one thread.
-  Mutex mu_;
-  std::map<uint64_t, int> running_ ABSL_GUARDED_BY(mu_);  // Handshake -> its socket.
-  // Running handshakes shut down to free descriptors.
-  std::set<uint64_t> shut_down_ ABSL_GUARDED_BY(mu_);
-  std::map<uint64_t, std::thread> threads_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::pair<uint64_t, Done>> done_ ABSL_GUARDED_BY(mu_);
+  EventPoller& poller_;
+  uint64_t next_id_ = 1;                 // The listener is watched under 0.
+  std::map<uint64_t, Pending> pending_;  // By id: the oldest first.
+  std::vector<Done> done_;
 };
 
 }  // namespace
@@ -320,27 +348,26 @@ absl::StatusOr<std::vector<Connection>> ConnectMesh(const MeshOptions& options) 
   // this group (a scanner, a stale or foreign job, a wrong secret or certificate) is dropped, not
   // fatal: the real peers may still be on their way.
   constexpr int kMostHandshakes = 64;
+  constexpr uint64_t kListenerTag = 0;
   std::string refused;  // The last connection dropped, for the timeout's message.
-  int refusals = 0;
-  Handshakes handshakes(options);
-  // Out of descriptors, the listener backs off instead of spinning; peers wait in its backlog.
   const std::string server = absl::StrCat("tcp: ", me, " of group '", options.group_name, "'");
+  RefusalLog refusals(server);
+  ASSIGN_OR_RETURN(std::unique_ptr<EventPoller> poller, EventPoller::Create());
+  poller->Watch(listener.get(), kListenerTag, EPOLLIN);
+  bool listening = true;
+  MeshAdmissions admissions(options, *poller);
+  // Out of descriptors, the listener backs off instead of spinning; peers wait in its backlog.
   AcceptGuard guard(server, AcceptGuard::OnShortage::kPause);
   for (int accepted = 0; accepted < options.rank;) {
     if (Cancelled(options)) return CancelledError(options);
-    for (Handshakes::Done& done : handshakes.TakeDone()) {
+    for (MeshAdmissions::Done& done : admissions.TakeDone()) {
       absl::StatusOr<int> peer = std::move(done.peer);
       if (peer.ok() && (*peer > options.rank || peers[*peer].valid())) {
         peer = absl::UnauthenticatedError(absl::StrCat("unexpected connection as rank ", *peer));
       }
       if (!peer.ok()) {
         refused = absl::StrCat(done.from, ": ", peer.status().message());
-        // The first ten, then every hundredth: a flood must not flood the log.
-        if (++refusals <= 10 || refusals % 100 == 0) {
-          Log(LogLevel::kWarning,
-              absl::StrCat(server, " refused a connection from ", refused,
-                           refusals >= 10 ? absl::StrCat(" (", refusals, " refused so far)") : ""));
-        }
+        refusals.Refused(absl::StrCat("refused a connection from ", refused));
         continue;
       }
       RETURN_IF_ERROR(
@@ -351,17 +378,13 @@ absl::StatusOr<std::vector<Connection>> ConnectMesh(const MeshOptions& options) 
     if (accepted == options.rank) break;
     const absl::Time now = absl::Now();
     const bool paused = now < guard.paused_until();
-    const bool room = handshakes.running() < kMostHandshakes && !paused;
-    pollfd fds[2] = {{listener.get(), static_cast<short>(room ? POLLIN : 0), 0},
-                     {handshakes.wake_fd(), POLLIN, 0}};
-    const int64_t left_ms = absl::ToInt64Milliseconds(deadline - now);
-    int64_t wait_ms = std::min<int64_t>(left_ms, 200);
-    if (paused) {  // Look at the listener again when the pause ends.
-      wait_ms = std::min(wait_ms, absl::ToInt64Milliseconds(guard.paused_until() - now) + 1);
+    const bool room = admissions.running() < kMostHandshakes && !paused;
+    if (room != listening) {  // Off the poller's events while full or paused.
+      listening = room;
+      poller->Change(listener.get(), kListenerTag, room ? uint32_t{EPOLLIN} : 0u);
     }
-    if (left_ms <= 0 || poll(fds, 2, static_cast<int>(wait_ms)) < 0) {
-      if (left_ms > 0 && errno == EINTR) continue;
-      if (left_ms > 0) return absl::InternalError(absl::StrCat("poll: ", strerror(errno)));
+    const int64_t left_ms = absl::ToInt64Milliseconds(deadline - now);
+    if (left_ms <= 0) {
       std::string missing;
       for (int lower = 0; lower < options.rank; ++lower) {
         if (!peers[lower].valid()) absl::StrAppend(&missing, missing.empty() ? "" : ", ", lower);
@@ -370,22 +393,35 @@ absl::StatusOr<std::vector<Connection>> ConnectMesh(const MeshOptions& options) 
           me, " of group '", options.group_name, "': only ", accepted, " of ", options.rank,
           " lower ranks connected within ", absl::FormatDuration(options.timeout),
           "; missing: ", missing, " (can they reach ", here, "?)",
-          refused.empty()
-              ? std::string()
-              : absl::StrCat("; last refused: ", refused,
-                             refusals > 1 ? absl::StrCat(" (", refusals, " refused in all)") : ""),
+          refused.empty() ? std::string()
+                          : absl::StrCat("; last refused: ", refused,
+                                         refusals.count() > 1 ? absl::StrCat(" (", refusals.count(),
+                                                                             " refused in all)")
+                                                              : ""),
           guard.shortages() == 0
               ? std::string()
               : absl::StrCat("; this rank ran out of file descriptors (accept: ",
                              strerror(guard.last_shortage_errno()), ") ", guard.shortages(),
                              " time(s) while accepting: raise its limit (ulimit -n)")));
     }
-    while (room && (fds[0].revents & POLLIN) && handshakes.running() < kMostHandshakes) {
-      Connection connection{
-          ScopedFd(guard.Accept(listener.get(), [&] { return handshakes.ShutDownOldest(); })),
-          nullptr};
-      if (!connection.valid()) break;
-      handshakes.Start(std::move(connection), std::min(deadline, absl::Now() + kHandshakeTimeout));
+    // Wakes for cancellation, the end of a pause and the earliest handshake's deadline too.
+    absl::Time wake = std::min({deadline, now + kCancelPoll, admissions.NextDeadline()});
+    if (paused) wake = std::min(wake, guard.paused_until());
+    const int wait_ms = static_cast<int>(std::max<int64_t>(
+        0, absl::ToInt64Milliseconds(absl::Ceil(wake - now, absl::Milliseconds(1)))));
+    bool listener_ready = false;
+    RETURN_IF_ERROR(poller->Wait(wait_ms, [&](uint64_t tag, uint32_t) {
+      if (tag == kListenerTag) {
+        listener_ready = true;
+      } else {
+        admissions.OnReady(tag);
+      }
+    }));
+    admissions.Expire(absl::Now());
+    while (listener_ready && admissions.running() < kMostHandshakes) {
+      ScopedFd fd(guard.Accept(listener.get(), [&] { return admissions.CloseOldest(); }));
+      if (!fd.valid()) break;
+      admissions.Start(std::move(fd), std::min(deadline, absl::Now() + kHandshakeTimeout));
     }
     guard.EndRound();
   }

@@ -1,10 +1,8 @@
 // How an accepted connection gets into a plexus server that runs an event loop (the TCPStore
-// server, the elastic master): the TLS handshake when the server has TLS, then the secret's
-// challenge (mutual_auth.h) when it has a secret, bound to the TLS channel. The server calls it
-// as the socket becomes ready (through ServerConnection, which holds the buffers); the steps and
-// their order live here.
-// (The tcp mesh's listener, which handshakes on a thread per connection, runs the same
-// protocol through the blocking TlsContext::Secure and AuthenticateClient.)
+// server, the elastic master, a forming tcp mesh's listener): the TLS handshake when the server
+// has TLS, then the secret's challenge (mutual_auth.h) when it has a secret, bound to the TLS
+// channel. The server calls it as the socket becomes ready (through ServerConnection, which
+// holds the buffers); the steps and their order live here.
 #ifndef PLEXUS_BASE_AUTH_SERVER_ADMISSION_H_
 #define PLEXUS_BASE_AUTH_SERVER_ADMISSION_H_
 
@@ -42,6 +40,8 @@ class ServerAdmission {
   // The connection's TLS session, for its reads and writes (null in the clear). Owned here:
   // keep the admission as long as the connection.
   TlsSession* session() const { return session_.get(); }
+  // Hands the session over (ServerConnection::Release); the admission is done with after it.
+  std::unique_ptr<TlsSession> TakeSession() { return std::move(session_); }
 
  private:
   ServerAdmission(std::unique_ptr<TlsSession> session, std::string secret, Purpose purpose);

@@ -82,6 +82,10 @@ bool ServerConnection::Send(absl::string_view bytes) {
   return true;
 }
 
+Connection ServerConnection::Release() {
+  return Connection{std::move(fd_), admission_->TakeSession()};
+}
+
 void ServerConnection::UpdateWatch(EventPoller& poller, uint64_t tag) {
   const bool want_write = wants_write();
   if (want_write == watching_write_) return;

@@ -62,6 +62,11 @@ class ServerConnection {
 
   const std::string& error() const { return error_; }
 
+  // Once admitted, with input() consumed and nothing left to send: hands over the socket and
+  // its TLS session (null in the clear) to code that carries on with blocking-style calls (the
+  // tcp mesh's data connections). This object holds nothing after it.
+  Connection Release();
+
   // For the server's timers (hello deadlines, heartbeats): when it was accepted, when bytes last
   // arrived, when bytes were last queued to send.
   absl::Time opened() const { return opened_; }
@@ -71,10 +76,10 @@ class ServerConnection {
  private:
   ServerConnection(ScopedFd fd, std::unique_ptr<ServerAdmission> admission);
 
-  const ScopedFd fd_;
+  ScopedFd fd_;
   const std::string address_;
   // Declared after fd_, so destroyed before it: its TLS session uses the socket.
-  const std::unique_ptr<ServerAdmission> admission_;
+  std::unique_ptr<ServerAdmission> admission_;
   std::string input_;
   std::string output_;
   bool watching_write_ = false;

@@ -1,6 +1,7 @@
 // ServerConnection's non-blocking I/O as the event-loop servers drive it: reads up to a limit,
 // the peer's close, output queued behind a full socket and sent when the poller says it is
-// writable, a failed send, and output queued before TLS is up that arrives inside it.
+// writable, a failed send, output queued before TLS is up that arrives inside it, and the
+// hand-over of the socket and its session (Release).
 #include "base/auth/server_connection.h"
 
 #include <poll.h>
@@ -141,13 +142,23 @@ TEST_F(ServerConnectionTest, RecordsWhenBytesLastMovedEachWay) {
   EXPECT_EQ(server_->opened(), opened);
 }
 
+TEST_F(ServerConnectionTest, ReleaseHandsOverTheSocketForBlockingUse) {
+  const int fd = server_->fd();
+  Connection connection = server_->Release();
+  EXPECT_EQ(connection.fd.get(), fd);
+  EXPECT_EQ(connection.cipher, nullptr);  // In the clear.
+  EXPECT_EQ(server_->fd(), -1);
+  ASSERT_TRUE(SendAll(connection.fd.get(), nullptr, "after", absl::Now() + absl::Seconds(10)).ok());
+  EXPECT_EQ(ClientReads(5), "after");
+}
+
 TEST_F(ServerConnectionTest, ASendToAGonePeerFailsNamingWhy) {
   client_fd_.Reset();
   EXPECT_FALSE(server_->Send("anyone there?"));
   EXPECT_THAT(server_->error(), ::testing::HasSubstr("pipe"));
 }
 
-TEST(ServerConnectionTlsTest, OutputQueuedBeforeTheHandshakeArrivesInsideTheChannel) {
+TEST(ServerConnectionTlsTest, OutputQueuedBeforeTheHandshakeAndAfterReleaseArrivesInside) {
   int fds[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
   ScopedFd client_fd(fds[0]);
@@ -170,7 +181,7 @@ TEST(ServerConnectionTlsTest, OutputQueuedBeforeTheHandshakeArrivesInsideTheChan
     client_status = session.status();
     if (!session.ok()) return;
     char buffer[64];
-    while (client_got.size() < 18 && absl::Now() < deadline) {
+    while (client_got.size() < 24 && absl::Now() < deadline) {
       const ssize_t n = (*session)->Read(buffer, sizeof(buffer));
       if (n > 0) client_got.append(buffer, static_cast<size_t>(n));
       if (n == 0) break;
@@ -191,9 +202,13 @@ TEST(ServerConnectionTlsTest, OutputQueuedBeforeTheHandshakeArrivesInsideTheChan
     ASSERT_TRUE(server->Flush()) << server->error();
     if (server->has_output()) AwaitReady(server->fd(), POLLOUT);
   }
+  // Handed over, the session carries on where the connection left off.
+  Connection released = server->Release();
+  ASSERT_NE(released.cipher, nullptr);
+  EXPECT_TRUE(SendAll(released.fd.get(), released.cipher.get(), "+after", deadline).ok());
   client.join();
   ASSERT_TRUE(client_status.ok()) << client_status;
-  EXPECT_EQ(client_got, "before the channel");
+  EXPECT_EQ(client_got, "before the channel+after");
 }
 
 }  // namespace

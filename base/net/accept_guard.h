@@ -14,8 +14,8 @@
 //      and closes it at once: the client sees a close now rather than a hang, and the loop does
 //      not spin.
 // A forming mesh (kPause) must not turn a waiting peer away, since the peer would not try
-// again: it asks the server to end its oldest handshake (which frees a descriptor soon, not at
-// once) and leaves the listener alone for a moment; the peers wait in the backlog meanwhile.
+// again: it asks the server to end its oldest handshake and leaves the listener alone for a
+// moment; the peers wait in the backlog meanwhile.
 // It also throttles the log: the first occurrence, then one line per 10 s with the count.
 #ifndef PLEXUS_BASE_NET_ACCEPT_GUARD_H_
 #define PLEXUS_BASE_NET_ACCEPT_GUARD_H_
