@@ -101,37 +101,51 @@ absl::StatusOr<std::shared_ptr<NcclCommunicator>> NcclBackend::CommunicatorFor(i
   return made;
 }
 
-WorkPtr NcclBackend::Run(const Call& call, const Enqueue& enqueue) {
+WorkPtr NcclBackend::Run(const Collective& call) {
+  absl::StatusOr<NcclPlan> plan = PlanCollective(call, context_.rank, context_.size);
+  if (!plan.ok()) return Work::Finished(plan.status(), std::string(call.name()), context_.size);
+  return Launch(*plan);
+}
+
+WorkPtr NcclBackend::BatchPointToPoint(absl::Span<const PointToPointOp> ops,
+                                       const BatchOptions& options) {
+  return Launch(PlanPointToPointBatch(ops, options.timeout));
+}
+
+WorkPtr NcclBackend::Launch(const NcclPlan& plan) {
   UniqueLock lock(issue_mu_);
   const int64_t sequence = next_sequence_++;
   // A call without tensors (barrier) runs where the last one ran, else on the current device.
-  int device = call.tensors.empty() ? last_device_ : -1;
+  int device = plan.tensors.empty() ? last_device_ : -1;
   absl::Status loaded = Load();
   absl::Status checked =
-      loaded.ok() ? cuda::CheckDeviceTensors(call.op, context_.rank, call.tensors, &device)
-                  : absl::Status(loaded.code(), absl::StrCat(call.op, " on rank ", context_.rank,
+      loaded.ok() ? cuda::CheckDeviceTensors(plan.op, context_.rank, plan.tensors, &device)
+                  : absl::Status(loaded.code(), absl::StrCat(plan.op, " on rank ", context_.rank,
                                                              ": ", loaded.message()));
-  if (!checked.ok()) return Work::Finished(checked, call.op, context_.size);
+  if (!checked.ok()) return Work::Finished(checked, plan.op, context_.size);
   auto communicator = CommunicatorFor(device);
   if (!communicator.ok()) {
     return Work::Finished(
         absl::Status(communicator.status().code(),
-                     absl::StrCat(call.op, " #", sequence, " on rank ", context_.rank, ": ",
+                     absl::StrCat(plan.op, " #", sequence, " on rank ", context_.rank, ": ",
                                   communicator.status().message())),
-        call.op, context_.size);
+        plan.op, context_.size);
   }
   last_device_ = device;
   std::shared_ptr<NcclCommunicator> comm = *communicator;
   const std::string description =
-      absl::StrCat(call.op, " #", sequence, " on rank ", context_.rank, " (", comm->name(), ")");
-  const absl::Time deadline = absl::Now() + call.timeout;
-  auto done = comm->Launch(description, cuda::CurrentStream(device), enqueue, deadline);
+      absl::StrCat(plan.op, " #", sequence, " on rank ", context_.rank, " (", comm->name(), ")");
+  const absl::Time deadline = absl::Now() + plan.timeout;
+  const NcclLaunch launch{*nccl_, *cuda_, context_.rank, context_.size};
+  auto done = comm->Launch(
+      description, cuda::CurrentStream(device),
+      [&](NcclCommunicator::Scope& scope) { return plan.launch(launch, scope); }, deadline);
   lock.unlock();
-  if (!done.ok()) return Work::Finished(done.status(), call.op, context_.size);
+  if (!done.ok()) return Work::Finished(done.status(), plan.op, context_.size);
 
-  auto work = std::make_shared<Work>(call.op, context_.size, sequence);
-  work->AddBytesSent(call.traffic.sent);
-  work->AddBytesReceived(call.traffic.received);
+  auto work = std::make_shared<Work>(plan.op, context_.size, sequence);
+  work->AddBytesSent(plan.traffic.sent);
+  work->AddBytesReceived(plan.traffic.received);
   std::shared_ptr<cuda::CudaEvent> event = *done;
   work->SetStreamWaitHook([event](int stream_device, void* stream) {
     if (stream_device != event->device()) {
@@ -150,14 +164,6 @@ WorkPtr NcclBackend::Run(const Call& call, const Enqueue& enqueue) {
   entry.keepalive = comm;
   watcher_->Watch(std::move(entry));
   return work;
-}
-
-absl::Status NcclBackend::CopyOnStream(void* to, const void* from, size_t bytes,
-                                       cudaStream_t stream) const {
-  if (bytes == 0 || to == from) return absl::OkStatus();
-  return cuda::CudaStatus(*cuda_,
-                          cuda_->MemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream),
-                          "cudaMemcpyAsync");
 }
 
 namespace {

@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "backends/common/nominal_traffic.h"
 #include "backends/interface/backend.h"
 #include "backends/nccl/nccl_communicator.h"
+#include "backends/nccl/nccl_plans.h"
 #include "base/core/mutex.h"
 
 namespace plexus::nccl {
@@ -44,61 +44,20 @@ class NcclBackend : public Backend {
   std::string name() const override { return kNcclBackendName; }
   BackendCapabilities capabilities() const override;
 
-  WorkPtr Run(const Collective& call) override {
-    return CallPerKind(call, *this, [&] { return NotRun(call); });
-  }
-  // The calls Run makes, one per kind.
-  WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options);
-  WorkPtr Reduce(const Tensor& tensor, const ReduceOptions& options);
-  WorkPtr AllReduce(const Tensor& tensor, const AllReduceOptions& options);
-  WorkPtr AllReduceCoalesced(absl::Span<const Tensor> tensors,
-                             const AllReduceCoalescedOptions& options);
-  WorkPtr AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
-                    const AllGatherOptions& options);
-  WorkPtr AllGatherIntoTensor(const Tensor& output, const Tensor& input,
-                              const AllGatherOptions& options);
-  WorkPtr Gather(absl::Span<const Tensor> outputs, const Tensor& input,
-                 const GatherOptions& options);
-  WorkPtr Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
-                  const ScatterOptions& options);
-  WorkPtr ReduceScatter(const Tensor& output, absl::Span<const Tensor> inputs,
-                        const ReduceScatterOptions& options);
-  WorkPtr ReduceScatterTensor(const Tensor& output, const Tensor& input,
-                              const ReduceScatterOptions& options);
-  WorkPtr AllToAll(absl::Span<const Tensor> outputs, absl::Span<const Tensor> inputs,
-                   const AllToAllOptions& options);
-  WorkPtr AllToAllSingle(const Tensor& output, const Tensor& input,
-                         absl::Span<const int64_t> output_split_sizes,
-                         absl::Span<const int64_t> input_split_sizes,
-                         const AllToAllOptions& options);
-  WorkPtr Barrier(const BarrierOptions& options);
-  WorkPtr Send(const Tensor& tensor, int dst_rank, const SendOptions& options);
-  WorkPtr Recv(const Tensor& tensor, int src_rank, const RecvOptions& options);
-  WorkPtr RecvAnySource(const Tensor& tensor, const RecvOptions& options);
+  // Plans the call (nccl_plans.h) and launches it.
+  WorkPtr Run(const Collective& call) override;
   // One ncclGroupStart/End: exchanges between ranks cannot deadlock on stream order.
   WorkPtr BatchPointToPoint(absl::Span<const PointToPointOp> ops,
                             const BatchOptions& options) override;
 
  private:
-  // What one call launches: NCCL calls (and device copies) on the communicator's stream.
-  using Enqueue = NcclCommunicator::Enqueue;
-
-  struct Call {
-    const char* op;
-    std::vector<const Tensor*> tensors;  // Every tensor the call reads or writes.
-    absl::Duration timeout;
-    nominal_traffic::Traffic traffic;
-  };
-
   explicit NcclBackend(const BackendContext& context);
 
-  // Checks the tensors (device_tensors.h), finds or creates the communicator,
+  // Checks the plan's tensors (device_tensors.h), finds or creates the communicator,
   // launches and hands the Work to the watcher. Errors become a failed Work.
-  WorkPtr Run(const Call& call, const Enqueue& enqueue);
+  WorkPtr Launch(const NcclPlan& plan);
   absl::StatusOr<std::shared_ptr<NcclCommunicator>> CommunicatorFor(int device)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mu_);
-  // A device-to-device copy on `stream` (NCCL has no self send for arbitrary layouts).
-  absl::Status CopyOnStream(void* to, const void* from, size_t bytes, cudaStream_t stream) const;
 
   // Loads the CUDA runtime and NCCL and starts the watcher, once; the error stays.
   absl::Status Load() ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mu_);

@@ -197,60 +197,6 @@ struct Collective {
   }
 };
 
-// For code that keeps a method per collective kind (Broadcast, AllReduce, ... as the nccl
-// backend does): calls the one `call` names with its arguments and options struct, or
-// `otherwise()` for point-to-point and any kind without such a method.
-template <typename Target, typename Otherwise>
-auto CallCollectivePerKind(const Collective& call, Target& target, Otherwise otherwise) {
-  switch (call.kind) {
-    case CollectiveKind::kBroadcast:
-      return target.Broadcast(call.tensor(), call.broadcast_options());
-    case CollectiveKind::kReduce:
-      return target.Reduce(call.tensor(), call.reduce_options());
-    case CollectiveKind::kAllReduce:
-      return target.AllReduce(call.tensor(), call.all_reduce_options());
-    case CollectiveKind::kAllReduceCoalesced:
-      return target.AllReduceCoalesced(call.outputs, call.coalesced_options());
-    case CollectiveKind::kAllGather:
-      return target.AllGather(call.outputs, call.input(), call.all_gather_options());
-    case CollectiveKind::kAllGatherIntoTensor:
-      return target.AllGatherIntoTensor(call.output(), call.input(), call.all_gather_options());
-    case CollectiveKind::kGather:
-      return target.Gather(call.outputs, call.input(), call.gather_options());
-    case CollectiveKind::kScatter:
-      return target.Scatter(call.output(), call.inputs, call.scatter_options());
-    case CollectiveKind::kReduceScatter:
-      return target.ReduceScatter(call.output(), call.inputs, call.reduce_scatter_options());
-    case CollectiveKind::kReduceScatterTensor:
-      return target.ReduceScatterTensor(call.output(), call.input(), call.reduce_scatter_options());
-    case CollectiveKind::kAllToAll:
-      return target.AllToAll(call.outputs, call.inputs, call.all_to_all_options());
-    case CollectiveKind::kAllToAllSingle:
-      return target.AllToAllSingle(call.output(), call.input(), call.output_splits,
-                                   call.input_splits, call.all_to_all_options());
-    case CollectiveKind::kBarrier:
-      return target.Barrier(call.barrier_options());
-    default:  // Point-to-point, or a kind added since: the target has no method for it.
-      break;
-  }
-  return otherwise();
-}
-
-// CallCollectivePerKind, and point-to-point through the target's Send, Recv and RecvAnySource.
-template <typename Target, typename Otherwise>
-auto CallPerKind(const Collective& call, Target& target, Otherwise otherwise) {
-  switch (call.kind) {
-    case CollectiveKind::kSend:
-      return target.Send(call.input(), call.peer, call.send_options());
-    case CollectiveKind::kRecv:
-      return target.Recv(call.output(), call.peer, call.recv_options());
-    case CollectiveKind::kRecvAnySource:
-      return target.RecvAnySource(call.output(), call.recv_options());
-    default:
-      return CallCollectivePerKind(call, target, otherwise);
-  }
-}
-
 }  // namespace plexus
 
 #endif  // PLEXUS_BASE_CORE_COLLECTIVE_H_
