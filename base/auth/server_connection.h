@@ -72,6 +72,12 @@ class ServerConnection {
   absl::Time opened() const { return opened_; }
   absl::Time last_heard() const { return last_heard_; }
   absl::Time last_sent() const { return last_sent_; }
+  // When a heartbeat is due on a connection that beats every `period` while quiet: `period`
+  // after bytes were last queued, and never while output waits (it reaches the peer anyway).
+  absl::Time NextBeat(absl::Duration period) const {
+    return output_.empty() ? last_sent_ + period : absl::InfiniteFuture();
+  }
+  bool BeatDue(absl::Time now, absl::Duration period) const { return now >= NextBeat(period); }
 
  private:
   ServerConnection(ScopedFd fd, std::unique_ptr<ServerAdmission> admission);

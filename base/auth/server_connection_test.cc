@@ -1,7 +1,7 @@
 // ServerConnection's non-blocking I/O as the event-loop servers drive it: reads up to a limit,
 // the peer's close, output queued behind a full socket and sent when the poller says it is
-// writable, a failed send, output queued before TLS is up that arrives inside it, and the
-// hand-over of the socket and its session (Release).
+// writable, a failed send, output queued before TLS is up that arrives inside it, when a
+// heartbeat is due, and the hand-over of the socket and its session (Release).
 #include "base/auth/server_connection.h"
 
 #include <poll.h>
@@ -140,6 +140,25 @@ TEST_F(ServerConnectionTest, RecordsWhenBytesLastMovedEachWay) {
   EXPECT_GT(server_->last_sent(), opened);
   EXPECT_EQ(server_->last_heard(), heard);
   EXPECT_EQ(server_->opened(), opened);
+}
+
+// A quiet connection owes a beat `period` after its last bytes out, a busy one none: output
+// still queued reaches the peer anyway.
+TEST_F(ServerConnectionTest, ABeatIsDueAPeriodAfterTheLastBytesOutAndNotWhileOutputWaits) {
+  const absl::Duration period = absl::Seconds(2);
+  const absl::Time sent = server_->last_sent();
+  EXPECT_EQ(server_->NextBeat(period), sent + period);
+  EXPECT_FALSE(server_->BeatDue(sent + period - absl::Nanoseconds(1), period));
+  EXPECT_TRUE(server_->BeatDue(sent + period, period));
+  EXPECT_EQ(server_->NextBeat(absl::InfiniteDuration()), absl::InfiniteFuture());
+
+  ASSERT_TRUE(server_->Send(std::string(8 << 20, 'z'))) << server_->error();
+  ASSERT_GT(server_->queued_bytes(), 0u) << "a socket pair took 8 MiB at once";
+  EXPECT_EQ(server_->NextBeat(period), absl::InfiniteFuture());
+  EXPECT_FALSE(server_->BeatDue(server_->last_sent() + 10 * period, period));
+
+  server_->DiscardOutput();
+  EXPECT_EQ(server_->NextBeat(period), server_->last_sent() + period);
 }
 
 TEST_F(ServerConnectionTest, ReleaseHandsOverTheSocketForBlockingUse) {

@@ -6,6 +6,7 @@
 #include "base/auth/mutual_auth.h"
 #include "base/core/heartbeat.h"
 #include "base/core/status_macros.h"
+#include "base/net/frames.h"
 
 namespace plexus {
 
@@ -165,7 +166,7 @@ absl::StatusOr<std::string> TCPStore::ReadResponse(absl::Time deadline) {
     // The server answers at once or beats while it holds the request: silence this long
     // means it is stopped, frozen or unreachable.
     const absl::Time silent_by = std::min(deadline, absl::Now() + interval);
-    char header[tcp_store::kFrameHeaderBytes];
+    char header[kFrameLengthBytes];
     absl::Status received =
         RecvExact(socket_.fd.get(), socket_.cipher.get(), header, sizeof(header), silent_by);
     if (!received.ok() && received.code() == absl::StatusCode::kDeadlineExceeded &&
@@ -175,11 +176,11 @@ absl::StatusOr<std::string> TCPStore::ReadResponse(absl::Time deadline) {
           ", the heartbeat interval (stopped, frozen or unreachable; PLEXUS_HEARTBEAT sets it)"));
     }
     RETURN_IF_ERROR(received);
-    const uint64_t length = tcp_store::FrameLength(header);
+    const uint64_t length = FrameLength(header);
     if (length == 0) continue;  // A heartbeat.
     if (length > options_.max_frame_bytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "server sent a frame of ", length, " bytes (cap ", options_.max_frame_bytes, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("server sent ", OversizedFrame(length, options_.max_frame_bytes)));
     }
     std::string payload(length, '\0');
     RETURN_IF_ERROR(RecvExact(socket_.fd.get(), socket_.cipher.get(), payload.data(),

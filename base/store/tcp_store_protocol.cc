@@ -5,6 +5,7 @@
 #include "absl/base/internal/endian.h"
 #include "absl/strings/str_cat.h"
 #include "base/core/status_macros.h"
+#include "base/net/frames.h"
 
 namespace plexus::tcp_store {
 
@@ -45,7 +46,7 @@ absl::Duration BeatPeriod(uint16_t field) {
   return field == 0 ? absl::InfiniteDuration() : field * kBeatUnit;
 }
 
-std::string HeartbeatFrame() { return std::string(kFrameHeaderBytes, '\0'); }
+std::string HeartbeatFrame() { return Framed({}); }
 
 Encoder& Encoder::U8(uint8_t value) {
   payload_.push_back(static_cast<char>(value));
@@ -75,13 +76,7 @@ Encoder& Encoder::StrList(absl::Span<const std::string> values) {
   return *this;
 }
 
-std::string Encoder::Frame() const {
-  char header[kFrameHeaderBytes];
-  absl::little_endian::Store64(header, payload_.size());
-  std::string frame(header, kFrameHeaderBytes);
-  frame += payload_;
-  return frame;
-}
+std::string Encoder::Frame() const { return Framed(payload_); }
 
 absl::Status Decoder::Need(size_t bytes, absl::string_view what) const {
   if (rest_.size() >= bytes) return absl::OkStatus();
@@ -132,7 +127,5 @@ absl::Status Decoder::Done() const {
   if (rest_.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(rest_.size(), " unexpected trailing bytes"));
 }
-
-uint64_t FrameLength(const char* header) { return absl::little_endian::Load64(header); }
 
 }  // namespace plexus::tcp_store

@@ -7,10 +7,10 @@
 // (length 0, which no response is): the client skips it, and takes a server silent for its
 // heartbeat interval (base/core/heartbeat.h) while it waits for an answer as lost.
 //
-// Then every request and response is a frame: an 8-byte little-endian payload length followed
-// by the payload. A request payload is an Opcode byte and its fields; a response payload is an
-// absl::StatusCode byte followed by the result fields (or an error message). Fields are
-// little-endian int64s, strings (4-byte length + bytes) and string lists (4-byte count +
+// Then every request and response is a frame (base/net/frames.h): an 8-byte little-endian
+// payload length followed by the payload. A request payload is an Opcode byte and its fields; a
+// response payload is an absl::StatusCode byte followed by the result fields (or an error message).
+// Fields are little-endian int64s, strings (4-byte length + bytes) and string lists (4-byte count +
 // strings). Every length read is checked against the bytes that remain, and a frame longer than
 // the configured cap closes the connection before anything is allocated for it.
 #ifndef PLEXUS_BASE_STORE_TCP_STORE_PROTOCOL_H_
@@ -32,7 +32,6 @@ inline constexpr uint32_t kMagic = 0x53584C50;  // "PLXS" on the wire.
 inline constexpr uint16_t kProtocolVersion = 3;
 inline constexpr absl::Duration kBeatUnit = absl::Milliseconds(10);
 inline constexpr size_t kHandshakeBytes = 8;
-inline constexpr size_t kFrameHeaderBytes = 8;
 // Default cap on one frame (keys, values and overhead): 64 MiB.
 inline constexpr uint64_t kDefaultMaxFrameBytes = 64u << 20;
 
@@ -92,9 +91,6 @@ class Decoder {
   absl::Status Need(size_t bytes, absl::string_view what) const;
   absl::string_view rest_;
 };
-
-// Reads the payload length from a frame header.
-uint64_t FrameLength(const char* header);
 
 }  // namespace plexus::tcp_store
 

@@ -18,6 +18,7 @@
 #include "base/core/event_journal.h"
 #include "base/core/logging.h"
 #include "base/core/status_macros.h"
+#include "base/net/frames.h"
 #include "base/store/store.h"
 
 namespace plexus {
@@ -164,9 +165,9 @@ void TCPStoreServer::OnReadable(uint64_t id) {
   // while a request is parked is misbehaving.
   // Before authentication only the exchange's few bytes are legitimate.
   const bool authenticating = stream.admission().authenticating();
-  const size_t limit = authenticating ? size_t{4096}
-                                      : options_.max_frame_bytes + tcp_store::kFrameHeaderBytes +
-                                            tcp_store::kHandshakeBytes;
+  const size_t limit =
+      authenticating ? size_t{4096}
+                     : options_.max_frame_bytes + kFrameLengthBytes + tcp_store::kHandshakeBytes;
   switch (stream.ReadAvailable(limit).end) {
     case auth::ServerConnection::ReadEnd::kDrained:
       break;
@@ -246,24 +247,20 @@ bool TCPStoreServer::ProcessInput(Connection& connection) {
   }
   while (!connection.waiter.has_value() && !connection.broken &&
          connection.stream->queued_bytes() < options_.max_frame_bytes) {
-    const size_t available = in.size() - pos;
-    if (available < tcp_store::kFrameHeaderBytes) break;
-    const uint64_t length = tcp_store::FrameLength(in.data() + pos);
-    if (length > options_.max_frame_bytes) {
-      CloseConnection(
-          id,
-          absl::StrCat("frame of ", length, " bytes exceeds the cap of ", options_.max_frame_bytes),
-          /*rejected=*/true);
+    const FrameAtFront frame =
+        PeekFrame(absl::string_view(in).substr(pos), options_.max_frame_bytes);
+    if (frame.state == FrameAtFront::State::kPartial) break;
+    if (frame.state == FrameAtFront::State::kOversized) {
+      CloseConnection(id, OversizedFrame(frame.length, options_.max_frame_bytes),
+                      /*rejected=*/true);
       return false;
     }
-    if (available - tcp_store::kFrameHeaderBytes < length) break;
-    absl::string_view payload(in.data() + pos + tcp_store::kFrameHeaderBytes, length);
-    absl::Status handled = HandleRequest(connection, payload);
+    absl::Status handled = HandleRequest(connection, frame.payload);
     if (!handled.ok()) {
       CloseConnection(id, absl::StrCat("bad request: ", handled.message()), /*rejected=*/true);
       return false;
     }
-    pos += tcp_store::kFrameHeaderBytes + length;
+    pos += frame.size();
   }
   in.erase(0, pos);
   return true;
@@ -432,7 +429,7 @@ void TCPStoreServer::BeatToWaiters() {
   std::vector<uint64_t> broken;
   for (auto& [id, connection] : connections_) {
     if (!connection->waiter.has_value() || connection->broken ||
-        now - connection->stream->last_sent() < connection->beat_period) {
+        !connection->stream->BeatDue(now, connection->beat_period)) {
       continue;
     }
     Reply(*connection, tcp_store::HeartbeatFrame());
@@ -461,7 +458,7 @@ int TCPStoreServer::NextTimeoutMs() const {
     if (!connection->handshaken) next = std::min(next, connection->handshake_deadline);
     if (connection->waiter.has_value()) {
       next = std::min({next, connection->waiter->deadline,
-                       connection->stream->last_sent() + connection->beat_period});
+                       connection->stream->NextBeat(connection->beat_period)});
     }
   }
   return static_cast<int>(std::max<int64_t>(

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/auth/mutual_auth.h"
 #include "base/core/event_journal.h"
+#include "base/net/frames.h"
 #include "base/net/socket_util.h"
 #include "base/store/clock_offset.h"
 #include "base/store/hash_store.h"
@@ -355,7 +356,7 @@ TEST(TCPStoreTest, OversizedFrameHeaderIsDisconnectedWithoutGrowingMemory) {
     auto socket = ConnectTcpWithRetry("127.0.0.1", server->port(), absl::Now() + absl::Seconds(5));
     ASSERT_TRUE(socket.ok());
     std::string bytes = tcp_store::HandshakeBytes(0);
-    char header[tcp_store::kFrameHeaderBytes];
+    char header[kFrameLengthBytes];
     absl::little_endian::Store64(header, uint64_t{1} << 40);  // A 1 TiB "value".
     bytes.append(header, sizeof(header));
     bytes.push_back(static_cast<char>(tcp_store::Opcode::kSet));

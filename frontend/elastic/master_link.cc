@@ -13,6 +13,7 @@
 #include "base/auth/mutual_auth.h"
 #include "base/core/deadline.h"
 #include "base/core/status_macros.h"
+#include "base/net/frames.h"
 
 namespace plexus::elastic {
 namespace {
@@ -42,14 +43,9 @@ std::string WhyNoWelcome(const absl::Status& status, bool no_secret, bool no_tls
 
 // Reads one whole frame by `deadline` (used for the welcome, before the reader starts).
 absl::StatusOr<Message> ReadFrame(const Connection& connection, absl::Time deadline) {
-  char header[kHeaderBytes];
-  RETURN_IF_ERROR(
-      RecvExact(connection.fd.get(), connection.cipher.get(), header, kHeaderBytes, deadline));
-  const uint64_t length = PayloadLength(header);
-  if (length > kMaxFrameBytes) return absl::InvalidArgumentError("oversized frame");
-  std::string payload(length, '\0');
-  RETURN_IF_ERROR(
-      RecvExact(connection.fd.get(), connection.cipher.get(), payload.data(), length, deadline));
+  ASSIGN_OR_RETURN(
+      const std::string payload,
+      ReceiveFrame(connection.fd.get(), connection.cipher.get(), kMaxFrameBytes, deadline));
   return DecodePayload(payload);
 }
 
@@ -285,15 +281,16 @@ void MasterLink::ReadLoop() {
         last_heard = absl::Now();
         rx.append(buffer, n);
         size_t at = 0;
-        while (rx.size() - at >= kHeaderBytes) {
-          const uint64_t length = PayloadLength(rx.data() + at);
-          if (length > kMaxFrameBytes) {
-            Lose(MasterFailure("the master sent an oversized frame"));
+        while (true) {
+          const FrameAtFront frame = PeekFrame(absl::string_view(rx).substr(at), kMaxFrameBytes);
+          if (frame.state == FrameAtFront::State::kPartial) break;
+          if (frame.state == FrameAtFront::State::kOversized) {
+            Lose(MasterFailure(
+                absl::StrCat("the master sent ", OversizedFrame(frame.length, kMaxFrameBytes))));
             return;
           }
-          if (rx.size() - at - kHeaderBytes < length) break;
-          auto message = DecodePayload(absl::string_view(rx).substr(at + kHeaderBytes, length));
-          at += kHeaderBytes + length;
+          auto message = DecodePayload(frame.payload);
+          at += frame.size();
           if (!message.ok()) {
             Lose(MasterFailure(
                 absl::StrCat("bad frame from the master: ", message.status().message())));

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -19,6 +20,7 @@
 #include "base/core/status_macros.h"
 #include "base/net/accept_guard.h"
 #include "base/net/event_poller.h"
+#include "base/net/frames.h"
 #include "frontend/elastic/master_protocol.h"
 #include "frontend/elastic/master_state.h"
 
@@ -162,10 +164,8 @@ class MasterNode::Server {
         next = std::min(next, c.stream->opened() + kHelloTimeout);
         continue;
       }
-      next = std::min(next, c.stream->last_heard() + heartbeat_timeout_);
-      if (c.stream->queued_bytes() == 0) {
-        next = std::min(next, c.stream->last_sent() + heartbeat_timeout_ / 5);
-      }
+      next = std::min(
+          {next, c.stream->last_heard() + heartbeat_timeout_, c.stream->NextBeat(BeatPeriod())});
     }
     if (next == absl::InfiniteFuture()) return -1;
     const absl::Duration left = next - absl::Now();
@@ -226,14 +226,14 @@ class MasterNode::Server {
       if (step == auth::ServerAdmission::Step::kNeedMore) return;
     }
     size_t at = 0;
-    while (rx.size() - at >= kHeaderBytes) {
-      const uint64_t length = PayloadLength(rx.data() + at);
-      if (length > kMaxFrameBytes) {
-        return Close(id, absl::StrCat("frame of ", length, " bytes exceeds ", kMaxFrameBytes));
+    while (true) {
+      const FrameAtFront frame = PeekFrame(absl::string_view(rx).substr(at), kMaxFrameBytes);
+      if (frame.state == FrameAtFront::State::kPartial) break;
+      if (frame.state == FrameAtFront::State::kOversized) {
+        return Close(id, OversizedFrame(frame.length, kMaxFrameBytes));
       }
-      if (rx.size() - at - kHeaderBytes < length) break;
-      auto message = DecodePayload(absl::string_view(rx).substr(at + kHeaderBytes, length));
-      at += kHeaderBytes + length;
+      auto message = DecodePayload(frame.payload);
+      at += frame.size();
       if (!message.ok()) return Close(id, std::string(message.status().message()));
       if (absl::Status status = OnMessage(c, *message); !status.ok()) {
         return Close(id, absl::StrCat("protocol error: ", status.message()));
@@ -294,7 +294,7 @@ class MasterNode::Server {
                              " (frozen, or its network is down)"));
         continue;
       }
-      if (c.stream->queued_bytes() == 0 && now - c.stream->last_sent() > heartbeat_timeout_ / 5) {
+      if (c.stream->BeatDue(now, BeatPeriod())) {
         c.stream->Send(EncodeFrame(Message{MessageType::kHeartbeat, {}, ""}));
       }
     }
@@ -333,6 +333,8 @@ class MasterNode::Server {
   const std::shared_ptr<const auth::TlsContext> tls_;
   const std::unique_ptr<TCPStoreServer> store_;
   const absl::Duration heartbeat_timeout_;
+  // Beats five times per timeout on a quiet link, so one lost beat never expels a live peer.
+  absl::Duration BeatPeriod() const { return heartbeat_timeout_ / 5; }
   std::atomic<bool> stopping_{false};
   MasterState state_;
   int64_t next_connection_ = kFirstConnection;

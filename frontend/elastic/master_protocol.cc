@@ -4,15 +4,13 @@
 
 #include "absl/base/internal/endian.h"
 #include "absl/strings/str_cat.h"
+#include "base/net/frames.h"
 
 namespace plexus::elastic {
 
 std::string EncodeFrame(const Message& message) {
-  const uint64_t payload = 1 + 8 + 8 * message.ints.size() + 4 + message.text.size();
-  std::string frame(kHeaderBytes + payload, '\0');
-  char* out = frame.data();
-  absl::little_endian::Store64(out, payload);
-  out += kHeaderBytes;
+  std::string payload(1 + 8 + 8 * message.ints.size() + 4 + message.text.size(), '\0');
+  char* out = payload.data();
   *out++ = static_cast<char>(message.type);
   absl::little_endian::Store64(out, message.ints.size());
   out += 8;
@@ -23,10 +21,8 @@ std::string EncodeFrame(const Message& message) {
   absl::little_endian::Store32(out, static_cast<uint32_t>(message.text.size()));
   out += 4;
   message.text.copy(out, message.text.size());
-  return frame;
+  return Framed(payload);
 }
-
-uint64_t PayloadLength(const char* header) { return absl::little_endian::Load64(header); }
 
 absl::StatusOr<Message> DecodePayload(absl::string_view payload) {
   Message message;

@@ -1,11 +1,12 @@
 // The wire protocol between elastic peers and their master.
 //
-// A connection is a sequence of frames, each an 8-byte little-endian payload length and the
-// payload: a MessageType byte, a count of 64-bit integers (at most kMaxInts), the integers, and
-// one string (4-byte length, bytes). The first frame a peer sends is kHello carrying kMagic and
-// kProtocolVersion; anything else closes the connection. Frames above kMaxFrameBytes close it
-// too, before anything is allocated. Both sides send kHeartbeat while otherwise silent; a side
-// silent for the heartbeat timeout is treated as lost. The meaning of `ints` per type is below.
+// A connection is a sequence of frames (base/net/frames.h), each an 8-byte little-endian payload
+// length and the payload: a MessageType byte, a count of 64-bit integers (at most kMaxInts), the
+// integers, and one string (4-byte length, bytes). The first frame a peer sends is kHello carrying
+// kMagic and kProtocolVersion; anything else closes the connection. Frames above kMaxFrameBytes
+// close it too, before anything is allocated. Both sides send kHeartbeat while otherwise silent; a
+// side silent for the heartbeat timeout is treated as lost. The meaning of `ints` per type is
+// below.
 #ifndef PLEXUS_FRONTEND_ELASTIC_MASTER_PROTOCOL_H_
 #define PLEXUS_FRONTEND_ELASTIC_MASTER_PROTOCOL_H_
 
@@ -71,9 +72,6 @@ struct Message {
 std::string EncodeFrame(const Message& message);
 // Parses a frame's payload (without the 8-byte header); InvalidArgument when malformed.
 absl::StatusOr<Message> DecodePayload(absl::string_view payload);
-// The payload length a frame header announces.
-uint64_t PayloadLength(const char* header);
-inline constexpr size_t kHeaderBytes = 8;
 
 // Identifies one all-reduce across peers: its peer group and that group's epoch, the user's tag
 // and how many operations with that tag this peer started before in that epoch.

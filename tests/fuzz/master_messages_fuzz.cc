@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "base/net/frames.h"
 #include "frontend/elastic/master_protocol.h"
 #include "frontend/elastic/master_state.h"
 
@@ -17,14 +18,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   bool alive[2] = {true, true};
   absl::string_view rest(reinterpret_cast<const char*>(data), size);
   int turn = 0;
-  while (rest.size() >= kHeaderBytes + 1) {
+  while (!rest.empty()) {
     const int who = static_cast<uint8_t>(rest[0]) & 1;
     rest.remove_prefix(1);
-    const uint64_t length = PayloadLength(rest.data());
-    rest.remove_prefix(kHeaderBytes);
-    if (length > kMaxFrameBytes || length > rest.size()) break;  // The loop closes here.
-    absl::StatusOr<Message> message = DecodePayload(rest.substr(0, length));
-    rest.remove_prefix(length);
+    const plexus::FrameAtFront frame = plexus::PeekFrame(rest, kMaxFrameBytes);
+    if (frame.state != plexus::FrameAtFront::State::kWhole) break;  // The loop closes or waits.
+    absl::StatusOr<Message> message = DecodePayload(frame.payload);
+    rest.remove_prefix(frame.size());
     if (!alive[who]) continue;
     if (!message.ok() || !state.Handle(peers[who], *message).ok()) {
       state.Drop(peers[who], "protocol error");

@@ -31,18 +31,19 @@ abi+=(-DNDEBUG_SANITIZER)
 absl_libs=$(ls /usr/lib/x86_64-linux-gnu/libabsl_*.so |
   sed -E 's|.*/lib(absl_[a-z0-9_]*)\.so$|-l\1|' | tr '\n' ' ')
 common=(base/core/logging.cc base/core/heartbeat.cc base/core/dtype.cc base/core/environment.cc
-        base/core/event_journal.cc
-        base/net/socket_util.cc base/net/accept_guard.cc)
+        base/core/event_journal.cc base/core/byte_size.cc
+        base/net/socket_util.cc base/net/accept_guard.cc base/net/frames.cc
+        base/net/event_poller.cc base/auth/mutual_auth.cc base/auth/tls.cc
+        base/auth/server_admission.cc base/auth/server_connection.cc)
 declare -A sources=(
-  [handshakes_fuzz]="base/auth/mutual_auth.cc base/auth/tls.cc backends/tcp/tcp_connect.cc
-                     base/store/tcp_store_protocol.cc base/store/store.cc"
+  [handshakes_fuzz]="backends/tcp/tcp_connect.cc base/store/tcp_store_protocol.cc
+                     base/store/store.cc"
   [master_messages_fuzz]="frontend/elastic/master_protocol.cc frontend/elastic/master_state.cc
                           frontend/elastic/ring_order.cc frontend/elastic/shared_state.cc
                           frontend/elastic/elastic_types.cc base/core/reduce_op.cc
                           algorithms/quantize_kernels.cc algorithms/reduce_kernels.cc"
   [store_server_fuzz]="base/store/tcp_store_server.cc base/store/tcp_store_protocol.cc
-                       base/store/key_value_table.cc base/store/store.cc
-                       base/auth/mutual_auth.cc base/auth/tls.cc"
+                       base/store/key_value_table.cc base/store/store.cc"
   [tcp_frames_fuzz]="backends/tcp/tcp_loop.cc backends/tcp/tcp_loop_rings.cc
                      backends/tcp/tcp_frame.cc backends/tcp/receive_matcher.cc
                      backends/tcp/send_lane.cc
