@@ -5,6 +5,7 @@
 //   bazel run //tools:bench -- --elastic        # the elastic communicator (bench_elastic.cc)
 //   bazel run //tools:bench -- --device=cuda    # NCCL on the GPUs here, one rank per GPU
 //   bazel run //tools:bench -- --plot=busbw.png # also draws busbw against size (bench_plot.py)
+//   bazel run //tools:bench -- --ops=new_group  # forming a subgroup of every rank, per group
 //   bazel run //tools:bench                     # 4 ranks, float32 all_reduce, 1K..64M, all CPU
 //   backends bazel run //tools:bench -- --backends=cpu:tcp,cpu:gloo --ops=all_reduce,all_gather
 //       --ranks=8 --sizes=1K:16M --dtype=bfloat16 --iters=20 --warmup=5 --json=/tmp/bench.json
@@ -133,9 +134,11 @@ absl::Status ParseFlags(int argc, char** argv, Flags& flags) {
       flags.ops = absl::StrSplit(value, ',', absl::SkipEmpty());
       if (value == "all") flags.ops = KnownOps();
       for (const std::string& op : flags.ops) {
-        if (std::find(KnownOps().begin(), KnownOps().end(), op) == KnownOps().end()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "unknown op '", op, "'; known: ", absl::StrJoin(KnownOps(), ", "), ", all"));
+        if (std::find(KnownOps().begin(), KnownOps().end(), op) == KnownOps().end() &&
+            std::find(ExtraOps().begin(), ExtraOps().end(), op) == ExtraOps().end()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("unknown op '", op, "'; known: ", absl::StrJoin(KnownOps(), ", "), ", ",
+                           absl::StrJoin(ExtraOps(), ", "), ", all"));
         }
       }
     } else if (name == "--ranks") {
@@ -200,7 +203,7 @@ absl::Status ParseFlags(int argc, char** argv, Flags& flags) {
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown flag '", arg,
-          "'; flags: --backends=cpu:tcp,... --ops=all_reduce,...|all "
+          "'; flags: --backends=cpu:tcp,... --ops=all_reduce,...|all|new_group "
           "--ranks=N|2,4,8 --sizes=1K:64M|1K,16M --dtype=float32 --iters=N --warmup=N "
           "--json=FILE --mpirun-args='--mca btl tcp,self' --device=cpu|cuda --plot=FILE.png "
           "--tls --blocking --load=spin:N|compute:N|comm:N --anchor=mpi-shm|mpi-tcp --rounds=N"));
@@ -387,7 +390,7 @@ int RunRank(int rank, const Flags& flags, const std::vector<std::string>& backen
     auto group = InitProcessGroup(options);
     const int group_rank = group.ok() ? (*group)->rank() : rank;
     for (const std::string& op : flags.ops) {
-      const std::vector<int64_t> sizes = op == "barrier" ? std::vector<int64_t>{0} : flags.sizes;
+      const std::vector<int64_t> sizes = TakesNoSize(op) ? std::vector<int64_t>{0} : flags.sizes;
       for (size_t i = 0; i < sizes.size(); ++i) {
         Sample sample;
         if (!group.ok()) {
@@ -417,7 +420,7 @@ void ReadRows(const Flags& flags, const std::vector<std::string>& backends,
               bool& failed, const std::string& launch_error = "") {
   for (const std::string& backend : backends) {
     for (const std::string& op : flags.ops) {
-      const size_t cases = op == "barrier" ? 1 : flags.sizes.size();
+      const size_t cases = TakesNoSize(op) ? 1 : flags.sizes.size();
       for (size_t i = 0; i < cases; ++i) {
         const bool encrypted = flags.tls && absl::StrContains(backend, "tcp");
         const std::string label =

@@ -50,6 +50,13 @@ const std::vector<std::string>& KnownOps() {
   return *ops;
 }
 
+const std::vector<std::string>& ExtraOps() {
+  static const auto* ops = new std::vector<std::string>{"new_group"};
+  return *ops;
+}
+
+bool TakesNoSize(const std::string& op) { return op == "barrier" || op == "new_group"; }
+
 // Default options of a collective, blocking or not.
 template <typename Options>
 Options With(bool blocking) {
@@ -138,6 +145,29 @@ absl::StatusOr<Runner> MakeRunner(const std::string& op, ProcessGroup& group, DT
     return runner;
   }
 
+  if (op == "new_group") {
+    // What torch's new_group costs before first use: a subgroup of every rank (its store keys,
+    // each rank's listener and connections, and their admission), one barrier on it, and its
+    // shutdown. A Work that completes at once stands for the finished formation.
+    auto failures = std::make_shared<int64_t>(0);
+    runner.reset = [] {};
+    runner.issue = [=]() -> absl::StatusOr<WorkPtr> {
+      std::vector<int> everyone(n);
+      for (int r = 0; r < n; ++r) everyone[r] = r;
+      absl::StatusOr<std::shared_ptr<ProcessGroup>> formed = pg->NewGroup(everyone);
+      if (!formed.ok()) return formed.status();
+      if (*formed == nullptr) return absl::InternalError("new_group left this rank out");
+      absl::StatusOr<WorkPtr> barrier = (*formed)->Barrier(With<BarrierOptions>(blocking));
+      absl::Status status = barrier.ok() ? (*barrier)->Wait(absl::Minutes(5)) : barrier.status();
+      const absl::Status shut = (*formed)->Shutdown(absl::Minutes(1));
+      if (status.ok()) status = shut;
+      if (!status.ok()) ++*failures;
+      return Work::Finished(status, "new_group", n);
+    };
+    runner.count_wrong = [=] { return *failures; };
+    return runner;
+  }
+
   // The rest split a total of `bytes` into n blocks of `per` elements.
   const int64_t per = bytes / element / n;
   runner.count = per * n;
@@ -220,8 +250,9 @@ absl::StatusOr<Runner> MakeRunner(const std::string& op, ProcessGroup& group, DT
       };
     }
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown op '", op, "'; known: ", absl::StrJoin(KnownOps(), ", ")));
+    return absl::InvalidArgumentError(absl::StrCat("unknown op '", op,
+                                                   "'; known: ", absl::StrJoin(KnownOps(), ", "),
+                                                   ", ", absl::StrJoin(ExtraOps(), ", ")));
   }
   return runner;
 }

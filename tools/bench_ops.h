@@ -25,8 +25,12 @@ struct Runner {
   std::shared_ptr<void> buffers;                   // Keeps the buffers alive.
 };
 
-// Every op name the benchmark knows, in display order.
+// Every collective the benchmark times, in display order (--ops=all).
 const std::vector<std::string>& KnownOps();
+// Ops asked for by name only: "new_group" (each iteration forms a group).
+const std::vector<std::string>& ExtraOps();
+// True for an op that moves no payload, timed once rather than at every size.
+bool TakesNoSize(const std::string& op);
 
 // Builds the runner for `op` at `bytes` (the nccl-tests "size": the buffer for all_reduce and
 // broadcast, the gathered/scattered total for the others), its tensors on `device` (buffers

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "tools/bench_ops.h"
 
 namespace plexus::bench {
 namespace {
@@ -225,7 +226,7 @@ void FitAndPrintScaling(std::vector<Row>& rows, FILE* out) {
   using Series = std::pair<std::string, std::string>;  // (backend, op)
   std::map<Series, std::set<int>> rank_counts;
   for (const Row& row : rows) {
-    if (row.load.empty() && Usable(row) && row.op != "memcpy" && row.op != "barrier") {
+    if (row.load.empty() && Usable(row) && row.op != "memcpy" && !TakesNoSize(row.op)) {
       rank_counts[{row.backend, row.op}].insert(row.ranks);
     }
   }
