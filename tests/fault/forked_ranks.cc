@@ -104,4 +104,10 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> JoinGroup(const std::string& url, 
   return InitProcessGroup(options);
 }
 
+int RunsFromEnvironment(const char* variable, int default_runs) {
+  const char* value = std::getenv(variable);
+  const int runs = value != nullptr ? std::atoi(value) : default_runs;
+  return runs > 0 ? runs : default_runs;
+}
+
 }  // namespace plexus::testing

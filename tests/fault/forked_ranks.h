@@ -55,6 +55,10 @@ ForkedRanks ForkRanksLoopingAllReduce(int world_size, const std::string& url,
                                       absl::Duration timeout, int* ready,
                                       const AfterFailure& then = nullptr);
 
+// How many times a repeated fault scenario runs: $`variable` when set (a longer soak by hand,
+// e.g. --test_env=LIFECYCLE_RUNS=20), else `default_runs`, kept small for CI.
+int RunsFromEnvironment(const char* variable, int default_runs);
+
 }  // namespace plexus::testing
 
 #endif  // PLEXUS_TESTS_FAULT_FORKED_RANKS_H_

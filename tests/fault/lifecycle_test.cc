@@ -181,7 +181,7 @@ TEST_P(LifecycleTest, SplitMakesGroupsByColourOrderedByKey) {
 // 4 ranks loop over all_reduces; rank 2 is SIGKILLed mid-run; the survivors shrink (tcp finds
 // the lost rank itself; with gloo they name it) and run 100 rounds of eight collective kinds.
 TEST_P(LifecycleTest, SurvivorsOfASigkillShrinkAndKeepComputingRightAnswers) {
-  const int runs = std::getenv("LIFECYCLE_RUNS") ? std::atoi(std::getenv("LIFECYCLE_RUNS")) : 20;
+  const int runs = testing::RunsFromEnvironment("LIFECYCLE_RUNS", 6);
   const bool finds_lost = GetParam() == "cpu:tcp";
   for (int run = 0; run < runs; ++run) {
     const std::string url = StoreUrl(absl::StrCat("shrink", run));

@@ -61,15 +61,29 @@ export PLEXUS_LOG_LEVEL=error
 # library then touches (Debian 13's abseil: false use-after-poison reports).
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:allow_user_poisoning=0"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+flags=(-std=c++17 -g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+       -fno-sanitize=vptr "${abi[@]}" -I"${root}")
+# Each source is compiled once into an object, however many targets link it, two at a time.
+objects="${work}/objects"
+mkdir -p "${objects}"
+declare -A needed=()
+for target in "${targets[@]}"; do
+  [[ -n "${sources[${target}]+set}" ]] || { echo "run_fuzzers: no target ${target}"; exit 2; }
+  for f in "tests/fuzz/${target}.cc" ${sources[${target}]} "${common[@]}"; do needed[${f}]=1; done
+done
+echo "run_fuzzers: compiling ${#needed[@]} sources"
+export clang root objects
+printf '%s\n' "${!needed[@]}" | xargs -P 2 -I{} bash -c \
+  '"${clang}" "$@" -c "${root}/{}" -o "${objects}/$(echo {} | tr / _).o"' _ "${flags[@]}"
+object() { echo "${objects}/$(echo "$1" | tr / _).o"; }
 failed=0
 for target in "${targets[@]}"; do
   binary="${work}/${target}"
-  files=("${root}/tests/fuzz/${target}.cc")
-  for f in ${sources[${target}]} "${common[@]}"; do files+=("${root}/${f}"); done
-  echo "run_fuzzers: building ${target}"
-  "${clang}" -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-    -fno-sanitize=vptr "${abi[@]}" -I"${root}" "${files[@]}" ${absl_libs} -lssl -lcrypto -lpthread \
-    -o "${binary}"
+  files=("$(object "tests/fuzz/${target}.cc")")
+  for f in ${sources[${target}]} "${common[@]}"; do files+=("$(object "${f}")"); done
+  echo "run_fuzzers: linking ${target}"
+  "${clang}" -fsanitize=fuzzer,address,undefined "${files[@]}" ${absl_libs} -lssl -lcrypto \
+    -lpthread -o "${binary}"
   corpus="${work}/${target}_corpus"
   mkdir -p "${corpus}"
   seeds="${root}/tests/fuzz/corpus/${target}"
