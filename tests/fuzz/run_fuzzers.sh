@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with Debian's clang under ASan + UBSan and runs each for
-# FUZZ_SECONDS (default 60, or 20 under bazel test) from its seed corpus in tests/fuzz/corpus/<target>; fails on any
+# FUZZ_SECONDS (default 60, or 10 under bazel test) from its seed corpus in tests/fuzz/corpus/<target>; fails on any
 # finding (crash, leak, undefined behaviour, timeout). Usage:
 #   bash tests/fuzz/run_fuzzers.sh [seconds] [target ...]
 # Under `bazel test //tests/fuzz:fuzz_test` the sources are read from the workspace the test's
@@ -9,9 +9,9 @@ set -euo pipefail
 
 script="$(readlink -f "${BASH_SOURCE[0]}")"
 root="$(cd "$(dirname "${script}")/../.." && pwd)"
-# Under bazel test (TEST_TMPDIR set) 20 s a target by default, to keep CI short; 60 s by hand.
+# Under bazel test (TEST_TMPDIR set) 10 s a target by default, to keep CI short; 60 s by hand.
 default_seconds=60
-[[ -n "${TEST_TMPDIR:-}" ]] && default_seconds=20
+[[ -n "${TEST_TMPDIR:-}" ]] && default_seconds=10
 seconds="${1:-${FUZZ_SECONDS:-${default_seconds}}}"
 shift || true
 work="${TEST_TMPDIR:-$(mktemp -d)}/fuzz"
