@@ -42,8 +42,7 @@ std::vector<double> Expected(DType dtype, const ReduceOp& op, int world, int64_t
 
 // The ops a forced schedule runs for `dtype`. A schedule moves elements by size and applies the
 // shared kernel, so it runs each dtype with SUM (bool: its first op) and the ops that scale (AVG,
-// PREMUL_SUM), and every op only on float32 and int64; the default pass runs the whole matrix. This
-// keeps the six forced passes at a third of the full matrix's cost.
+// PREMUL_SUM), and every op only on float32 and int64; the default pass runs the whole matrix.
 std::vector<ReduceOp> ScheduleOps(const ProcessGroup& group, DType dtype) {
   std::vector<ReduceOp> ops = ValidOps(group, dtype);
   if (dtype == DType::kFloat32 || dtype == DType::kInt64) return ops;
