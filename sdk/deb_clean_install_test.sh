@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The .deb as a user installs it on a clean Debian of this machine's release (bookworm on
-# Debian 12, trixie on 13: the .deb depends on the runtimes it was built against): debootstrap
+# Debian 12, trixie on 13, forky: the .deb depends on the runtimes it was built against): debootstrap
 # a minimal one from the machine's apt mirror, `apt install ./plexus_*.deb` there, add a
 # compiler, CMake and pkg-config, build the example service both ways and run it on 2 and 4
 # ranks under mpirun. Needs root (debootstrap, chroot, mounts in a private mount namespace);
@@ -28,6 +28,10 @@ mkdir -p "${root}/tmp/service"
 cp -L docs/examples/cpp/* "${root}/tmp/service/"
 cp sdk/example_checks.sh "${root}/tmp/"
 cp /etc/resolv.conf "${root}/etc/" 2> /dev/null || true
+# An archive whose index is a dated snapshot past its Valid-Until (forky's, see
+# tools/debian/run.sh) is read inside as apt here is told to read it.
+apt-config dump | grep -E '^Acquire::Check-Valid-Until ' \
+  > "${root}/etc/apt/apt.conf.d/99plexus-snapshot" || true
 
 cat > "${root}/tmp/inside.sh" <<'INSIDE'
 set -euo pipefail

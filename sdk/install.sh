@@ -30,7 +30,9 @@ fi
 # bazel run starts us in the runfiles; a relative prefix means the caller's directory.
 if [[ "${prefix}" != /* ]]; then prefix="${BUILD_WORKING_DIRECTORY:-${PWD}}/${prefix}"; fi
 
+# The main repository in the runfiles is "plexus" under Bazel 4's WORKSPACE, "_main" under bzlmod.
 runfiles="${RUNFILES_DIR:-$0.runfiles}/plexus"
+[[ -d "${runfiles}" ]] || runfiles="${RUNFILES_DIR:-$0.runfiles}/_main"
 [[ -d "${runfiles}" ]] || runfiles="${PWD}"
 cd "${runfiles}"
 # The version is plexus.h's (kVersionMajor/Minor/Patch), so the two cannot drift apart.

@@ -14,7 +14,9 @@ for arg in "$@"; do
 done
 [[ -n "${output}" ]] || { echo "deb: --output=DIR is required" >&2; exit 2; }
 [[ "${output}" == /* ]] || output="${BUILD_WORKING_DIRECTORY:-${PWD}}/${output}"
+# The main repository in the runfiles is "plexus" under Bazel 4's WORKSPACE, "_main" under bzlmod.
 runfiles="${RUNFILES_DIR:-$0.runfiles}/plexus"
+[[ -d "${runfiles}" ]] || runfiles="${RUNFILES_DIR:-$0.runfiles}/_main"
 [[ -d "${runfiles}" ]] || runfiles="${PWD}"
 
 # The package holding the shared library whose file name starts with $1, as this machine

@@ -114,13 +114,18 @@ absl_repository = repository_rule(
 )
 
 def _torch_impl(rctx):
-    # Debian's libtorch-dev (torch 1.13 or 2.6): headers under /usr/include (the compiler's own search
+    # Debian's libtorch-dev (torch 1.13, 2.6 or 2.14): headers under /usr/include (the compiler's own search
     # path), libraries in the multiarch directory. Another torch (pip's 2.x) is built against
     # with tools/build_torch_extension.sh instead.
     lib = "/usr/lib/x86_64-linux-gnu"
     has_torch = rctx.path("/usr/include/torch/csrc/distributed/c10d/ProcessGroup.hpp").exists and \
                 rctx.path(lib + "/libtorch_python.so").exists
-    rctx.file("defs.bzl", "TORCH_AVAILABLE = %s\n" % has_torch)
+    # torch 2.14's headers refuse anything older than C++20 (ATen.h says so); the torch targets
+    # then compile with it, and the rest of the tree keeps .bazelrc's standard.
+    aten = rctx.path("/usr/include/ATen/ATen.h")
+    needs_cxx20 = aten.exists and "C++20 or later" in rctx.read(aten)
+    rctx.file("defs.bzl", "TORCH_AVAILABLE = %s\nTORCH_COPTS = %r\n" %
+                          (has_torch, ["-std=c++20"] if needs_cxx20 else []))
     build = ["package(default_visibility = [\"//visibility:public\"])", ""]
     if has_torch:
         build.append("""
@@ -167,27 +172,60 @@ def plexus_dependencies():
             _plexus_shim(name = shim, shim = shim)
     plexus_system_repositories()
 
+def _system_library_impl(rctx):
+    # A directory of an installed package as a repository, with a BUILD file of plexus's: what
+    # native.new_local_repository does, written here so that a module extension (Bazel 7's
+    # MODULE.bazel, third_party/extensions.bzl) can declare it too.
+    source = rctx.path(rctx.attr.path)
+    if not source.exists:
+        fail("%s is not installed here: run tools/install_deps.sh" % rctx.attr.path)
+    for entry in source.readdir():
+        rctx.symlink(entry, entry.basename)
+    rctx.template("BUILD", rctx.attr.build_file, _build_substitutions(rctx), executable = False)
+
+def _build_substitutions(rctx):
+    if not rctx.attr.mpi_link_libraries:
+        return {}
+    # Open MPI 4 (Debian 12, 13) links as -lmpi; Open MPI 5 (forky) splits the library, and
+    # the program names both (mpicc --showme:libs says "mpi open_mpi").
+    result = rctx.execute(["mpicc", "--showme:libs"])
+    names = result.stdout.strip().split(" ") if result.return_code == 0 else ["mpi"]
+    return {"%{link_libraries}": repr(["-l" + name for name in names])}
+
+_system_library = repository_rule(
+    implementation = _system_library_impl,
+    attrs = {
+        "path": attr.string(mandatory = True),
+        "build_file": attr.label(mandatory = True, allow_single_file = True),
+        # Fill %{link_libraries} in build_file with what mpicc links.
+        "mpi_link_libraries": attr.bool(default = False),
+    },
+    local = True,
+)
+
 def plexus_system_repositories():
+    """Declares every system library repository, from a WORKSPACE or a module extension."""
     absl_repository(name = "com_google_absl")
-    native.new_local_repository(
+    _system_library(
         name = "com_google_googletest",
         path = "/usr/include/gtest",
-        build_file = "@plexus//third_party:googletest.BUILD",
+        build_file = Label("//third_party:googletest.BUILD"),
     )
-    native.new_local_repository(
+    _system_library(
         name = "gloo",
         path = "/usr/include/gloo",
-        build_file = "@plexus//third_party:gloo.BUILD",
+        build_file = Label("//third_party:gloo.BUILD"),
     )
-    native.new_local_repository(
+    _system_library(
         name = "openmpi",
         path = "/usr/lib/x86_64-linux-gnu/openmpi",
-        build_file = "@plexus//third_party:openmpi.BUILD",
+        build_file = Label("//third_party:openmpi.BUILD"),
+        mpi_link_libraries = True,
     )
-    native.new_local_repository(
+    _system_library(
         name = "pybind11",
         path = "/usr/include/pybind11",
-        build_file = "@plexus//third_party:pybind11.BUILD",
+        build_file = Label("//third_party:pybind11.BUILD"),
     )
     python_headers_repository(name = "python")
     cuda_repository(name = "cuda")

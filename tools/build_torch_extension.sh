@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds plexus's torch backend (plexus/_plexus_torch*.so) for the torch installed beside a
 # given Python, next to an existing plexus package (one whose _plexus*.so that Python loads):
-# Bazel builds it only for Debian's torch 1.13. Needs g++, that torch's headers (pip's wheels
+# Bazel builds it only for Debian's torch (1.13, 2.6, 2.14). Needs g++, that torch's headers (pip's wheels
 # ship them) and plexus's and abseil's headers (a checkout, or the include/ of a GPU pack).
 #   build_torch_extension.sh PACKAGE_DIR [PYTHON] [INCLUDE_DIR...]
 # PACKAGE_DIR holds plexus/_plexus*.so; INCLUDE_DIR defaults to this checkout's root.
@@ -41,7 +41,13 @@ python_include=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["in
 out="$package/_plexus_torch$suffix"
 echo "building $out for torch $torch_version against $plexus_so"
 
-flags=(-std=c++17 -O2 -fPIC -fvisibility=hidden -D_GLIBCXX_USE_CXX11_ABI="$abi"
+# The standard torch's headers ask for: C++20 from the torch whose ATen.h refuses older (as
+# @torch//:defs.bzl decides for Bazel), else C++17.
+standard=c++17
+for dir in "${torch_includes[@]}"; do
+  grep -qs "C++20 or later" "$dir/ATen/ATen.h" && standard=c++20
+done
+flags=(-std=$standard -O2 -fPIC -fvisibility=hidden -D_GLIBCXX_USE_CXX11_ABI="$abi"
        -Wno-deprecated-declarations -I"$python_include")
 for dir in "${torch_includes[@]}" "${includes[@]}"; do flags+=(-I"$dir"); done
 objects=$(mktemp -d)

@@ -10,7 +10,9 @@
 
 #include "absl/time/time.h"
 #include "base/store/store.h"
+#include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/store.h"
+#include "gloo/transport/device.h"
 
 namespace plexus::gloo_backend {
 
@@ -31,6 +33,12 @@ class GlooStoreAdapter : public gloo::rendezvous::Store {
   const std::shared_ptr<plexus::Store> store_;
   const absl::Duration timeout_;
 };
+
+// context.connectFullMesh over `store`. Gloo's rendezvous took the store by reference until
+// 2025 (Debian 12, 13) and takes it by shared_ptr since (forky): this is the one place that
+// knows, by what the installed header declares.
+void ConnectFullMesh(gloo::rendezvous::Context& context, std::shared_ptr<GlooStoreAdapter> store,
+                     std::shared_ptr<gloo::transport::Device>& device);
 
 }  // namespace plexus::gloo_backend
 

@@ -98,8 +98,8 @@ absl::StatusOr<std::shared_ptr<GlooTransport>> GlooTransport::Connect(std::share
           const absl::Duration left =
               std::max(options.deadline - absl::Now(), absl::Milliseconds(1));
           context->setTimeout(std::chrono::milliseconds(absl::ToInt64Milliseconds(left)));
-          GlooStoreAdapter adapter(std::move(try_store), left);
-          context->connectFullMesh(adapter, device);
+          ConnectFullMesh(*context, std::make_shared<GlooStoreAdapter>(std::move(try_store), left),
+                          device);
           connected = std::move(context);
           return absl::OkStatus();
         } catch (const std::exception& error) {

@@ -512,15 +512,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce_scatter_tensor_coalesc
 #if PLEXUS_TORCH_BACKEND_API
 NamedProcessGroup::NamedProcessGroup(const c10::intrusive_ptr<c10d::Store>& store,
                                      const c10::intrusive_ptr<ProcessGroupPlexus>& backend)
-    : c10d::ProcessGroup(store, backend->getRank(), backend->getSize()) {
+    : SequenceNumberForwarding(store, backend->getRank(), backend->getSize()) {
   setDefaultBackend(BackendType::CUSTOM);
   for (c10::DeviceType device : {c10::DeviceType::CPU, c10::DeviceType::CUDA}) {
     setBackend(device, BackendType::CUSTOM, backend);
   }
-}
-
-void NamedProcessGroup::setSequenceNumberForGroup() {
-  getDefaultBackend()->setSequenceNumberForGroup();
 }
 
 uint64_t NamedProcessGroup::getSequenceNumberForGroup() {

@@ -134,14 +134,13 @@ class ProcessGroupPlexus : public TorchGroupBase {
 // torch 2.x's group for the "plexus" backend: torch's own ProcessGroup, with `backend` serving
 // CPU and CUDA, under plexus's name. The group torch makes for a registered backend calls
 // itself "custom" (getBackendName), and DDP logs that; the creator returns this one instead.
-class NamedProcessGroup : public c10d::ProcessGroup {
+class NamedProcessGroup : public compat::SequenceNumberForwarding<c10d::ProcessGroup> {
  public:
   NamedProcessGroup(const c10::intrusive_ptr<c10d::Store>& store,
                     const c10::intrusive_ptr<ProcessGroupPlexus>& backend);
 
   const std::string getBackendName() const override { return kBackendName; }
-  // torch's ProcessGroup asks only gloo, NCCL and UCC backends for these.
-  void setSequenceNumberForGroup() override;
+  // torch's ProcessGroup (up to 2.6) asks only gloo, NCCL and UCC backends for this.
   uint64_t getSequenceNumberForGroup() override;
 };
 #endif

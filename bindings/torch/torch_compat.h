@@ -1,6 +1,6 @@
 // Every difference between the torch versions plexus builds against (1.13 on Debian 12, 2.6 on
-// Debian 13, pip's 2.x), settled once here. Members whose name changed between versions are
-// found by what the headers declare, not by a version number.
+// Debian 13, 2.14 on Debian forky, pip's 2.x), settled once here. Members whose name changed
+// between versions are found by what the headers declare, not by a version number.
 #ifndef PLEXUS_BINDINGS_TORCH_TORCH_COMPAT_H_
 #define PLEXUS_BINDINGS_TORCH_TORCH_COMPAT_H_
 
@@ -61,6 +61,31 @@ const at::Tensor* PremulSumTensor(const T& supplement) {
     return supplement.tensor_factor.defined() ? &supplement.tensor_factor : nullptr;
   }
 }
+
+template <typename Group, typename = void>
+struct DeclaresSetSequenceNumber : std::false_type {};
+template <typename Group>
+using SetSequenceNumberMember = decltype(&Group::setSequenceNumberForGroup);
+template <typename Group>
+struct DeclaresSetSequenceNumber<Group, std::void_t<SetSequenceNumberMember<Group>>>
+    : std::true_type {};
+
+// `Group` (torch's c10d::ProcessGroup), passing setSequenceNumberForGroup to its default
+// backend where Group declares it: up to 2.6 torch's own asks only gloo, NCCL and UCC backends
+// and refuses the rest; 2.14's has no such method.
+template <typename Group, bool = DeclaresSetSequenceNumber<Group>::value>
+class SequenceNumberForwarding : public Group {
+ public:
+  using Group::Group;
+};
+template <typename Group>
+class SequenceNumberForwarding<Group, true> : public Group {
+ public:
+  using Group::Group;
+  void setSequenceNumberForGroup() override {
+    this->getDefaultBackend()->setSequenceNumberForGroup();
+  }
+};
 
 }  // namespace plexus::torch_backend::compat
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds docs/examples/cpp/average_service.cc in a workspace of its own that depends on this
-# checkout (WORKSPACE.template, BUILD.template, bazelrc.template as its .bazelrc), then runs 2 ranks through env:// and checks
-# every rank's checksum.
+# checkout (with Bazel 4, WORKSPACE.template; with Bazel 7 or later, MODULE.bazel.template and
+# bazel_dep; BUILD.template, bazelrc.template as its .bazelrc), then runs 2 ranks through env://
+# and checks every rank's checksum.
 set -euo pipefail
 
 source sdk/example_checks.sh
@@ -9,7 +10,16 @@ checkout="$(dirname "$(readlink -f WORKSPACE)")"
 work="${TEST_TMPDIR}/consumer"
 rm -rf "${work}"
 mkdir -p "${work}" "${TEST_TMPDIR}/home"
-sed "s|PLEXUS_CHECKOUT|${checkout}|" tests/bazel_consumer/WORKSPACE.template > "${work}/WORKSPACE"
+bazel_major="$(bazel --batch --output_user_root="${TEST_TMPDIR}/bazel_root" --version |
+               sed -nE 's/^bazel ([0-9]+)\..*/\1/p')"
+if [[ "${bazel_major:-0}" -ge 7 ]]; then
+  sed "s|PLEXUS_CHECKOUT|${checkout}|g" tests/bazel_consumer/MODULE.bazel.template \
+    > "${work}/MODULE.bazel"
+  : > "${work}/WORKSPACE.bzlmod"
+  : > "${work}/WORKSPACE"
+else
+  sed "s|PLEXUS_CHECKOUT|${checkout}|" tests/bazel_consumer/WORKSPACE.template > "${work}/WORKSPACE"
+fi
 cp tests/bazel_consumer/BUILD.template "${work}/BUILD"
 cp tests/bazel_consumer/bazelrc.template "${work}/.bazelrc"
 cp docs/examples/cpp/average_service.cc "${work}/"
@@ -25,7 +35,7 @@ if ! timeout 2400 bazel --batch --output_user_root="${TEST_TMPDIR}/bazel_root" b
   echo "FAIL: the consumer workspace did not build"
   exit 1
 fi
-# Its own link name: a bazelrc of the machine's may set another (tools/debian13/run.sh does).
+# Its own link name: a bazelrc of the machine's may set another (tools/debian/run.sh does).
 binary="$(readlink -f consumer-bin/average_service)" ||
   { echo "FAIL: the build left no consumer-bin/average_service"; exit 1; }
 

@@ -60,6 +60,12 @@ class StandInCudaGuard final : public c10::impl::DeviceGuardImplInterface {
     return previous;
   }
   c10::DeviceIndex deviceCount() const noexcept override { return kDevices; }
+  // torch 2.14's c10::Stream::native_handle() asks the guard; earlier torch has no such virtual,
+  // so this is an override only where the base declares it (hence no `override`).
+  void* getStreamNativeHandle(const c10::Stream stream) const {
+    return reinterpret_cast<void*>(
+        static_cast<uintptr_t>(0x1000 * (stream.device_index() + 1) + stream.id()));
+  }
 };
 
 bool InstallStandIn() {
