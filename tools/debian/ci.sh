@@ -4,13 +4,14 @@
 # benchmark) and runs the tests that meet what that release has in other versions. The rest of
 # the suite is the same code on the same kernel, built and run once in the Debian 12 stage.
 #
-#   tools/debian/ci.sh forky    # torch 2.14, Bazel 7, GCC 16, Python 3.14, Open MPI 5, clang
+#   tools/debian/ci.sh forky    # torch 2.14, Bazel 7, GCC 16, Python 3.14, Open MPI 6, clang 21
 #   tools/debian/ci.sh trixie   # torch 2.6 (Debian 13): the torch backend and torch's suite
 #
-# forky takes every platform-dependent suite (Python, torch and its stacks, torch's own
-# DistributedTest suite at 2 ranks, mpirun and torchrun launches, the lifecycle suite, the
-# fuzzers' clang build, the format check, the SDK installed and packaged); trixie keeps only
-# what is its own, torch 2.6. Prints "SUITE: N passed, N failed". Costs: docs/building.md.
+# forky (a CI stage) takes every platform-dependent suite: Python, torch and its stacks, torch's
+# own DistributedTest suite at 2 ranks, mpirun and torchrun launches, the lifecycle suite, the
+# fuzzers' clang build, the format check, the SDK installed and packaged, the Bazel consumer as
+# a Bazel 7 module. trixie (by hand) keeps what is its own, torch 2.6.
+# Prints "SUITE: N passed, N failed". Costs, and why: docs/building.md.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -37,6 +38,7 @@ case $suite in
       //tools:format_test
       //sdk:install_test
       //sdk:deb_clean_install_test
+      //tests/bazel_consumer:consumer_test
       //tools:bench
     ) ;;
   trixie | 13)

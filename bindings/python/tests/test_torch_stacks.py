@@ -225,6 +225,12 @@ def test_fsdp_trains_as_on_gloo():
         assert [r[:2] for r in plexus] == [r[:2] for r in gloo], (plexus, gloo)
         pytest.skip("torch refuses FSDP on the CPU on gloo too: %s" % (gloo[0][2],))
     assert_same(reports)
+    assert_matches_ddp(plexus)
+
+
+def assert_matches_ddp(plexus):
+    """Sharded training's losses and full parameters are DDP's (on gloo): the same averaged
+    gradients, however they were reduced."""
     reference = multiproc.run_world(ddp_reference, 2, backend="gloo", init="torch",
                                     destroy=False)
     for (status, (losses, state)), (ref_losses, ref_state) in zip(plexus, reference):
@@ -248,6 +254,7 @@ def test_fully_shard_on_cpu_as_on_gloo():
         assert [r[:2] for r in plexus] == [r[:2] for r in gloo], (plexus, gloo)
         pytest.skip("torch refuses fully_shard on the CPU on gloo too: %s" % (gloo[0][2],))
     assert_same(reports)
+    assert_matches_ddp(plexus)
 
 
 # --- distributed checkpoint -------------------------------------------------------------------
