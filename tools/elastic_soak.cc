@@ -17,11 +17,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -144,9 +146,11 @@ struct Options {
   uint64_t seed = 1;
 };
 
-int Soak(const Options& options) {
-  int port_pipe[2], report[2];
-  if (pipe(port_pipe) != 0 || pipe(report) != 0) return 1;
+// The master node in a process of its own; its pid, and the port it listens on (0 when it
+// did not start).
+std::pair<pid_t, int> StartMaster() {
+  int port_pipe[2];
+  if (pipe(port_pipe) != 0) return {-1, 0};
   fflush(stdout);
   const pid_t master_pid = fork();
   if (master_pid == 0) {
@@ -161,115 +165,157 @@ int Soak(const Options& options) {
     _exit(0);
   }
   int port = 0;
-  if (read(port_pipe[0], &port, sizeof(port)) != sizeof(port)) {
-    fprintf(stderr, "elastic_soak: the master did not start\n");
-    return 1;
-  }
-  std::mt19937_64 random(options.seed);
-  std::map<pid_t, bool> peers;  // pid -> has completed a step (holds the state).
-  int spawned = 0, killed = 0, largest = 0;
-  int64_t steps = 0, top_revision = 0;
-  auto spawn = [&](bool founder) {
+  if (read(port_pipe[0], &port, sizeof(port)) != sizeof(port)) port = 0;
+  return {master_pid, port};
+}
+
+// The peers' supervisor: spawns and SIGKILLs peers and reads the steps they report.
+class Supervisor {
+ public:
+  Supervisor(const Options& options, int port, int report_read, int report_write)
+      : options_(options),
+        port_(port),
+        report_read_(report_read),
+        report_write_(report_write),
+        random_(options.seed) {}
+
+  void Spawn(bool founder) {
     fflush(stdout);
     const pid_t pid = fork();
-    const LoopShape shape = static_cast<LoopShape>(random() % 3);
-    const uint64_t seed = random();
+    const LoopShape shape = static_cast<LoopShape>(random_() % 3);
+    const uint64_t seed = random_();
     if (pid == 0) {
-      close(report[0]);
-      PeerMain(port, founder, shape, seed, report[1]);
+      close(report_read_);
+      PeerMain(port_, founder, shape, seed, report_write_);
     }
-    peers[pid] = false;
-    ++spawned;
-  };
-  spawn(/*founder=*/true);
-  const absl::Time start = absl::Now();
-  const absl::Time end = start + absl::Seconds(options.minutes * 60);
-  absl::Time last_step = start;
-  absl::Time next_event = start + absl::Seconds(1);
-  std::string pending_text;
-  std::string failure;
-  while (absl::Now() < end && failure.empty()) {
-    pollfd pfd{report[0], POLLIN, 0};
-    const int wait_ms =
-        static_cast<int>(std::max<int64_t>(1, absl::ToInt64Milliseconds(next_event - absl::Now())));
-    if (poll(&pfd, 1, std::min(wait_ms, 200)) > 0) {
-      char buffer[4096];
-      const ssize_t n = read(report[0], buffer, sizeof(buffer));
-      if (n > 0) pending_text.append(buffer, n);
-      size_t eol;
-      while ((eol = pending_text.find('\n')) != std::string::npos) {
-        long long pid = 0;
-        int64_t revision = 0, world = 0;
-        if (sscanf(pending_text.c_str(), "step %lld %lld %lld", &pid,
-                   reinterpret_cast<long long*>(&revision),
-                   reinterpret_cast<long long*>(&world)) == 3) {
-          ++steps;
-          top_revision = std::max(top_revision, revision);
-          largest = std::max<int>(largest, static_cast<int>(world));
-          last_step = absl::Now();
-          auto peer = peers.find(static_cast<pid_t>(pid));
-          if (peer != peers.end()) peer->second = true;  // It holds the state now.
-        }
-        pending_text.erase(0, eol + 1);
+    peers_[pid] = false;
+    ++spawned_;
+  }
+
+  // Reads the step reports that arrive within `wait_ms`.
+  void ReadReports(int wait_ms) {
+    pollfd pfd{report_read_, POLLIN, 0};
+    if (poll(&pfd, 1, wait_ms) <= 0) return;
+    char buffer[4096];
+    const ssize_t n = read(report_read_, buffer, sizeof(buffer));
+    if (n > 0) pending_text_.append(buffer, n);
+    size_t eol;
+    while ((eol = pending_text_.find('\n')) != std::string::npos) {
+      long long pid = 0, revision = 0, world = 0;
+      if (sscanf(pending_text_.c_str(), "step %lld %lld %lld", &pid, &revision, &world) == 3) {
+        ++steps_;
+        top_revision_ = std::max<int64_t>(top_revision_, revision);
+        largest_ = std::max<int>(largest_, static_cast<int>(world));
+        last_step_ = absl::Now();
+        auto peer = peers_.find(static_cast<pid_t>(pid));
+        if (peer != peers_.end()) peer->second = true;  // It holds the state now.
       }
+      pending_text_.erase(0, eol + 1);
     }
-    // Peers that ended on their own: a kPeerWrong exit is a failure; any other end is too,
-    // since only this supervisor kills peers.
+  }
+
+  // Why the soak failed, or "": a process that ended by itself (only this supervisor kills
+  // peers, so any end is a failure), or no step for kStallLimit.
+  std::string Failure(pid_t master_pid) {
+    std::string failure;
     int status = 0;
     pid_t done;
     while ((done = waitpid(-1, &status, WNOHANG)) > 0) {
       if (done == master_pid) {
         failure = "the master exited";
-      } else if (peers.erase(done)) {
-        failure = absl::StrCat("peer process ", done, " ended by itself (",
-                               WIFEXITED(status) ? absl::StrCat("exit ", WEXITSTATUS(status))
-                                                 : absl::StrCat("signal ", WTERMSIG(status)),
-                               ")");
+      } else if (peers_.erase(done)) {
+        const std::string how = WIFEXITED(status) ? absl::StrCat("exit ", WEXITSTATUS(status))
+                                                  : absl::StrCat("signal ", WTERMSIG(status));
+        failure = absl::StrCat("peer process ", done, " ended by itself (", how, ")");
       }
     }
-    if (absl::Now() - last_step > kStallLimit) {
+    if (failure.empty() && absl::Now() - last_step_ > kStallLimit) {
       failure = absl::StrCat("no step completed for ", absl::FormatDuration(kStallLimit), " with ",
-                             peers.size(), " peers");
+                             peers_.size(), " peers");
     }
-    if (absl::Now() < next_event || !failure.empty()) continue;
-    next_event =
-        absl::Now() + absl::Milliseconds(std::uniform_int_distribution<int>(500, 2000)(random));
-    // A peer that completed a step holds the state; one of them always stays.
-    const int n = static_cast<int>(peers.size());
-    const bool kill_one =
-        n >= options.max_peers || (n >= 2 && std::uniform_int_distribution<int>(0, 1)(random) == 0);
-    if (!kill_one) {
-      spawn(/*founder=*/false);
-      continue;
-    }
+    return failure;
+  }
+
+  // One membership change: a new peer, or a SIGKILL for one that holds the state (never the
+  // last such). Returns when the next change is due.
+  absl::Time Change() {
+    const absl::Time next =
+        absl::Now() + absl::Milliseconds(std::uniform_int_distribution<int>(500, 2000)(random_));
+    const int n = static_cast<int>(peers_.size());
+    const bool kill_one = n >= options_.max_peers ||
+                          (n >= 2 && std::uniform_int_distribution<int>(0, 1)(random_) == 0);
     std::vector<pid_t> holders;
-    for (const auto& [pid, holds] : peers) {
+    for (const auto& [pid, holds] : peers_) {
       if (holds) holders.push_back(pid);
     }
-    if (holders.size() < 2) {  // The last holder of the state stays.
-      if (n < options.max_peers) spawn(false);
-      continue;
+    if (!kill_one || holders.size() < 2) {
+      if (n < options_.max_peers) Spawn(/*founder=*/false);
+    } else {
+      const pid_t victim =
+          holders[std::uniform_int_distribution<size_t>(0, holders.size() - 1)(random_)];
+      kill(victim, SIGKILL);
+      waitpid(victim, nullptr, 0);
+      peers_.erase(victim);
+      ++killed_;
     }
-    const pid_t victim =
-        holders[std::uniform_int_distribution<size_t>(0, holders.size() - 1)(random)];
-    kill(victim, SIGKILL);
-    waitpid(victim, nullptr, 0);
-    peers.erase(victim);
-    ++killed;
+    return next;
   }
-  for (const auto& [pid, holds] : peers) kill(pid, SIGKILL);
-  for (const auto& [pid, holds] : peers) waitpid(pid, nullptr, 0);
+
+  void KillAll() {
+    for (const auto& [pid, holds] : peers_) kill(pid, SIGKILL);
+    for (const auto& [pid, holds] : peers_) waitpid(pid, nullptr, 0);
+  }
+
+  int64_t steps() const { return steps_; }
+
+  void PrintSummary(double seconds, const std::string& failure) const {
+    printf(
+        "elastic_soak: %s after %.0f s: %lld steps (revision %lld), %d peers spawned, %d "
+        "SIGKILLed, largest group %d%s%s\n",
+        failure.empty() ? "PASSED" : "FAILED", seconds, static_cast<long long>(steps_),
+        static_cast<long long>(top_revision_), spawned_, killed_, largest_,
+        failure.empty() ? "" : ": ", failure.c_str());
+    fflush(stdout);
+  }
+
+ private:
+  const Options options_;
+  const int port_;
+  const int report_read_;
+  const int report_write_;
+  std::mt19937_64 random_;
+  std::map<pid_t, bool> peers_;  // pid -> has completed a step (holds the state).
+  std::string pending_text_;
+  int spawned_ = 0, killed_ = 0, largest_ = 0;
+  int64_t steps_ = 0, top_revision_ = 0;
+  absl::Time last_step_ = absl::Now();  // The soak starts as the supervisor is made.
+};
+
+int Soak(const Options& options) {
+  int report[2];
+  if (pipe(report) != 0) return 1;
+  const auto [master_pid, port] = StartMaster();
+  if (port == 0) {
+    fprintf(stderr, "elastic_soak: the master did not start\n");
+    return 1;
+  }
+  Supervisor supervisor(options, port, report[0], report[1]);
+  supervisor.Spawn(/*founder=*/true);
+  const absl::Time start = absl::Now();
+  const absl::Time end = start + absl::Seconds(options.minutes * 60);
+  absl::Time next_change = start + absl::Seconds(1);
+  std::string failure;
+  while (absl::Now() < end && failure.empty()) {
+    const int64_t until_change = absl::ToInt64Milliseconds(next_change - absl::Now());
+    supervisor.ReadReports(static_cast<int>(std::clamp<int64_t>(until_change, 1, 200)));
+    failure = supervisor.Failure(master_pid);
+    if (failure.empty() && absl::Now() >= next_change) next_change = supervisor.Change();
+  }
+  supervisor.KillAll();
   kill(master_pid, SIGKILL);
   waitpid(master_pid, nullptr, 0);
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  printf(
-      "elastic_soak: %s after %.0f s: %lld steps (revision %lld), %d peers spawned, %d "
-      "SIGKILLed, largest group %d%s%s\n",
-      failure.empty() ? "PASSED" : "FAILED", seconds, static_cast<long long>(steps),
-      static_cast<long long>(top_revision), spawned, killed, largest, failure.empty() ? "" : ": ",
-      failure.c_str());
-  fflush(stdout);
-  return failure.empty() && steps > 0 ? 0 : 1;
+  supervisor.PrintSummary(absl::ToDoubleSeconds(absl::Now() - start), failure);
+  return failure.empty() && supervisor.steps() > 0 ? 0 : 1;
 }
 
 }  // namespace
