@@ -114,8 +114,8 @@ absl_repository = repository_rule(
 )
 
 def _torch_impl(rctx):
-    # Debian's libtorch-dev (torch 1.13, 2.6 or 2.14): headers under /usr/include (the compiler's own search
-    # path), libraries in the multiarch directory. Another torch (pip's 2.x) is built against
+    # Debian's libtorch-dev (torch 1.13, 2.6 or 2.14): headers under /usr/include (the
+    # compiler's own search path), libraries in the multiarch directory. Another torch (pip's 2.x) is built against
     # with tools/build_torch_extension.sh instead.
     lib = "/usr/lib/x86_64-linux-gnu"
     has_torch = rctx.path("/usr/include/torch/csrc/distributed/c10d/ProcessGroup.hpp").exists and \
@@ -184,21 +184,23 @@ def _system_library_impl(rctx):
     rctx.template("BUILD", rctx.attr.build_file, _build_substitutions(rctx), executable = False)
 
 def _build_substitutions(rctx):
-    if not rctx.attr.mpi_link_libraries:
+    # %{link_libraries}: what `link_command` names (its words, each a library), else
+    # `link_default`. Open MPI 4 and 5 (Debian 12, 13) link as -lmpi; Open MPI 6 (forky) splits
+    # the library, and mpicc --showme:libs says "mpi open_mpi".
+    if not rctx.attr.link_command:
         return {}
-    # Open MPI 4 (Debian 12, 13) links as -lmpi; Open MPI 5 (forky) splits the library, and
-    # the program names both (mpicc --showme:libs says "mpi open_mpi").
-    result = rctx.execute(["mpicc", "--showme:libs"])
-    names = result.stdout.strip().split(" ") if result.return_code == 0 else ["mpi"]
-    return {"%{link_libraries}": repr(["-l" + name for name in names])}
+    result = rctx.execute(rctx.attr.link_command)
+    names = result.stdout.split(" ") if result.return_code == 0 else rctx.attr.link_default
+    return {"%{link_libraries}": repr(["-l" + name.strip() for name in names if name.strip()])}
 
 _system_library = repository_rule(
     implementation = _system_library_impl,
     attrs = {
         "path": attr.string(mandatory = True),
         "build_file": attr.label(mandatory = True, allow_single_file = True),
-        # Fill %{link_libraries} in build_file with what mpicc links.
-        "mpi_link_libraries": attr.bool(default = False),
+        # Fills %{link_libraries} in build_file: the libraries this command prints.
+        "link_command": attr.string_list(),
+        "link_default": attr.string_list(),
     },
     local = True,
 )
@@ -220,7 +222,8 @@ def plexus_system_repositories():
         name = "openmpi",
         path = "/usr/lib/x86_64-linux-gnu/openmpi",
         build_file = Label("//third_party:openmpi.BUILD"),
-        mpi_link_libraries = True,
+        link_command = ["mpicc", "--showme:libs"],
+        link_default = ["mpi"],
     )
     _system_library(
         name = "pybind11",

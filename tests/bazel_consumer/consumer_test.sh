@@ -15,8 +15,8 @@ bazel_major="$(bazel --batch --output_user_root="${TEST_TMPDIR}/bazel_root" --ve
 if [[ "${bazel_major:-0}" -ge 7 ]]; then
   sed "s|PLEXUS_CHECKOUT|${checkout}|g" tests/bazel_consumer/MODULE.bazel.template \
     > "${work}/MODULE.bazel"
+  # Empty: bzlmod reads WORKSPACE.bzlmod, not WORKSPACE, beside MODULE.bazel.
   : > "${work}/WORKSPACE.bzlmod"
-  : > "${work}/WORKSPACE"
 else
   sed "s|PLEXUS_CHECKOUT|${checkout}|" tests/bazel_consumer/WORKSPACE.template > "${work}/WORKSPACE"
 fi
