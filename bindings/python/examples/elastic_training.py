@@ -54,13 +54,13 @@ def average_gradients(comm, parameters):
 
 def peer(master, steps, joining, wait_for_go):
     model = make_model()
-    if wait_for_go:  # Demo only: started early (imports take a while), connects when told.
-        print("ready", flush=True)
-        sys.stdin.readline()
     parameters = list(model.parameters())
     optimizer = torch.optim.SGD(parameters, lr=0.1)
     state = SharedState([TensorInfo.from_torch(p.data, f"param{i}")
                          for i, p in enumerate(parameters)])
+    if wait_for_go:  # Demo only: started early (torch's first optimizer takes seconds to load).
+        print("ready", flush=True)
+        sys.stdin.readline()
     comm = Communicator(master, 0)
     comm.connect(n_attempts=15)
     # A newcomer must not vote with its random weights: it receives the group's state first.
@@ -96,16 +96,24 @@ def demo(steps):
     me = os.path.abspath(__file__)
 
     def start(joining):
-        return subprocess.Popen([sys.executable, me, "--peer", address, "--steps", str(steps)]
-                                + (["--joining", "--wait-for-go"] if joining else []),
+        return subprocess.Popen([sys.executable, me, "--peer", address, "--steps", str(steps),
+                                 "--wait-for-go"] + (["--joining"] if joining else []),
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, env=env)
-    # The newcomer finishes its imports before training starts: on a loaded machine they can
-    # take longer than the whole run, and it would then arrive to find everyone gone.
+
+    def go(process):
+        process.stdin.write("go\n")
+        process.stdin.flush()
+    # Every peer finishes its imports before training starts: on a loaded machine they take
+    # longer than a whole run, so a peer started late would train alone, and the newcomer would
+    # arrive to find everyone gone.
     joined = start(True)
-    if joined.stdout.readline().strip() != "ready":
-        raise SystemExit("demo: the newcomer did not start")
     peers = [start(False) for _ in range(3)]
+    for p in [joined] + peers:
+        if p.stdout.readline().strip() != "ready":
+            raise SystemExit("demo: a peer did not start")
+    for p in peers:
+        go(p)
     losses = {}  # step -> loss, from every surviving peer's log
     try:
         killed = None
@@ -119,8 +127,7 @@ def demo(steps):
                     killed = peers[1]
                     killed.send_signal(signal.SIGKILL)
                     print(f"demo: SIGKILLed a peer at step {words[3]}; a new one joins", flush=True)
-                    joined.stdin.write("go\n")
-                    joined.stdin.flush()
+                    go(joined)
         joiner_lines = []
         for p in [peers[0], peers[2], joined, killed]:
             out, _ = p.communicate(timeout=300)
