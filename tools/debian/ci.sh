@@ -7,7 +7,8 @@
 #   tools/debian/ci.sh forky    # torch 2.14, Bazel 7, GCC 16, Python 3.14, Open MPI 6, clang 21
 #   tools/debian/ci.sh trixie   # torch 2.6 (Debian 13): the torch backend and torch's suite
 #
-# forky (a CI stage) takes every platform-dependent suite: Python, torch and its stacks, torch's
+# forky (a CI stage) takes every platform-dependent suite: Python (the elastic communicator's
+# loops and its torch training example included), torch and its stacks, torch's
 # own DistributedTest suite at 2 ranks, mpirun and torchrun launches, the lifecycle suite, the
 # fuzzers' clang build, the format check, the SDK installed and packaged. trixie (by hand) keeps
 # what is its own, torch 2.6. The Bazel consumer as a Bazel 7 module compiles plexus afresh (4
@@ -24,6 +25,9 @@ case $suite in
       //executor:all
       //bindings/python:test_api
       //bindings/python:test_collectives
+      //bindings/python:test_elastic
+      //bindings/python:test_elastic_loops
+      //bindings/python:test_elastic_state
       //bindings/python:test_stores
       //bindings/python:test_torch_backend
       //bindings/python:test_torch_semantics

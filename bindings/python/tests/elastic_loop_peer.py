@@ -36,11 +36,17 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     # Ends instead after this many steps alone that follow a step with company.
     parser.add_argument("--alone-after-company", type=int, default=0)
+    # Says "ready" once imported and set up, and connects only when a line comes on stdin: the
+    # test then decides when the peer arrives, whatever its imports cost on this machine.
+    parser.add_argument("--wait-for-go", action="store_true")
     args = parser.parse_args()
     rng = random.Random(args.seed)
 
     w = np.random.default_rng(args.seed).random(args.state_elements)  # Differs per peer.
     state = SharedState([TensorInfo.from_numpy(w, "w")])
+    if args.wait_for_go:
+        print("ready", flush=True)
+        sys.stdin.readline()
     comm = Communicator(args.master, 0, operation_timeout=60, accept_timeout=120)
     comm.connect(n_attempts=15)
     world = comm.get_attribute(Attribute.GLOBAL_WORLD_SIZE)

@@ -24,7 +24,8 @@ from test_elastic import master  # noqa: E402,F401  (the fixture: a master proce
 class Peer:
     """One peer process; its JSON lines are collected by a thread as they come."""
 
-    def __init__(self, master, shape, index, steps, target, state_elements=64, extra=()):
+    def __init__(self, master, shape, index, steps, target, state_elements=64, extra=(),
+                 wait_for_go=False):
         self.index = index
         self.value = 1 << index
         self.lines = []
@@ -32,8 +33,10 @@ class Peer:
         self.proc = subprocess.Popen(
             [sys.executable, PEER, "--master", master, "--shape", shape, "--steps", str(steps),
              "--target", str(target), "--value", str(self.value), "--seed", str(index),
-             "--state-elements", str(state_elements)] + list(extra),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             "--state-elements", str(state_elements)] + list(extra)
+            + (["--wait-for-go"] if wait_for_go else []),
+            stdin=subprocess.PIPE if wait_for_go else None, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 
@@ -62,6 +65,12 @@ class Peer:
                 left = deadline - time.time()
                 assert left > 0, "peer %d: timed out:\n%s" % (self.index, self.output())
                 self.cond.wait(left)
+
+    def go(self):
+        """Lets a peer started with wait_for_go connect, once it is ready."""
+        self.wait_for(lambda l: l == "ready")
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
 
     def finish(self, timeout=120):
         try:
@@ -151,10 +160,15 @@ def test_peers_with_different_call_counts_line_up_when_two_join(master):
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP])
 def test_a_joiner_dies_or_freezes_during_its_first_sync(master, sig):
+    # The joiner is set up before the others start: its imports can take longer than their 80
+    # steps (Python 3.14 on a loaded machine), and it must arrive while they still train.
+    joiner = Peer(master, "pccl", 3, steps=80, target=3, state_elements=1 << 21,
+                  wait_for_go=True)
+    joiner.wait_for(lambda l: l == "ready")
     first = [Peer(master, "pccl", i, steps=80, target=3, state_elements=1 << 21)
              for i in range(3)]
     first[0].wait_for(lambda l: step_line(l) and json.loads(l)["r"] >= 5)
-    joiner = Peer(master, "pccl", 3, steps=80, target=3, state_elements=1 << 21)
+    joiner.go()
     joiner.wait_for(lambda l: l.startswith("{\"sync\""))
     joiner.kill(sig)
     try:
