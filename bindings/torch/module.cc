@@ -48,6 +48,18 @@ PYBIND11_MODULE(_plexus_torch, module) {
            py::arg("backend"), py::arg("name") = "torch", py::call_guard<py::gil_scoped_release>(),
            "Forms the group over torch's store (every rank calls it); `backend` is a plexus "
            "backend string, `name` what dumps and timeout messages call the group.")
+      .def_static(
+          "reconfigurable",
+          [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+             std::chrono::milliseconds timeout, const std::string& backend,
+             const std::string& name) {
+            return ProcessGroupPlexus::CreateReconfigurable(store, rank, size, timeout, backend,
+                                                            name);
+          },
+          py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+          py::arg("backend"), py::arg("name") = "torch",
+          "torch's reconfigure regime (enable_reconfigure=True): no members until reconfigure "
+          "names them by their handles (docs/fault_tolerance.md).")
       .def_property_readonly(
           "backend",
           [](const ProcessGroupPlexus& self) { return self.plexus_group()->backend_string(); },
@@ -68,9 +80,10 @@ PYBIND11_MODULE(_plexus_torch, module) {
             // refuses new operations regardless.
             return status.ok() ? std::string() : std::string(status.message());
           },
-          py::arg("reason"), py::call_guard<py::gil_scoped_release>(),
+          py::arg("reason") = "abort() was called", py::call_guard<py::gil_scoped_release>(),
           "Fails every pending and later operation with the reason; returns what could not be "
-          "aborted ('' when everything was).")
+          "aborted ('' when everything was). Created with enable_reconfigure=True: a revoke, "
+          "which the next reconfigure with a fresh uuid undoes.")
       .def(
           "shrink",
           [](ProcessGroupPlexus& self, std::optional<std::vector<int>> excluded) {

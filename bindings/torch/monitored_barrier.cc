@@ -12,8 +12,9 @@
 namespace plexus::torch_backend {
 
 void ProcessGroupPlexus::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  CheckRunnable();
   const absl::Duration requested = ToTimeout(opts.timeout);
-  const absl::Duration timeout = ResolveTimeout(requested, group_->timeout());
+  const absl::Duration timeout = ResolveTimeout(requested, DefaultTimeout());
   const int64_t millis = absl::ToInt64Milliseconds(timeout);
   const std::string prefix =
       absl::StrCat("monitored_barrier/", monitored_rounds_.fetch_add(1), "/");

@@ -31,28 +31,82 @@ std::vector<at::Tensor> Flatten(const std::vector<std::vector<at::Tensor>>& list
 
 }  // namespace
 
-c10::intrusive_ptr<ProcessGroupPlexus> ProcessGroupPlexus::Create(
-    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-    std::chrono::milliseconds timeout, const std::string& backend, const std::string& name) {
+namespace {
+
+InitOptions GroupOptions(int rank, int size, std::chrono::milliseconds timeout,
+                         const std::string& backend, const std::string& name) {
   InitOptions options;
   options.backend = backend;
   options.rank = rank;
   options.world_size = size;
   options.timeout =
       timeout.count() > 0 ? absl::Milliseconds(timeout.count()) : kDefaultGroupTimeout;
-  options.store = std::make_shared<C10dStore>(store);
   options.group_name = name;
+  return options;
+}
+
+}  // namespace
+
+c10::intrusive_ptr<ProcessGroupPlexus> ProcessGroupPlexus::Create(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+    std::chrono::milliseconds timeout, const std::string& backend, const std::string& name) {
+  InitOptions options = GroupOptions(rank, size, timeout, backend, name);
+  options.store = std::make_shared<C10dStore>(store);
   return c10::make_intrusive<ProcessGroupPlexus>(
       ValueOrThrow(InitProcessGroup(std::move(options)), Origin{rank, name}));
+}
+
+c10::intrusive_ptr<ProcessGroupPlexus> ProcessGroupPlexus::CreateReconfigurable(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+    std::chrono::milliseconds timeout, const std::string& backend, const std::string& name) {
+  const InitOptions init = GroupOptions(rank, size, timeout, backend, name);
+  Reconfigurer::Options options;
+  options.store = std::make_shared<C10dStore>(store);
+  options.backend = init.backend;
+  options.name = init.group_name;
+  options.timeout = init.timeout;
+  return c10::make_intrusive<ProcessGroupPlexus>(
+      rank, size, name, std::make_unique<Reconfigurer>(std::move(options)));
 }
 
 ProcessGroupPlexus::ProcessGroupPlexus(std::shared_ptr<plexus::ProcessGroup> group)
     : TorchGroupBase(group->rank(), group->size()),
       origin_{group->rank(), group->name()},
-      group_(std::move(group)) {
+      group_(std::move(group)),
+      hooks_(std::make_shared<AbortHooks>()) {
+  WatchFailures(*group_);
 #if !PLEXUS_TORCH_BACKEND_API
   init();  // torch's logging of the group.
 #endif
+}
+
+ProcessGroupPlexus::ProcessGroupPlexus(int rank, int size, const std::string& name,
+                                       std::unique_ptr<Reconfigurer> reconfigurer)
+    : TorchGroupBase(rank, size),
+      origin_{rank, name},
+      reconfigurer_(std::move(reconfigurer)),
+      hooks_(std::make_shared<AbortHooks>()) {}
+
+void ProcessGroupPlexus::WatchFailures(plexus::ProcessGroup& group) {
+  group.OnFirstFailure([hooks = hooks_](const absl::Status&) { hooks->Fire(); });
+}
+
+const std::shared_ptr<plexus::ProcessGroup>& ProcessGroupPlexus::plexus_group() const {
+  CheckRunnable();
+  return group_;
+}
+
+void ProcessGroupPlexus::CheckRunnable() const {
+  if (group_ != nullptr) return;
+  Throw(absl::FailedPreconditionError(
+            "this group was created with enable_reconfigure=True and has no members yet: call "
+            "torch.distributed._reconfigure(uuid, handles) first"),
+        origin_);
+}
+
+absl::Duration ProcessGroupPlexus::DefaultTimeout() const {
+  const int64_t set = timeout_ms_.load(std::memory_order_relaxed);
+  return set > 0 ? absl::Milliseconds(set) : group_->timeout();
 }
 
 ProcessGroupPlexus::~ProcessGroupPlexus() {
@@ -94,7 +148,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::Run(c10d::OpType type, const 
                                                        std::vector<at::Tensor> inputs,
                                                        std::chrono::milliseconds timeout,
                                                        Issue&& issue) {
-  const absl::Duration requested = ToTimeout(timeout);
+  CheckRunnable();
+  if (reconfigurer_ != nullptr) {
+    // A broken group is revoked, as torch's reconfigure regime wants: nothing runs on it again.
+    absl::Status failure = group_->first_failure();
+    if (!failure.ok()) {
+      Throw(absl::Status(failure.code(),
+                         absl::StrCat(failure.message(), " (the group is revoked: reconfigure it "
+                                                         "with the survivors and a fresh uuid)")),
+            origin_);
+    }
+  }
+  absl::Duration requested = ToTimeout(timeout);
+  if (requested == kDefaultTimeout && timeout_ms_.load(std::memory_order_relaxed) > 0) {
+    requested = DefaultTimeout();
+  }
   int cuda_device = CudaDeviceOf(outputs);
   if (cuda_device < 0) cuda_device = CudaDeviceOf(inputs);
   absl::StatusOr<WorkPtr> work;
@@ -113,7 +181,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::Run(c10d::OpType type, const 
   spec.profiling_title = title;
   spec.outputs = std::move(outputs);
   spec.inputs = std::move(inputs);
-  spec.timeout = ResolveTimeout(requested, group_->timeout());
+  spec.timeout = ResolveTimeout(requested, DefaultTimeout());
   spec.cuda_device = cuda_device;
   return PlexusWork::Create(*std::move(work), std::move(spec));
 }
@@ -147,6 +215,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allreduce(std::vector<at::Ten
 }
 
 absl::Status ProcessGroupPlexus::Abort(absl::string_view reason) {
+  if (group_ == nullptr) return absl::OkStatus();  // Nothing formed yet: nothing to stop.
+  hooks_->user_aborted.store(true, std::memory_order_release);
   absl::Status status = group_->Abort(reason);
   MutexLock lock(sparse_mu_);
   if (sparse_ != nullptr) sparse_->Abort(group_->aborted());
@@ -172,7 +242,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::SparseAllReduce(
              [&](absl::Duration timeout) -> absl::StatusOr<WorkPtr> {
                MutexLock lock(sparse_mu_);
                if (sparse_ == nullptr) sparse_ = std::make_unique<SparseAllReducer>(group_);
-               return sparse_->Submit(tensor, ResolveTimeout(timeout, group_->timeout()),
+               return sparse_->Submit(tensor, ResolveTimeout(timeout, DefaultTimeout()),
                                       static_cast<int64_t>(sequence_.load()) + 1);
              });
 }

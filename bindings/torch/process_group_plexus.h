@@ -12,6 +12,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +23,7 @@
 #include "bindings/torch/sparse_all_reduce.h"
 #include "bindings/torch/torch_types.h"
 #include "frontend/dispatch/process_group.h"
+#include "frontend/dispatch/reconfigure.h"
 
 namespace plexus::torch_backend {
 
@@ -36,13 +39,47 @@ class ProcessGroupPlexus : public TorchGroupBase {
                                                        std::chrono::milliseconds timeout,
                                                        const std::string& backend,
                                                        const std::string& name);
+  // torch's reconfigure regime (enable_reconfigure): no group until reconfigure() names its
+  // members by their handles; every later reconfigure replaces it (reconfigure.h). Operations
+  // before the first one, or after a failure broke the group, throw until the next one.
+  static c10::intrusive_ptr<ProcessGroupPlexus> CreateReconfigurable(
+      const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+      std::chrono::milliseconds timeout, const std::string& backend, const std::string& name);
   // Wraps an existing plexus group (from Shrink or Split).
   explicit ProcessGroupPlexus(std::shared_ptr<plexus::ProcessGroup> group);
+  // The reconfigure regime's group before its first reconfigure (CreateReconfigurable).
+  ProcessGroupPlexus(int rank, int size, const std::string& name,
+                     std::unique_ptr<Reconfigurer> reconfigurer);
   ~ProcessGroupPlexus() override;
 
-  const std::shared_ptr<plexus::ProcessGroup>& plexus_group() const { return group_; }
-  // ProcessGroup::Abort, and the sparse all_reduces beside it.
+  // The plexus group; throws FailedPrecondition in the reconfigure regime before the first
+  // reconfigure. Not to be called beside reconfigure().
+  const std::shared_ptr<plexus::ProcessGroup>& plexus_group() const;
+  // ProcessGroup::Abort, and the sparse all_reduces beside it. In the reconfigure regime a
+  // revoke: operations fail until the next reconfigure, and getError() stays SUCCESS.
   absl::Status Abort(absl::string_view reason);
+
+#ifdef C10D_BACKEND_HAS_RECONFIGURE
+  // torch's fault-tolerance contract (c10d Backend.hpp; docs/fault_tolerance.md). reconfigure
+  // runs synchronously and returns a completed Work; it must not run beside other operations
+  // of this group (as gloo's). Throws with the reason: a bad or foreign handle, a uuid
+  // already used, members that never came within the timeout.
+  bool supportsReconfigure() const override { return reconfigurer_ != nullptr; }
+  c10d::ReconfigureHandle get_reconfigure_handle() const override;
+  c10::intrusive_ptr<c10d::Work> reconfigure(const c10d::ReconfigureOptions& opts) override;
+  // The first failure's kind: TIMEOUT (a deadline), REMOTE_ERROR (a peer lost or frozen),
+  // COMM_ERROR (anything else on the transport); SUCCESS after abort() until a failure.
+  c10d::ErrorType getError() override;
+  void abort() override;
+  // The timeout of later operations that set none (the group's own at creation).
+  void setTimeout(std::chrono::milliseconds timeout) override;
+#endif
+#ifdef C10D_BACKEND_HAS_HOOKS
+  // Run once per group, when a failure first breaks it (not on abort()), on the thread that
+  // saw the failure; a hook must not wait for this group.
+  void registerAbortHook(int64_t hook_id, c10d::AbortHook hook) override;
+  void unregisterAbortHook(int64_t hook_id) override;
+#endif
 
   const std::string getBackendName() const override { return kBackendName; }
 
@@ -122,8 +159,48 @@ class ProcessGroupPlexus : public TorchGroupBase {
   template <typename T>
   const T& Single(const std::vector<T>& items, const char* op, const char* what) const;
 
-  const Origin origin_;                          // Opens every error message.
-  std::shared_ptr<plexus::ProcessGroup> group_;  // Reset only by the destructor.
+  // Throws when there is no group to run on (see CreateReconfigurable).
+  void CheckRunnable() const;
+  // Tells the hooks of `group`'s first failure.
+  void WatchFailures(plexus::ProcessGroup& group);
+  absl::Duration DefaultTimeout() const;
+
+  // The group, its origin and torch's rank_/size_ change only in reconfigure(), which the
+  // caller does not run beside this group's operations (torch's contract, as gloo's).
+  Origin origin_;                                // Opens every error message.
+  std::shared_ptr<plexus::ProcessGroup> group_;  // Null in the reconfigure regime until formed.
+  const std::unique_ptr<Reconfigurer> reconfigurer_;  // The reconfigure regime; else null.
+  std::atomic<int64_t> timeout_ms_{0};                // setTimeout(); 0: the group's own.
+  // The abort hooks, and whether abort() was called since the group formed (a failure it
+  // causes is not one to report). Shared with the groups' failure callbacks, which may outlive
+  // this object.
+  class AbortHooks {
+   public:
+    void Set(int64_t id, std::function<void()> hook) {
+      MutexLock lock(mu_);
+      hooks_[id] = std::move(hook);
+    }
+    void Remove(int64_t id) {
+      MutexLock lock(mu_);
+      hooks_.erase(id);
+    }
+    void Fire() {
+      if (user_aborted.load(std::memory_order_acquire)) return;
+      std::map<int64_t, std::function<void()>> hooks;
+      {
+        MutexLock lock(mu_);
+        hooks = hooks_;
+      }
+      for (auto& [id, hook] : hooks) hook();
+    }
+
+    std::atomic<bool> user_aborted{false};  // abort() since the group was formed.
+
+   private:
+    Mutex mu_;
+    std::map<int64_t, std::function<void()>> hooks_ ABSL_GUARDED_BY(mu_);
+  };
+  const std::shared_ptr<AbortHooks> hooks_;
   Mutex sparse_mu_;
   std::unique_ptr<SparseAllReducer> sparse_ ABSL_GUARDED_BY(sparse_mu_);  // At the first use.
   std::atomic<uint64_t> sequence_{0};

@@ -80,8 +80,8 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(InitOptions optio
                                                       " was already claimed by ", owner,
                                                       " (two processes were given the same rank)"));
   }
-  RETURN_IF_ERROR(
-      StoreBarrier(*store, "init", rendezvous.rank, rendezvous.world_size, options.timeout));
+  const absl::Duration forming = options.forming_timeout.value_or(options.timeout);
+  RETURN_IF_ERROR(StoreBarrier(*store, "init", rendezvous.rank, rendezvous.world_size, forming));
   // Puts every rank's flight records on the store server's clock (hang_report --timeline). A
   // store without a server (a file, torch's TCPStore) leaves the clocks as they are.
   if (absl::StatusOr<ClockOffset> clock = EstimateClockOffset(*store); clock.ok()) {
@@ -101,7 +101,7 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(InitOptions optio
   address_options.rank = rendezvous.rank;
   address_options.size = rendezvous.world_size;
   address_options.store_host = rendezvous.store_host;
-  address_options.timeout = options.timeout;
+  address_options.timeout = forming;
   ASSIGN_OR_RETURN(config.address, ResolveAdvertiseAddress(*config.store, address_options, env));
   const absl::Time start = absl::Now();
   ASSIGN_OR_RETURN(std::shared_ptr<ProcessGroup> group, ProcessGroup::Create(std::move(config)));

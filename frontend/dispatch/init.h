@@ -18,6 +18,8 @@ struct InitOptions {
   int rank = -1;                                  // -1: from the URL or the environment.
   int world_size = -1;                            // -1: from the URL or the environment.
   absl::Duration timeout = kDefaultGroupTimeout;  // Rendezvous and the group's default.
+  // How long ranks wait for each other while forming (unset: `timeout`).
+  std::optional<absl::Duration> forming_timeout;
   std::shared_ptr<Store> store;                   // Use this store instead of the init method.
   std::string group_name = "world";
   // Shared secret for the store and every backend connection plexus makes (base/auth);

@@ -122,10 +122,23 @@ class ProcessGroup::Outcomes : public Work::Listener {
   explicit Outcomes(std::shared_ptr<FlightRecorder> recorder) : recorder_(std::move(recorder)) {}
 
   void WorkCompleted(uint64_t token, const absl::Status& status) override {
-    if (!status.ok() && BreaksTheGroup(status)) failed_.store(true, std::memory_order_relaxed);
+    if (!status.ok() && BreaksTheGroup(status)) Broke(status);
     if (recorder_ != nullptr) recorder_->Finish(token, status);
   }
   bool failed() const { return failed_.load(std::memory_order_relaxed); }
+  absl::Status first_failure() const {
+    MutexLock lock(mu_);
+    return first_failure_;
+  }
+  void OnFirstFailure(std::function<void(const absl::Status&)> callback) {
+    absl::Status failure;
+    {
+      MutexLock lock(mu_);
+      callback_ = callback;
+      failure = first_failure_;
+    }
+    if (!failure.ok() && callback) callback(failure);
+  }
 
   // Refusals of bad input leave the group as it was; anything else may have left a peer
   // mid-exchange (a gloo context that timed out is unusable).
@@ -143,8 +156,23 @@ class ProcessGroup::Outcomes : public Work::Listener {
   }
 
  private:
+  void Broke(const absl::Status& status) {
+    failed_.store(true, std::memory_order_relaxed);
+    std::function<void(const absl::Status&)> callback;
+    {
+      MutexLock lock(mu_);
+      if (!first_failure_.ok()) return;
+      first_failure_ = status;
+      callback = callback_;
+    }
+    if (callback) callback(status);
+  }
+
   const std::shared_ptr<FlightRecorder> recorder_;
   std::atomic<bool> failed_{false};
+  mutable Mutex mu_;
+  absl::Status first_failure_ ABSL_GUARDED_BY(mu_);
+  std::function<void(const absl::Status&)> callback_ ABSL_GUARDED_BY(mu_);
 };
 
 ProcessGroup::ProcessGroup(Config config, const BackendRegistry& registry,
@@ -188,6 +216,12 @@ absl::StatusOr<WorkPtr> ProcessGroup::Launch(const Served& served,
                                   : absl::string_view(),
        timeout},
       /*point_to_point=*/false, wait, call);
+}
+
+absl::Status ProcessGroup::first_failure() const { return outcomes_->first_failure(); }
+
+void ProcessGroup::OnFirstFailure(std::function<void(const absl::Status&)> callback) {
+  outcomes_->OnFirstFailure(std::move(callback));
 }
 
 absl::StatusOr<WorkPtr> ProcessGroup::Track(const FlightRecorder::Operation& operation,

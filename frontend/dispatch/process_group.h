@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -109,6 +110,12 @@ class ProcessGroup {
   absl::StatusOr<std::shared_ptr<ProcessGroup>> ShrinkLost();
   // The ranks of this group its backends have found gone, in rank order.
   std::vector<int> LostRanks() const;
+  // The first failure that broke this group (an operation failed on the transport, a rank was
+  // lost, a deadline passed); OK while none has. Refused input does not break a group.
+  absl::Status first_failure() const;
+  // `callback` runs once with first_failure(), on the thread that completed the failed
+  // operation (at once when the group broke already). It must not wait for this group.
+  void OnFirstFailure(std::function<void(const absl::Status&)> callback);
 
   // Collective departure, as destroy_process_group: every rank calls it before exiting, and it
   // returns (within `timeout`) once every rank has called it - so no rank closes connections

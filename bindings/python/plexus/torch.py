@@ -111,8 +111,11 @@ def _create_backend(options, _backend_options=None):
     flight-recorder dumps and timeout messages), inside a ProcessGroup that says "plexus" where
     torch's own would say "custom" (DDP's logs, ProcessGroup.name())."""
     backend = os.environ.get("PLEXUS_TORCH_BACKEND", _default_backend())
-    group = ProcessGroupPlexus(options.store, options.group_rank, options.group_size,
-                               options.timeout, backend, "torch:%s" % options.group_id)
+    # torch 2.14's enable_reconfigure: members come with reconfigure (docs/fault_tolerance.md).
+    create = (ProcessGroupPlexus.reconfigurable if getattr(options, "enable_reconfigure", False)
+              else ProcessGroupPlexus)
+    group = create(options.store, options.group_rank, options.group_size, options.timeout,
+                   backend, "torch:%s" % options.group_id)
     return _plexus_torch.NamedProcessGroup(options.store, group)
 
 

@@ -1,0 +1,115 @@
+// ProcessGroupPlexus in torch's reconfigure regime (c10d's fault-tolerance API, torch 2.14+):
+// handles, reconfigure, the error kind, abort as a revoke, abort hooks. The membership itself
+// is frontend/dispatch/reconfigure.h's, which forms groups as init_process_group does.
+#include "bindings/torch/process_group_plexus.h"
+
+#ifdef C10D_BACKEND_HAS_RECONFIGURE
+
+#include <Python.h>
+
+#include <utility>
+#include <variant>
+
+#include "absl/strings/str_cat.h"
+
+namespace plexus::torch_backend {
+namespace {
+
+// A Work that is already done: reconfigure forms the group before it returns, as gloo's.
+c10::intrusive_ptr<c10d::Work> CompletedWork() {
+  auto future = c10::make_intrusive<c10::ivalue::Future>(
+      c10::ListType::create(c10::TensorType::get()), std::vector<at::Device>{});
+  future->markCompleted(c10::IValue(std::vector<at::Tensor>()));
+  return c10d::Work::create_from_future(future);
+}
+
+}  // namespace
+
+c10d::ReconfigureHandle ProcessGroupPlexus::get_reconfigure_handle() const {
+  if (reconfigurer_ == nullptr) {
+    Throw(absl::FailedPreconditionError(
+              "get_reconfigure_handle: this group was not created with enable_reconfigure=True"),
+          origin_);
+  }
+  return reconfigurer_->handle();
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reconfigure(
+    const c10d::ReconfigureOptions& opts) {
+  if (reconfigurer_ == nullptr) {
+    Throw(absl::FailedPreconditionError(
+              "reconfigure: this group was not created with enable_reconfigure=True"),
+          origin_);
+  }
+  Reconfigurer::Request request;
+  request.uuid = opts.uuid;
+  std::visit([&](const auto& handles) { request.handles.assign(handles.begin(), handles.end()); },
+             opts.handles);
+  request.ordered = std::holds_alternative<std::vector<c10d::ReconfigureHandle>>(opts.handles);
+  if (opts.timeout.has_value()) request.timeout = absl::Milliseconds(opts.timeout->count());
+  absl::StatusOr<std::shared_ptr<plexus::ProcessGroup>> formed;
+  {
+    // Forming waits for the other members; Python callbacks elsewhere may need the GIL.
+    std::unique_ptr<PyThreadState, void (*)(PyThreadState*)> released(
+        Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr,
+        [](PyThreadState* state) {
+          if (state != nullptr) PyEval_RestoreThread(state);
+        });
+    formed = reconfigurer_->Reconfigure(std::move(request));
+  }
+  std::shared_ptr<plexus::ProcessGroup> group = ValueOrThrow(std::move(formed), origin_);
+  std::shared_ptr<plexus::ProcessGroup> old = std::move(group_);
+  group_ = std::move(group);
+  rank_ = group_->rank();
+  size_ = group_->size();
+  origin_ = Origin{rank_, group_->name()};
+  hooks_->user_aborted.store(false, std::memory_order_release);
+  WatchFailures(*group_);
+  {
+    MutexLock lock(sparse_mu_);
+    sparse_.reset();
+  }
+  if (old != nullptr) {
+    old->OnFirstFailure(nullptr);  // Its failures are no longer this group's.
+    (void)old->Abort(absl::StrCat("replaced by reconfigure(uuid ", opts.uuid, ")"));
+  }
+  return CompletedWork();
+}
+
+c10d::ErrorType ProcessGroupPlexus::getError() {
+  if (group_ == nullptr) return c10d::ErrorType::SUCCESS;
+  const absl::Status failure = group_->first_failure();
+  if (failure.ok() || hooks_->user_aborted.load(std::memory_order_acquire)) {
+    return c10d::ErrorType::SUCCESS;
+  }
+  switch (failure.code()) {
+    case absl::StatusCode::kDeadlineExceeded:
+      return c10d::ErrorType::TIMEOUT;
+    case absl::StatusCode::kUnavailable:  // A peer lost, or silent past the heartbeat window.
+      return c10d::ErrorType::REMOTE_ERROR;
+    default:
+      return c10d::ErrorType::COMM_ERROR;
+  }
+}
+
+void ProcessGroupPlexus::abort() { (void)Abort("abort() was called"); }
+
+void ProcessGroupPlexus::setTimeout(std::chrono::milliseconds timeout) {
+  timeout_ms_.store(timeout.count() > 0 ? timeout.count() : 0, std::memory_order_relaxed);
+}
+
+}  // namespace plexus::torch_backend
+
+#endif  // C10D_BACKEND_HAS_RECONFIGURE
+
+#ifdef C10D_BACKEND_HAS_HOOKS
+namespace plexus::torch_backend {
+
+void ProcessGroupPlexus::registerAbortHook(int64_t hook_id, c10d::AbortHook hook) {
+  hooks_->Set(hook_id, std::move(hook));
+}
+
+void ProcessGroupPlexus::unregisterAbortHook(int64_t hook_id) { hooks_->Remove(hook_id); }
+
+}  // namespace plexus::torch_backend
+#endif  // C10D_BACKEND_HAS_HOOKS
