@@ -30,9 +30,11 @@ case $suite in
       //bindings/python:test_elastic_state
       //bindings/python:test_stores
       //bindings/python:test_torch_backend
+      //bindings/python:test_torch_reconfigure
       //bindings/python:test_torch_semantics
       //bindings/python:test_torch_stacks
       //bindings/python:torch_suite_2_ranks
+      //bindings/python:torch_fault_tolerance_suite
       //bindings/python:test_launchers
       //bindings/python:test_lifecycle
       //bindings/torch:torch_stream_test
