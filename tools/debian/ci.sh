@@ -31,6 +31,7 @@ case $suite in
       //bindings/python:test_stores
       //bindings/python:test_torch_backend
       //bindings/python:test_torch_reconfigure
+      //bindings/python:test_reconfigure_training
       //bindings/python:test_torch_semantics
       //bindings/python:test_torch_stacks
       //bindings/python:torch_suite_2_ranks
