@@ -29,10 +29,6 @@ std::vector<at::Tensor> Flatten(const std::vector<std::vector<at::Tensor>>& list
   return flat;
 }
 
-}  // namespace
-
-namespace {
-
 InitOptions GroupOptions(int rank, int size, std::chrono::milliseconds timeout,
                          const std::string& backend, const std::string& name) {
   InitOptions options;
@@ -153,9 +149,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::Run(c10d::OpType type, const 
     // A broken group is revoked, as torch's reconfigure regime wants: nothing runs on it again.
     absl::Status failure = group_->first_failure();
     if (!failure.ok()) {
-      Throw(absl::Status(failure.code(),
-                         absl::StrCat(failure.message(), " (the group is revoked: reconfigure it "
-                                                         "with the survivors and a fresh uuid)")),
+      Throw(absl::Status(failure.code(), absl::StrCat(failure.message(),
+                                                      " (the group is revoked: reconfigure it "
+                                                      "with the survivors and a fresh uuid)")),
             origin_);
     }
   }

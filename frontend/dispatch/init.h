@@ -18,8 +18,6 @@ struct InitOptions {
   int rank = -1;                                  // -1: from the URL or the environment.
   int world_size = -1;                            // -1: from the URL or the environment.
   absl::Duration timeout = kDefaultGroupTimeout;  // Rendezvous and the group's default.
-  // How long ranks wait for each other while forming (unset: `timeout`).
-  std::optional<absl::Duration> forming_timeout;
   std::shared_ptr<Store> store;                   // Use this store instead of the init method.
   std::string group_name = "world";
   // Shared secret for the store and every backend connection plexus makes (base/auth);
@@ -31,6 +29,8 @@ struct InitOptions {
   // rank that never arrives fails everyone's init with DeadlineExceeded naming it. Unset: lazy
   // where the backend is lazy.
   std::optional<Device> device_id;
+  // How long ranks wait for each other while forming (unset: `timeout`).
+  std::optional<absl::Duration> forming_timeout;
 };
 
 // Rendezvous, check that each rank joined once, wait for all ranks, then build the backends.

@@ -45,8 +45,7 @@ std::string ByRank(const std::vector<std::string>& members) {
 
 }  // namespace
 
-Reconfigurer::Reconfigurer(Options options)
-    : options_(std::move(options)), handle_(NewHandle()) {}
+Reconfigurer::Reconfigurer(Options options) : options_(std::move(options)), handle_(NewHandle()) {}
 
 absl::StatusOr<std::vector<std::string>> Reconfigurer::Members(const Request& request) const {
   const std::string op = absl::StrCat("reconfigure(uuid ", request.uuid, ")");
@@ -89,9 +88,9 @@ absl::Status Reconfigurer::ClaimUuid(int64_t uuid, const std::vector<std::string
   // Every member writes, or finds, the same membership under the uuid; a different one means
   // the uuid named another configuration, whose keys must not be read again.
   const std::string membership = absl::StrJoin(members, ",");
-  ASSIGN_OR_RETURN(std::string claimed,
-                   options_.store->CompareSet(absl::StrCat("reconfigure/", uuid, "/members"), "",
-                                              membership));
+  ASSIGN_OR_RETURN(
+      std::string claimed,
+      options_.store->CompareSet(absl::StrCat("reconfigure/", uuid, "/members"), "", membership));
   if (claimed != membership) {
     return absl::FailedPreconditionError(
         absl::StrCat("reconfigure: uuid ", uuid, " was already used for another membership (",
@@ -103,11 +102,11 @@ absl::Status Reconfigurer::ClaimUuid(int64_t uuid, const std::vector<std::string
 absl::StatusOr<std::shared_ptr<ProcessGroup>> Reconfigurer::Reconfigure(Request request) {
   ASSIGN_OR_RETURN(std::vector<std::string> members, Members(request));
   RETURN_IF_ERROR(ClaimUuid(request.uuid, members));
-  const int rank = static_cast<int>(std::find(members.begin(), members.end(), handle_) -
-                                    members.begin());
+  const int rank =
+      static_cast<int>(std::find(members.begin(), members.end(), handle_) - members.begin());
   InitOptions init;
-  init.store = std::make_shared<PrefixStore>(absl::StrCat("reconfigure/", request.uuid),
-                                             options_.store);
+  init.store =
+      std::make_shared<PrefixStore>(absl::StrCat("reconfigure/", request.uuid), options_.store);
   init.rank = rank;
   init.world_size = static_cast<int>(members.size());
   init.backend = options_.backend;
@@ -117,10 +116,10 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> Reconfigurer::Reconfigure(Request 
   init.secret = options_.secret;
   absl::StatusOr<std::shared_ptr<ProcessGroup>> group = InitProcessGroup(std::move(init));
   if (!group.ok()) {
-    return absl::Status(group.status().code(),
-                        absl::StrCat("reconfigure(uuid ", request.uuid, ") as rank ", rank, " of ",
-                                     members.size(), ": ", group.status().message(),
-                                     " (members by rank: ", ByRank(members), ")"));
+    return absl::Status(
+        group.status().code(),
+        absl::StrCat("reconfigure(uuid ", request.uuid, ") as rank ", rank, " of ", members.size(),
+                     ": ", group.status().message(), " (members by rank: ", ByRank(members), ")"));
   }
   return group;
 }
