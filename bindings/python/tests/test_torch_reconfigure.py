@@ -23,10 +23,12 @@ WORKER = os.path.join(os.path.dirname(os.path.realpath(__file__)), "reconfigure_
 
 
 class Worker:
-    def __init__(self, port, rank, world):
+    def __init__(self, port, rank, world, backend=None):
         self.rank = rank
+        env = dict(os.environ, **({"PLEXUS_TORCH_BACKEND": backend} if backend else {}))
         self.proc = subprocess.Popen([sys.executable, WORKER, str(port), str(rank), str(world)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     env=env)
         ready = self.read()
         assert ready["supports"], ready
         self.handle = ready["ready"]
@@ -57,8 +59,9 @@ def world():
                           timeout=timedelta(seconds=60))
     workers = []
 
-    def start(count, first_rank=0, world_size=None):
-        made = [Worker(store.port, first_rank + i, world_size or count) for i in range(count)]
+    def start(count, first_rank=0, world_size=None, backend=None):
+        made = [Worker(store.port, first_rank + i, world_size or count, backend)
+                for i in range(count)]
         workers.extend(made)
         return made
     yield start
@@ -135,11 +138,15 @@ def survivors_recover(survivors, victim, uuid):
     assert {r["result"] for r in sums} == {float(sum(1 << w.rank for w in survivors))}
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP])
-def test_a_worker_lost_inside_an_all_reduce(world, sig):
+@pytest.mark.parametrize("sig,backend", [(signal.SIGKILL, None), (signal.SIGSTOP, None),
+                                         (signal.SIGKILL, "cpu:gloo")],
+                         ids=["killed", "frozen", "killed-gloo"])
+def test_a_worker_lost_inside_an_all_reduce(world, sig, backend):
     """A killed worker fails the survivors' all_reduce within a second; a frozen one within
-    the heartbeat window (5 s), well before the group's 30 s timeout. A replacement joins."""
-    workers = world(3)
+    the heartbeat window (5 s), well before the group's 30 s timeout (tcp, the default; on
+    gloo's connections, which carry no heartbeat, only the timeout finds it). A replacement
+    joins."""
+    workers = world(3, backend=backend)
     reconfigure(workers, 30)
     assert {r["result"] for r in all_reduce(workers, [1, 2, 4])} == {7.0}
     survivors, victim = workers[:2], workers[2]
@@ -156,7 +163,7 @@ def test_a_worker_lost_inside_an_all_reduce(world, sig):
     assert seconds < (2 if sig == signal.SIGKILL else 12), (seconds, failures)
     survivors_recover(survivors, victim, 31)
     victim.close()
-    replacement = world(1, first_rank=3, world_size=4)[0]
+    replacement = world(1, first_rank=3, world_size=4, backend=backend)[0]
     everyone = survivors + [replacement]
     reconfigure(everyone, 32)
     assert {r["result"] for r in all_reduce(everyone, [1, 2, 8])} == {11.0}
