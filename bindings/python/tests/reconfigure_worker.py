@@ -7,7 +7,8 @@ It joins torch's TCPStore on 127.0.0.1:STORE_PORT, makes its "plexus" group with
 enable_reconfigure=True, publishes its handle as handle/<RANK> and says {"ready": handle}.
 Commands: {"op": "reconfigure", "uuid": U, "handles": [...], "set": false, "timeout": S},
 {"op": "all_reduce", "value": V, "announce": false} (announce: {"issued": true} first),
-{"op": "error"}, {"op": "abort"}, {"op": "exit"}. A reply holds "ok" and either the result or
+{"op": "ddp_step", "value": V, "rebuild": false} (the gradient: the mean of the members' V), {"op": "error"},
+{"op": "abort"}, {"op": "exit"}. A reply holds "ok" and either the result or
 "error" (the exception's text), with "seconds" taken."""
 import json
 import sys
@@ -46,6 +47,9 @@ def main():
             break
 
 
+DDP = None
+
+
 def run(command, backend, hook_fired):
     op = command["op"]
     if op == "reconfigure":
@@ -63,6 +67,16 @@ def run(command, backend, hook_fired):
             dist.all_reduce(tensor)
         assert bool((tensor == tensor[0]).all()), tensor
         return float(tensor[0])
+    if op == "ddp_step":  # One step of a DistributedDataParallel module made at its first use.
+        global DDP
+        if DDP is None:
+            torch.manual_seed(0)
+            DDP = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(2, 1, bias=False))
+        elif command.get("rebuild"):  # A new DDP around the module: a fresh reducer.
+            DDP = torch.nn.parallel.DistributedDataParallel(DDP.module)
+        DDP.zero_grad()
+        DDP(torch.full((1, 2), float(command["value"]))).sum().backward()
+        return DDP.module.weight.grad[0].tolist()
     if op == "error":
         return {"error": backend.get_error().name, "hook_fired": hook_fired.is_set()}
     if op == "abort":

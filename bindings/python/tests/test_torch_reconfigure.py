@@ -169,3 +169,30 @@ def test_a_worker_lost_inside_an_all_reduce(world, sig, backend):
     assert {r["result"] for r in all_reduce(everyone, [1, 2, 8])} == {11.0}
     for w in everyone:
         assert w.call(op="exit")["ok"]
+
+
+def ddp_steps(workers, values, rebuild=False):
+    for w, v in zip(workers, values):
+        w.send(op="ddp_step", value=v, rebuild=rebuild)
+    return [w.read() for w in workers]
+
+
+def test_distributed_data_parallel_follows_the_membership(world):
+    """torch's DDP over a reconfigured group averages over whoever the group holds now when
+    the membership changes between steps. A step that failed part-way leaves the survivors'
+    reducers in different states (one rebuilt its buckets, one did not): they rebuild the DDP
+    wrapper, as after a shrink, and redo the step."""
+    workers = world(4)
+    reconfigure(workers, 40)
+    assert [r["result"] for r in ddp_steps(workers, [1, 2, 3, 6])] == [[3.0, 3.0]] * 4
+    assert workers[3].call(op="exit")["ok"]  # Leaves between steps.
+    workers = workers[:3]
+    reconfigure(workers, 41)
+    assert [r["result"] for r in ddp_steps(workers, [1, 2, 6])] == [[3.0, 3.0]] * 3
+    survivors = workers[:2]
+    workers[2].proc.kill()
+    failed = ddp_steps(survivors, [1, 1])
+    assert all(not f["ok"] for f in failed), failed
+    reconfigure(survivors, 42)
+    redone = ddp_steps(survivors, [1, 2], rebuild=True)
+    assert [r.get("result") for r in redone] == [[1.5, 1.5]] * 2, redone
