@@ -103,6 +103,15 @@ def test_handles_name_processes_and_bad_input_is_refused(world):
     assert "uuid 4 was already used for another membership" in other["error"]
 
 
+def test_two_processes_started_with_one_rank_do_not_collide(world):
+    a = world(1, first_rank=0, world_size=2)[0]
+    b = world(1, first_rank=0, world_size=2)[0]  # The same rank at init: a replacement, say.
+    assert a.handle != b.handle
+    assert [r["result"] for r in reconfigure([a, b], 50)] == [{"rank": 0, "size": 2},
+                                                               {"rank": 1, "size": 2}]
+    assert [r["result"] for r in all_reduce([a, b], [1, 2])] == [3.0, 3.0]
+
+
 def test_a_set_of_handles_lets_plexus_order_the_ranks(world):
     workers = world(3)
     results = reconfigure(workers, 10, set=True)
