@@ -107,11 +107,6 @@ constexpr EnvironmentVariable kVariables[] = {
     {"PLEXUS_TORCH_BACKEND", "backend string",
      "`cpu:tcp,cuda:nccl` where NCCL is built, else `tcp`",
      "The plexus backends a torch.distributed group of backend \"plexus\" runs on.", "python.md"},
-    {"PLEXUS_TORCH_TESTS", "directory", "unset",
-     "Where `//bindings/python:torch_fault_tolerance_suite` finds torch's "
-     "`test_c10d_fault_tolerance.py` (Debian installs none of torch's tests); without it, and "
-     "without `../shared/reference/torch/`, that suite skips.",
-     "fault_tolerance.md#torchs-reconfigure-api-torch-214-and-later"},
     {"PLEXUS_TRANSPORT", "`auto`, `tcp` or `shm`", "`auto`",
      "Same-host ranks of `cpu:tcp`: shared memory where possible, never, or required.",
      "backends.md#tcp-in-house"},

@@ -2,12 +2,12 @@
 with "plexus" added to its backend list through the file's own _make_fault_tolerance_test_class.
 
 Debian installs none of torch's test/ directory and this machine's mirror serves no source
-packages, so the file comes from the first of: $PLEXUS_TORCH_TESTS (a directory holding it),
-../shared/reference/torch/ beside the checkout. Without it, or on a torch without c10d's
+packages, so the file comes from --torch-tests DIR, else ../shared/reference/torch/ beside the
+checkout. Without it, or on a torch without c10d's
 reconfigure API, the suite skips, saying why. A test that fails on plexus is rerun on gloo and
 counts against plexus only when gloo passes it.
 
-    torch_fault_tolerance_suite.py [-k SUBSTRING] [--backend plexus|gloo]
+    torch_fault_tolerance_suite.py [--torch-tests DIR] [-k SUBSTRING] [--backend plexus|gloo]
 
 Exit status 0 when nothing counts against plexus (or the suite is skipped)."""
 import argparse
@@ -27,18 +27,16 @@ import plexus.torch  # noqa: E402,F401 - registers "plexus"
 FILE_NAME = "test_c10d_fault_tolerance.py"
 
 
-def find_torch_test():
+def find_torch_test(directory):
     """The path of torch's file, or None and why not."""
-    candidates = []
-    if os.environ.get("PLEXUS_TORCH_TESTS"):
-        candidates.append(os.path.join(os.environ["PLEXUS_TORCH_TESTS"], FILE_NAME))
+    candidates = [os.path.join(directory, FILE_NAME)] if directory else []
     candidates.append(os.path.join(HERE, "..", "..", "..", "..", "shared", "reference", "torch",
                                    FILE_NAME))
     for path in candidates:
         if os.path.isfile(path):
             return path, ""
     return None, ("torch's %s is not here (looked at %s): Debian installs no torch tests; put "
-                  "torch's test/distributed/%s in a directory named by PLEXUS_TORCH_TESTS"
+                  "torch's test/distributed/%s in a directory given as --torch-tests"
                   % (FILE_NAME, ", ".join(os.path.normpath(p) for p in candidates), FILE_NAME))
 
 
@@ -64,18 +62,24 @@ def run(cls, names):
     return failed, result
 
 
+def parse_arguments():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--torch-tests", default="", help="a directory holding torch's file")
+    parser.add_argument("-k", default="")
+    parser.add_argument("--backend", default="plexus", choices=["plexus", "gloo"])
+    return parser.parse_known_args()[0]
+
+
+# At import, also in the ranks torch spawns (they re-import this file with the same argv).
 if not hasattr(dist, "_reconfigure"):
     CLASSES, SKIP = None, "this torch has no c10d reconfigure API (torch 2.14 brought it)"
 else:
-    _PATH, SKIP = find_torch_test()
+    _PATH, SKIP = find_torch_test(parse_arguments().torch_tests)
     CLASSES = load(_PATH) if _PATH else None
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("-k", default="")
-    parser.add_argument("--backend", default="plexus", choices=["plexus", "gloo"])
-    args = parser.parse_args()
+    args = parse_arguments()
     if CLASSES is None:
         print("SKIPPED: " + SKIP)
         return 0
