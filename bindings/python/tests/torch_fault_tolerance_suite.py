@@ -56,10 +56,11 @@ def load(path):
 
 
 def run(cls, names):
+    """Runs `names` of `cls`; the names that failed."""
     suite = unittest.TestSuite(cls(name) for name in names)
     result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite)
     failed = [t.id().rsplit(".", 1)[1] for t, _ in result.failures + result.errors]
-    return failed, result
+    return failed
 
 
 def parse_arguments():
@@ -85,11 +86,11 @@ def main():
         return 0
     cls = CLASSES[args.backend]
     names = sorted(n for n in unittest.TestLoader().getTestCaseNames(cls) if args.k in n)
-    failed, _ = run(cls, names)
+    failed = run(cls, names)
     if args.backend == "gloo" or not failed:
         print("%s: %d tests, %d failed" % (args.backend, len(names), len(failed)))
         return 1 if failed else 0
-    gloo_failed, _ = run(CLASSES["gloo"], failed)
+    gloo_failed = run(CLASSES["gloo"], failed)
     against = [n for n in failed if n not in gloo_failed]
     print("plexus: %d tests, %d failed (%d of them also on gloo); against plexus: %s"
           % (len(names), len(failed), len(gloo_failed), ", ".join(against) or "none"))
