@@ -26,6 +26,46 @@ absl::Status ArenaReduceScatter(const ScheduleCall& c) {
 absl::Status Hierarchical(const ScheduleCall& c) {
   return HierarchicalAllReduce(c.ctx, c.table, c.data, c.count, c.dtype, c.op);
 }
+absl::Status BroadcastTree(const ScheduleCall& c) {
+  return BinomialBroadcast(c.ctx, c.data, static_cast<size_t>(c.count), c.root);
+}
+absl::Status ReduceTree(const ScheduleCall& c) {
+  return BinomialReduce(c.ctx, c.data, c.count, c.dtype, c.op, c.root);
+}
+absl::Status GatherRing(const ScheduleCall& c) {
+  std::vector<uint8_t*> blocks;
+  std::vector<size_t> bytes;
+  for (const ByteBlock& block : c.blocks) {
+    blocks.push_back(block.data);
+    bytes.push_back(block.bytes);
+  }
+  return RingAllGather(c.ctx, blocks, bytes);
+}
+absl::Status GatherBruck(const ScheduleCall& c) { return BruckAllGather(c.ctx, c.blocks); }
+absl::Status GatherArena(const ScheduleCall& c) {
+  return SharedMemoryAllGather(c.ctx, *c.arena, c.blocks);
+}
+absl::Status GatherLinear(const ScheduleCall& c) {
+  std::vector<void*> outputs;
+  for (const ByteBlock& block : c.blocks) outputs.push_back(block.data);
+  return LinearGather(c.ctx, c.own.data, c.own.bytes, outputs, c.root);
+}
+absl::Status ScatterLinear(const ScheduleCall& c) {
+  std::vector<const void*> inputs;
+  for (const ByteBlock& block : c.blocks) inputs.push_back(block.data);
+  return LinearScatter(c.ctx, c.own.data, c.own.bytes, inputs, c.root);
+}
+absl::Status ReduceScatterRing(const ScheduleCall& c) {
+  Partition blocks;
+  for (int i = 0; i < c.ctx.size(); ++i) {
+    blocks.counts.push_back(c.count);
+    blocks.offsets.push_back(c.count * i);
+  }
+  return RingReduceScatter(c.ctx, static_cast<uint8_t*>(c.data), blocks, c.dtype, c.op);
+}
+absl::Status AllToAllPairwise(const ScheduleCall& c) {
+  return PairwiseAllToAll(c.ctx, c.blocks, c.received);
+}
 absl::Status Dissemination(const ScheduleCall& c) { return DisseminationBarrier(c.ctx); }
 absl::Status ArenaBarrier(const ScheduleCall& c) { return SharedMemoryBarrier(c.ctx, *c.arena); }
 
@@ -34,6 +74,9 @@ constexpr const char* kRecursiveDoubling =
     "log2(p) exchanges of the whole buffer with partners at doubling distances";
 constexpr const char* kHalvingDoubling =
     "recursive halving reduce-scatter then recursive doubling all-gather";
+constexpr const char* kRingGather = "p - 1 ring steps, each forwarding the block received last";
+constexpr const char* kBruckGather =
+    "ceil(log2 p) rounds, each passing every block held to the rank 2^k below, block by block";
 
 }  // namespace
 
@@ -42,6 +85,9 @@ const std::vector<Algorithm>& AlgorithmCatalog() {
   // steps); up to 8 kMiB halving-doubling moves the ring's bytes in fewer steps; above, the
   // ring's smaller scratch wins (docs/benchmarks.md has the measurements). On one host the
   // arena takes over; over several hosts with neighbours the hierarchy pays off from 64 kKiB.
+  // all_gather (sizes: each rank's block): Bruck's log2 p rounds beat the ring's p - 1 steps up
+  // to 16 kKiB (8 ranks: 1.2-3x), the ring wins from 128 kKiB; on one host the arena beats both
+  // at every size (4 ranks: 1.5-5x), docs/benchmarks.md.
   static const auto* catalog = new std::vector<Algorithm>{
       {"all_reduce", "ring", kRing, Ring, false, 8 * kMiB, kNoSizeLimit},
       {"all_reduce", "rd", kRecursiveDoubling, RecursiveDoubling, false, 0, 128 * kKiB},
@@ -63,17 +109,23 @@ const std::vector<Algorithm>& AlgorithmCatalog() {
       {"all_reduce_multi_host", "rd", kRecursiveDoubling, RecursiveDoubling, false, 0, 64 * kKiB},
       {"all_reduce_multi_host", "hd", kHalvingDoubling, HalvingDoubling, false, 0, 0},
       {"broadcast", "binomial", "binomial tree from the root, pipelined in 256 KiB segments",
-       nullptr, false, 0, kNoSizeLimit},
-      {"reduce", "binomial", "binomial tree towards the root, reducing at every hop", nullptr,
+       BroadcastTree, false, 0, kNoSizeLimit},
+      {"reduce", "binomial", "binomial tree towards the root, reducing at every hop", ReduceTree,
        false, 0, kNoSizeLimit},
-      {"all_gather", "ring", "p - 1 ring steps, each forwarding the block received last", nullptr,
-       false, 0, kNoSizeLimit},
-      {"gather", "linear", "every rank sends to the root", nullptr, false, 0, kNoSizeLimit},
-      {"scatter", "linear", "the root sends every rank its block", nullptr, false, 0, kNoSizeLimit},
-      {"reduce_scatter", "ring", "p - 1 ring steps, reducing each segment as it lands", nullptr,
-       false, 0, kNoSizeLimit},
-      {"all_to_all", "pairwise", "p - 1 rounds, each rank exchanging with one partner", nullptr,
-       false, 0, kNoSizeLimit},
+      {"all_gather", "ring", kRingGather, GatherRing, false, 16 * kKiB, kNoSizeLimit},
+      {"all_gather", "bruck", kBruckGather, GatherBruck, false, 0, 16 * kKiB},
+      {"all_gather_same_host", "shm",
+       "arena: every rank publishes its block piece by piece, every rank copies all blocks out",
+       GatherArena, true, 0, kNoSizeLimit},
+      {"all_gather_same_host", "ring", kRingGather, GatherRing, false, 0, 0},
+      {"all_gather_same_host", "bruck", kBruckGather, GatherBruck, false, 0, 0},
+      {"gather", "linear", "every rank sends to the root", GatherLinear, false, 0, kNoSizeLimit},
+      {"scatter", "linear", "the root sends every rank its block", ScatterLinear, false, 0,
+       kNoSizeLimit},
+      {"reduce_scatter", "ring", "p - 1 ring steps, reducing each segment as it lands",
+       ReduceScatterRing, false, 0, kNoSizeLimit},
+      {"all_to_all", "pairwise", "p - 1 rounds, each rank exchanging with one partner",
+       AllToAllPairwise, false, 0, kNoSizeLimit},
       {"barrier", "dissemination", "ceil(log2 p) rounds of empty messages", Dissemination, false, 0,
        kNoSizeLimit},
       {"barrier_same_host", "shm",

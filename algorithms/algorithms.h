@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "algorithms/algorithm_catalog.h"
 #include "algorithms/collective_context.h"
 #include "algorithms/quantize_kernels.h"
 #include "base/core/dtype.h"
@@ -17,6 +19,18 @@ namespace plexus::algorithms {
 
 class AlgorithmTable;
 
+// run_schedule.cc: the catalog row `table` picks for `collective` and a message of `bytes` on
+// this group (its "_same_host" or "_multi_host" ranges where the catalog has them and the group
+// is one), and the arena the row may use (null unless the group shares a usable one).
+struct SelectedSchedule {
+  const Algorithm& row;
+  SharedArena* arena;
+};
+SelectedSchedule SelectSchedule(CollectiveContext& ctx, const AlgorithmTable& table,
+                                absl::string_view collective, uint64_t bytes);
+// Runs that row on `call` (its arena set as selected): every collective's entry point.
+absl::Status RunSchedule(absl::string_view collective, uint64_t bytes, ScheduleCall call);
+
 // Messages larger than this are cut into segments so reduction and forwarding overlap transfer.
 inline constexpr size_t kSegmentBytes = 256 * 1024;
 
@@ -25,6 +39,12 @@ inline constexpr size_t kSegmentBytes = 256 * 1024;
 // step_base + size - 1) of the operation's tags.
 absl::Status RingReduceScatter(CollectiveContext& ctx, uint8_t* data, const Partition& blocks,
                                DType dtype, ReduceOpKind op, uint32_t step_base = 0);
+
+// bruck_all_gather.cc: ceil(log2 p) rounds; in round k each rank passes every block it holds
+// (at most 2^k) to the rank 2^k below it, each block as its own message, straight into place.
+// blocks[i] holds rank i's block at rank i on entry and at every rank on return. Fewer rounds
+// than the ring's p - 1, the same bytes: it pays where a round's latency outweighs the bytes.
+absl::Status BruckAllGather(CollectiveContext& ctx, const std::vector<ByteBlock>& blocks);
 
 // ring_all_gather.cc. blocks[i] (bytes[i] long) holds rank i's block at rank i on entry and
 // at every rank on return. `posted`: the receives, if already posted with
@@ -118,6 +138,12 @@ absl::Status SharedMemoryReduceScatterAllReduce(CollectiveContext& ctx, SharedAr
                                                 void* data, int64_t count, DType dtype,
                                                 ReduceOpKind op);
 
+// shared_memory_all_gather.cc ("shm" for all_gather_same_host): for a group on one host; every
+// rank publishes its block in the arena, piece by piece, and copies every peer's out. Same
+// contract as RingAllGather.
+absl::Status SharedMemoryAllGather(CollectiveContext& ctx, SharedArena& arena,
+                                   const std::vector<ByteBlock>& blocks);
+
 // binomial_broadcast.cc: the root's `bytes` reach every rank down a binomial tree, pipelined
 // in segments.
 absl::Status BinomialBroadcast(CollectiveContext& ctx, void* data, size_t bytes, int root);
@@ -136,10 +162,6 @@ absl::Status LinearScatter(CollectiveContext& ctx, void* output, size_t bytes,
 
 // pairwise_all_to_all.cc: send_blocks[i] goes to rank i, and recv_blocks[i] is filled from it;
 // sizes may differ per peer (uneven splits).
-struct ByteBlock {
-  uint8_t* data;
-  size_t bytes;
-};
 absl::Status PairwiseAllToAll(CollectiveContext& ctx, const std::vector<ByteBlock>& send_blocks,
                               const std::vector<ByteBlock>& recv_blocks);
 
@@ -148,9 +170,6 @@ absl::Status DisseminationBarrier(CollectiveContext& ctx);
 
 // shared_memory_barrier.cc: one round in the shared-memory arena (group on one host).
 absl::Status SharedMemoryBarrier(CollectiveContext& ctx, SharedArena& arena);
-// The barrier entry point: the arena's where the group shares a host and the table's
-// barrier_same_host says shm, else dissemination.
-absl::Status Barrier(CollectiveContext& ctx, const AlgorithmTable& table);
 
 }  // namespace plexus::algorithms
 

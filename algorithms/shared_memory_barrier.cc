@@ -16,10 +16,4 @@ absl::Status SharedMemoryBarrier(CollectiveContext& ctx, SharedArena& arena) {
   return slots.WaitForInputs(0);
 }
 
-absl::Status Barrier(CollectiveContext& ctx, const AlgorithmTable& table) {
-  SharedArena* arena = ArenaSlots::UsableArena(ctx);
-  return table.Select(arena != nullptr ? "barrier_same_host" : "barrier", 0)
-      .run({ctx, table, arena});
-}
-
 }  // namespace plexus::algorithms

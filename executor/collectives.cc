@@ -17,22 +17,17 @@
 namespace plexus::executor {
 
 using algorithms::AlgorithmTable;
-using algorithms::BinomialBroadcast;
-using algorithms::BinomialReduce;
 using algorithms::ByteBlock;
 using algorithms::CollectiveContext;
 using algorithms::CollectiveKind;
 using algorithms::CollectiveName;
 using algorithms::KernelOp;
-using algorithms::LinearGather;
-using algorithms::LinearScatter;
 using algorithms::MakeSignature;
 using algorithms::PackTensors;
-using algorithms::PairwiseAllToAll;
-using algorithms::Partition;
 using algorithms::PostScale;
 using algorithms::PreScale;
-using algorithms::RingAllGather;
+using algorithms::RunSchedule;
+using algorithms::ScheduleCall;
 using algorithms::ScratchArena;
 using algorithms::UnpackTensors;
 
@@ -323,9 +318,16 @@ void Collectives::Worker() {
 
 namespace {
 
-// What each kind runs on algorithms/, built from the call. The call's spans end with Run, so a
-// body keeps copies of the tensors (views) and splits it uses; `table` is the Collectives'
-// own, which outlives its queued work.
+// What each kind runs on algorithms/, built from the call: what is the kind's own (scaling,
+// packing, this rank's block copied in) around the schedule the table picks (RunSchedule). The
+// call's spans end with Run, so a body keeps copies of the tensors (views) and splits it uses;
+// `table` is the Collectives' own, which outlives its queued work.
+
+std::vector<ByteBlock> Blocks(const std::vector<Tensor>& tensors) {
+  std::vector<ByteBlock> blocks;
+  for (const Tensor& t : tensors) blocks.push_back({t.bytes(), t.nbytes()});
+  return blocks;
+}
 
 auto AllReduceCoalescedBody(const Collective& call, const AlgorithmTable& table, int64_t total) {
   return [&table, list = Copy(call.outputs), total, op = call.op](CollectiveContext& ctx) {
@@ -340,124 +342,147 @@ auto AllReduceCoalescedBody(const Collective& call, const AlgorithmTable& table,
   };
 }
 
-auto ReduceBody(const Collective& call) {
-  return [tensor = call.tensor(), op = call.op, root = call.root](CollectiveContext& ctx) {
-    const int64_t count = tensor.numel();
-    const DType dtype = tensor.dtype();
+auto BroadcastBody(const Collective& call, const AlgorithmTable& table) {
+  return [&table, tensor = call.tensor(), root = call.root](CollectiveContext& ctx) {
+    ScheduleCall schedule{ctx, table, nullptr};
+    schedule.data = tensor.data();
+    schedule.count = static_cast<int64_t>(tensor.nbytes());
+    schedule.dtype = DType::kUInt8;
+    schedule.root = root;
+    return RunSchedule("broadcast", tensor.nbytes(), schedule);
+  };
+}
+
+auto ReduceBody(const Collective& call, const AlgorithmTable& table) {
+  return [&table, tensor = call.tensor(), op = call.op, root = call.root](CollectiveContext& ctx) {
+    ScheduleCall schedule{ctx, table, nullptr};
+    schedule.count = tensor.numel();
+    schedule.dtype = tensor.dtype();
+    schedule.op = KernelOp(op.kind);
+    schedule.root = root;
     // Scale a copy: off the root the caller's tensor must stay as it was.
-    void* input = tensor.data();
+    schedule.data = tensor.data();
     if (op.kind == ReduceOpKind::kPremulSum) {
       uint8_t* scaled = ctx.Scratch(ScratchArena::kPacked, tensor.nbytes());
       if (tensor.nbytes() > 0) std::memcpy(scaled, tensor.data(), tensor.nbytes());
-      PreScale(scaled, count, dtype, op);
-      input = scaled;
+      PreScale(scaled, schedule.count, schedule.dtype, op);
+      schedule.data = scaled;
     }
-    absl::Status status = BinomialReduce(ctx, input, count, dtype, KernelOp(op.kind), root);
+    absl::Status status = RunSchedule("reduce", tensor.nbytes(), schedule);
     if (!status.ok() || ctx.rank() != root) return status;
-    if (input != tensor.data() && tensor.nbytes() > 0) {
-      std::memcpy(tensor.data(), input, tensor.nbytes());
+    if (schedule.data != tensor.data() && tensor.nbytes() > 0) {
+      std::memcpy(tensor.data(), schedule.data, tensor.nbytes());
     }
-    PostScale(tensor.data(), count, dtype, op, ctx.size());
+    PostScale(tensor.data(), schedule.count, schedule.dtype, op, ctx.size());
     return absl::OkStatus();
   };
 }
 
-// Ring all-gather into `blocks`, this rank's own block copied in from `input` first.
-absl::Status GatherRing(CollectiveContext& ctx, const std::vector<uint8_t*>& blocks,
-                        const std::vector<size_t>& bytes, const Tensor& input) {
-  if (input.nbytes() > 0 && blocks[ctx.rank()] != input.bytes()) {
-    std::memmove(blocks[ctx.rank()], input.data(), input.nbytes());
+// All-gather into `blocks`, this rank's own block copied in from `input` first.
+absl::Status GatherBlocks(CollectiveContext& ctx, const AlgorithmTable& table,
+                          std::vector<ByteBlock> blocks, const Tensor& input) {
+  if (input.nbytes() > 0 && blocks[ctx.rank()].data != input.bytes()) {
+    std::memmove(blocks[ctx.rank()].data, input.data(), input.nbytes());
   }
-  return RingAllGather(ctx, blocks, bytes);
+  ScheduleCall schedule{ctx, table, nullptr};
+  schedule.blocks = std::move(blocks);
+  return RunSchedule("all_gather", input.nbytes(), std::move(schedule));
 }
 
-auto AllGatherBody(const Collective& call) {
-  return [list = Copy(call.outputs), input = call.input()](CollectiveContext& ctx) {
-    std::vector<uint8_t*> blocks;
-    std::vector<size_t> bytes;
-    for (const Tensor& t : list) {
-      blocks.push_back(t.bytes());
-      bytes.push_back(t.nbytes());
+auto AllGatherBody(const Collective& call, const AlgorithmTable& table) {
+  return [&table, list = Copy(call.outputs), input = call.input()](CollectiveContext& ctx) {
+    return GatherBlocks(ctx, table, Blocks(list), input);
+  };
+}
+
+auto AllGatherIntoTensorBody(const Collective& call, const AlgorithmTable& table) {
+  return [&table, output = call.output(), input = call.input()](CollectiveContext& ctx) {
+    std::vector<ByteBlock> blocks;
+    for (int i = 0; i < ctx.size(); ++i) {
+      blocks.push_back({output.bytes() + i * input.nbytes(), input.nbytes()});
     }
-    return GatherRing(ctx, blocks, bytes, input);
+    return GatherBlocks(ctx, table, std::move(blocks), input);
   };
 }
 
-auto AllGatherIntoTensorBody(const Collective& call) {
-  return [output = call.output(), input = call.input()](CollectiveContext& ctx) {
-    std::vector<uint8_t*> blocks;
-    std::vector<size_t> bytes(ctx.size(), input.nbytes());
-    for (int i = 0; i < ctx.size(); ++i) blocks.push_back(output.bytes() + i * input.nbytes());
-    return GatherRing(ctx, blocks, bytes, input);
+auto GatherBody(const Collective& call, const AlgorithmTable& table) {
+  return [&table, list = Copy(call.outputs), input = call.input(),
+          root = call.root](CollectiveContext& ctx) {
+    ScheduleCall schedule{ctx, table, nullptr};
+    schedule.root = root;
+    schedule.own = {input.bytes(), input.nbytes()};
+    schedule.blocks = Blocks(list);  // The root's outputs; empty elsewhere.
+    return RunSchedule("gather", input.nbytes(), std::move(schedule));
   };
 }
 
-auto GatherBody(const Collective& call) {
-  return
-      [list = Copy(call.outputs), input = call.input(), root = call.root](CollectiveContext& ctx) {
-        std::vector<void*> pointers;
-        for (const Tensor& t : list) pointers.push_back(t.data());
-        return LinearGather(ctx, input.data(), input.nbytes(), pointers, root);
-      };
-}
-
-auto ScatterBody(const Collective& call) {
-  return
-      [list = Copy(call.inputs), output = call.output(), root = call.root](CollectiveContext& ctx) {
-        std::vector<const void*> pointers;
-        for (const Tensor& t : list) pointers.push_back(t.data());
-        return LinearScatter(ctx, output.data(), output.nbytes(), pointers, root);
-      };
+auto ScatterBody(const Collective& call, const AlgorithmTable& table) {
+  return [&table, list = Copy(call.inputs), output = call.output(),
+          root = call.root](CollectiveContext& ctx) {
+    ScheduleCall schedule{ctx, table, nullptr};
+    schedule.root = root;
+    schedule.own = {output.bytes(), output.nbytes()};
+    schedule.blocks = Blocks(list);  // The root's inputs; empty elsewhere.
+    return RunSchedule("scatter", output.nbytes(), std::move(schedule));
+  };
 }
 
 // Reduce-scatter of `packed` (size x count elements) into `output`.
-absl::Status ReduceScatterPacked(CollectiveContext& ctx, uint8_t* packed, const Tensor& output,
-                                 const ReduceOp& op) {
-  const int64_t count = output.numel();
-  const DType dtype = output.dtype();
-  PreScale(packed, count * ctx.size(), dtype, op);
-  Partition blocks;
-  for (int i = 0; i < ctx.size(); ++i) {
-    blocks.counts.push_back(count);
-    blocks.offsets.push_back(count * i);
-  }
-  absl::Status status = RingReduceScatter(ctx, packed, blocks, dtype, KernelOp(op.kind));
+absl::Status ReduceScatterPacked(CollectiveContext& ctx, const AlgorithmTable& table,
+                                 uint8_t* packed, const Tensor& output, const ReduceOp& op) {
+  ScheduleCall schedule{ctx, table, nullptr};
+  schedule.data = packed;
+  schedule.count = output.numel();
+  schedule.dtype = output.dtype();
+  schedule.op = KernelOp(op.kind);
+  PreScale(packed, schedule.count * ctx.size(), schedule.dtype, op);
+  absl::Status status = RunSchedule("reduce_scatter", output.nbytes(), schedule);
   if (!status.ok()) return status;
   if (output.nbytes() > 0) {
     std::memcpy(output.data(), packed + ctx.rank() * output.nbytes(), output.nbytes());
   }
-  PostScale(output.data(), count, dtype, op, ctx.size());
+  PostScale(output.data(), schedule.count, schedule.dtype, op, ctx.size());
   return absl::OkStatus();
 }
 
-auto ReduceScatterBody(const Collective& call) {
-  return [list = Copy(call.inputs), output = call.output(), op = call.op](CollectiveContext& ctx) {
+auto ReduceScatterBody(const Collective& call, const AlgorithmTable& table) {
+  return [&table, list = Copy(call.inputs), output = call.output(),
+          op = call.op](CollectiveContext& ctx) {
     uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, output.nbytes() * list.size());
     PackTensors(list, packed);
-    return ReduceScatterPacked(ctx, packed, output, op);
+    return ReduceScatterPacked(ctx, table, packed, output, op);
   };
 }
 
-auto ReduceScatterTensorBody(const Collective& call) {
-  return [input = call.input(), output = call.output(), op = call.op](CollectiveContext& ctx) {
+auto ReduceScatterTensorBody(const Collective& call, const AlgorithmTable& table) {
+  return [&table, input = call.input(), output = call.output(),
+          op = call.op](CollectiveContext& ctx) {
     // The input is the caller's: reduce in a copy.
     uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, input.nbytes());
     if (input.nbytes() > 0) std::memcpy(packed, input.data(), input.nbytes());
-    return ReduceScatterPacked(ctx, packed, output, op);
+    return ReduceScatterPacked(ctx, table, packed, output, op);
   };
 }
 
-auto AllToAllBody(const Collective& call) {
-  return [outs = Copy(call.outputs), ins = Copy(call.inputs)](CollectiveContext& ctx) {
-    std::vector<ByteBlock> send, recv;
-    for (const Tensor& t : ins) send.push_back({t.bytes(), t.nbytes()});
-    for (const Tensor& t : outs) recv.push_back({t.bytes(), t.nbytes()});
-    return PairwiseAllToAll(ctx, send, recv);
+// The all-to-all the table picks: send[i] goes to rank i, received[i] comes from it.
+absl::Status ExchangeBlocks(CollectiveContext& ctx, const AlgorithmTable& table,
+                            std::vector<ByteBlock> send, std::vector<ByteBlock> received) {
+  uint64_t bytes = 0;
+  for (const ByteBlock& block : send) bytes += block.bytes;
+  ScheduleCall schedule{ctx, table, nullptr};
+  schedule.blocks = std::move(send);
+  schedule.received = std::move(received);
+  return RunSchedule("all_to_all", bytes, std::move(schedule));
+}
+
+auto AllToAllBody(const Collective& call, const AlgorithmTable& table) {
+  return [&table, outs = Copy(call.outputs), ins = Copy(call.inputs)](CollectiveContext& ctx) {
+    return ExchangeBlocks(ctx, table, Blocks(ins), Blocks(outs));
   };
 }
 
-auto AllToAllSingleBody(const Collective& call) {
-  return [output = call.output(), input = call.input(),
+auto AllToAllSingleBody(const Collective& call, const AlgorithmTable& table) {
+  return [&table, output = call.output(), input = call.input(),
           out_splits = std::vector<int64_t>(call.output_splits.begin(), call.output_splits.end()),
           in_splits = std::vector<int64_t>(call.input_splits.begin(), call.input_splits.end())](
              CollectiveContext& ctx) {
@@ -473,7 +498,7 @@ auto AllToAllSingleBody(const Collective& call) {
       }
       return result;
     };
-    return PairwiseAllToAll(ctx, blocks(input, in_splits), blocks(output, out_splits));
+    return ExchangeBlocks(ctx, table, blocks(input, in_splits), blocks(output, out_splits));
   };
 }
 
@@ -487,15 +512,12 @@ WorkPtr Collectives::Run(const Collective& call) {
     return Enqueue(kind, dtype, count, call.timeout, call.blocking, std::move(body));
   };
   switch (call.kind) {
-    case CollectiveKind::kBroadcast: {
-      const Tensor& tensor = call.tensor();
-      return queue(call.kind, tensor.dtype(), tensor.numel(),
-                   [tensor, root = call.root](CollectiveContext& ctx) {
-                     return BinomialBroadcast(ctx, tensor.data(), tensor.nbytes(), root);
-                   });
-    }
+    case CollectiveKind::kBroadcast:
+      return queue(call.kind, call.tensor().dtype(), call.tensor().numel(),
+                   BroadcastBody(call, table_));
     case CollectiveKind::kReduce:
-      return queue(call.kind, call.tensor().dtype(), call.tensor().numel(), ReduceBody(call));
+      return queue(call.kind, call.tensor().dtype(), call.tensor().numel(),
+                   ReduceBody(call, table_));
     case CollectiveKind::kAllReduce: {
       const Tensor& tensor = call.tensor();
       return queue(call.kind, tensor.dtype(), tensor.numel(),
@@ -511,27 +533,32 @@ WorkPtr Collectives::Run(const Collective& call) {
                    AllReduceCoalescedBody(call, table_, total));
     }
     case CollectiveKind::kAllGather:
-      return queue(call.kind, call.input().dtype(), call.input().numel(), AllGatherBody(call));
+      return queue(call.kind, call.input().dtype(), call.input().numel(),
+                   AllGatherBody(call, table_));
     case CollectiveKind::kAllGatherIntoTensor:
       return queue(CollectiveKind::kAllGather, call.input().dtype(), call.input().numel(),
-                   AllGatherIntoTensorBody(call));
+                   AllGatherIntoTensorBody(call, table_));
     case CollectiveKind::kGather:
-      return queue(call.kind, call.input().dtype(), call.input().numel(), GatherBody(call));
+      return queue(call.kind, call.input().dtype(), call.input().numel(),
+                   GatherBody(call, table_));
     case CollectiveKind::kScatter:
-      return queue(call.kind, call.output().dtype(), call.output().numel(), ScatterBody(call));
+      return queue(call.kind, call.output().dtype(), call.output().numel(),
+                   ScatterBody(call, table_));
     case CollectiveKind::kReduceScatter:
       return queue(call.kind, call.output().dtype(), call.output().numel(),
-                   ReduceScatterBody(call));
+                   ReduceScatterBody(call, table_));
     case CollectiveKind::kReduceScatterTensor:
       return queue(CollectiveKind::kReduceScatter, call.output().dtype(), call.output().numel(),
-                   ReduceScatterTensorBody(call));
+                   ReduceScatterTensorBody(call, table_));
     case CollectiveKind::kAllToAll:
-      return queue(call.kind, call.inputs[0].dtype(), 0, AllToAllBody(call));
+      return queue(call.kind, call.inputs[0].dtype(), 0, AllToAllBody(call, table_));
     case CollectiveKind::kAllToAllSingle:
-      return queue(CollectiveKind::kAllToAll, call.input().dtype(), 0, AllToAllSingleBody(call));
+      return queue(CollectiveKind::kAllToAll, call.input().dtype(), 0,
+                   AllToAllSingleBody(call, table_));
     case CollectiveKind::kBarrier:
-      return queue(call.kind, DType::kUInt8, 0,
-                   [this](CollectiveContext& ctx) { return algorithms::Barrier(ctx, table_); });
+      return queue(call.kind, DType::kUInt8, 0, [this](CollectiveContext& ctx) {
+        return RunSchedule("barrier", 0, ScheduleCall{ctx, table_, nullptr});
+      });
     // Point-to-point bypasses the queue: ordered per (peer, tag), independent of collectives.
     case CollectiveKind::kSend: {
       const Tensor& tensor = call.input();
@@ -548,11 +575,8 @@ WorkPtr Collectives::Run(const Collective& call) {
       return transport_->RecvFromAny(PointToPointTag(call.tag), {tensor.bytes(), tensor.nbytes()},
                                      call.timeout);
     }
-    default:
-      // A kind added since runs its algorithm from here:
-      //   case CollectiveKind::kX: return queue(call.kind, dtype, count, body calling it);
-      break;
   }
+  // No default above: a kind added to the enum is a -Wswitch error until it has a case here.
   return Work::Finished(absl::UnimplementedError(absl::StrCat(
                             "the algorithm library has no schedule for ", call.name())),
                         std::string(call.name()), size());

@@ -1,8 +1,12 @@
 #include "tests/conformance/conformance.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
+#include "absl/strings/str_cat.h"
+#include "algorithms/algorithm_catalog.h"
+#include "algorithms/algorithm_table.h"
 #include "frontend/dispatch/init.h"
 #include "gtest/gtest.h"
 #include "tests/testing/mpirun.h"
@@ -173,6 +177,63 @@ void RunWorld(int world, const std::function<void(ProcessGroup&, Checker&)>& bod
       world, [&](int rank) { return RunRank(url, rank, world, body); }, absl::Seconds(240));
   EXPECT_TRUE(status.ok()) << "backend " << BackendUnderTest() << ", world " << world << ": "
                            << status;
+}
+
+namespace {
+
+// PLEXUS_ALGO specs that force each algorithm of `collective` and of its "_same_host" and
+// "_multi_host" ranges, in every set of ranges that has it (so a flat schedule also runs where
+// the group would take a variant's ranges); one per distinct algorithm name.
+std::vector<std::string> ForcingSpecs(const std::string& collective) {
+  std::vector<std::string> sets;
+  for (const std::string& name : algorithms::KnownCollectives()) {
+    if (name == collective || name == collective + "_same_host" ||
+        name == collective + "_multi_host") {
+      sets.push_back(name);
+    }
+  }
+  std::vector<std::string> algorithms_seen, specs;
+  for (const std::string& set : sets) {
+    for (const std::string& algorithm : algorithms::KnownAlgorithms(set)) {
+      if (std::find(algorithms_seen.begin(), algorithms_seen.end(), algorithm) !=
+          algorithms_seen.end()) {
+        continue;
+      }
+      algorithms_seen.push_back(algorithm);
+      std::string spec;
+      for (const std::string& other : sets) {
+        if (algorithms::FindAlgorithm(other, algorithm) != nullptr) {
+          absl::StrAppend(&spec, spec.empty() ? "" : ";", other, ":0-:", algorithm);
+        }
+      }
+      specs.push_back(spec);
+    }
+  }
+  return specs;
+}
+
+}  // namespace
+
+void WithEveryAlgorithm(ProcessGroup& group, Checker& check, const std::string& collective,
+                        const std::function<void(ProcessGroup&, Checker&)>& checks) {
+  const std::vector<std::string> specs = ForcingSpecs(collective);
+  if (specs.size() < 2) return;  // The default run is the only schedule's run.
+  std::vector<int> everyone;
+  for (int r = 0; r < group.size(); ++r) everyone.push_back(r);
+  for (const std::string& spec : specs) {
+    // The table is read when a group is made: force the rows for the new group only.
+    setenv("PLEXUS_ALGO", spec.c_str(), 1);
+    absl::StatusOr<std::shared_ptr<ProcessGroup>> forced = group.NewGroup(everyone);
+    unsetenv("PLEXUS_ALGO");
+    if (!forced.ok()) {
+      check.Fail(spec, ": new_group: ", forced.status().ToString());
+      continue;
+    }
+    Checker inner(group.rank());
+    checks(**forced, inner);
+    for (const std::string& failure : inner.failures()) check.Fail("with ", spec, ": ", failure);
+    (void)(*forced)->Shutdown(absl::Seconds(60));
+  }
 }
 
 }  // namespace plexus::conformance

@@ -48,6 +48,7 @@ class Checker {
   // Waits for an issued collective; records a failure if either step failed.
   bool Ran(const std::string& what, absl::StatusOr<WorkPtr> work);
   int Report() const;  // Prints the failures to stderr; returns the exit code.
+  const std::vector<std::string>& failures() const { return failures_; }
 
  private:
   int rank_;
@@ -57,6 +58,15 @@ class Checker {
 // Forks `world` ranks, forms the group, and runs `body` in each; fails the test if any rank
 // reports a failure or does not finish in time.
 void RunWorld(int world, const std::function<void(ProcessGroup&, Checker&)>& body);
+
+// Runs `checks` once per algorithm the catalog has for `collective` ("all_gather") or its
+// "_same_host" and "_multi_host" ranges, each time on a new group of every rank made with that
+// algorithm forced for every size in every set of ranges that has it (PLEXUS_ALGO),
+// so a row added to algorithms/algorithm_catalog.cc is checked without a test of its own. A
+// collective with one schedule is skipped: the suite's default run is that schedule's run.
+// Backends that run the collective natively never reach the rows; the checks still pass.
+void WithEveryAlgorithm(ProcessGroup& group, Checker& check, const std::string& collective,
+                        const std::function<void(ProcessGroup&, Checker&)>& checks);
 
 // Counts used for every collective: empty, one element, not divisible by any world size > 1,
 // and larger than a segment.

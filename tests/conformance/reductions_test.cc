@@ -171,78 +171,86 @@ TEST_P(ReductionsTest, AllReduceCoalesced) {
   });
 }
 
-TEST_P(ReductionsTest, ReduceToEveryRoot) {
-  RunWorld(GetParam(), [](ProcessGroup& group, Checker& check) {
-    for (int root : {0, group.size() - 1}) {
-      for (DType dtype : kAllDTypes) {
-        for (const ReduceOp& op : ValidOps(group, dtype)) {
-          for (int64_t count : {int64_t{0}, int64_t{7}, int64_t{70001}}) {
-            Buffer data = MakeInput(dtype, op.kind, group.rank(), count);
-            const Buffer original = data;
-            ReduceOptions options;
-            options.op = op;
-            options.root_rank = root;
-            const std::string what = absl::StrCat("reduce root ", root, " ", DTypeName(dtype), " ",
-                                                  ReduceOpName(op), " x", count);
-            if (!check.Ran(what, group.Reduce(DeviceTensor(data.data(), dtype, count), options))) {
-              continue;
-            }
-            std::vector<double> expected;
-            if (group.rank() == root) {
-              expected = Expected(dtype, op, group.size(), count);
-            } else {
-              for (int64_t i = 0; i < count; ++i) expected.push_back(original.Get(i));
-            }
-            std::string diff = Compare(data, expected, group.rank() == root ? op : ReduceOp());
-            if (!diff.empty()) check.Fail(what, ": ", diff);
-          }
-        }
-      }
-    }
-  });
-}
-
-TEST_P(ReductionsTest, ReduceScatterListAndTensor) {
-  RunWorld(GetParam(), [](ProcessGroup& group, Checker& check) {
-    const int n = group.size();
+void CheckReduce(ProcessGroup& group, Checker& check) {
+  for (int root : {0, group.size() - 1}) {
     for (DType dtype : kAllDTypes) {
       for (const ReduceOp& op : ValidOps(group, dtype)) {
-        for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{20001}}) {
-          // Element j of the flat input is InputValue(rank, j); rank r's block is [r*count, ...).
-          Buffer input = MakeInput(dtype, op.kind, group.rank(), count * n);
-          const std::vector<double> expected = Expected(dtype, op, n, count, group.rank() * count);
-          const std::string what =
-              absl::StrCat("reduce_scatter ", DTypeName(dtype), " ", ReduceOpName(op), " x", count);
-          Buffer output(dtype, count);
-          ReduceScatterOptions options;
+        for (int64_t count : {int64_t{0}, int64_t{7}, int64_t{70001}}) {
+          Buffer data = MakeInput(dtype, op.kind, group.rank(), count);
+          const Buffer original = data;
+          ReduceOptions options;
           options.op = op;
-          if (check.Ran(what + " (tensor)",
-                        group.ReduceScatterTensor(DeviceTensor(output.data(), dtype, count),
-                                                  DeviceTensor(input.data(), dtype, count * n),
-                                                  options))) {
-            std::string diff = Compare(output, expected, op);
-            if (!diff.empty()) check.Fail(what, " (tensor): ", diff);
+          options.root_rank = root;
+          const std::string what = absl::StrCat("reduce root ", root, " ", DTypeName(dtype), " ",
+                                                ReduceOpName(op), " x", count);
+          if (!check.Ran(what, group.Reduce(DeviceTensor(data.data(), dtype, count), options))) {
+            continue;
           }
-          const Buffer untouched = MakeInput(dtype, op.kind, group.rank(), count * n);
-          if (Fingerprint(input.bytes(), input.nbytes()) !=
-              Fingerprint(untouched.bytes(), untouched.nbytes())) {
-            check.Fail(what, ": the input tensor was modified");
+          std::vector<double> expected;
+          if (group.rank() == root) {
+            expected = Expected(dtype, op, group.size(), count);
+          } else {
+            for (int64_t i = 0; i < count; ++i) expected.push_back(original.Get(i));
           }
-          std::vector<Tensor> inputs;
-          for (int r = 0; r < n; ++r) {
-            inputs.push_back(DeviceTensor(
-                static_cast<uint8_t*>(input.data()) + r * count * DTypeSize(dtype), dtype, count));
-          }
-          Buffer list_output(dtype, count);
-          if (check.Ran(what + " (list)",
-                        group.ReduceScatter(DeviceTensor(list_output.data(), dtype, count), inputs,
-                                            options))) {
-            std::string diff = Compare(list_output, expected, op);
-            if (!diff.empty()) check.Fail(what, " (list): ", diff);
-          }
+          std::string diff = Compare(data, expected, group.rank() == root ? op : ReduceOp());
+          if (!diff.empty()) check.Fail(what, ": ", diff);
         }
       }
     }
+  }
+}
+
+TEST_P(ReductionsTest, ReduceToEveryRoot) { RunWorld(GetParam(), CheckReduce); }
+
+void CheckReduceScatter(ProcessGroup& group, Checker& check) {
+  const int n = group.size();
+  for (DType dtype : kAllDTypes) {
+    for (const ReduceOp& op : ValidOps(group, dtype)) {
+      for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{20001}}) {
+        // Element j of the flat input is InputValue(rank, j); rank r's block is [r*count, ...).
+        Buffer input = MakeInput(dtype, op.kind, group.rank(), count * n);
+        const std::vector<double> expected = Expected(dtype, op, n, count, group.rank() * count);
+        const std::string what =
+            absl::StrCat("reduce_scatter ", DTypeName(dtype), " ", ReduceOpName(op), " x", count);
+        Buffer output(dtype, count);
+        ReduceScatterOptions options;
+        options.op = op;
+        if (check.Ran(what + " (tensor)",
+                      group.ReduceScatterTensor(DeviceTensor(output.data(), dtype, count),
+                                                DeviceTensor(input.data(), dtype, count * n),
+                                                options))) {
+          std::string diff = Compare(output, expected, op);
+          if (!diff.empty()) check.Fail(what, " (tensor): ", diff);
+        }
+        const Buffer untouched = MakeInput(dtype, op.kind, group.rank(), count * n);
+        if (Fingerprint(input.bytes(), input.nbytes()) !=
+            Fingerprint(untouched.bytes(), untouched.nbytes())) {
+          check.Fail(what, ": the input tensor was modified");
+        }
+        std::vector<Tensor> inputs;
+        for (int r = 0; r < n; ++r) {
+          inputs.push_back(DeviceTensor(
+              static_cast<uint8_t*>(input.data()) + r * count * DTypeSize(dtype), dtype, count));
+        }
+        Buffer list_output(dtype, count);
+        if (check.Ran(what + " (list)",
+                      group.ReduceScatter(DeviceTensor(list_output.data(), dtype, count), inputs,
+                                          options))) {
+          std::string diff = Compare(list_output, expected, op);
+          if (!diff.empty()) check.Fail(what, " (list): ", diff);
+        }
+      }
+    }
+  }
+}
+
+TEST_P(ReductionsTest, ReduceScatterListAndTensor) { RunWorld(GetParam(), CheckReduceScatter); }
+
+// Each collective with more than one schedule, once per schedule (all_reduce's are above).
+TEST_P(ReductionsTest, EveryAlgorithmOfEachCollective) {
+  RunWorld(GetParam(), [](ProcessGroup& group, Checker& check) {
+    WithEveryAlgorithm(group, check, "reduce", CheckReduce);
+    WithEveryAlgorithm(group, check, "reduce_scatter", CheckReduceScatter);
   });
 }
 

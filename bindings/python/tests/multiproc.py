@@ -27,7 +27,8 @@ def _rank_main(fn, rank, world_size, args, options, results):
             options["before_init"](rank, world_size)
         dist.init_process_group(options["backend"], init_method="file://" + options["store"],
                                 rank=rank, world_size=world_size,
-                                timeout=datetime.timedelta(seconds=options["op_timeout"]))
+                                timeout=datetime.timedelta(seconds=options["op_timeout"]),
+                                **options["init_options"])
         try:
             value = fn(rank, world_size, *args)
         finally:
@@ -39,16 +40,18 @@ def _rank_main(fn, rank, world_size, args, options, results):
 
 
 def run_world(fn, world_size, *args, backend="tcp", init="plexus", timeout=120, op_timeout=60,
-              before_init=None, may_exit=(), destroy=True):
+              before_init=None, may_exit=(), destroy=True, init_options=None):
     """Calls fn(rank, world_size, *args) on `world_size` ranks and returns their results in
     rank order. init: "plexus" (plexus.init_process_group) or "torch" (torch.distributed with
     plexus.torch imported).
     Ranks in `may_exit` may end without a result (theirs is None); destroy=False skips
-    destroy_process_group (for worlds a test has broken on purpose)."""
+    destroy_process_group (for worlds a test has broken on purpose); init_options: more keyword
+    arguments for init_process_group (torch's enable_reconfigure=True, say)."""
     context = multiprocessing.get_context("spawn")
     store = os.path.join(_tmpdir(), "store-" + uuid.uuid4().hex)
     options = {"backend": backend, "init": init, "store": store, "op_timeout": op_timeout,
-               "before_init": before_init, "destroy": destroy}
+               "before_init": before_init, "destroy": destroy,
+               "init_options": init_options or {}}
     results = context.Queue()
     processes = [context.Process(target=_rank_main,
                                  args=(fn, rank, world_size, args, options, results))

@@ -1,7 +1,7 @@
 """plexus with torch CUDA tensors on a real GPU; every test skips without one (CI). NCCL at one
 rank per GPU (NCCL refuses two ranks on one GPU), staging through tcp with ranks sharing a GPU,
 torch's stream semantics, and through the C++ torch backend (torch.distributed with
-backend="plexus"): stream order, DDP and FSDP on the GPU."""
+backend="plexus"): stream order, DDP, FSDP and torch's reconfigure regime on the GPU."""
 import pytest
 import torch
 
@@ -188,3 +188,43 @@ def test_elastic_with_cuda_tensors_on_gpu():
     master.interrupt()
     master.await_termination(10)
     assert results == [(3.0, 3.0, 7000.0, 3)] * 2, results
+
+
+def _reconfigure_with_cuda_tensors(rank, world):
+    """torch's reconfigure regime on cuda:nccl: a configuration of every rank, an all_reduce on
+    the GPU, a revoke (abort), then a configuration without the last rank (a new NCCL
+    communicator; with one GPU the same rank again) and another all_reduce. Returns the sums."""
+    import torch.distributed as dist
+    device = _device(rank)
+    torch.cuda.set_device(device)
+    store = dist.distributed_c10d._get_default_store()
+    store.set("handle/%d" % rank, dist._get_reconfigure_handle())
+    handles = [store.get("handle/%d" % r).decode() for r in range(world)]
+    dist._reconfigure(1, handles).wait()
+    x = torch.full((1 << 20,), float(rank + 1), device=device)
+    dist.all_reduce(x)
+    sums = [x[0].item()]
+    backend = dist.group.WORLD._get_backend(device)
+    backend.abort()
+    members = handles[:-1] if world > 1 else handles
+    if rank >= len(members):
+        return sums
+    dist._reconfigure(2, members).wait()
+    x = torch.full((1 << 20,), float(rank + 1), device=device)
+    dist.all_reduce(x)
+    torch.cuda.synchronize(device)
+    return sums + [x[0].item(), x[-1].item(), dist.get_world_size()]
+
+
+@pytest.mark.skipif(not hasattr(torch.distributed, "_reconfigure"),
+                    reason="this torch has no reconfigure API (c10d's, torch 2.14 and later)")
+def test_reconfigure_on_cuda_nccl(monkeypatch):
+    monkeypatch.setenv("PLEXUS_TORCH_BACKEND", "cpu:tcp,cuda:nccl")
+    world = max(1, torch.cuda.device_count())
+    results = run_world(_reconfigure_with_cuda_tensors, world, init="torch", backend="plexus",
+                        init_options={"enable_reconfigure": True})
+    first = world * (world + 1) / 2
+    survivors = max(1, world - 1)
+    second = survivors * (survivors + 1) / 2
+    expected = [[first, second, second, survivors]] * survivors + [[first]] * (world - survivors)
+    assert results == expected
