@@ -246,9 +246,17 @@ WorkPtr GlooBackend::RunNatively(const Collective& call) {
                             call.all_to_all_options());
     case CollectiveKind::kBarrier:
       return Barrier(call.barrier_options());
-    default:  // Gloo has no better schedule than algorithms/ for the others.
+    // Gloo has no better schedule than algorithms/ for these.
+    case CollectiveKind::kAllReduceCoalesced:
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kReduceScatterTensor:
+    case CollectiveKind::kAllToAll:
+    case CollectiveKind::kSend:
+    case CollectiveKind::kRecv:
+    case CollectiveKind::kRecvAnySource:
       return nullptr;
   }
+  return nullptr;
 }
 
 }  // namespace plexus::gloo_backend

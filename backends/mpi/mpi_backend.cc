@@ -595,7 +595,7 @@ std::optional<NativePlan> PlanBarrier(const Collective& /*call*/, int /*rank*/, 
 }
 
 // The native plan for `call`, or nothing where it runs on algorithms/ (MPI lacks the dtype, a
-// count exceeds int, point-to-point, kinds added since).
+// count exceeds int, point-to-point).
 std::optional<NativePlan> PlanNative(const Collective& call, int rank, int size) {
   switch (call.kind) {
     case CollectiveKind::kBroadcast:
@@ -624,9 +624,12 @@ std::optional<NativePlan> PlanNative(const Collective& call, int rank, int size)
       return PlanAllToAllSingle(call, rank, size);
     case CollectiveKind::kBarrier:
       return PlanBarrier(call, rank, size);
-    default:
+    case CollectiveKind::kSend:  // Point-to-point runs on the transport.
+    case CollectiveKind::kRecv:
+    case CollectiveKind::kRecvAnySource:
       return std::nullopt;
   }
+  return std::nullopt;
 }
 
 }  // namespace

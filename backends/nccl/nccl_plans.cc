@@ -459,8 +459,6 @@ absl::StatusOr<NcclPlan> PlanCollective(const Collective& call, int rank, int si
       return PlanRecv(call);
     case CollectiveKind::kRecvAnySource:  // capabilities() says no: the ProcessGroup never asks.
       return absl::UnimplementedError("recv_any_source: nccl matches by source rank");
-    default:  // A kind added since: it needs a plan here.
-      break;
   }
   return absl::UnimplementedError(absl::StrCat("backend 'nccl' does not run ", call.name()));
 }

@@ -42,7 +42,7 @@ enum class CollectiveKind : uint8_t {
 // How a kind's arguments are checked (frontend/dispatch/validate.cc).
 enum class CollectiveShape : uint8_t {
   // One tensor, read and written in place, the same size on every rank (broadcast, reduce,
-  // all_reduce). A new collective of this shape needs no validation code.
+  // all_reduce). A new collective of this shape needs no validation code (a case label).
   kInPlace,
   // Checked by a rule of its own, named after the kind.
   kOwnRule,
@@ -95,8 +95,19 @@ inline constexpr CollectiveTraits kCollectiveTraits[] = {
     {CollectiveKind::kRecvAnySource, "recv_any_source", CollectiveShape::kOwnRule, kPointToPoint},
 };
 
-// The row for `kind` (rows are in kind order from 1, so the number indexes the table); a kind
-// without one gets a row named "unknown".
+// Rows are in kind order from 1, one per kind, so the number indexes the table.
+inline constexpr CollectiveKind kLastCollectiveKind = CollectiveKind::kRecvAnySource;
+constexpr bool TraitsInKindOrder() {
+  for (size_t i = 0; i < std::size(kCollectiveTraits); ++i) {
+    if (static_cast<size_t>(kCollectiveTraits[i].kind) != i + 1) return false;
+  }
+  return std::size(kCollectiveTraits) == static_cast<size_t>(kLastCollectiveKind);
+}
+static_assert(TraitsInKindOrder(),
+              "kCollectiveTraits needs one row per CollectiveKind, in kind order, and "
+              "kLastCollectiveKind the last kind");
+
+// The row for `kind`; a number that is no kind gets a row named "unknown".
 inline const CollectiveTraits& TraitsOf(CollectiveKind kind) {
   static constexpr CollectiveTraits kUnknown = {CollectiveKind{0}, "unknown",
                                                 CollectiveShape::kOwnRule, 0};

@@ -8,11 +8,11 @@
 namespace plexus {
 namespace {
 
+// The order is a static_assert in collective.h; the names are checked here.
 TEST(CollectiveTraitsTest, EveryKindHasItsOwnRowAndName) {
   std::set<std::string> names;
   for (size_t i = 0; i < std::size(kCollectiveTraits); ++i) {
     const CollectiveTraits& row = kCollectiveTraits[i];
-    EXPECT_EQ(static_cast<size_t>(row.kind), i + 1) << row.name << " is out of kind order";
     EXPECT_EQ(&TraitsOf(row.kind), &row);
     EXPECT_TRUE(names.insert(std::string(row.name)).second) << row.name << " is listed twice";
   }

@@ -368,10 +368,21 @@ int64_t CheckedElements(const Collective& call) {
     case CollectiveKind::kScatter:
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kReduceScatterTensor:
+    case CollectiveKind::kRecv:
+    case CollectiveKind::kRecvAnySource:
       return call.output().numel();
-    default:
-      return call.traits().in_place() ? TotalElements(call.outputs) : call.input().numel();
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kReduce:
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kAllReduceCoalesced:
+      return TotalElements(call.outputs);
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kAllGatherIntoTensor:
+    case CollectiveKind::kGather:
+    case CollectiveKind::kSend:
+      return call.input().numel();
   }
+  return -1;  // Not a kind (no default above: the compiler names a kind left out).
 }
 
 }  // namespace

@@ -42,9 +42,19 @@ class StoreBackend : public Backend {
         return Send(call.input(), call.peer, call.send_options());
       case CollectiveKind::kRecv:
         return Recv(call.output(), call.peer, call.recv_options());
-      default:
-        return Missing(std::string(call.name()));
+      case CollectiveKind::kReduce:
+      case CollectiveKind::kAllReduceCoalesced:
+      case CollectiveKind::kAllGather:
+      case CollectiveKind::kGather:
+      case CollectiveKind::kScatter:
+      case CollectiveKind::kReduceScatter:
+      case CollectiveKind::kAllToAll:
+      case CollectiveKind::kReduceScatterTensor:
+      case CollectiveKind::kAllToAllSingle:
+      case CollectiveKind::kRecvAnySource:
+        break;
     }
+    return Missing(std::string(call.name()));
   }
 
  private:
