@@ -22,13 +22,13 @@ absl::Status BruckAllGather(CollectiveContext& ctx, const std::vector<ByteBlock>
     std::vector<WorkPtr> recvs;
     for (int i = 0; i < moved; ++i) {
       const int block = (from + i) % n;
-      recvs.push_back(ctx.Recv(from, static_cast<uint32_t>(block), blocks[block].data,
-                               blocks[block].bytes));
+      recvs.push_back(
+          ctx.Recv(from, static_cast<uint32_t>(block), blocks[block].data, blocks[block].bytes));
     }
     for (int i = 0; i < moved; ++i) {
       const int block = (r + i) % n;
-      sends.push_back(ctx.Send(to, static_cast<uint32_t>(block), blocks[block].data,
-                               blocks[block].bytes));
+      sends.push_back(
+          ctx.Send(to, static_cast<uint32_t>(block), blocks[block].data, blocks[block].bytes));
     }
     if (absl::Status status = ctx.WaitAll(recvs); !status.ok()) return status;
   }

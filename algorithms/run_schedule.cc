@@ -23,7 +23,7 @@ bool SpansHostsWithNeighbours(absl::Span<const int> host_of) {
 }
 
 struct Variants {
-  std::string same_host;   // Empty where the catalog has no such ranges.
+  std::string same_host;  // Empty where the catalog has no such ranges.
   std::string multi_host;
 };
 

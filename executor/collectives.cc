@@ -455,13 +455,13 @@ auto ReduceScatterBody(const Collective& call, const AlgorithmTable& table) {
 }
 
 auto ReduceScatterTensorBody(const Collective& call, const AlgorithmTable& table) {
-  return [&table, input = call.input(), output = call.output(),
-          op = call.op](CollectiveContext& ctx) {
-    // The input is the caller's: reduce in a copy.
-    uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, input.nbytes());
-    if (input.nbytes() > 0) std::memcpy(packed, input.data(), input.nbytes());
-    return ReduceScatterPacked(ctx, table, packed, output, op);
-  };
+  return
+      [&table, input = call.input(), output = call.output(), op = call.op](CollectiveContext& ctx) {
+        // The input is the caller's: reduce in a copy.
+        uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, input.nbytes());
+        if (input.nbytes() > 0) std::memcpy(packed, input.data(), input.nbytes());
+        return ReduceScatterPacked(ctx, table, packed, output, op);
+      };
 }
 
 // The all-to-all the table picks: send[i] goes to rank i, received[i] comes from it.
@@ -539,8 +539,7 @@ WorkPtr Collectives::Run(const Collective& call) {
       return queue(CollectiveKind::kAllGather, call.input().dtype(), call.input().numel(),
                    AllGatherIntoTensorBody(call, table_));
     case CollectiveKind::kGather:
-      return queue(call.kind, call.input().dtype(), call.input().numel(),
-                   GatherBody(call, table_));
+      return queue(call.kind, call.input().dtype(), call.input().numel(), GatherBody(call, table_));
     case CollectiveKind::kScatter:
       return queue(call.kind, call.output().dtype(), call.output().numel(),
                    ScatterBody(call, table_));

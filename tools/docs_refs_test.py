@@ -8,6 +8,11 @@ Reads README.md, CONTRIBUTING.md, CHANGELOG.md and docs/*.md. Checks:
     has a BUILD file and, for :name, the BUILD file or a macro it loads defines that name;
   - relative Markdown links ([text](docs/design.md#layers)), their #anchor included: a heading
     of the target (or of the same page) must make it, as GitHub makes anchors;
+  - command-line flags in code: every --flag given to the bench (//tools:bench, bench ...) is
+    one tools/bench*.cc parses, and every other --flag is spelled in the repository's code
+    (a tool, script, test or .bazelrc that takes or passes it) or is another program's, listed
+    in OTHER_PROGRAMS_FLAGS; benchmarks_history.md keeps the flags of its day and is skipped.
+    (PLEXUS_* variables are tools/environment_doc_test.sh's: each must be in the table.)
   - no commit hashes (a doc says what is true now, not which build it was) and no scripts
     outside the repository (/tmp/run.sh).
 Placeholders (<name>, *, {a,b}, ...) are not checked. Prints each missing reference with the
@@ -30,6 +35,16 @@ CODE_SPAN = re.compile(r"`([^`]+)`")
 COMMIT = re.compile(r"(?<![\w.:/-])(?!0x)[0-9a-f]{7,12}(?![\w-])")
 OUTSIDE_SCRIPT = re.compile(r"(?<![\w.])/tmp/[\w./-]*\.(?:sh|py)\b")
 PLACEHOLDER = re.compile(r"[<>*{}$]|\.\.\.$|\bN\b")
+FLAG = re.compile(r"(?<![\w-])--([a-z][a-z0-9_]*(?:-[a-z0-9_]+)*)")
+BENCH_CALL = re.compile(r"(?://tools:bench|tools/bench|(?:^|\s)bench)(?![\w./-])(.*)")
+# Flags of programs outside the repository that the docs show being called.
+OTHER_PROGRAMS_FLAGS = {
+    "node_rank": "torchrun",
+    "ntasks-per-node": "srun",
+    "system-site-packages": "python3 -m venv",
+    "test_tag_filters": "bazel",
+}
+CODE_SUFFIXES = (".cc", ".h", ".py", ".sh", ".bzl")
 
 
 def checkout_root():
@@ -56,6 +71,55 @@ def code_texts(lines):
         else:
             for span in CODE_SPAN.findall(line):
                 yield number, span
+
+
+def code_lines(lines):
+    """code_texts with backslash-continued lines joined (numbered by their first line)."""
+    pending, first = "", None
+    for number, text in code_texts(lines):
+        if first is None:
+            first = number
+        if text.rstrip().endswith("\\"):
+            pending += text.rstrip()[:-1] + " "
+            continue
+        yield first, pending + text
+        pending, first = "", None
+    if pending:
+        yield first, pending
+
+
+def source_text(root, cache={}):
+    """(every code file of the repository, the bench's sources), read once."""
+    if root not in cache:
+        texts = [open(os.path.join(root, ".bazelrc")).read()]
+        for top in TOP_LEVEL:
+            if top == "docs":
+                continue
+            for folder, _, files in os.walk(os.path.join(root, top)):
+                for name in files:
+                    if name.endswith(CODE_SUFFIXES) or name in ("BUILD", "run"):
+                        texts.append(open(os.path.join(folder, name), errors="replace").read())
+        tools = os.path.join(root, "tools")
+        bench = [open(os.path.join(tools, n)).read() for n in sorted(os.listdir(tools))
+                 if n.startswith("bench") and n.endswith(".cc")]
+        cache[root] = ("\n".join(texts), "\n".join(bench))
+    return cache[root]
+
+
+def unknown_flags(root, text):
+    """How many --flags `text` holds, and those that nothing takes, each with why."""
+    everything, bench = source_text(root)
+    found = []
+    call = BENCH_CALL.search(text)
+    bench_flags = set(FLAG.findall(call.group(1))) if call else set()
+    for flag in FLAG.findall(text):
+        if flag in bench_flags:
+            if '"--%s' % flag not in bench:
+                found.append(("--" + flag, "the bench has no such flag"))
+        elif flag not in OTHER_PROGRAMS_FLAGS and "--" + flag not in everything and \
+                '"%s"' % flag not in everything:
+            found.append(("--" + flag, "no tool, script or test takes this flag"))
+    return len(FLAG.findall(text)), found
 
 
 def target_defined(root, package, name):
@@ -102,6 +166,11 @@ def check(root):
     checked = 0
     for doc in docs(root):
         lines = open(os.path.join(root, doc)).read().splitlines()
+        if not doc.endswith("benchmarks_history.md"):
+            for number, text in code_lines(lines):
+                flags, unknown = unknown_flags(root, text)
+                checked += flags
+                missing += [(doc, number, flag, why) for flag, why in unknown]
         for number, text in code_texts(lines):
             for label in LABEL.finditer(text):
                 checked += 1
@@ -161,7 +230,7 @@ def main():
     if missing:
         print("%d reference(s) in the docs name nothing in the checkout" % len(missing))
         return 1
-    print("every file, folder and target the docs name exists (%d references)" % checked)
+    print("every file, folder, target and flag the docs name exists (%d references)" % checked)
     return 0
 
 

@@ -111,7 +111,7 @@ class Backend {
   // empty when it cannot tell.
   virtual std::vector<int> LostRanks() { return {}; }
 
-  // Runs `call` (its semantics per kind: options.h and docs/api.md). The spans in `call` are
+  // Runs `call` (its semantics per kind: options.h and docs/python.md). The spans in `call` are
   // valid only during this call: copy what is kept.
   virtual WorkPtr Run(const Collective& call) = 0;
   // Starts every op of the batch; one Work for all of them (the first error). This default

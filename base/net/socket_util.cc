@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -276,12 +277,12 @@ absl::Status SendAll(int fd, absl::string_view data, absl::Time deadline) {
 }
 
 absl::Status SendAll(int fd, StreamCipher* cipher, absl::string_view data, absl::Time deadline,
-                     std::mutex* cipher_mu) {
+                     Mutex* cipher_mu) {
   size_t done = 0;
   while (true) {
     ssize_t n;
-    std::unique_lock<std::mutex> lock;
-    if (cipher_mu != nullptr) lock = std::unique_lock<std::mutex>(*cipher_mu);
+    std::optional<MutexLock> lock;
+    if (cipher_mu != nullptr) lock.emplace(*cipher_mu);
     if (done < data.size()) {
       if (cipher != nullptr) {
         iovec iov{const_cast<char*>(data.data()) + done, data.size() - done};
@@ -300,7 +301,7 @@ absl::Status SendAll(int fd, StreamCipher* cipher, absl::string_view data, absl:
     }
     const int error = errno;
     const std::string reason = cipher != nullptr && error == EPROTO ? cipher->LastError() : "";
-    if (lock.owns_lock()) lock.unlock();
+    lock.reset();  // Released before any wait for room.
     if (n < 0 && error == EINTR) continue;
     if (n < 0 && (error == EAGAIN || error == EWOULDBLOCK)) {
       RETURN_IF_ERROR(PollUntil(fd, POLLOUT, deadline, "send"));

@@ -9,7 +9,6 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 
@@ -17,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "base/core/mutex.h"
 
 namespace plexus {
 
@@ -117,7 +117,7 @@ void SetNoDelay(int fd);
 // thread may read from it meanwhile.
 absl::Status SendAll(int fd, absl::string_view data, absl::Time deadline);
 absl::Status SendAll(int fd, StreamCipher* cipher, absl::string_view data, absl::Time deadline,
-                     std::mutex* cipher_mu = nullptr);
+                     Mutex* cipher_mu = nullptr);
 // Reads exactly `size` bytes by `deadline`. Unavailable if the peer closes first.
 absl::Status RecvExact(int fd, void* buffer, size_t size, absl::Time deadline);
 absl::Status RecvExact(int fd, StreamCipher* cipher, void* buffer, size_t size,

@@ -13,8 +13,8 @@ auto HashStore::Mutate(Fn mutate) {
   return result;
 }
 
-absl::Status HashStore::AwaitKeys(std::unique_lock<std::mutex>& lock,
-                                  absl::Span<const std::string> keys, absl::Duration timeout) {
+absl::Status HashStore::AwaitKeys(UniqueLock& lock, absl::Span<const std::string> keys,
+                                  absl::Duration timeout) {
   const auto deadline = SteadyDeadline(timeout);
   if (!changed_.wait_until(lock, deadline, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return table_.ContainsAll(keys);

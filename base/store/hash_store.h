@@ -35,7 +35,7 @@ class HashStore : public Store {
 
  private:
   // Waits on `lock` (of mu_) until all keys exist or `timeout` passes.
-  absl::Status AwaitKeys(std::unique_lock<std::mutex>& lock, absl::Span<const std::string> keys,
+  absl::Status AwaitKeys(UniqueLock& lock, absl::Span<const std::string> keys,
                          absl::Duration timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Applies a mutation under the lock and wakes waiters.
   template <typename Fn>

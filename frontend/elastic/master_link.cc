@@ -143,7 +143,7 @@ absl::Status MasterLink::Send(const Message& message) {
   RETURN_IF_ERROR(lost());
   MutexLock lock(send_mu_);
   absl::Status status = SendAll(fd_.get(), cipher_.get(), EncodeFrame(message),
-                                absl::Now() + heartbeat_timeout_, &cipher_mu_.native());
+                                absl::Now() + heartbeat_timeout_, &cipher_mu_);
   last_sent_ = absl::Now();
   if (!status.ok()) {
     status = MasterFailure(absl::StrCat("lost the elastic master: ", status.message()));

@@ -112,8 +112,8 @@ void CheckGatherAndScatter(ProcessGroup& group, Checker& check) {
         Buffer output(dtype, count);
         ScatterOptions scatter;
         scatter.root_rank = root;
-        if (check.Ran("scatter " + what, group.Scatter(DeviceTensor(output.data(), dtype, count),
-                                                       inputs, scatter))) {
+        if (check.Ran("scatter " + what,
+                      group.Scatter(DeviceTensor(output.data(), dtype, count), inputs, scatter))) {
           Expect(check, "scatter " + what, output, PayloadValues(dtype, group.rank(), count, 9));
         }
       }
@@ -121,7 +121,9 @@ void CheckGatherAndScatter(ProcessGroup& group, Checker& check) {
   }
 }
 
-TEST_P(DataMovementTest, GatherAndScatterAtEveryRoot) { RunWorld(GetParam(), CheckGatherAndScatter); }
+TEST_P(DataMovementTest, GatherAndScatterAtEveryRoot) {
+  RunWorld(GetParam(), CheckGatherAndScatter);
+}
 
 void CheckAllToAll(ProcessGroup& group, Checker& check) {
   const int n = group.size();
@@ -146,8 +148,7 @@ void CheckAllToAll(ProcessGroup& group, Checker& check) {
     std::vector<double> sent, expected;
     for (int d = 0; d < n; ++d) {
       in_splits.push_back(size_of(me, d));
-      for (double v : PayloadValues(DType::kFloat64, me, 2 * size_of(me, d), d))
-        sent.push_back(v);
+      for (double v : PayloadValues(DType::kFloat64, me, 2 * size_of(me, d), d)) sent.push_back(v);
     }
     for (int s = 0; s < n; ++s) {
       out_splits.push_back(size_of(s, me));

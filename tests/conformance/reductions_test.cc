@@ -215,10 +215,10 @@ void CheckReduceScatter(ProcessGroup& group, Checker& check) {
         Buffer output(dtype, count);
         ReduceScatterOptions options;
         options.op = op;
-        if (check.Ran(what + " (tensor)",
-                      group.ReduceScatterTensor(DeviceTensor(output.data(), dtype, count),
-                                                DeviceTensor(input.data(), dtype, count * n),
-                                                options))) {
+        if (check.Ran(
+                what + " (tensor)",
+                group.ReduceScatterTensor(DeviceTensor(output.data(), dtype, count),
+                                          DeviceTensor(input.data(), dtype, count * n), options))) {
           std::string diff = Compare(output, expected, op);
           if (!diff.empty()) check.Fail(what, " (tensor): ", diff);
         }
