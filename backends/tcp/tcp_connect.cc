@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/auth/mutual_auth.h"
 #include "base/auth/server_connection.h"
+#include "base/auth/server_listener.h"
 #include "base/core/logging.h"
 #include "base/core/status_macros.h"
 #include "base/net/accept_guard.h"
@@ -46,6 +47,15 @@ std::string Hello(const MeshOptions& options) {
   return std::string(bytes, kHelloBytes);
 }
 
+// Why a connection whose first four bytes are `magic`, not ours, is refused.
+absl::Status BadMagic(absl::string_view magic) {
+  return absl::UnauthenticatedError(
+      magic == auth::kHelloMagic
+          ? "handshake: peer authenticates with a shared secret, this rank has none (set "
+            "PLEXUS_SECRET on every rank)"
+          : "handshake: bad magic (not a plexus tcp peer)");
+}
+
 // Reads a peer's hello and returns its rank after checking it belongs to this group.
 absl::StatusOr<int> ReadHello(const Connection& connection, const MeshOptions& options,
                               absl::Time deadline) {
@@ -53,11 +63,7 @@ absl::StatusOr<int> ReadHello(const Connection& connection, const MeshOptions& o
   // The magic first: a stranger that sends a few bytes and waits is judged at once.
   RETURN_IF_ERROR(RecvExact(connection.fd.get(), connection.cipher.get(), bytes, 4, deadline));
   if (absl::little_endian::Load32(bytes) != kHelloMagic) {
-    return absl::UnauthenticatedError(
-        absl::string_view(bytes, 4) == auth::kHelloMagic
-            ? "handshake: peer authenticates with a shared secret, this rank has none (set "
-              "PLEXUS_SECRET on every rank)"
-            : "handshake: bad magic (not a plexus tcp peer)");
+    return BadMagic(absl::string_view(bytes, 4));
   }
   RETURN_IF_ERROR(RecvExact(connection.fd.get(), connection.cipher.get(), bytes + 4,
                             kHelloBytes - 4, deadline));
@@ -103,10 +109,12 @@ absl::StatusOr<ScopedFd> ConnectUnlessCancelled(const MeshOptions& options, cons
 // The lower ranks' connections being admitted, all at once and without blocking, on the
 // forming thread: TLS, the secret's exchange, then the peer's hello (auth::ServerConnection, as
 // the store server and the elastic master admit theirs). A silent or slow one (a scanner, a
-// flood, a peer of another job) holds up only itself, never the peers behind it.
+// flood, a peer of another job) holds up only itself, never the peers behind it. The listener
+// (auth::ServerListener) accepts them, times them out and sheds them.
 class MeshAdmissions {
  public:
   struct Done {
+    uint64_t id;
     Connection connection;     // Valid when `peer` is.
     absl::StatusOr<int> peer;  // The lower rank it introduced itself as, or why it was refused.
     std::string from;
@@ -115,28 +123,20 @@ class MeshAdmissions {
   MeshAdmissions(const MeshOptions& options, EventPoller& poller)
       : options_(options), poller_(poller) {}
   ~MeshAdmissions() {
-    for (const auto& [id, pending] : pending_) poller_.Forget(pending.stream->fd());
+    for (const auto& [id, stream] : pending_) poller_.Forget(stream->fd());
   }
 
-  int running() const { return static_cast<int>(pending_.size()); }
-
-  // Starts admitting `fd` (accepted, non-blocking); it must be through by `deadline`.
-  void Start(ScopedFd fd, absl::Time deadline) {
-    SetNoDelay(fd.get());
-    const int raw_fd = fd.get();
-    std::unique_ptr<auth::ServerConnection> stream = auth::ServerConnection::Accept(
-        std::move(fd), options_.tls.get(), options_.secret, auth::Purpose::kData);
-    if (stream == nullptr) return;  // Out of memory for its TLS session: dropped.
-    const uint64_t id = next_id_++;
-    poller_.Watch(raw_fd, id, EPOLLIN);
-    pending_.emplace(id, Pending{std::move(stream), deadline});
+  // Starts admitting a connection the listener accepted.
+  void Start(uint64_t id, std::unique_ptr<auth::ServerConnection> stream) {
+    poller_.Watch(stream->fd(), id, EPOLLIN);
+    pending_.emplace(id, std::move(stream));
   }
 
   // The poller says connection `id` is ready: takes its admission as far as it goes.
   void OnReady(uint64_t id) {
     auto it = pending_.find(id);
     if (it == pending_.end()) return;
-    auth::ServerConnection& stream = *it->second.stream;
+    auth::ServerConnection& stream = *it->second;
     auth::ServerAdmission& admission = stream.admission();
     if (!admission.secure()) {
       if (admission.AdvanceTls() == auth::ServerAdmission::Step::kRejected) {
@@ -181,70 +181,32 @@ class MeshAdmissions {
     Finish(id, std::move(peer));
   }
 
-  // Refuses the connections whose deadline has passed.
-  void Expire(absl::Time now) {
-    std::vector<uint64_t> late;
-    for (const auto& [id, pending] : pending_) {
-      if (pending.deadline <= now) late.push_back(id);
-    }
-    for (uint64_t id : late) {
-      Refuse(id, absl::DeadlineExceededError(absl::StrCat(
-                     "no handshake within ", absl::FormatDuration(kHandshakeTimeout))));
-    }
-  }
-  absl::Time NextDeadline() const {
-    absl::Time next = absl::InfiniteFuture();
-    for (const auto& [id, pending] : pending_) next = std::min(next, pending.deadline);
-    return next;
-  }
-
-  // Out of descriptors: closes the oldest connection still being admitted; false if none.
-  bool CloseOldest() {
-    if (pending_.empty()) return false;
-    Refuse(pending_.begin()->first,
-           absl::ResourceExhaustedError("closed to make room (out of file descriptors)"));
-    return true;
-  }
-
   // The admissions that ended since the last call.
   std::vector<Done> TakeDone() { return std::exchange(done_, {}); }
 
- private:
-  struct Pending {
-    std::unique_ptr<auth::ServerConnection> stream;
-    absl::Time deadline;
-  };
-
-  static absl::Status BadMagic(absl::string_view magic) {
-    return absl::UnauthenticatedError(
-        magic == auth::kHelloMagic
-            ? "handshake: peer authenticates with a shared secret, this rank has none (set "
-              "PLEXUS_SECRET on every rank)"
-            : "handshake: bad magic (not a plexus tcp peer)");
-  }
-
+  // Ends connection `id`'s admission: refused, for `why`.
   void Refuse(uint64_t id, absl::Status why) {
     auto it = pending_.find(id);
     if (it == pending_.end()) return;
-    poller_.Forget(it->second.stream->fd());
-    DiscardUnreadAndShutdown(it->second.stream->fd());
-    done_.push_back({Connection{}, std::move(why), it->second.stream->address()});
+    poller_.Forget(it->second->fd());
+    DiscardUnreadAndShutdown(it->second->fd());
+    done_.push_back({id, Connection{}, std::move(why), it->second->address()});
     pending_.erase(it);
   }
 
+ private:
   // Hands an admitted connection over, in blocking-style use from here.
   void Finish(uint64_t id, absl::StatusOr<int> peer) {
     auto it = pending_.find(id);
-    poller_.Forget(it->second.stream->fd());
-    const std::string from = it->second.stream->address();
-    done_.push_back({it->second.stream->Release(), std::move(peer), from});
+    poller_.Forget(it->second->fd());
+    const std::string from = it->second->address();
+    done_.push_back({id, it->second->Release(), std::move(peer), from});
     pending_.erase(it);
   }
 
   const MeshOptions& options_;
   EventPoller& poller_;
-  uint64_t next_id_ = 1;                 // The listener is watched under 0.
-  std::map<uint64_t, Pending> pending_;  // By id: the oldest first.
+  std::map<uint64_t, std::unique_ptr<auth::ServerConnection>> pending_;
   std::vector<Done> done_;
 };
 
@@ -277,90 +239,135 @@ absl::StatusOr<int> ParseHello(absl::string_view bytes, const MeshOptions& optio
   return rank;
 }
 
-absl::StatusOr<std::vector<Connection>> ConnectMesh(const MeshOptions& options) {
-  const absl::Time deadline = absl::Now() + options.timeout;
-  std::vector<Connection> peers(options.size);
-  if (options.size == 1) return peers;
-  // A backlog well past the group's size: strangers queued there must not crowd out peers.
-  ASSIGN_OR_RETURN(ScopedFd listener, ListenTcp(options.address, 0, std::max(options.size, 256)));
-  ASSIGN_OR_RETURN(int port, LocalPort(listener.get()));
-  const std::string here = HostPort(options.address, port);
-  const std::string me = absl::StrCat("rank ", options.rank, " (listening at ", here, ")");
-  if (LogEnabled(LogLevel::kDebug)) {
-    Log(LogLevel::kDebug, absl::StrCat("tcp: group '", options.group_name, "' rank ", options.rank,
-                                       " listens at ", here));
+namespace {
+
+// What every step of forming the mesh names: the options, where this rank listens, how it
+// introduces itself, and by when all must be done.
+struct MeshSide {
+  const MeshOptions& options;
+  std::string here;   // host:port this rank listens at.
+  std::string me;     // "rank R (listening at here)", for messages.
+  std::string hello;  // This rank's 24 bytes.
+  absl::Time deadline;
+};
+
+// TLS (if configured) and the secret's proof (if any) on a fresh connection to `them`.
+absl::Status SecureAsClient(const MeshSide& side, Connection& connection, const std::string& them) {
+  const MeshOptions& options = side.options;
+  if (options.tls != nullptr) {
+    auto session = options.tls->Secure(connection.fd.get(), auth::TlsContext::Role::kClient, them,
+                                       side.deadline);
+    if (!session.ok()) {
+      return absl::Status(session.status().code(),
+                          absl::StrCat(side.me, ": ", session.status().message()));
+    }
+    connection.cipher = std::move(session).value();
   }
-  RETURN_IF_ERROR(options.store->Set(absl::StrCat("addr/", options.rank), here));
-  const std::string hello = Hello(options);
-  // Higher ranks: connect and introduce ourselves, then read their hello back.
-  for (int peer = options.rank + 1; peer < options.size; ++peer) {
-    const std::string key = absl::StrCat("addr/", peer);
-    RETURN_IF_ERROR(WaitForKey(options, key, deadline));
-    ASSIGN_OR_RETURN(std::string text, options.store->Get(key));
-    absl::StatusOr<std::pair<std::string, int>> host_port = ParseHostPort(text);
-    if (!host_port.ok()) {
-      return absl::DataLossError(
-          absl::StrCat("rank ", peer, "'s address in the store: ", host_port.status().message()));
-    }
-    auto fd = ConnectUnlessCancelled(options, host_port->first, host_port->second, deadline);
-    if (!fd.ok()) {
-      return absl::UnavailableError(
-          absl::StrCat(me, ": connecting to rank ", peer, " at ", text,
-                       ", the address it advertised: ", fd.status().message()));
-    }
-    Connection connection{std::move(fd).value(), nullptr};
-    const std::string them = absl::StrCat("rank ", peer, " at ", text);
-    if (options.tls != nullptr) {
-      auto session =
-          options.tls->Secure(connection.fd.get(), auth::TlsContext::Role::kClient, them, deadline);
-      if (!session.ok()) {
-        return absl::Status(session.status().code(),
-                            absl::StrCat(me, ": ", session.status().message()));
-      }
-      connection.cipher = std::move(session).value();
-    }
-    if (!options.secret.empty()) {
-      absl::Status authenticated =
-          auth::AuthenticateToServer(connection.fd.get(), options.secret, auth::Purpose::kData,
-                                     them, deadline, connection.cipher.get());
-      if (!authenticated.ok()) {
-        return absl::Status(authenticated.code(), absl::StrCat(me, ": ", authenticated.message()));
-      }
-    }
-    absl::Status sent = SendAll(connection.fd.get(), connection.cipher.get(), hello, deadline);
-    absl::StatusOr<int> answered =
-        sent.ok() ? ReadHello(connection, options, deadline) : absl::StatusOr<int>(sent);
-    if (absl::IsUnavailable(answered.status())) {
-      return absl::UnavailableError(absl::StrCat(
-          me, ": ", text,
-          " closed the connection during the handshake (it refused this rank: "
-          "another group's, a different secret, or TLS on one side only; its log says which)"));
-    }
-    if (!answered.ok()) return answered.status();
-    if (*answered != peer) {
-      return absl::UnauthenticatedError(
-          absl::StrCat(me, ": ", text, " answered as rank ", *answered, ", not ", peer));
-    }
-    peers[peer] = std::move(connection);
+  if (options.secret.empty()) return absl::OkStatus();
+  absl::Status authenticated =
+      auth::AuthenticateToServer(connection.fd.get(), options.secret, auth::Purpose::kData, them,
+                                 side.deadline, connection.cipher.get());
+  if (authenticated.ok()) return authenticated;
+  return absl::Status(authenticated.code(), absl::StrCat(side.me, ": ", authenticated.message()));
+}
+
+// Connects to the higher rank `peer` at the address it advertised, introduces this rank and
+// reads its hello back.
+absl::StatusOr<Connection> ConnectToHigherRank(const MeshSide& side, int peer) {
+  const MeshOptions& options = side.options;
+  const std::string key = absl::StrCat("addr/", peer);
+  RETURN_IF_ERROR(WaitForKey(options, key, side.deadline));
+  ASSIGN_OR_RETURN(std::string text, options.store->Get(key));
+  absl::StatusOr<std::pair<std::string, int>> host_port = ParseHostPort(text);
+  if (!host_port.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("rank ", peer, "'s address in the store: ", host_port.status().message()));
   }
-  // Lower ranks: accept until each has introduced itself. Connections handshake concurrently
-  // (at most kMostHandshakes at once; more wait in the backlog), and one that is not a peer of
-  // this group (a scanner, a stale or foreign job, a wrong secret or certificate) is dropped, not
-  // fatal: the real peers may still be on their way.
-  constexpr int kMostHandshakes = 64;
-  constexpr uint64_t kListenerTag = 0;
-  std::string refused;  // The last connection dropped, for the timeout's message.
-  const std::string server = absl::StrCat("tcp: ", me, " of group '", options.group_name, "'");
-  RefusalLog refusals(server);
+  auto fd = ConnectUnlessCancelled(options, host_port->first, host_port->second, side.deadline);
+  if (!fd.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat(side.me, ": connecting to rank ", peer, " at ", text,
+                     ", the address it advertised: ", fd.status().message()));
+  }
+  Connection connection{std::move(fd).value(), nullptr};
+  RETURN_IF_ERROR(SecureAsClient(side, connection, absl::StrCat("rank ", peer, " at ", text)));
+  absl::Status sent =
+      SendAll(connection.fd.get(), connection.cipher.get(), side.hello, side.deadline);
+  absl::StatusOr<int> answered =
+      sent.ok() ? ReadHello(connection, options, side.deadline) : absl::StatusOr<int>(sent);
+  if (absl::IsUnavailable(answered.status())) {
+    return absl::UnavailableError(absl::StrCat(
+        side.me, ": ", text,
+        " closed the connection during the handshake (it refused this rank: "
+        "another group's, a different secret, or TLS on one side only; its log says which)"));
+  }
+  if (!answered.ok()) return answered.status();
+  if (*answered != peer) {
+    return absl::UnauthenticatedError(
+        absl::StrCat(side.me, ": ", text, " answered as rank ", *answered, ", not ", peer));
+  }
+  return connection;
+}
+
+// The timeout's message: who is missing, the last connection refused, a descriptor shortage.
+absl::Status LowerRanksMissing(const MeshSide& side, const std::vector<Connection>& peers,
+                               int accepted, const std::string& last_refused,
+                               uint64_t refused_count, const AcceptGuard& guard) {
+  const MeshOptions& options = side.options;
+  std::string missing;
+  for (int lower = 0; lower < options.rank; ++lower) {
+    if (!peers[lower].valid()) absl::StrAppend(&missing, missing.empty() ? "" : ", ", lower);
+  }
+  std::string message = absl::StrCat(
+      side.me, " of group '", options.group_name, "': only ", accepted, " of ", options.rank,
+      " lower ranks connected within ", absl::FormatDuration(options.timeout),
+      "; missing: ", missing, " (can they reach ", side.here, "?)");
+  if (!last_refused.empty()) {
+    absl::StrAppend(&message, "; last refused: ", last_refused);
+    if (refused_count > 1) absl::StrAppend(&message, " (", refused_count, " refused in all)");
+  }
+  if (guard.shortages() > 0) {
+    absl::StrAppend(&message, "; this rank ran out of file descriptors (accept: ",
+                    strerror(guard.last_shortage_errno()), ") ", guard.shortages(),
+                    " time(s) while accepting: raise its limit (ulimit -n)");
+  }
+  return absl::DeadlineExceededError(message);
+}
+
+// Accepts until each lower rank has introduced itself. Connections are admitted concurrently
+// (at most kMostHandshakes at once; more wait in the backlog), and one that is not a peer of
+// this group (a scanner, a stale or foreign job, a wrong secret or certificate) is dropped, not
+// fatal: the real peers may still be on their way.
+absl::Status AcceptLowerRanks(const MeshSide& side, ScopedFd listener,
+                              std::vector<Connection>& peers) {
+  constexpr size_t kMostHandshakes = 64;
+  const MeshOptions& options = side.options;
+  const std::string server = absl::StrCat("tcp: ", side.me, " of group '", options.group_name, "'");
   ASSIGN_OR_RETURN(std::unique_ptr<EventPoller> poller, EventPoller::Create());
-  poller->Watch(listener.get(), kListenerTag, EPOLLIN);
-  bool listening = true;
   MeshAdmissions admissions(options, *poller);
-  // Out of descriptors, the listener backs off instead of spinning; peers wait in its backlog.
-  AcceptGuard guard(server, AcceptGuard::OnShortage::kPause);
-  for (int accepted = 0; accepted < options.rank;) {
+  auth::ServerListener::Options listening;
+  listening.server = server;
+  // Out of descriptors it backs off instead of turning peers away; they wait in the backlog.
+  listening.on_shortage = AcceptGuard::OnShortage::kPause;
+  listening.tls = options.tls.get();
+  listening.secret = options.secret;
+  listening.purpose = auth::Purpose::kData;
+  listening.admission_timeout = kHandshakeTimeout;
+  listening.most_strangers = kMostHandshakes;
+  auth::ServerListener accepting(
+      std::move(listener), *poller, std::move(listening),
+      [&](uint64_t id, std::unique_ptr<auth::ServerConnection> stream) {
+        admissions.Start(id, std::move(stream));
+      },
+      [&](uint64_t id, const std::string& reason) {
+        admissions.Refuse(id, absl::UnavailableError(reason));
+      });
+  RefusalLog refusals(server);
+  std::string refused;  // The last connection dropped, for the timeout's message.
+  for (int accepted = 0;;) {
     if (Cancelled(options)) return CancelledError(options);
     for (MeshAdmissions::Done& done : admissions.TakeDone()) {
+      accepting.Settle(done.id);
       absl::StatusOr<int> peer = std::move(done.peer);
       if (peer.ok() && (*peer > options.rank || peers[*peer].valid())) {
         peer = absl::UnauthenticatedError(absl::StrCat("unexpected connection as rank ", *peer));
@@ -370,61 +377,53 @@ absl::StatusOr<std::vector<Connection>> ConnectMesh(const MeshOptions& options) 
         refusals.Refused(absl::StrCat("refused a connection from ", refused));
         continue;
       }
-      RETURN_IF_ERROR(
-          SendAll(done.connection.fd.get(), done.connection.cipher.get(), hello, deadline));
+      RETURN_IF_ERROR(SendAll(done.connection.fd.get(), done.connection.cipher.get(), side.hello,
+                              side.deadline));
       peers[*peer] = std::move(done.connection);
       ++accepted;
     }
-    if (accepted == options.rank) break;
+    if (accepted == options.rank) return absl::OkStatus();
+    accepting.Tick();
     const absl::Time now = absl::Now();
-    const bool paused = now < guard.paused_until();
-    const bool room = admissions.running() < kMostHandshakes && !paused;
-    if (room != listening) {  // Off the poller's events while full or paused.
-      listening = room;
-      poller->Change(listener.get(), kListenerTag, room ? uint32_t{EPOLLIN} : 0u);
+    if (now >= side.deadline) {
+      return LowerRanksMissing(side, peers, accepted, refused, refusals.count(), accepting.guard());
     }
-    const int64_t left_ms = absl::ToInt64Milliseconds(deadline - now);
-    if (left_ms <= 0) {
-      std::string missing;
-      for (int lower = 0; lower < options.rank; ++lower) {
-        if (!peers[lower].valid()) absl::StrAppend(&missing, missing.empty() ? "" : ", ", lower);
-      }
-      return absl::DeadlineExceededError(absl::StrCat(
-          me, " of group '", options.group_name, "': only ", accepted, " of ", options.rank,
-          " lower ranks connected within ", absl::FormatDuration(options.timeout),
-          "; missing: ", missing, " (can they reach ", here, "?)",
-          refused.empty() ? std::string()
-                          : absl::StrCat("; last refused: ", refused,
-                                         refusals.count() > 1 ? absl::StrCat(" (", refusals.count(),
-                                                                             " refused in all)")
-                                                              : ""),
-          guard.shortages() == 0
-              ? std::string()
-              : absl::StrCat("; this rank ran out of file descriptors (accept: ",
-                             strerror(guard.last_shortage_errno()), ") ", guard.shortages(),
-                             " time(s) while accepting: raise its limit (ulimit -n)")));
-    }
-    // Wakes for cancellation, the end of a pause and the earliest handshake's deadline too.
-    absl::Time wake = std::min({deadline, now + kCancelPoll, admissions.NextDeadline()});
-    if (paused) wake = std::min(wake, guard.paused_until());
-    const int wait_ms = static_cast<int>(std::max<int64_t>(
-        0, absl::ToInt64Milliseconds(absl::Ceil(wake - now, absl::Milliseconds(1)))));
+    // Wakes for cancellation and the listener's deadlines too.
+    const absl::Time wake = std::min({side.deadline, now + kCancelPoll, accepting.NextDeadline()});
     bool listener_ready = false;
-    RETURN_IF_ERROR(poller->Wait(wait_ms, [&](uint64_t tag, uint32_t) {
-      if (tag == kListenerTag) {
+    RETURN_IF_ERROR(poller->Wait(wake, [&](uint64_t tag, uint32_t) {
+      if (tag == auth::ServerListener::kTag) {
         listener_ready = true;
       } else {
         admissions.OnReady(tag);
       }
     }));
-    admissions.Expire(absl::Now());
-    while (listener_ready && admissions.running() < kMostHandshakes) {
-      ScopedFd fd(guard.Accept(listener.get(), [&] { return admissions.CloseOldest(); }));
-      if (!fd.valid()) break;
-      admissions.Start(std::move(fd), std::min(deadline, absl::Now() + kHandshakeTimeout));
-    }
-    guard.EndRound();
+    if (listener_ready) accepting.AcceptAll();
   }
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Connection>> ConnectMesh(const MeshOptions& options) {
+  const absl::Time deadline = absl::Now() + options.timeout;
+  std::vector<Connection> peers(options.size);
+  if (options.size == 1) return peers;
+  // A backlog well past the group's size: strangers queued there must not crowd out peers.
+  ASSIGN_OR_RETURN(ScopedFd listener, ListenTcp(options.address, 0, std::max(options.size, 256)));
+  ASSIGN_OR_RETURN(int port, LocalPort(listener.get()));
+  const std::string here = HostPort(options.address, port);
+  const MeshSide side{options, here,
+                      absl::StrCat("rank ", options.rank, " (listening at ", here, ")"),
+                      Hello(options), deadline};
+  if (LogEnabled(LogLevel::kDebug)) {
+    Log(LogLevel::kDebug, absl::StrCat("tcp: group '", options.group_name, "' rank ", options.rank,
+                                       " listens at ", here));
+  }
+  RETURN_IF_ERROR(options.store->Set(absl::StrCat("addr/", options.rank), here));
+  for (int peer = options.rank + 1; peer < options.size; ++peer) {
+    ASSIGN_OR_RETURN(peers[peer], ConnectToHigherRank(side, peer));
+  }
+  RETURN_IF_ERROR(AcceptLowerRanks(side, std::move(listener), peers));
   for (Connection& connection : peers) {
     if (connection.valid()) RETURN_IF_ERROR(SetNonBlocking(connection.fd.get(), true));
   }

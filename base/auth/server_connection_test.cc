@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/tls_contexts.h"
@@ -101,7 +102,7 @@ TEST_F(ServerConnectionTest, OutputBeyondTheSocketsRoomWaitsForTheWritableEvent)
   while (server_->wants_write() && absl::Now() < deadline) {
     bool writable = false;
     ASSERT_TRUE((*poller)
-                    ->Wait(1000,
+                    ->Wait(absl::Now() + absl::Seconds(1),
                            [&](uint64_t tag, uint32_t events) {
                              EXPECT_EQ(tag, kTag);
                              writable = writable || (events & EPOLLOUT) != 0;

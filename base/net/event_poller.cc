@@ -49,10 +49,10 @@ void EventPoller::Wake() {
   [[maybe_unused]] ssize_t n = write(wakeup_.get(), &one, sizeof(one));
 }
 
-absl::Status EventPoller::Wait(int timeout_ms,
+absl::Status EventPoller::Wait(absl::Time deadline,
                                const std::function<void(uint64_t, uint32_t)>& on_ready) {
   epoll_event events[64];
-  const int ready = epoll_wait(epoll_.get(), events, 64, timeout_ms);
+  const int ready = epoll_wait(epoll_.get(), events, 64, PollTimeoutMs(deadline));
   if (ready < 0) {
     if (errno == EINTR) return absl::OkStatus();
     return absl::InternalError(absl::StrCat("epoll_wait: ", strerror(errno)));

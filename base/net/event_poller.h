@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "base/net/socket_util.h"
 
 namespace plexus {
@@ -33,10 +34,11 @@ class EventPoller {
   // Ends the current or next Wait() early. Safe from any thread.
   void Wake();
 
-  // Sleeps up to `timeout_ms` (-1: until something happens), then calls `on_ready(tag, events)`
-  // for each ready socket. A wake-up is consumed here and calls nothing. Internal (naming
-  // errno) if epoll_wait fails other than by a signal.
-  absl::Status Wait(int timeout_ms,
+  // Sleeps until `deadline` at most (absl::InfiniteFuture(): until something happens; rounded
+  // as PollTimeoutMs does), then calls `on_ready(tag, events)` for each ready socket. A wake-up
+  // is consumed here and calls nothing. Internal (naming errno) if epoll_wait fails other than
+  // by a signal.
+  absl::Status Wait(absl::Time deadline,
                     const std::function<void(uint64_t tag, uint32_t events)>& on_ready);
 
  private:

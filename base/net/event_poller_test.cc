@@ -16,11 +16,12 @@ namespace {
 
 using Ready = std::vector<std::pair<uint64_t, uint32_t>>;
 
-Ready WaitFor(EventPoller& poller, int timeout_ms) {
+Ready WaitFor(EventPoller& poller, absl::Duration timeout) {
+  const absl::Time deadline =
+      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
   Ready ready;
   EXPECT_TRUE(
-      poller
-          .Wait(timeout_ms, [&](uint64_t tag, uint32_t events) { ready.emplace_back(tag, events); })
+      poller.Wait(deadline, [&](uint64_t tag, uint32_t events) { ready.emplace_back(tag, events); })
           .ok());
   return ready;
 }
@@ -32,21 +33,21 @@ TEST(EventPollerTest, HandsOverReadySocketsByTagAndFollowsChanges) {
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
   ScopedFd watched(fds[0]), other(fds[1]);
   (*poller)->Watch(watched.get(), 7, EPOLLIN);
-  EXPECT_TRUE(WaitFor(**poller, 0).empty());  // Nothing to read yet.
+  EXPECT_TRUE(WaitFor(**poller, absl::ZeroDuration()).empty());  // Nothing to read yet.
   ASSERT_EQ(write(other.get(), "x", 1), 1);
-  Ready ready = WaitFor(**poller, 1000);
+  Ready ready = WaitFor(**poller, absl::Seconds(1));
   ASSERT_EQ(ready.size(), 1u);
   EXPECT_EQ(ready[0].first, 7u);
   EXPECT_TRUE(ready[0].second & EPOLLIN);
   (*poller)->Change(watched.get(), 7, 0);  // Off for now: the byte waits unreported.
-  EXPECT_TRUE(WaitFor(**poller, 0).empty());
+  EXPECT_TRUE(WaitFor(**poller, absl::ZeroDuration()).empty());
   (*poller)->Change(watched.get(), 8, EPOLLIN | EPOLLOUT);
-  ready = WaitFor(**poller, 1000);
+  ready = WaitFor(**poller, absl::Seconds(1));
   ASSERT_EQ(ready.size(), 1u);
   EXPECT_EQ(ready[0].first, 8u);
   EXPECT_TRUE((ready[0].second & EPOLLIN) && (ready[0].second & EPOLLOUT));
   (*poller)->Forget(watched.get());
-  EXPECT_TRUE(WaitFor(**poller, 0).empty());
+  EXPECT_TRUE(WaitFor(**poller, absl::ZeroDuration()).empty());
 }
 
 TEST(EventPollerTest, WakeEndsAWaitWithoutLimitAndReportsNothing) {
@@ -54,10 +55,10 @@ TEST(EventPollerTest, WakeEndsAWaitWithoutLimitAndReportsNothing) {
   ASSERT_TRUE(poller.ok()) << poller.status();
   std::thread waker([&] { (*poller)->Wake(); });
   const absl::Time start = absl::Now();
-  EXPECT_TRUE(WaitFor(**poller, -1).empty());
+  EXPECT_TRUE(WaitFor(**poller, absl::InfiniteDuration()).empty());
   waker.join();
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
-  EXPECT_TRUE(WaitFor(**poller, 0).empty());  // The wake-up was consumed.
+  EXPECT_TRUE(WaitFor(**poller, absl::ZeroDuration()).empty());  // The wake-up was consumed.
 }
 
 }  // namespace

@@ -23,17 +23,11 @@
 namespace plexus {
 namespace {
 
-int RemainingMs(absl::Time deadline) {
-  absl::Duration left = deadline - absl::Now();
-  if (left <= absl::ZeroDuration()) return 0;
-  return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
-}
-
 // Waits until `fd` is ready for `events` or the deadline passes.
 absl::Status PollUntil(int fd, short events, absl::Time deadline, absl::string_view what) {
   while (true) {
     pollfd pfd{fd, events, 0};
-    int timeout_ms = RemainingMs(deadline);
+    int timeout_ms = PollTimeoutMs(deadline);
     int n = poll(&pfd, 1, timeout_ms);
     if (n > 0) return absl::OkStatus();
     if (n < 0 && errno == EINTR) continue;
@@ -60,6 +54,14 @@ absl::StatusOr<addrinfo*> Resolve(const std::string& host, int port, bool passiv
 }
 
 }  // namespace
+
+int PollTimeoutMs(absl::Time deadline) {
+  if (deadline == absl::InfiniteFuture()) return -1;
+  const absl::Duration left = deadline - absl::Now();
+  if (left <= absl::ZeroDuration()) return 0;
+  const int64_t ms = absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))) + 1;
+  return static_cast<int>(std::min<int64_t>(ms, 1 << 30));
+}
 
 ScopedFd& ScopedFd::operator=(ScopedFd&& other) noexcept {
   if (this != &other) Reset(other.Release());

@@ -20,6 +20,11 @@
 
 namespace plexus {
 
+// The timeout poll() and epoll_wait() take to sleep until `deadline`: milliseconds rounded up
+// and one more, so a timer checked on waking has expired (0 once past; -1 for
+// absl::InfiniteFuture(), capped near 12 days). Every wait on a socket rounds this way.
+int PollTimeoutMs(absl::Time deadline);
+
 // Owns a file descriptor; closes it on destruction.
 class ScopedFd {
  public:

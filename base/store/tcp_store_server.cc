@@ -29,10 +29,13 @@ using tcp_store::Opcode;
 
 namespace {
 
-constexpr uint64_t kListenerId = 0;  // Its EventPoller tag; connections count from 1.
 constexpr int64_t kMaxWaitMs = int64_t{365} * 24 * 3600 * 1000;
 
 std::string OkFrame() { return Encoder().U8(static_cast<uint8_t>(absl::StatusCode::kOk)).Frame(); }
+
+std::string ErrorFrame(const absl::Status& status) {
+  return Encoder().U8(static_cast<uint8_t>(status.code())).Str(status.message()).Frame();
+}
 
 }  // namespace
 
@@ -48,7 +51,6 @@ struct TCPStoreServer::Connection {
   uint64_t id = 0;
   std::unique_ptr<auth::ServerConnection> stream;  // Socket, admission, buffers.
   bool handshaken = false;
-  absl::Time handshake_deadline;
   bool broken = false;           // A write failed; closed by the loop after the current event.
   std::optional<Waiter> waiter;  // At most one parked request; input pauses behind it.
   // How often the client wants to hear while its request is parked (from its handshake).
@@ -63,18 +65,27 @@ absl::StatusOr<std::unique_ptr<TCPStoreServer>> TCPStoreServer::Start(
   if (!poller.ok()) {
     return absl::InternalError(absl::StrCat("TCPStore server: ", poller.status().message()));
   }
-  (*poller)->Watch(listener.get(), kListenerId, EPOLLIN);
   return std::unique_ptr<TCPStoreServer>(
       new TCPStoreServer(std::move(options), std::move(listener), port, std::move(*poller)));
 }
 
 TCPStoreServer::TCPStoreServer(TCPStoreServerOptions options, ScopedFd listener, int port,
                                std::unique_ptr<EventPoller> poller)
-    : options_(std::move(options)),
-      listener_(std::move(listener)),
-      port_(port),
-      poller_(std::move(poller)) {
-  next_id_ = kListenerId + 1;
+    : options_(std::move(options)), port_(port), poller_(std::move(poller)) {
+  auth::ServerListener::Options listening;
+  listening.server = "TCPStore server";
+  listening.tls = options_.tls.get();
+  listening.secret = options_.secret;
+  listening.purpose = auth::Purpose::kStore;
+  listening.admission_timeout = options_.handshake_timeout;
+  listener_ = std::make_unique<auth::ServerListener>(
+      std::move(listener), *poller_, std::move(listening),
+      [this](uint64_t id, std::unique_ptr<auth::ServerConnection> stream) {
+        Adopt(id, std::move(stream));
+      },
+      [this](uint64_t id, const std::string& reason) {
+        CloseConnection(id, reason, /*rejected=*/true);
+      });
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -86,9 +97,9 @@ TCPStoreServer::~TCPStoreServer() {
 
 void TCPStoreServer::Loop() {
   while (!stopping_.load()) {
-    absl::Status waited = poller_->Wait(NextTimeoutMs(), [this](uint64_t id, uint32_t events) {
-      if (id == kListenerId) {
-        AcceptAll();
+    absl::Status waited = poller_->Wait(NextDeadline(), [this](uint64_t id, uint32_t events) {
+      if (id == auth::ServerListener::kTag) {
+        listener_->AcceptAll();
         return;
       }
       if (events & EPOLLOUT) OnWritable(id);
@@ -98,59 +109,26 @@ void TCPStoreServer::Loop() {
       Log(LogLevel::kError, absl::StrCat("TCPStore server: ", waited.message()));
       break;
     }
-    ExpireHandshakes();
+    listener_->Tick();
     ServeWaiters();
     BeatToWaiters();
-    if (listener_paused_ && absl::Now() >= accept_guard_.paused_until()) {
-      listener_paused_ = false;
-      poller_->Change(listener_.get(), kListenerId, EPOLLIN);
-    }
   }
-  accept_guard_.ForgetAll();
+  listener_->SettleAll();
   connections_.clear();
 }
 
-void TCPStoreServer::AcceptAll() {
-  while (true) {
-    ScopedFd fd(
-        accept_guard_.Accept(listener_.get(), [this] { return ShedOldestUnauthenticated(); }));
-    if (!fd.valid()) break;
-    SetNoDelay(fd.get());
-    const int raw_fd = fd.get();
-    auto connection = std::make_unique<Connection>();
-    connection->stream = auth::ServerConnection::Accept(std::move(fd), options_.tls.get(),
-                                                        options_.secret, auth::Purpose::kStore);
-    if (connection->stream == nullptr) {  // Out of memory: the connection is dropped.
-      accept_guard_.Forget(raw_fd);
-      continue;
-    }
-    connection->id = next_id_++;
-    connection->handshake_deadline = absl::Now() + options_.handshake_timeout;
-    poller_->Watch(raw_fd, connection->id, EPOLLIN);
-    connections_[connection->id] = std::move(connection);
-  }
-  accept_guard_.EndRound();
-  if (absl::Now() < accept_guard_.paused_until()) {  // Off the loop's events until then.
-    poller_->Change(listener_.get(), kListenerId, 0);
-    listener_paused_ = true;
-  }
+void TCPStoreServer::Adopt(uint64_t id, std::unique_ptr<auth::ServerConnection> stream) {
+  auto connection = std::make_unique<Connection>();
+  connection->id = id;
+  poller_->Watch(stream->fd(), id, EPOLLIN);
+  connection->stream = std::move(stream);
+  connections_[id] = std::move(connection);
 }
 
 std::string TCPStoreServer::RefusalReport() const {
   MutexLock lock(refusals_mu_);
   if (refused_count_ == 0) return "";
   return absl::StrCat(refused_count_, " connection(s) refused, the last ", last_refusal_);
-}
-
-bool TCPStoreServer::ShedOldestUnauthenticated() {
-  uint64_t oldest = 0;
-  for (const auto& [id, connection] : connections_) {
-    if (!connection->handshaken && (oldest == 0 || id < oldest)) oldest = id;
-  }
-  if (oldest == 0) return false;
-  CloseConnection(oldest, "closed to make room (out of file descriptors) before its handshake",
-                  /*rejected=*/true);
-  return true;
 }
 
 void TCPStoreServer::OnReadable(uint64_t id) {
@@ -239,7 +217,7 @@ bool TCPStoreServer::ProcessInput(Connection& connection) {
       return false;
     }
     connection.handshaken = true;
-    accept_guard_.Forget(connection.stream->fd());
+    listener_->Settle(id);
     connection.beat_period = tcp_store::BeatPeriod(beat_field);
     connected_.fetch_add(1);
     Reply(connection, tcp_store::HandshakeBytes(0));
@@ -270,106 +248,112 @@ absl::Status TCPStoreServer::HandleRequest(Connection& connection, absl::string_
   Decoder in(payload);
   ASSIGN_OR_RETURN(uint8_t raw_op, in.U8());
   const Opcode op = static_cast<Opcode>(raw_op);
-  auto wait_for = [&](std::vector<std::string> keys, int64_t client_count) -> absl::Status {
-    ASSIGN_OR_RETURN(int64_t timeout_ms, in.I64());
-    RETURN_IF_ERROR(in.Done());
-    const absl::Duration timeout =
-        absl::Milliseconds(std::clamp<int64_t>(timeout_ms, 0, kMaxWaitMs));
-    Waiter waiter{op, std::move(keys), client_count, timeout, absl::Now() + timeout};
-    if (WaiterReady(waiter)) {
-      AnswerWaiter(connection, waiter);
-    } else {
-      connection.waiter = std::move(waiter);
-    }
-    return absl::OkStatus();
-  };
   switch (op) {
-    case Opcode::kSet: {
+    case Opcode::kGet: {
+      ASSIGN_OR_RETURN(std::string key, in.Str());
+      return Park(connection, op, {std::move(key)}, 0, in);
+    }
+    case Opcode::kWait:
+    case Opcode::kMultiGet: {
+      ASSIGN_OR_RETURN(std::vector<std::string> keys, in.StrList());
+      return Park(connection, op, std::move(keys), 0, in);
+    }
+    case Opcode::kWaitClients: {
+      ASSIGN_OR_RETURN(int64_t count, in.I64());
+      return Park(connection, op, {}, count, in);
+    }
+    case Opcode::kSet:
+    case Opcode::kAdd:
+    case Opcode::kCompareSet:
+    case Opcode::kCheck:
+    case Opcode::kDelete:
+    case Opcode::kNumKeys:
+    case Opcode::kMultiSet:
+    case Opcode::kAppend:
+    case Opcode::kClock: {
+      ASSIGN_OR_RETURN(std::string reply, Answer(op, in));
+      Reply(connection, reply);
+      return absl::OkStatus();
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown opcode ", raw_op));
+}
+
+absl::Status TCPStoreServer::Park(Connection& connection, Opcode op, std::vector<std::string> keys,
+                                  int64_t client_count, Decoder& in) {
+  ASSIGN_OR_RETURN(int64_t timeout_ms, in.I64());
+  RETURN_IF_ERROR(in.Done());
+  const absl::Duration timeout = absl::Milliseconds(std::clamp<int64_t>(timeout_ms, 0, kMaxWaitMs));
+  Waiter waiter{op, std::move(keys), client_count, timeout, absl::Now() + timeout};
+  if (WaiterReady(waiter)) {
+    AnswerWaiter(connection, waiter);
+  } else {
+    connection.waiter = std::move(waiter);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> TCPStoreServer::Answer(Opcode op, Decoder& in) {
+  switch (op) {
+    case Opcode::kSet:
+    case Opcode::kAppend: {
       ASSIGN_OR_RETURN(std::string key, in.Str());
       ASSIGN_OR_RETURN(std::string value, in.Str());
       RETURN_IF_ERROR(in.Done());
-      table_.Set(key, value);
-      Reply(connection, OkFrame());
-      return absl::OkStatus();
-    }
-    case Opcode::kGet: {
-      ASSIGN_OR_RETURN(std::string key, in.Str());
-      return wait_for({std::move(key)}, 0);
+      if (op == Opcode::kSet) {
+        table_.Set(key, value);
+      } else {
+        table_.Append(key, value);
+      }
+      return OkFrame();
     }
     case Opcode::kAdd: {
       ASSIGN_OR_RETURN(std::string key, in.Str());
       ASSIGN_OR_RETURN(int64_t delta, in.I64());
       RETURN_IF_ERROR(in.Done());
       absl::StatusOr<int64_t> value = table_.Add(key, delta);
-      if (!value.ok()) {
-        ReplyError(connection, value.status());
-      } else {
-        Reply(connection, Encoder().U8(0).I64(*value).Frame());
-      }
-      return absl::OkStatus();
+      return value.ok() ? Encoder().U8(0).I64(*value).Frame() : ErrorFrame(value.status());
     }
     case Opcode::kCompareSet: {
       ASSIGN_OR_RETURN(std::string key, in.Str());
       ASSIGN_OR_RETURN(std::string expected, in.Str());
       ASSIGN_OR_RETURN(std::string desired, in.Str());
       RETURN_IF_ERROR(in.Done());
-      Reply(connection, Encoder().U8(0).Str(table_.CompareSet(key, expected, desired)).Frame());
-      return absl::OkStatus();
-    }
-    case Opcode::kWait:
-    case Opcode::kMultiGet: {
-      ASSIGN_OR_RETURN(std::vector<std::string> keys, in.StrList());
-      return wait_for(std::move(keys), 0);
+      return Encoder().U8(0).Str(table_.CompareSet(key, expected, desired)).Frame();
     }
     case Opcode::kCheck: {
       ASSIGN_OR_RETURN(std::vector<std::string> keys, in.StrList());
       RETURN_IF_ERROR(in.Done());
-      Reply(connection, Encoder().U8(0).U8(table_.ContainsAll(keys) ? 1 : 0).Frame());
-      return absl::OkStatus();
+      return Encoder().U8(0).U8(table_.ContainsAll(keys) ? 1 : 0).Frame();
     }
     case Opcode::kDelete: {
       ASSIGN_OR_RETURN(std::string key, in.Str());
       RETURN_IF_ERROR(in.Done());
-      Reply(connection, Encoder().U8(0).U8(table_.Delete(key) ? 1 : 0).Frame());
-      return absl::OkStatus();
+      return Encoder().U8(0).U8(table_.Delete(key) ? 1 : 0).Frame();
     }
-    case Opcode::kNumKeys: {
+    case Opcode::kNumKeys:
       RETURN_IF_ERROR(in.Done());
-      Reply(connection, Encoder().U8(0).I64(table_.size()).Frame());
-      return absl::OkStatus();
-    }
+      return Encoder().U8(0).I64(table_.size()).Frame();
     case Opcode::kMultiSet: {
       ASSIGN_OR_RETURN(std::vector<std::string> keys, in.StrList());
       ASSIGN_OR_RETURN(std::vector<std::string> values, in.StrList());
       RETURN_IF_ERROR(in.Done());
-      absl::Status sizes = CheckMultiSetSizes(keys, values);
-      if (!sizes.ok()) {
-        ReplyError(connection, sizes);
-        return absl::OkStatus();
+      if (absl::Status sizes = CheckMultiSetSizes(keys, values); !sizes.ok()) {
+        return ErrorFrame(sizes);
       }
       for (size_t i = 0; i < keys.size(); ++i) table_.Set(keys[i], values[i]);
-      Reply(connection, OkFrame());
-      return absl::OkStatus();
+      return OkFrame();
     }
-    case Opcode::kAppend: {
-      ASSIGN_OR_RETURN(std::string key, in.Str());
-      ASSIGN_OR_RETURN(std::string value, in.Str());
+    case Opcode::kClock:
       RETURN_IF_ERROR(in.Done());
-      table_.Append(key, value);
-      Reply(connection, OkFrame());
-      return absl::OkStatus();
-    }
-    case Opcode::kWaitClients: {
-      ASSIGN_OR_RETURN(int64_t count, in.I64());
-      return wait_for({}, count);
-    }
-    case Opcode::kClock: {
-      RETURN_IF_ERROR(in.Done());
-      Reply(connection, Encoder().U8(0).I64(UnixNanos()).Frame());
-      return absl::OkStatus();
-    }
+      return Encoder().U8(0).I64(UnixNanos()).Frame();
+    case Opcode::kGet:  // Park's.
+    case Opcode::kWait:
+    case Opcode::kMultiGet:
+    case Opcode::kWaitClients:
+      break;
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown opcode ", raw_op));
+  return absl::InternalError(absl::StrCat("opcode ", static_cast<int>(op), " waits"));
 }
 
 bool TCPStoreServer::WaiterReady(const Waiter& waiter) const {
@@ -438,31 +422,15 @@ void TCPStoreServer::BeatToWaiters() {
   for (uint64_t id : broken) CloseConnection(id, "write failed", /*rejected=*/false);
 }
 
-void TCPStoreServer::ExpireHandshakes() {
-  const absl::Time now = absl::Now();
-  std::vector<uint64_t> expired;
+absl::Time TCPStoreServer::NextDeadline() const {
+  absl::Time next = listener_->NextDeadline();
   for (const auto& [id, connection] : connections_) {
-    if (!connection->handshaken && connection->handshake_deadline <= now) expired.push_back(id);
-  }
-  for (uint64_t id : expired) {
-    CloseConnection(
-        id, absl::StrCat("no handshake within ", absl::FormatDuration(options_.handshake_timeout)),
-        /*rejected=*/true);
-  }
-}
-
-int TCPStoreServer::NextTimeoutMs() const {
-  absl::Time next = absl::Now() + absl::Seconds(1);
-  if (listener_paused_) next = std::min(next, accept_guard_.paused_until());
-  for (const auto& [id, connection] : connections_) {
-    if (!connection->handshaken) next = std::min(next, connection->handshake_deadline);
     if (connection->waiter.has_value()) {
       next = std::min({next, connection->waiter->deadline,
                        connection->stream->NextBeat(connection->beat_period)});
     }
   }
-  return static_cast<int>(std::max<int64_t>(
-      0, absl::ToInt64Milliseconds(absl::Ceil(next - absl::Now(), absl::Milliseconds(1)))));
+  return next;
 }
 
 std::string TCPStoreServer::JoinedDetail() const {
@@ -492,8 +460,7 @@ void TCPStoreServer::Reply(Connection& connection, const std::string& frame) {
 }
 
 void TCPStoreServer::ReplyError(Connection& connection, const absl::Status& status) {
-  Reply(connection,
-        Encoder().U8(static_cast<uint8_t>(status.code())).Str(status.message()).Frame());
+  Reply(connection, ErrorFrame(status));
 }
 
 void TCPStoreServer::CloseConnection(uint64_t id, absl::string_view reason, bool rejected) {
@@ -513,7 +480,7 @@ void TCPStoreServer::CloseConnection(uint64_t id, absl::string_view reason, bool
   } else {
     Log(LogLevel::kDebug, absl::StrCat("TCPStore server ", detail));
   }
-  if (!connection.handshaken) accept_guard_.Forget(fd);
+  if (!connection.handshaken) listener_->Settle(id);
   if (rejected) DiscardUnreadAndShutdown(fd);
   poller_->Forget(fd);
   connections_.erase(it);

@@ -13,13 +13,14 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/auth/server_listener.h"
 #include "base/auth/tls.h"
 #include "base/core/mutex.h"
-#include "base/net/accept_guard.h"
 #include "base/net/event_poller.h"
 #include "base/net/socket_util.h"
 #include "base/store/key_value_table.h"
@@ -65,10 +66,8 @@ class TCPStoreServer {
   TCPStoreServer(TCPStoreServerOptions options, ScopedFd listener, int port,
                  std::unique_ptr<EventPoller> poller);
   void Loop();
-  void AcceptAll();
-  // Out of descriptors: closes the oldest connection that has not completed its handshake;
-  // false if there is none.
-  bool ShedOldestUnauthenticated();
+  // Takes a connection the listener accepted.
+  void Adopt(uint64_t id, std::unique_ptr<auth::ServerConnection> stream);
   void OnReadable(uint64_t id);
   void OnWritable(uint64_t id);
   // Advances a connection's TLS handshake; false if it was closed.
@@ -77,6 +76,12 @@ class TCPStoreServer {
   bool ProcessInput(Connection& connection);
   // Executes one request; an error status means a protocol violation (close the connection).
   absl::Status HandleRequest(Connection& connection, absl::string_view payload);
+  // A request that may wait (get, wait, multi_get, wait-for-clients): answered now if it
+  // can be, else parked on the connection until it can or its timeout (read from `in`) passes.
+  absl::Status Park(Connection& connection, tcp_store::Opcode op, std::vector<std::string> keys,
+                    int64_t client_count, tcp_store::Decoder& in);
+  // The reply to a request answered at once.
+  absl::StatusOr<std::string> Answer(tcp_store::Opcode op, tcp_store::Decoder& in);
   void Reply(Connection& connection, const std::string& frame);
   void ReplyError(Connection& connection, const absl::Status& status);
   void CloseConnection(uint64_t id, absl::string_view reason, bool rejected);
@@ -86,12 +91,11 @@ class TCPStoreServer {
   void AnswerWaiter(Connection& connection, const Waiter& waiter);
   // Sends a heartbeat to each client whose parked request has been quiet for its period.
   void BeatToWaiters();
-  void ExpireHandshakes();
-  int NextTimeoutMs() const;
+  // When the loop must wake at the latest (a waiter's deadline or heartbeat, the listener's).
+  absl::Time NextDeadline() const;
   std::string JoinedDetail() const;
 
   const TCPStoreServerOptions options_;
-  const ScopedFd listener_;
   const int port_;
   const std::unique_ptr<EventPoller> poller_;
   std::atomic<bool> stopping_{false};
@@ -100,15 +104,12 @@ class TCPStoreServer {
   mutable Mutex refusals_mu_;
   std::string last_refusal_ ABSL_GUARDED_BY(refusals_mu_);
   uint64_t refused_count_ ABSL_GUARDED_BY(refusals_mu_) = 0;
-  AcceptGuard accept_guard_{"TCPStore server"};
-  // The listener is out of the loop's events (no descriptor could be freed) until the guard's
-  // paused_until().
-  bool listener_paused_ = false;
 
   // Loop-thread state only.
   KeyValueTable table_;
-  uint64_t next_id_ = 1;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Connection>> connections_;
+  // Accepts, admits, sheds; connections count as strangers until their handshake.
+  std::unique_ptr<auth::ServerListener> listener_;
 
   std::thread thread_;
 };

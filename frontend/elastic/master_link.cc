@@ -244,14 +244,59 @@ void MasterLink::OnMessage(const Message& message) {
   }
 }
 
+absl::StatusOr<size_t> MasterLink::ReadFrames(std::string& rx, bool& more) {
+  char buffer[16384];
+  ssize_t n;
+  if (cipher_ != nullptr) {
+    MutexLock lock(cipher_mu_);
+    n = cipher_->Read(buffer, sizeof(buffer));
+  } else {
+    n = recv(fd_.get(), buffer, sizeof(buffer), MSG_DONTWAIT);
+  }
+  if (n == 0) {
+    return MasterFailure(
+        "the elastic master closed the connection: it stopped, or it expelled this peer (silent "
+        "past its heartbeat timeout, e.g. while stopped); connect() again to rejoin");
+  }
+  if (n < 0 && errno != EINTR && errno != EAGAIN) {
+    return MasterFailure(absl::StrCat("the master connection failed: ", strerror(errno)));
+  }
+  more = n == static_cast<ssize_t>(sizeof(buffer));
+  if (n < 0) return 0;
+  rx.append(buffer, n);
+  size_t at = 0;
+  while (true) {
+    const FrameAtFront frame = PeekFrame(absl::string_view(rx).substr(at), kMaxFrameBytes);
+    if (frame.state == FrameAtFront::State::kPartial) break;
+    if (frame.state == FrameAtFront::State::kOversized) {
+      return MasterFailure(
+          absl::StrCat("the master sent ", OversizedFrame(frame.length, kMaxFrameBytes)));
+    }
+    auto message = DecodePayload(frame.payload);
+    at += frame.size();
+    if (!message.ok()) {
+      return MasterFailure(absl::StrCat("bad frame from the master: ", message.status().message()));
+    }
+    OnMessage(*message);
+  }
+  rx.erase(0, at);
+  return static_cast<size_t>(n);
+}
+
 void MasterLink::ReadLoop() {
   std::string rx;
   absl::Time last_heard = absl::Now();
-  char buffer[16384];
   bool more = false;  // A full read: TLS may hold more than the socket shows.
   while (true) {
+    // Sleeps until a byte arrives (a shutdown() by Leave, Send or the destructor wakes it too),
+    // the master has been silent too long, or a heartbeat is due.
+    absl::Time wake = last_heard + heartbeat_timeout_;
+    {
+      MutexLock lock(send_mu_);
+      wake = std::min(wake, last_sent_ + heartbeat_timeout_ / 5);
+    }
     pollfd pfd{fd_.get(), POLLIN, 0};
-    const int ready = poll(&pfd, 1, more ? 0 : 100);
+    const int ready = poll(&pfd, 1, more ? 0 : PollTimeoutMs(wake));
     if (stopping_.load() && lost().ok()) {
       Lose(MasterFailure("this peer left the elastic master"));
       return;
@@ -261,45 +306,12 @@ void MasterLink::ReadLoop() {
       return;
     }
     if (ready > 0 || more) {
-      ssize_t n;
-      if (cipher_ != nullptr) {
-        MutexLock lock(cipher_mu_);
-        n = cipher_->Read(buffer, sizeof(buffer));
-      } else {
-        n = recv(fd_.get(), buffer, sizeof(buffer), MSG_DONTWAIT);
-      }
-      if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
-        Lose(MasterFailure(
-            n == 0 ? "the elastic master closed the connection: it stopped, or it expelled this "
-                     "peer (silent past its heartbeat timeout, e.g. while stopped); connect() "
-                     "again to rejoin"
-                   : absl::StrCat("the master connection failed: ", strerror(errno))));
+      absl::StatusOr<size_t> read = ReadFrames(rx, more);
+      if (!read.ok()) {
+        Lose(read.status());
         return;
       }
-      more = n == static_cast<ssize_t>(sizeof(buffer));
-      if (n > 0) {
-        last_heard = absl::Now();
-        rx.append(buffer, n);
-        size_t at = 0;
-        while (true) {
-          const FrameAtFront frame = PeekFrame(absl::string_view(rx).substr(at), kMaxFrameBytes);
-          if (frame.state == FrameAtFront::State::kPartial) break;
-          if (frame.state == FrameAtFront::State::kOversized) {
-            Lose(MasterFailure(
-                absl::StrCat("the master sent ", OversizedFrame(frame.length, kMaxFrameBytes))));
-            return;
-          }
-          auto message = DecodePayload(frame.payload);
-          at += frame.size();
-          if (!message.ok()) {
-            Lose(MasterFailure(
-                absl::StrCat("bad frame from the master: ", message.status().message())));
-            return;
-          }
-          OnMessage(*message);
-        }
-        rx.erase(0, at);
-      }
+      if (*read > 0) last_heard = absl::Now();
     }
     const absl::Time now = absl::Now();
     if (now - last_heard > heartbeat_timeout_) {

@@ -65,6 +65,9 @@ class MasterLink {
   MasterLink(Connection connection, int64_t peer_id, int store_port,
              absl::Duration heartbeat_timeout, Callbacks callbacks);
   void ReadLoop();
+  // Reads what the socket (or TLS) holds and handles each whole frame; the bytes read (0: none
+  // yet), or why the link is lost. `more`: the read filled the buffer, so more may wait.
+  absl::StatusOr<size_t> ReadFrames(std::string& rx, bool& more);
   void Lose(const absl::Status& status);
   void OnMessage(const Message& message);
 

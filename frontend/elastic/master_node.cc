@@ -16,9 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "base/auth/mutual_auth.h"
 #include "base/auth/server_connection.h"
+#include "base/auth/server_listener.h"
 #include "base/core/logging.h"
 #include "base/core/status_macros.h"
-#include "base/net/accept_guard.h"
 #include "base/net/event_poller.h"
 #include "base/net/frames.h"
 #include "frontend/elastic/master_protocol.h"
@@ -28,9 +28,6 @@ namespace plexus::elastic {
 namespace {
 
 constexpr absl::Duration kHelloTimeout = absl::Seconds(10);
-// The listener's EventPoller tag; connections count from kFirstConnection.
-constexpr uint64_t kListenerTag = 0;
-constexpr int64_t kFirstConnection = 1;
 constexpr size_t kMaxQueuedBytes = 64u << 20;  // A peer that reads nothing past this is dropped.
 
 }  // namespace
@@ -41,14 +38,28 @@ class MasterNode::Server {
   Server(ScopedFd listener, std::unique_ptr<EventPoller> poller,
          std::unique_ptr<TCPStoreServer> store, absl::Duration heartbeat_timeout,
          std::string secret, std::shared_ptr<const auth::TlsContext> tls)
-      : listener_(std::move(listener)),
-        poller_(std::move(poller)),
-        secret_(std::move(secret)),
+      : poller_(std::move(poller)),
         tls_(std::move(tls)),
         store_(std::move(store)),
         heartbeat_timeout_(heartbeat_timeout),
         state_(store_->port(), heartbeat_timeout) {
-    poller_->Watch(listener_.get(), kListenerTag, EPOLLIN);
+    auth::ServerListener::Options listening;
+    listening.server = "elastic master";
+    listening.tls = tls_.get();
+    listening.secret = std::move(secret);
+    listening.purpose = auth::Purpose::kMaster;
+    listening.admission_timeout = kHelloTimeout;
+    listener_ = std::make_unique<auth::ServerListener>(
+        std::move(listener), *poller_, std::move(listening),
+        [this](uint64_t id, std::unique_ptr<auth::ServerConnection> stream) {
+          poller_->Watch(stream->fd(), id, EPOLLIN);
+          Connection& c = connections_[static_cast<int64_t>(id)];
+          c.id = id;
+          c.stream = std::move(stream);
+        },
+        [this](uint64_t id, const std::string& reason) {
+          Close(static_cast<int64_t>(id), reason);
+        });
   }
 
   void Interrupt() {
@@ -60,9 +71,9 @@ class MasterNode::Server {
   // timeout): an idle master does not wake.
   void Loop() {
     while (!stopping_.load()) {
-      absl::Status waited = poller_->Wait(NextTimeoutMs(), [this](uint64_t tag, uint32_t events) {
-        if (tag == kListenerTag) {
-          AcceptAll();
+      absl::Status waited = poller_->Wait(NextDeadline(), [this](uint64_t tag, uint32_t events) {
+        if (tag == auth::ServerListener::kTag) {
+          listener_->AcceptAll();
           return;
         }
         const int64_t id = static_cast<int64_t>(tag);
@@ -73,18 +84,23 @@ class MasterNode::Server {
         Log(LogLevel::kError, absl::StrCat("elastic master: ", waited.message()));
         break;
       }
+      listener_->Tick();
       CheckTimers();
       Dispatch();
-      UpdateWatches();
+      for (auto& [id, c] : connections_) {
+        c.stream->UpdateWatch(*poller_, static_cast<uint64_t>(id));
+      }
     }
-    accept_guard_.ForgetAll();
+    listener_->SettleAll();
     connections_.clear();
   }
 
  private:
   struct Connection {
+    uint64_t id = 0;                                 // Its poller tag.
     std::unique_ptr<auth::ServerConnection> stream;  // Socket, admission, buffers.
-    int64_t peer = -1;                               // Until the hello.
+    int64_t peer = -1;                               // Until the hello, and after a goodbye.
+    bool left = false;                               // It said goodbye.
   };
 
   // Advances a connection's TLS handshake; false if it failed (and was closed).
@@ -109,69 +125,15 @@ class MasterNode::Server {
     Flush(id);
   }
 
-  // Out of descriptors: closes the oldest connection that has not said hello; false if none.
-  bool ShedOldestStranger() {
-    int64_t oldest = -1;
+  // The earliest deadline the listener, CheckTimers or the state acts on.
+  absl::Time NextDeadline() const {
+    absl::Time next = std::min(state_.NextExpiry(), listener_->NextDeadline());
     for (const auto& [id, c] : connections_) {
-      if (c.peer < 0 && (oldest < 0 || id < oldest)) oldest = id;
-    }
-    if (oldest < 0) return false;
-    Close(oldest, "closed to make room (out of file descriptors) before its hello");
-    return true;
-  }
-
-  void AcceptAll() {
-    while (true) {
-      ScopedFd fd(accept_guard_.Accept(listener_.get(), [this] { return ShedOldestStranger(); }));
-      if (!fd.valid()) break;
-      SetNoDelay(fd.get());
-      const int raw_fd = fd.get();
-      Connection c;
-      c.stream = auth::ServerConnection::Accept(std::move(fd), tls_.get(), secret_,
-                                                auth::Purpose::kMaster);
-      if (c.stream == nullptr) {  // Out of memory: the connection is dropped.
-        accept_guard_.Forget(raw_fd);
-        continue;
-      }
-      const int64_t id = next_connection_++;
-      poller_->Watch(raw_fd, static_cast<uint64_t>(id), EPOLLIN);
-      connections_.emplace(id, std::move(c));
-    }
-    accept_guard_.EndRound();
-    const bool pause = absl::Now() < accept_guard_.paused_until();
-    if (pause != listener_paused_) {  // Off the loop's events until then.
-      listener_paused_ = pause;
-      poller_->Change(listener_.get(), kListenerTag, pause ? 0u : uint32_t{EPOLLIN});
-    }
-  }
-
-  // EPOLLOUT for the connections with output waiting, the listener back after a pause.
-  void UpdateWatches() {
-    for (auto& [id, c] : connections_) c.stream->UpdateWatch(*poller_, static_cast<uint64_t>(id));
-    if (listener_paused_ && absl::Now() >= accept_guard_.paused_until()) {
-      listener_paused_ = false;
-      poller_->Change(listener_.get(), kListenerTag, EPOLLIN);
-    }
-  }
-
-  // Until the earliest deadline CheckTimers or the state acts on, in whole milliseconds
-  // rounded up (and one more, as the timers fire past their deadline).
-  int NextTimeoutMs() const {
-    absl::Time next = state_.NextExpiry();
-    if (listener_paused_) next = std::min(next, accept_guard_.paused_until());
-    for (const auto& [id, c] : connections_) {
-      if (c.peer < 0) {
-        next = std::min(next, c.stream->opened() + kHelloTimeout);
-        continue;
-      }
+      if (c.peer < 0) continue;
       next = std::min(
           {next, c.stream->last_heard() + heartbeat_timeout_, c.stream->NextBeat(BeatPeriod())});
     }
-    if (next == absl::InfiniteFuture()) return -1;
-    const absl::Duration left = next - absl::Now();
-    if (left <= absl::ZeroDuration()) return 0;
-    return static_cast<int>(std::min<int64_t>(
-        absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))) + 1, 60'000));
+    return next;
   }
 
   void Close(int64_t id, const std::string& reason) {
@@ -180,7 +142,7 @@ class MasterNode::Server {
     const int64_t peer = it->second.peer;
     const std::string address = it->second.stream->address();
     const int fd = it->second.stream->fd();
-    if (peer < 0) accept_guard_.Forget(fd);
+    if (peer < 0) listener_->Settle(static_cast<uint64_t>(id));
     poller_->Forget(fd);
     DiscardUnreadAndShutdown(fd);
     connections_.erase(it);
@@ -253,7 +215,7 @@ class MasterNode::Server {
         return absl::UnauthenticatedError(absl::StrCat("peer speaks protocol ", message.ints[1],
                                                        ", this master ", kProtocolVersion));
       }
-      accept_guard_.Forget(c.stream->fd());
+      listener_->Settle(c.id);
       c.peer = state_.Join(message.ints[2], c.stream->address());
       by_peer_[c.peer] = &c;
       Log(LogLevel::kInfo, absl::StrCat("elastic master: ", state_.Describe(c.peer), " joined"));
@@ -264,6 +226,7 @@ class MasterNode::Server {
       const int64_t peer = c.peer;
       by_peer_.erase(peer);
       c.peer = -1;
+      c.left = true;
       c.stream->DiscardOutput();
       state_.Drop(peer, absl::StrCat(state_.Describe(peer), " left"));
       return absl::OkStatus();
@@ -284,8 +247,8 @@ class MasterNode::Server {
     const absl::Time now = absl::Now();
     std::vector<std::pair<int64_t, std::string>> doomed;
     for (auto& [id, c] : connections_) {
-      if (c.peer < 0) {
-        if (now - c.stream->opened() > kHelloTimeout) doomed.emplace_back(id, "no hello");
+      if (c.peer < 0) {  // Strangers are the listener's to time out.
+        if (c.left) doomed.emplace_back(id, "it left");
         continue;
       }
       if (now - c.stream->last_heard() > heartbeat_timeout_) {
@@ -324,11 +287,7 @@ class MasterNode::Server {
     }
   }
 
-  const ScopedFd listener_;
   const std::unique_ptr<EventPoller> poller_;
-  bool listener_paused_ = false;
-  const std::string secret_;
-  AcceptGuard accept_guard_{"elastic master"};
   RefusalLog refusals_{"elastic master"};  // Connections refused (TLS, secret, hello).
   const std::shared_ptr<const auth::TlsContext> tls_;
   const std::unique_ptr<TCPStoreServer> store_;
@@ -337,9 +296,10 @@ class MasterNode::Server {
   absl::Duration BeatPeriod() const { return heartbeat_timeout_ / 5; }
   std::atomic<bool> stopping_{false};
   MasterState state_;
-  int64_t next_connection_ = kFirstConnection;
   std::map<int64_t, Connection> connections_;
   std::map<int64_t, Connection*> by_peer_;  // Node-based map: pointers stay valid.
+  // Accepts, admits, sheds; connections are strangers until their hello.
+  std::unique_ptr<auth::ServerListener> listener_;
 };
 
 absl::StatusOr<std::unique_ptr<MasterNode>> MasterNode::Create(MasterNodeOptions options) {

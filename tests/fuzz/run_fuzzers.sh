@@ -34,7 +34,8 @@ common=(base/core/logging.cc base/core/heartbeat.cc base/core/dtype.cc base/core
         base/core/event_journal.cc base/core/byte_size.cc
         base/net/socket_util.cc base/net/accept_guard.cc base/net/frames.cc
         base/net/event_poller.cc base/auth/mutual_auth.cc base/auth/tls.cc
-        base/auth/server_admission.cc base/auth/server_connection.cc)
+        base/auth/server_admission.cc base/auth/server_connection.cc
+        base/auth/server_listener.cc)
 declare -A sources=(
   [handshakes_fuzz]="backends/tcp/tcp_connect.cc base/store/tcp_store_protocol.cc
                      base/store/store.cc"
