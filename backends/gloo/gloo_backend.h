@@ -1,10 +1,8 @@
 // GlooBackend: registered as "gloo" (cpu tensors), over Debian's libgloo. A Gloo context per
 // group, built from the group's store (GlooStoreAdapter) and Gloo's TCP transport. Gloo's own
-// algorithms run all_reduce, reduce, broadcast, all_gather, gather, scatter, all_to_all_single
-// and barrier (every dtype and op: Gloo reduces with plexus's kernels); algorithms/ over a
-// GlooTransport (Gloo's unbound buffers) runs reduce_scatter, all_reduce_coalesced, the list
-// form of all_to_all, and send/recv. PLEXUS_GLOO_NATIVE=0 sends everything through
-// algorithms/. See docs/backends.md.
+// algorithms run what gloo_plans.h plans (every dtype and op: Gloo reduces with plexus's
+// kernels); algorithms/ over a GlooTransport (Gloo's unbound buffers) runs the rest.
+// PLEXUS_GLOO_NATIVE=0 sends everything through algorithms/. See docs/backends.md.
 #ifndef PLEXUS_BACKENDS_GLOO_GLOO_BACKEND_H_
 #define PLEXUS_BACKENDS_GLOO_GLOO_BACKEND_H_
 
@@ -15,6 +13,7 @@
 #include "backends/common/collectives_backend.h"
 #include "backends/common/nominal_traffic.h"
 #include "backends/gloo/gloo_native.h"
+#include "backends/gloo/gloo_plans.h"
 #include "backends/gloo/gloo_transport.h"
 #include "backends/interface/backend.h"
 
@@ -32,23 +31,6 @@ class GlooBackend : public CollectivesBackend {
 
  private:
   WorkPtr RunNatively(const Collective& call) override;
-  // The native calls; each returns null where it passes the call to algorithms/.
-  WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options);
-  WorkPtr Reduce(const Tensor& tensor, const ReduceOptions& options);
-  WorkPtr AllReduce(const Tensor& tensor, const AllReduceOptions& options);
-  WorkPtr AllGather(absl::Span<const Tensor> outputs, const Tensor& input,
-                    const AllGatherOptions& options);
-  WorkPtr AllGatherIntoTensor(const Tensor& output, const Tensor& input,
-                              const AllGatherOptions& options);
-  WorkPtr Gather(absl::Span<const Tensor> outputs, const Tensor& input,
-                 const GatherOptions& options);
-  WorkPtr Scatter(const Tensor& output, absl::Span<const Tensor> inputs,
-                  const ScatterOptions& options);
-  WorkPtr AllToAllSingle(const Tensor& output, const Tensor& input,
-                         absl::Span<const int64_t> output_split_sizes,
-                         absl::Span<const int64_t> input_split_sizes,
-                         const AllToAllOptions& options);
-  WorkPtr Barrier(const BarrierOptions& options);
 
   GlooBackend(std::unique_ptr<executor::Collectives> collectives,
               std::shared_ptr<GlooTransport> transport, bool native)
@@ -56,14 +38,11 @@ class GlooBackend : public CollectivesBackend {
         transport_(std::move(transport)),
         native_(native) {}
 
-  // Queues `run` as the next collective. It gets the Gloo call (context, a tag derived from
-  // the operation's signature so that mismatched calls never pair up, the time left); a Gloo
-  // exception breaks the transport and fails the Work with the mapped status.
-  // On success the Work's stats get `traffic` (Gloo counts no bytes).
-  WorkPtr SubmitNative(
-      algorithms::CollectiveKind kind, DType dtype, int64_t count, absl::Duration timeout,
-      nominal_traffic::Traffic traffic,
-      std::function<void(const gloo_native::Call&, algorithms::CollectiveContext&)> run);
+  // Queues `plan` as the next collective. Its run gets the Gloo call (context, a tag derived
+  // from the operation's signature so that mismatched calls never pair up, the time left); a
+  // Gloo exception breaks the transport and fails the Work with the mapped status. On success
+  // the Work's stats get the plan's traffic (Gloo counts no bytes).
+  WorkPtr SubmitNative(GlooPlan plan);
 
   const std::shared_ptr<GlooTransport> transport_;
   const bool native_;

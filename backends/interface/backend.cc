@@ -24,10 +24,9 @@ WorkPtr Backend::BatchPointToPoint(absl::Span<const PointToPointOp> ops,
   return WhenAll(std::move(works), "batch_isend_irecv", world_size);
 }
 
-WorkPtr Backend::NotRun(const Collective& call) const {
-  return Work::Finished(
-      absl::UnimplementedError(absl::StrCat("backend '", name(), "' does not run ", call.name())),
-      std::string(call.name()), 1);
+absl::Status NotRunError(absl::string_view backend, const Collective& call, absl::string_view why) {
+  return absl::UnimplementedError(absl::StrCat("backend '", backend, "' does not run ", call.name(),
+                                               why.empty() ? "" : ": ", why));
 }
 
 }  // namespace plexus

@@ -119,11 +119,13 @@ class Backend {
   // later calls; nccl launches them as one group.
   virtual WorkPtr BatchPointToPoint(absl::Span<const PointToPointOp> ops,
                                     const BatchOptions& options);
-
- protected:
-  // What Run returns for a kind this backend does not run: a failed Work naming both.
-  WorkPtr NotRun(const Collective& call) const;
 };
+
+// The one error for a call a backend does not run: Unimplemented, "backend 'B' does not run
+// CALL", then `why` when given. Native plans answer it for what their library lacks (gloo and
+// mpi then run the call on algorithms/; nccl fails it).
+absl::Status NotRunError(absl::string_view backend, const Collective& call,
+                         absl::string_view why = "");
 
 }  // namespace plexus
 

@@ -20,14 +20,13 @@
 #include "backends/common/collectives_backend.h"
 #include "backends/common/nominal_traffic.h"
 #include "backends/interface/backend.h"
+#include "backends/mpi/mpi_plans.h"
 #include "backends/mpi/mpi_transport.h"
 #include "base/rendezvous/rendezvous.h"
 
 namespace plexus::mpi {
 
 inline constexpr char kMpiBackendName[] = "mpi";
-
-struct NativePlan;  // mpi_backend.cc: one collective as MPI runs it.
 
 class MpiBackend : public CollectivesBackend {
  public:
@@ -45,7 +44,7 @@ class MpiBackend : public CollectivesBackend {
 
   // Queues the collective `plan` describes; the worker prepares it, hands the MPI call to the
   // engine and waits for it within the deadline. On success the Work's stats get its traffic.
-  WorkPtr SubmitNative(absl::Duration timeout, NativePlan plan);
+  WorkPtr SubmitNative(MpiPlan plan);
 
   const std::shared_ptr<MpiGroup> group_;
 };

@@ -102,7 +102,7 @@ absl::StatusOr<std::shared_ptr<NcclCommunicator>> NcclBackend::CommunicatorFor(i
 }
 
 WorkPtr NcclBackend::Run(const Collective& call) {
-  absl::StatusOr<NcclPlan> plan = PlanCollective(call, context_.rank, context_.size);
+  absl::StatusOr<NcclPlan> plan = PlanNcclCall(call, context_.rank, context_.size);
   if (!plan.ok()) return Work::Finished(plan.status(), std::string(call.name()), context_.size);
   return Launch(*plan);
 }
@@ -116,10 +116,10 @@ WorkPtr NcclBackend::Launch(const NcclPlan& plan) {
   UniqueLock lock(issue_mu_);
   const int64_t sequence = next_sequence_++;
   // A call without tensors (barrier) runs where the last one ran, else on the current device.
-  int device = plan.tensors.empty() ? last_device_ : -1;
+  int device = plan.run.tensors.empty() ? last_device_ : -1;
   absl::Status loaded = Load();
   absl::Status checked =
-      loaded.ok() ? cuda::CheckDeviceTensors(plan.op, context_.rank, plan.tensors, &device)
+      loaded.ok() ? cuda::CheckDeviceTensors(plan.op, context_.rank, plan.run.tensors, &device)
                   : absl::Status(loaded.code(), absl::StrCat(plan.op, " on rank ", context_.rank,
                                                              ": ", loaded.message()));
   if (!checked.ok()) return Work::Finished(checked, plan.op, context_.size);
@@ -139,7 +139,7 @@ WorkPtr NcclBackend::Launch(const NcclPlan& plan) {
   const NcclLaunch launch{*nccl_, *cuda_, context_.rank, context_.size};
   auto done = comm->Launch(
       description, cuda::CurrentStream(device),
-      [&](NcclCommunicator::Scope& scope) { return plan.launch(launch, scope); }, deadline);
+      [&](NcclCommunicator::Scope& scope) { return plan.run.launch(launch, scope); }, deadline);
   lock.unlock();
   if (!done.ok()) return Work::Finished(done.status(), plan.op, context_.size);
 

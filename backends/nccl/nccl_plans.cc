@@ -85,45 +85,54 @@ absl::Status ReceiveFrom(const NcclLaunch& launch, Scope& scope, void* data, siz
                           "ncclRecv", scope.comm);
 }
 
+// The plan of `call` that launches `launch` over `tensors` (the first one's dtype and count
+// describe it).
+NcclPlan Planned(const Collective& call, std::vector<const Tensor*> tensors, traffic::Traffic moved,
+                 std::function<absl::Status(const NcclLaunch&, Scope&)> launch) {
+  const DType dtype = tensors.empty() ? DType::kUInt8 : tensors[0]->dtype();
+  const int64_t count = tensors.empty() ? 0 : tensors[0]->numel();
+  return {call.name().data(),
+          call.kind,
+          dtype,
+          count,
+          call.timeout,
+          moved,
+          {std::move(tensors), std::move(launch)}};
+}
+
 absl::StatusOr<NcclReduction> ReductionOf(const Collective& call, const Tensor& typed) {
   return ReductionFor(call.name(), call.op, typed.dtype());
 }
 
-NcclPlan PlanBroadcast(const Collective& call, int rank, int size) {
+absl::StatusOr<NcclPlan> PlanBroadcast(const Collective& call, int rank, int size) {
   const Tensor& tensor = call.tensor();
   const NcclExtent extent = MovementExtent(tensor.dtype(), tensor.numel());
   const int root = call.root;
-  return {"broadcast",
-          {&tensor},
-          call.timeout,
-          traffic::Broadcast(tensor.nbytes(), size, rank, root),
-          [&tensor, extent, root](const NcclLaunch& launch, Scope& scope) {
-            return NcclLaunchStatus(
-                launch.nccl,
-                launch.nccl.Broadcast(tensor.data(), tensor.data(), extent.count, extent.type, root,
-                                      scope.comm, scope.stream),
-                "ncclBroadcast", scope.comm);
-          }};
+  return Planned(call, {&tensor}, traffic::Broadcast(tensor.nbytes(), size, rank, root),
+                 [&tensor, extent, root](const NcclLaunch& launch, Scope& scope) {
+                   return NcclLaunchStatus(
+                       launch.nccl,
+                       launch.nccl.Broadcast(tensor.data(), tensor.data(), extent.count,
+                                             extent.type, root, scope.comm, scope.stream),
+                       "ncclBroadcast", scope.comm);
+                 });
 }
 
 absl::StatusOr<NcclPlan> PlanReduce(const Collective& call, int rank, int size) {
   const Tensor& tensor = call.tensor();
   ASSIGN_OR_RETURN(const NcclReduction reduction, ReductionOf(call, tensor));
   const int root = call.root;
-  return NcclPlan{"reduce",
-                  {&tensor},
-                  call.timeout,
-                  traffic::Reduce(tensor.nbytes(), size, rank, root),
-                  [&tensor, reduction, root](const NcclLaunch& launch, Scope& scope) {
-                    return WithOperator(
-                        launch, reduction, scope, tensor,
-                        [&](ncclRedOp_t op, NcclPiece piece) {
-                          return launch.nccl.Reduce(
-                              At(tensor, piece.offset), At(tensor, piece.offset), piece.count,
-                              reduction.type, op, root, scope.comm, scope.stream);
-                        },
-                        "ncclReduce");
-                  }};
+  return Planned(call, {&tensor}, traffic::Reduce(tensor.nbytes(), size, rank, root),
+                 [&tensor, reduction, root](const NcclLaunch& launch, Scope& scope) {
+                   return WithOperator(
+                       launch, reduction, scope, tensor,
+                       [&](ncclRedOp_t op, NcclPiece piece) {
+                         return launch.nccl.Reduce(
+                             At(tensor, piece.offset), At(tensor, piece.offset), piece.count,
+                             reduction.type, op, root, scope.comm, scope.stream);
+                       },
+                       "ncclReduce");
+                 });
 }
 
 // One in-place ncclAllReduce of `tensor`.
@@ -141,13 +150,10 @@ absl::Status AllReduceInPlace(const NcclLaunch& launch, Scope& scope,
 absl::StatusOr<NcclPlan> PlanAllReduce(const Collective& call, int /*rank*/, int size) {
   const Tensor& tensor = call.tensor();
   ASSIGN_OR_RETURN(const NcclReduction reduction, ReductionOf(call, tensor));
-  return NcclPlan{"all_reduce",
-                  {&tensor},
-                  call.timeout,
-                  traffic::AllReduce(tensor.nbytes(), size),
-                  [&tensor, reduction](const NcclLaunch& launch, Scope& scope) {
-                    return AllReduceInPlace(launch, scope, reduction, tensor);
-                  }};
+  return Planned(call, {&tensor}, traffic::AllReduce(tensor.nbytes(), size),
+                 [&tensor, reduction](const NcclLaunch& launch, Scope& scope) {
+                   return AllReduceInPlace(launch, scope, reduction, tensor);
+                 });
 }
 
 absl::StatusOr<NcclPlan> PlanAllReduceCoalesced(const Collective& call, int /*rank*/, int size) {
@@ -159,107 +165,106 @@ absl::StatusOr<NcclPlan> PlanAllReduceCoalesced(const Collective& call, int /*ra
     reductions.push_back(reduction);
     bytes += tensor.nbytes();
   }
-  return NcclPlan{"all_reduce_coalesced", Pointers(tensors), call.timeout,
-                  traffic::AllReduce(bytes, size),
-                  [tensors, reductions](const NcclLaunch& launch, Scope& scope) {
-                    return Grouped(launch.nccl, scope, [&]() -> absl::Status {
-                      for (size_t i = 0; i < tensors.size(); ++i) {
-                        RETURN_IF_ERROR(AllReduceInPlace(launch, scope, reductions[i], tensors[i]));
-                      }
-                      return absl::OkStatus();
-                    });
-                  }};
+  return Planned(call, Pointers(tensors), traffic::AllReduce(bytes, size),
+                 [tensors, reductions](const NcclLaunch& launch, Scope& scope) {
+                   return Grouped(launch.nccl, scope, [&]() -> absl::Status {
+                     for (size_t i = 0; i < tensors.size(); ++i) {
+                       RETURN_IF_ERROR(AllReduceInPlace(launch, scope, reductions[i], tensors[i]));
+                     }
+                     return absl::OkStatus();
+                   });
+                 });
 }
 
-NcclPlan PlanAllGather(const Collective& call, int /*rank*/, int size) {
+absl::StatusOr<NcclPlan> PlanAllGather(const Collective& call, int /*rank*/, int size) {
   const absl::Span<const Tensor> outputs = call.outputs;
   const Tensor& input = call.input();
   std::vector<const Tensor*> tensors = Pointers(outputs);
   tensors.push_back(&input);
   const NcclExtent extent = MovementExtent(input.dtype(), input.numel());
-  return {"all_gather", tensors, call.timeout, traffic::AllGather(input.nbytes(), size),
-          [outputs, &input, extent](const NcclLaunch& launch, Scope& scope) -> absl::Status {
-            if (BackToBack(outputs)) {  // One all-gather straight into the outputs.
-              return NcclLaunchStatus(
-                  launch.nccl,
-                  launch.nccl.AllGather(input.data(), outputs[0].data(), extent.count, extent.type,
-                                        scope.comm, scope.stream),
-                  "ncclAllGather", scope.comm);
-            }
-            // Scattered outputs: one broadcast per rank, launched together.
-            return Grouped(launch.nccl, scope, [&]() -> absl::Status {
-              for (int root = 0; root < launch.size; ++root) {
-                RETURN_IF_ERROR(NcclLaunchStatus(
-                    launch.nccl,
-                    launch.nccl.Broadcast(input.data(), outputs[root].data(), extent.count,
-                                          extent.type, root, scope.comm, scope.stream),
-                    "ncclBroadcast", scope.comm));
-              }
-              return absl::OkStatus();
-            });
-          }};
+  return Planned(call, tensors, traffic::AllGather(input.nbytes(), size),
+                 [outputs, &input, extent](const NcclLaunch& launch, Scope& scope) -> absl::Status {
+                   if (BackToBack(outputs)) {  // One all-gather straight into the outputs.
+                     return NcclLaunchStatus(
+                         launch.nccl,
+                         launch.nccl.AllGather(input.data(), outputs[0].data(), extent.count,
+                                               extent.type, scope.comm, scope.stream),
+                         "ncclAllGather", scope.comm);
+                   }
+                   // Scattered outputs: one broadcast per rank, launched together.
+                   return Grouped(launch.nccl, scope, [&]() -> absl::Status {
+                     for (int root = 0; root < launch.size; ++root) {
+                       RETURN_IF_ERROR(NcclLaunchStatus(
+                           launch.nccl,
+                           launch.nccl.Broadcast(input.data(), outputs[root].data(), extent.count,
+                                                 extent.type, root, scope.comm, scope.stream),
+                           "ncclBroadcast", scope.comm));
+                     }
+                     return absl::OkStatus();
+                   });
+                 });
 }
 
-NcclPlan PlanAllGatherIntoTensor(const Collective& call, int /*rank*/, int size) {
+absl::StatusOr<NcclPlan> PlanAllGatherIntoTensor(const Collective& call, int /*rank*/, int size) {
   const Tensor& output = call.output();
   const Tensor& input = call.input();
   const NcclExtent extent = MovementExtent(input.dtype(), input.numel());
-  return {"all_gather_into_tensor",
-          {&output, &input},
-          call.timeout,
-          traffic::AllGather(input.nbytes(), size),
-          [&output, &input, extent](const NcclLaunch& launch, Scope& scope) {
-            return NcclLaunchStatus(launch.nccl,
-                                    launch.nccl.AllGather(input.data(), output.data(), extent.count,
-                                                          extent.type, scope.comm, scope.stream),
-                                    "ncclAllGather", scope.comm);
-          }};
+  return Planned(call, {&output, &input}, traffic::AllGather(input.nbytes(), size),
+                 [&output, &input, extent](const NcclLaunch& launch, Scope& scope) {
+                   return NcclLaunchStatus(
+                       launch.nccl,
+                       launch.nccl.AllGather(input.data(), output.data(), extent.count, extent.type,
+                                             scope.comm, scope.stream),
+                       "ncclAllGather", scope.comm);
+                 });
 }
 
-NcclPlan PlanGather(const Collective& call, int rank, int size) {
+absl::StatusOr<NcclPlan> PlanGather(const Collective& call, int rank, int size) {
   const absl::Span<const Tensor> outputs = call.outputs;
   const Tensor& input = call.input();
   std::vector<const Tensor*> tensors = Pointers(outputs);
   tensors.push_back(&input);
   const int root = call.root;
   const NcclExtent extent = MovementExtent(input.dtype(), input.numel());
-  return {"gather", tensors, call.timeout, traffic::Gather(input.nbytes(), size, rank, root),
-          [outputs, &input, extent, root](const NcclLaunch& launch, Scope& scope) {
-            return Grouped(launch.nccl, scope, [&]() -> absl::Status {
-              if (launch.rank != root) {
-                return SendTo(launch, scope, input.data(), extent.count, extent.type, root);
-              }
-              for (int peer = 0; peer < launch.size; ++peer) {
-                if (peer == root) continue;
-                RETURN_IF_ERROR(ReceiveFrom(launch, scope, outputs[peer].data(), extent.count,
-                                            extent.type, peer));
-              }
-              return launch.Copy(outputs[root].data(), input.data(), input.nbytes(), scope.stream);
-            });
-          }};
+  return Planned(
+      call, tensors, traffic::Gather(input.nbytes(), size, rank, root),
+      [outputs, &input, extent, root](const NcclLaunch& launch, Scope& scope) {
+        return Grouped(launch.nccl, scope, [&]() -> absl::Status {
+          if (launch.rank != root) {
+            return SendTo(launch, scope, input.data(), extent.count, extent.type, root);
+          }
+          for (int peer = 0; peer < launch.size; ++peer) {
+            if (peer == root) continue;
+            RETURN_IF_ERROR(
+                ReceiveFrom(launch, scope, outputs[peer].data(), extent.count, extent.type, peer));
+          }
+          return launch.Copy(outputs[root].data(), input.data(), input.nbytes(), scope.stream);
+        });
+      });
 }
 
-NcclPlan PlanScatter(const Collective& call, int rank, int size) {
+absl::StatusOr<NcclPlan> PlanScatter(const Collective& call, int rank, int size) {
   const Tensor& output = call.output();
   const absl::Span<const Tensor> inputs = call.inputs;
   std::vector<const Tensor*> tensors = Pointers(inputs);
   tensors.push_back(&output);
   const int root = call.root;
   const NcclExtent extent = MovementExtent(output.dtype(), output.numel());
-  return {"scatter", tensors, call.timeout, traffic::Scatter(output.nbytes(), size, rank, root),
-          [&output, inputs, extent, root](const NcclLaunch& launch, Scope& scope) {
-            return Grouped(launch.nccl, scope, [&]() -> absl::Status {
-              if (launch.rank != root) {
-                return ReceiveFrom(launch, scope, output.data(), extent.count, extent.type, root);
-              }
-              for (int peer = 0; peer < launch.size; ++peer) {
-                if (peer == root) continue;
-                RETURN_IF_ERROR(
-                    SendTo(launch, scope, inputs[peer].data(), extent.count, extent.type, peer));
-              }
-              return launch.Copy(output.data(), inputs[root].data(), output.nbytes(), scope.stream);
-            });
-          }};
+  return Planned(
+      call, tensors, traffic::Scatter(output.nbytes(), size, rank, root),
+      [&output, inputs, extent, root](const NcclLaunch& launch, Scope& scope) {
+        return Grouped(launch.nccl, scope, [&]() -> absl::Status {
+          if (launch.rank != root) {
+            return ReceiveFrom(launch, scope, output.data(), extent.count, extent.type, root);
+          }
+          for (int peer = 0; peer < launch.size; ++peer) {
+            if (peer == root) continue;
+            RETURN_IF_ERROR(
+                SendTo(launch, scope, inputs[peer].data(), extent.count, extent.type, peer));
+          }
+          return launch.Copy(output.data(), inputs[root].data(), output.nbytes(), scope.stream);
+        });
+      });
 }
 
 absl::StatusOr<NcclPlan> PlanReduceScatter(const Collective& call, int /*rank*/, int size) {
@@ -268,8 +273,8 @@ absl::StatusOr<NcclPlan> PlanReduceScatter(const Collective& call, int /*rank*/,
   ASSIGN_OR_RETURN(const NcclReduction reduction, ReductionOf(call, output));
   std::vector<const Tensor*> tensors = Pointers(inputs);
   tensors.push_back(&output);
-  return NcclPlan{
-      "reduce_scatter", tensors, call.timeout, traffic::ReduceScatter(output.nbytes(), size),
+  return Planned(
+      call, tensors, traffic::ReduceScatter(output.nbytes(), size),
       [&output, inputs, reduction](const NcclLaunch& launch, Scope& scope) -> absl::Status {
         const NcclApi& nccl = launch.nccl;
         if (BackToBack(inputs)) {
@@ -296,30 +301,27 @@ absl::StatusOr<NcclPlan> PlanReduceScatter(const Collective& call, int /*rank*/,
           }
           return absl::OkStatus();
         });
-      }};
+      });
 }
 
 absl::StatusOr<NcclPlan> PlanReduceScatterTensor(const Collective& call, int /*rank*/, int size) {
   const Tensor& output = call.output();
   const Tensor& input = call.input();
   ASSIGN_OR_RETURN(const NcclReduction reduction, ReductionOf(call, output));
-  return NcclPlan{"reduce_scatter_tensor",
-                  {&output, &input},
-                  call.timeout,
-                  traffic::ReduceScatter(output.nbytes(), size),
-                  [&output, &input, reduction](const NcclLaunch& launch, Scope& scope) {
-                    return WithOperator(
-                        launch, reduction, scope, output,
-                        [&](ncclRedOp_t op, NcclPiece piece) {
-                          return launch.nccl.ReduceScatter(
-                              At(input, piece.offset), At(output, piece.offset), piece.count,
-                              reduction.type, op, scope.comm, scope.stream);
-                        },
-                        "ncclReduceScatter");
-                  }};
+  return Planned(call, {&output, &input}, traffic::ReduceScatter(output.nbytes(), size),
+                 [&output, &input, reduction](const NcclLaunch& launch, Scope& scope) {
+                   return WithOperator(
+                       launch, reduction, scope, output,
+                       [&](ncclRedOp_t op, NcclPiece piece) {
+                         return launch.nccl.ReduceScatter(
+                             At(input, piece.offset), At(output, piece.offset), piece.count,
+                             reduction.type, op, scope.comm, scope.stream);
+                       },
+                       "ncclReduceScatter");
+                 });
 }
 
-NcclPlan PlanAllToAll(const Collective& call, int rank, int /*size*/) {
+absl::StatusOr<NcclPlan> PlanAllToAll(const Collective& call, int rank, int /*size*/) {
   const absl::Span<const Tensor> outputs = call.outputs;
   const absl::Span<const Tensor> inputs = call.inputs;
   std::vector<const Tensor*> tensors = Pointers(outputs);
@@ -327,37 +329,34 @@ NcclPlan PlanAllToAll(const Collective& call, int rank, int /*size*/) {
   std::vector<int64_t> send_bytes, recv_bytes;
   for (const Tensor& input : inputs) send_bytes.push_back(input.nbytes());
   for (const Tensor& output : outputs) recv_bytes.push_back(output.nbytes());
-  return {"all_to_all", tensors, call.timeout, traffic::AllToAll(send_bytes, recv_bytes, rank),
-          [outputs, inputs](const NcclLaunch& launch, Scope& scope) {
-            return Grouped(launch.nccl, scope, [&]() -> absl::Status {
-              for (int peer = 0; peer < launch.size; ++peer) {
-                if (peer == launch.rank) continue;
-                const Tensor& in = inputs[peer];
-                const Tensor& out = outputs[peer];
-                const NcclExtent sent = MovementExtent(in.dtype(), in.numel());
-                const NcclExtent received = MovementExtent(out.dtype(), out.numel());
-                RETURN_IF_ERROR(SendTo(launch, scope, in.data(), sent.count, sent.type, peer));
-                RETURN_IF_ERROR(
-                    ReceiveFrom(launch, scope, out.data(), received.count, received.type, peer));
-              }
-              const Tensor& own = inputs[launch.rank];
-              return launch.Copy(outputs[launch.rank].data(), own.data(), own.nbytes(),
-                                 scope.stream);
-            });
-          }};
+  return Planned(
+      call, tensors, traffic::AllToAll(send_bytes, recv_bytes, rank),
+      [outputs, inputs](const NcclLaunch& launch, Scope& scope) {
+        return Grouped(launch.nccl, scope, [&]() -> absl::Status {
+          for (int peer = 0; peer < launch.size; ++peer) {
+            if (peer == launch.rank) continue;
+            const Tensor& in = inputs[peer];
+            const Tensor& out = outputs[peer];
+            const NcclExtent sent = MovementExtent(in.dtype(), in.numel());
+            const NcclExtent received = MovementExtent(out.dtype(), out.numel());
+            RETURN_IF_ERROR(SendTo(launch, scope, in.data(), sent.count, sent.type, peer));
+            RETURN_IF_ERROR(
+                ReceiveFrom(launch, scope, out.data(), received.count, received.type, peer));
+          }
+          const Tensor& own = inputs[launch.rank];
+          return launch.Copy(outputs[launch.rank].data(), own.data(), own.nbytes(), scope.stream);
+        });
+      });
 }
 
-NcclPlan PlanAllToAllSingle(const Collective& call, int rank, int /*size*/) {
+absl::StatusOr<NcclPlan> PlanAllToAllSingle(const Collective& call, int rank, int /*size*/) {
   const Tensor& output = call.output();
   const Tensor& input = call.input();
   std::vector<int64_t> send_bytes = SplitBytes(input, call.input_splits);
   std::vector<int64_t> recv_bytes = SplitBytes(output, call.output_splits);
   const traffic::Traffic moved = traffic::AllToAll(send_bytes, recv_bytes, rank);
-  return {
-      "all_to_all_single",
-      {&output, &input},
-      call.timeout,
-      moved,
+  return Planned(
+      call, {&output, &input}, moved,
       [&output, &input, send_bytes = std::move(send_bytes), recv_bytes = std::move(recv_bytes)](
           const NcclLaunch& launch, Scope& scope) {
         return Grouped(launch.nccl, scope, [&]() -> absl::Status {
@@ -377,44 +376,38 @@ NcclPlan PlanAllToAllSingle(const Collective& call, int rank, int /*size*/) {
           }
           return absl::OkStatus();
         });
-      }};
+      });
 }
 
-NcclPlan PlanBarrier(const Collective& call) {
+absl::StatusOr<NcclPlan> PlanBarrier(const Collective& call, int /*rank*/, int /*size*/) {
   // As ProcessGroupNCCL: a one-element all-reduce on the device, complete when it has run.
-  return {"barrier", {}, call.timeout, {}, [](const NcclLaunch& launch, Scope& scope) {
-            return NcclLaunchStatus(
-                launch.nccl,
-                launch.nccl.AllReduce(scope.scratch, scope.scratch, 1, ncclInt32, ncclSum,
-                                      scope.comm, scope.stream),
-                "ncclAllReduce", scope.comm);
-          }};
+  return Planned(call, {}, {}, [](const NcclLaunch& launch, Scope& scope) {
+    return NcclLaunchStatus(launch.nccl,
+                            launch.nccl.AllReduce(scope.scratch, scope.scratch, 1, ncclInt32,
+                                                  ncclSum, scope.comm, scope.stream),
+                            "ncclAllReduce", scope.comm);
+  });
 }
 
-NcclPlan PlanSend(const Collective& call) {
+absl::StatusOr<NcclPlan> PlanSend(const Collective& call, int /*rank*/, int /*size*/) {
   const Tensor& tensor = call.input();
   const NcclExtent extent = MovementExtent(tensor.dtype(), tensor.numel());
   const int peer = call.peer;
-  return {"send",
-          {&tensor},
-          call.timeout,
-          {static_cast<int64_t>(tensor.nbytes()), 0},
-          [&tensor, extent, peer](const NcclLaunch& launch, Scope& scope) {
-            return SendTo(launch, scope, tensor.data(), extent.count, extent.type, peer);
-          }};
+  return Planned(call, {&tensor}, {static_cast<int64_t>(tensor.nbytes()), 0},
+                 [&tensor, extent, peer](const NcclLaunch& launch, Scope& scope) {
+                   return SendTo(launch, scope, tensor.data(), extent.count, extent.type, peer);
+                 });
 }
 
-NcclPlan PlanRecv(const Collective& call) {
+absl::StatusOr<NcclPlan> PlanRecv(const Collective& call, int /*rank*/, int /*size*/) {
   const Tensor& tensor = call.output();
   const NcclExtent extent = MovementExtent(tensor.dtype(), tensor.numel());
   const int peer = call.peer;
-  return {"recv",
-          {&tensor},
-          call.timeout,
-          {0, static_cast<int64_t>(tensor.nbytes())},
-          [&tensor, extent, peer](const NcclLaunch& launch, Scope& scope) {
-            return ReceiveFrom(launch, scope, tensor.data(), extent.count, extent.type, peer);
-          }};
+  return Planned(call, {&tensor}, {0, static_cast<int64_t>(tensor.nbytes())},
+                 [&tensor, extent, peer](const NcclLaunch& launch, Scope& scope) {
+                   return ReceiveFrom(launch, scope, tensor.data(), extent.count, extent.type,
+                                      peer);
+                 });
 }
 
 }  // namespace
@@ -425,7 +418,7 @@ absl::Status NcclLaunch::Copy(void* to, const void* from, size_t bytes, cudaStre
                           "cudaMemcpyAsync");
 }
 
-absl::StatusOr<NcclPlan> PlanCollective(const Collective& call, int rank, int size) {
+absl::StatusOr<NcclPlan> PlanNcclCall(const Collective& call, int rank, int size) {
   switch (call.kind) {
     case CollectiveKind::kBroadcast:
       return PlanBroadcast(call, rank, size);
@@ -452,15 +445,15 @@ absl::StatusOr<NcclPlan> PlanCollective(const Collective& call, int rank, int si
     case CollectiveKind::kAllToAllSingle:
       return PlanAllToAllSingle(call, rank, size);
     case CollectiveKind::kBarrier:
-      return PlanBarrier(call);
+      return PlanBarrier(call, rank, size);
     case CollectiveKind::kSend:
-      return PlanSend(call);
+      return PlanSend(call, rank, size);
     case CollectiveKind::kRecv:
-      return PlanRecv(call);
+      return PlanRecv(call, rank, size);
     case CollectiveKind::kRecvAnySource:  // capabilities() says no: the ProcessGroup never asks.
-      return absl::UnimplementedError("recv_any_source: nccl matches by source rank");
+      return NotRunError("nccl", call, "nccl matches by source rank");
   }
-  return absl::UnimplementedError(absl::StrCat("backend 'nccl' does not run ", call.name()));
+  return NotRunError("nccl", call);
 }
 
 NcclPlan PlanPointToPointBatch(absl::Span<const PointToPointOp> ops, absl::Duration timeout) {
@@ -470,20 +463,27 @@ NcclPlan PlanPointToPointBatch(absl::Span<const PointToPointOp> ops, absl::Durat
     tensors.push_back(&op.tensor);
     (op.kind == PointToPointOp::Kind::kSend ? moved.sent : moved.received) += op.tensor.nbytes();
   }
-  return {
-      "batch_isend_irecv", tensors, timeout, moved, [ops](const NcclLaunch& launch, Scope& scope) {
-        return Grouped(launch.nccl, scope, [&]() -> absl::Status {
-          for (const PointToPointOp& op : ops) {
-            const NcclExtent extent = MovementExtent(op.tensor.dtype(), op.tensor.numel());
-            RETURN_IF_ERROR(
-                op.kind == PointToPointOp::Kind::kSend
-                    ? SendTo(launch, scope, op.tensor.data(), extent.count, extent.type, op.peer)
-                    : ReceiveFrom(launch, scope, op.tensor.data(), extent.count, extent.type,
-                                  op.peer));
-          }
-          return absl::OkStatus();
-        });
-      }};
+  // Planned as sends: NCCL's launch reads only the name, tensors, timeout and traffic.
+  return {"batch_isend_irecv",
+          CollectiveKind::kSend,
+          DType::kUInt8,
+          0,
+          timeout,
+          moved,
+          NcclRun{tensors, [ops](const NcclLaunch& launch, Scope& scope) {
+                    return Grouped(launch.nccl, scope, [&]() -> absl::Status {
+                      for (const PointToPointOp& op : ops) {
+                        const NcclExtent extent =
+                            MovementExtent(op.tensor.dtype(), op.tensor.numel());
+                        RETURN_IF_ERROR(op.kind == PointToPointOp::Kind::kSend
+                                            ? SendTo(launch, scope, op.tensor.data(), extent.count,
+                                                     extent.type, op.peer)
+                                            : ReceiveFrom(launch, scope, op.tensor.data(),
+                                                          extent.count, extent.type, op.peer));
+                      }
+                      return absl::OkStatus();
+                    });
+                  }}};
 }
 
 }  // namespace plexus::nccl

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "backends/common/native_plan.h"
 #include "backends/common/nominal_traffic.h"
 #include "backends/interface/backend.h"
 #include "backends/nccl/nccl_api.h"
@@ -32,20 +33,19 @@ struct NcclLaunch {
   absl::Status Copy(void* to, const void* from, size_t bytes, cudaStream_t stream) const;
 };
 
-// One call as NcclBackend issues it. `launch` refers to the caller's tensors, so it runs before
-// the backend's Run returns.
-struct NcclPlan {
-  const char* op;
+// What an NCCL plan runs: its tensors (checked to be on one device, which picks the
+// communicator) and its launch on the communicator's stream. The launch refers to the caller's
+// tensors, so it runs before the backend's Run returns.
+struct NcclRun {
   std::vector<const Tensor*> tensors;  // Every tensor the call reads or writes.
-  absl::Duration timeout;
-  nominal_traffic::Traffic traffic;
   std::function<absl::Status(const NcclLaunch&, NcclCommunicator::Scope&)> launch;
 };
+using NcclPlan = NativePlan<NcclRun>;
 
-// The plan for `call` on `rank` of a group of `size`; InvalidArgument for a reduction NCCL
-// cannot run, Unimplemented for recv_any_source (NCCL matches by source rank) and for a kind
-// without a plan.
-absl::StatusOr<NcclPlan> PlanCollective(const Collective& call, int rank, int size);
+// The plan for `call` on `rank` of a group of `size` (backends/common/native_plan.h);
+// InvalidArgument for a reduction NCCL cannot run, NotRunError for recv_any_source (NCCL
+// matches by source rank).
+absl::StatusOr<NcclPlan> PlanNcclCall(const Collective& call, int rank, int size);
 // `ops` in one ncclGroupStart/End, so exchanges between ranks cannot deadlock on stream order.
 NcclPlan PlanPointToPointBatch(absl::Span<const PointToPointOp> ops, absl::Duration timeout);
 

@@ -178,20 +178,6 @@ struct Collective {
   Collective& With(const SendOptions& o) { return SetPeer(o.timeout, o.tag); }
   Collective& With(const RecvOptions& o) { return SetPeer(o.timeout, o.tag); }
 
-  // The options struct of the call's kind, for backends whose per-kind code takes one.
-  BroadcastOptions broadcast_options() const { return {root, timeout, blocking}; }
-  ReduceOptions reduce_options() const { return {op, root, timeout, blocking}; }
-  AllReduceOptions all_reduce_options() const { return {op, timeout, blocking}; }
-  AllReduceCoalescedOptions coalesced_options() const { return {op, timeout, blocking}; }
-  AllGatherOptions all_gather_options() const { return {timeout, blocking}; }
-  GatherOptions gather_options() const { return {root, timeout, blocking}; }
-  ScatterOptions scatter_options() const { return {root, timeout, blocking}; }
-  ReduceScatterOptions reduce_scatter_options() const { return {op, timeout, blocking}; }
-  AllToAllOptions all_to_all_options() const { return {timeout, blocking}; }
-  BarrierOptions barrier_options() const { return {timeout, blocking}; }
-  SendOptions send_options() const { return {tag, timeout}; }
-  RecvOptions recv_options() const { return {tag, timeout}; }
-
  private:
   Collective& Set(absl::Duration call_timeout, bool call_blocking, int call_root = 0,
                   ReduceOp call_op = ReduceOpKind::kSum) {

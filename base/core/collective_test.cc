@@ -28,8 +28,8 @@ TEST(CollectiveTest, InPlaceCallsReadAndWriteTheSameTensors) {
   call.timeout = absl::Seconds(3);
   EXPECT_EQ(call.tensor().data(), data);
   EXPECT_EQ(call.input().data(), call.output().data());
-  EXPECT_EQ(call.all_reduce_options().op.kind, ReduceOpKind::kMax);
-  EXPECT_EQ(call.all_reduce_options().timeout, absl::Seconds(3));
+  EXPECT_EQ(call.op.kind, ReduceOpKind::kMax);
+  EXPECT_EQ(call.timeout, absl::Seconds(3));
   EXPECT_TRUE(call.traits().reduces());
   EXPECT_EQ(call.name(), "all_reduce");
 }

@@ -182,17 +182,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::Run(c10d::OpType type, const 
   return PlexusWork::Create(*std::move(work), std::move(spec));
 }
 
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::RunCollective(
+    c10d::OpType type, const char* title, std::vector<at::Tensor> outputs,
+    std::vector<at::Tensor> inputs, std::chrono::milliseconds timeout, Collective call) {
+  return Run(type, title, std::move(outputs), std::move(inputs), timeout,
+             [&](absl::Duration resolved) {
+               call.timeout = resolved;
+               return group_->Run(call);
+             });
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::broadcast(std::vector<at::Tensor>& tensors,
                                                              const c10d::BroadcastOptions& opts) {
   const at::Tensor& tensor = Single(tensors, "broadcast", "tensor");
   Tensor view = ValueOrThrow(View(tensor, "broadcast", "tensor"), origin_);
-  return Run(c10d::OpType::BROADCAST, "plexus:broadcast", tensors, {}, opts.timeout,
-             [&](absl::Duration timeout) {
-               BroadcastOptions options;
-               options.root_rank = static_cast<int>(opts.rootRank);
-               options.timeout = timeout;
-               return group_->Broadcast(view, options);
-             });
+  Collective call = Collective::InPlace(CollectiveKind::kBroadcast, {&view, 1});
+  call.root = static_cast<int>(opts.rootRank);
+  return RunCollective(c10d::OpType::BROADCAST, "plexus:broadcast", tensors, {}, opts.timeout,
+                       call);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allreduce(std::vector<at::Tensor>& tensors,
@@ -200,14 +207,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allreduce(std::vector<at::Ten
   const at::Tensor& tensor = Single(tensors, "all_reduce", "tensor");
   if (tensor.is_sparse()) return SparseAllReduce(tensors, opts);
   Tensor view = ValueOrThrow(View(tensor, "all_reduce", "tensor"), origin_);
-  ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "all_reduce"), origin_);
-  return Run(c10d::OpType::ALLREDUCE, "plexus:all_reduce", tensors, {}, opts.timeout,
-             [&](absl::Duration timeout) {
-               AllReduceOptions options;
-               options.op = op;
-               options.timeout = timeout;
-               return group_->AllReduce(view, options);
-             });
+  Collective call = Collective::InPlace(CollectiveKind::kAllReduce, {&view, 1});
+  call.op = ValueOrThrow(ToReduceOp(opts.reduceOp, "all_reduce"), origin_);
+  return RunCollective(c10d::OpType::ALLREDUCE, "plexus:all_reduce", tensors, {}, opts.timeout,
+                       call);
 }
 
 absl::Status ProcessGroupPlexus::Abort(absl::string_view reason) {
@@ -247,29 +250,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   std::vector<Tensor> views =
       ValueOrThrow(Views(tensors, "all_reduce_coalesced", "tensor"), origin_);
-  ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "all_reduce_coalesced"), origin_);
-  return Run(c10d::OpType::ALLREDUCE_COALESCED, "plexus:all_reduce_coalesced", tensors, {},
-             opts.timeout, [&](absl::Duration timeout) {
-               AllReduceCoalescedOptions options;
-               options.op = op;
-               options.timeout = timeout;
-               return group_->AllReduceCoalesced(views, options);
-             });
+  Collective call = Collective::InPlace(CollectiveKind::kAllReduceCoalesced, views);
+  call.op = ValueOrThrow(ToReduceOp(opts.reduceOp, "all_reduce_coalesced"), origin_);
+  return RunCollective(c10d::OpType::ALLREDUCE_COALESCED, "plexus:all_reduce_coalesced", tensors,
+                       {}, opts.timeout, call);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::ReduceOptions& opts) {
   const at::Tensor& tensor = Single(tensors, "reduce", "tensor");
   Tensor view = ValueOrThrow(View(tensor, "reduce", "tensor"), origin_);
-  ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "reduce"), origin_);
-  return Run(c10d::OpType::REDUCE, "plexus:reduce", tensors, {}, opts.timeout,
-             [&](absl::Duration timeout) {
-               ReduceOptions options;
-               options.op = op;
-               options.root_rank = static_cast<int>(opts.rootRank);
-               options.timeout = timeout;
-               return group_->Reduce(view, options);
-             });
+  Collective call = Collective::InPlace(CollectiveKind::kReduce, {&view, 1});
+  call.op = ValueOrThrow(ToReduceOp(opts.reduceOp, "reduce"), origin_);
+  call.root = static_cast<int>(opts.rootRank);
+  return RunCollective(c10d::OpType::REDUCE, "plexus:reduce", tensors, {}, opts.timeout, call);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather(
@@ -280,24 +274,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather(
   std::vector<Tensor> output_views =
       ValueOrThrow(Views(output_list, "all_gather", "output"), origin_);
   Tensor input_view = ValueOrThrow(View(input, "all_gather", "input"), origin_);
-  return Run(c10d::OpType::ALLGATHER, "plexus:all_gather", output_list, inputs, opts.timeout,
-             [&](absl::Duration timeout) {
-               AllGatherOptions options;
-               options.timeout = timeout;
-               return group_->AllGather(output_views, input_view, options);
-             });
+  return RunCollective(c10d::OpType::ALLGATHER, "plexus:all_gather", output_list, inputs,
+                       opts.timeout,
+                       Collective::Of(CollectiveKind::kAllGather, output_views, {&input_view, 1}));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
   Tensor output_view = ValueOrThrow(View(output, "all_gather_into_tensor", "output"), origin_);
   Tensor input_view = ValueOrThrow(View(input, "all_gather_into_tensor", "input"), origin_);
-  return Run(c10d::OpType::_ALLGATHER_BASE, "plexus:all_gather_into_tensor", {output}, {input},
-             opts.timeout, [&](absl::Duration timeout) {
-               AllGatherOptions options;
-               options.timeout = timeout;
-               return group_->AllGatherIntoTensor(output_view, input_view, options);
-             });
+  return RunCollective(
+      c10d::OpType::_ALLGATHER_BASE, "plexus:all_gather_into_tensor", {output}, {input},
+      opts.timeout,
+      Collective::Of(CollectiveKind::kAllGatherIntoTensor, {&output_view, 1}, {&input_view, 1}));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather_coalesced(
@@ -349,13 +338,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::gather(
   std::vector<at::Tensor> output_list;
   if (!outputs.empty()) output_list = Single(outputs, "gather", "output list");
   std::vector<Tensor> output_views = ValueOrThrow(Views(output_list, "gather", "output"), origin_);
-  return Run(c10d::OpType::GATHER, "plexus:gather", output_list, inputs, opts.timeout,
-             [&](absl::Duration timeout) {
-               GatherOptions options;
-               options.root_rank = static_cast<int>(opts.rootRank);
-               options.timeout = timeout;
-               return group_->Gather(output_views, input_view, options);
-             });
+  Collective call = Collective::Of(CollectiveKind::kGather, output_views, {&input_view, 1});
+  call.root = static_cast<int>(opts.rootRank);
+  return RunCollective(c10d::OpType::GATHER, "plexus:gather", output_list, inputs, opts.timeout,
+                       call);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::scatter(
@@ -367,13 +353,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::scatter(
   std::vector<at::Tensor> input_list;
   if (!inputs.empty()) input_list = Single(inputs, "scatter", "input list");
   std::vector<Tensor> input_views = ValueOrThrow(Views(input_list, "scatter", "input"), origin_);
-  return Run(c10d::OpType::SCATTER, "plexus:scatter", outputs, input_list, opts.timeout,
-             [&](absl::Duration timeout) {
-               ScatterOptions options;
-               options.root_rank = static_cast<int>(opts.rootRank);
-               options.timeout = timeout;
-               return group_->Scatter(output_view, input_views, options);
-             });
+  Collective call = Collective::Of(CollectiveKind::kScatter, {&output_view, 1}, input_views);
+  call.root = static_cast<int>(opts.rootRank);
+  return RunCollective(c10d::OpType::SCATTER, "plexus:scatter", outputs, input_list, opts.timeout,
+                       call);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce_scatter(
@@ -384,28 +367,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce_scatter(
   Tensor output_view = ValueOrThrow(View(output, "reduce_scatter", "output"), origin_);
   std::vector<Tensor> input_views =
       ValueOrThrow(Views(input_list, "reduce_scatter", "input"), origin_);
-  ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "reduce_scatter"), origin_);
-  return Run(c10d::OpType::REDUCE_SCATTER, "plexus:reduce_scatter", outputs, input_list,
-             opts.timeout, [&](absl::Duration timeout) {
-               ReduceScatterOptions options;
-               options.op = op;
-               options.timeout = timeout;
-               return group_->ReduceScatter(output_view, input_views, options);
-             });
+  Collective call = Collective::Of(CollectiveKind::kReduceScatter, {&output_view, 1}, input_views);
+  call.op = ValueOrThrow(ToReduceOp(opts.reduceOp, "reduce_scatter"), origin_);
+  return RunCollective(c10d::OpType::REDUCE_SCATTER, "plexus:reduce_scatter", outputs, input_list,
+                       opts.timeout, call);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   Tensor output_view = ValueOrThrow(View(output, "reduce_scatter_tensor", "output"), origin_);
   Tensor input_view = ValueOrThrow(View(input, "reduce_scatter_tensor", "input"), origin_);
-  ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, "reduce_scatter_tensor"), origin_);
-  return Run(c10d::OpType::_REDUCE_SCATTER_BASE, "plexus:reduce_scatter_tensor", {output}, {input},
-             opts.timeout, [&](absl::Duration timeout) {
-               ReduceScatterOptions options;
-               options.op = op;
-               options.timeout = timeout;
-               return group_->ReduceScatterTensor(output_view, input_view, options);
-             });
+  Collective call =
+      Collective::Of(CollectiveKind::kReduceScatterTensor, {&output_view, 1}, {&input_view, 1});
+  call.op = ValueOrThrow(ToReduceOp(opts.reduceOp, "reduce_scatter_tensor"), origin_);
+  return RunCollective(c10d::OpType::_REDUCE_SCATTER_BASE, "plexus:reduce_scatter_tensor", {output},
+                       {input}, opts.timeout, call);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::alltoall_base(
@@ -413,13 +389,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::alltoall_base(
     std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
   Tensor output_view = ValueOrThrow(View(output, "all_to_all_single", "output"), origin_);
   Tensor input_view = ValueOrThrow(View(input, "all_to_all_single", "input"), origin_);
-  return Run(c10d::OpType::ALLTOALL_BASE, "plexus:all_to_all_single", {output}, {input},
-             opts.timeout, [&](absl::Duration timeout) {
-               AllToAllOptions options;
-               options.timeout = timeout;
-               return group_->AllToAllSingle(output_view, input_view, output_split_sizes,
-                                             input_split_sizes, options);
-             });
+  Collective call =
+      Collective::Of(CollectiveKind::kAllToAllSingle, {&output_view, 1}, {&input_view, 1});
+  call.output_splits = output_split_sizes;
+  call.input_splits = input_split_sizes;
+  return RunCollective(c10d::OpType::ALLTOALL_BASE, "plexus:all_to_all_single", {output}, {input},
+                       opts.timeout, call);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::alltoall(std::vector<at::Tensor>& outputs,
@@ -427,60 +402,42 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::alltoall(std::vector<at::Tens
                                                             const c10d::AllToAllOptions& opts) {
   std::vector<Tensor> output_views = ValueOrThrow(Views(outputs, "all_to_all", "output"), origin_);
   std::vector<Tensor> input_views = ValueOrThrow(Views(inputs, "all_to_all", "input"), origin_);
-  return Run(c10d::OpType::ALLTOALL, "plexus:all_to_all", outputs, inputs, opts.timeout,
-             [&](absl::Duration timeout) {
-               AllToAllOptions options;
-               options.timeout = timeout;
-               return group_->AllToAll(output_views, input_views, options);
-             });
+  return RunCollective(c10d::OpType::ALLTOALL, "plexus:all_to_all", outputs, inputs, opts.timeout,
+                       Collective::Of(CollectiveKind::kAllToAll, output_views, input_views));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::send(std::vector<at::Tensor>& tensors,
                                                         int dst_rank, int tag) {
   const at::Tensor& tensor = Single(tensors, "send", "tensor");
   Tensor view = ValueOrThrow(View(tensor, "send", "tensor"), origin_);
-  return Run(c10d::OpType::SEND, "plexus:send", {}, tensors, c10d::kUnsetTimeout,
-             [&](absl::Duration timeout) {
-               SendOptions options;
-               options.tag = tag;
-               options.timeout = timeout;
-               return group_->Send(view, dst_rank, options);
-             });
+  Collective call = Collective::Of(CollectiveKind::kSend, {}, {&view, 1});
+  call.peer = dst_rank;
+  call.tag = tag;
+  return RunCollective(c10d::OpType::SEND, "plexus:send", {}, tensors, c10d::kUnsetTimeout, call);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::recv(std::vector<at::Tensor>& tensors,
                                                         int src_rank, int tag) {
   const at::Tensor& tensor = Single(tensors, "recv", "tensor");
   Tensor view = ValueOrThrow(View(tensor, "recv", "tensor"), origin_);
-  return Run(c10d::OpType::RECV, "plexus:recv", tensors, {}, c10d::kUnsetTimeout,
-             [&](absl::Duration timeout) {
-               RecvOptions options;
-               options.tag = tag;
-               options.timeout = timeout;
-               return group_->Recv(view, src_rank, options);
-             });
+  Collective call = Collective::Of(CollectiveKind::kRecv, {&view, 1}, {});
+  call.peer = src_rank;
+  call.tag = tag;
+  return RunCollective(c10d::OpType::RECV, "plexus:recv", tensors, {}, c10d::kUnsetTimeout, call);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::recvAnysource(std::vector<at::Tensor>& tensors,
                                                                  int tag) {
   const at::Tensor& tensor = Single(tensors, "recv", "tensor");
   Tensor view = ValueOrThrow(View(tensor, "recv", "tensor"), origin_);
-  return Run(c10d::OpType::RECVANYSOURCE, "plexus:recv_anysource", tensors, {}, c10d::kUnsetTimeout,
-             [&](absl::Duration timeout) {
-               RecvOptions options;
-               options.tag = tag;
-               options.timeout = timeout;
-               return group_->RecvAnySource(view, options);
-             });
+  Collective call = Collective::Of(CollectiveKind::kRecvAnySource, {&view, 1}, {});
+  call.tag = tag;
+  return RunCollective(c10d::OpType::RECVANYSOURCE, "plexus:recv_anysource", tensors, {},
+                       c10d::kUnsetTimeout, call);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::barrier(const c10d::BarrierOptions& opts) {
-  return Run(c10d::OpType::BARRIER, "plexus:barrier", {}, {}, opts.timeout,
-             [&](absl::Duration timeout) {
-               BarrierOptions options;
-               options.timeout = timeout;
-               return group_->Barrier(options);
-             });
+  return RunCollective(c10d::OpType::BARRIER, "plexus:barrier", {}, {}, opts.timeout, Collective());
 }
 
 void ProcessGroupPlexus::setSequenceNumberForGroup() {

@@ -154,6 +154,12 @@ class ProcessGroupPlexus : public TorchGroupBase {
                                      std::vector<at::Tensor> outputs,
                                      std::vector<at::Tensor> inputs,
                                      std::chrono::milliseconds timeout, Issue&& issue);
+  // Runs `call` on the group, its timeout torch's `timeout`: what every override that is one
+  // plexus collective does.
+  c10::intrusive_ptr<c10d::Work> RunCollective(c10d::OpType type, const char* title,
+                                               std::vector<at::Tensor> outputs,
+                                               std::vector<at::Tensor> inputs,
+                                               std::chrono::milliseconds timeout, Collective call);
   // The one element of `items` (a tensor, or a tensor list); throws InvalidArgument naming
   // `op` and `what` otherwise.
   template <typename T>

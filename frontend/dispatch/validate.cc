@@ -95,11 +95,11 @@ absl::Status ValidateInPlace(GroupPosition at, const Collective& call) {
 }
 
 absl::Status ValidateAllReduceCoalesced(GroupPosition at, absl::Span<const Tensor> tensors,
-                                        const AllReduceCoalescedOptions& options) {
+                                        const ReduceOp& op) {
   if (tensors.empty()) return Invalid("all_reduce_coalesced", at, "no tensors given");
   RETURN_IF_ERROR(CheckList("all_reduce_coalesced", at, "tensors", tensors, tensors[0],
                             /*same_numel=*/false));
-  return CheckOp("all_reduce_coalesced", at, options.op, tensors[0].dtype());
+  return CheckOp("all_reduce_coalesced", at, op, tensors[0].dtype());
 }
 
 absl::Status ValidateAllGather(GroupPosition at, absl::Span<const Tensor> outputs,
@@ -124,34 +124,33 @@ absl::Status ValidateAllGatherIntoTensor(GroupPosition at, const Tensor& output,
 }
 
 absl::Status ValidateGather(GroupPosition at, absl::Span<const Tensor> outputs, const Tensor& input,
-                            const GatherOptions& options) {
-  RETURN_IF_ERROR(CheckRoot("gather", at, options.root_rank));
+                            int root) {
+  RETURN_IF_ERROR(CheckRoot("gather", at, root));
   RETURN_IF_ERROR(CheckTensor("gather", at, "input", input));
-  const size_t expected = at.rank == options.root_rank ? at.size : 0;
+  const size_t expected = at.rank == root ? at.size : 0;
   RETURN_IF_ERROR(CheckCount("gather", at, "outputs", outputs.size(), expected));
   return CheckList("gather", at, "outputs", outputs, input, /*same_numel=*/true);
 }
 
 absl::Status ValidateScatter(GroupPosition at, const Tensor& output,
-                             absl::Span<const Tensor> inputs, const ScatterOptions& options) {
-  RETURN_IF_ERROR(CheckRoot("scatter", at, options.root_rank));
+                             absl::Span<const Tensor> inputs, int root) {
+  RETURN_IF_ERROR(CheckRoot("scatter", at, root));
   RETURN_IF_ERROR(CheckTensor("scatter", at, "output", output));
-  const size_t expected = at.rank == options.root_rank ? at.size : 0;
+  const size_t expected = at.rank == root ? at.size : 0;
   RETURN_IF_ERROR(CheckCount("scatter", at, "inputs", inputs.size(), expected));
   return CheckList("scatter", at, "inputs", inputs, output, /*same_numel=*/true);
 }
 
 absl::Status ValidateReduceScatter(GroupPosition at, const Tensor& output,
-                                   absl::Span<const Tensor> inputs,
-                                   const ReduceScatterOptions& options) {
+                                   absl::Span<const Tensor> inputs, const ReduceOp& op) {
   RETURN_IF_ERROR(CheckTensor("reduce_scatter", at, "output", output));
   RETURN_IF_ERROR(CheckCount("reduce_scatter", at, "inputs", inputs.size(), at.size));
   RETURN_IF_ERROR(CheckList("reduce_scatter", at, "inputs", inputs, output, /*same_numel=*/true));
-  return CheckOp("reduce_scatter", at, options.op, output.dtype());
+  return CheckOp("reduce_scatter", at, op, output.dtype());
 }
 
 absl::Status ValidateReduceScatterTensor(GroupPosition at, const Tensor& output,
-                                         const Tensor& input, const ReduceScatterOptions& options) {
+                                         const Tensor& input, const ReduceOp& op) {
   constexpr absl::string_view kOp = "reduce_scatter_tensor";
   RETURN_IF_ERROR(CheckTensor(kOp, at, "input", input));
   RETURN_IF_ERROR(CheckTensor(kOp, at, "output", output));
@@ -161,7 +160,7 @@ absl::Status ValidateReduceScatterTensor(GroupPosition at, const Tensor& output,
                    absl::StrCat("input has ", input.numel(), " elements; expected ", at.size, " x ",
                                 output.numel(), " = ", output.numel() * at.size));
   }
-  return CheckOp(kOp, at, options.op, output.dtype());
+  return CheckOp(kOp, at, op, output.dtype());
 }
 
 absl::Status ValidateAllToAll(GroupPosition at, absl::Span<const Tensor> outputs,
@@ -235,20 +234,19 @@ absl::Status ValidateCollective(GroupPosition at, Collective& call, FilledSplits
     case CollectiveKind::kAllReduce:
       return ValidateInPlace(at, call);  // kInPlace rows, checked above.
     case CollectiveKind::kAllReduceCoalesced:
-      return ValidateAllReduceCoalesced(at, call.outputs, call.coalesced_options());
+      return ValidateAllReduceCoalesced(at, call.outputs, call.op);
     case CollectiveKind::kAllGather:
       return ValidateAllGather(at, call.outputs, call.input());
     case CollectiveKind::kAllGatherIntoTensor:
       return ValidateAllGatherIntoTensor(at, call.output(), call.input());
     case CollectiveKind::kGather:
-      return ValidateGather(at, call.outputs, call.input(), call.gather_options());
+      return ValidateGather(at, call.outputs, call.input(), call.root);
     case CollectiveKind::kScatter:
-      return ValidateScatter(at, call.output(), call.inputs, call.scatter_options());
+      return ValidateScatter(at, call.output(), call.inputs, call.root);
     case CollectiveKind::kReduceScatter:
-      return ValidateReduceScatter(at, call.output(), call.inputs, call.reduce_scatter_options());
+      return ValidateReduceScatter(at, call.output(), call.inputs, call.op);
     case CollectiveKind::kReduceScatterTensor:
-      return ValidateReduceScatterTensor(at, call.output(), call.input(),
-                                         call.reduce_scatter_options());
+      return ValidateReduceScatterTensor(at, call.output(), call.input(), call.op);
     case CollectiveKind::kAllToAll:
       return ValidateAllToAll(at, call.outputs, call.inputs);
     case CollectiveKind::kAllToAllSingle:

@@ -31,20 +31,19 @@ absl::Status ValidateCollective(GroupPosition at, Collective& call, FilledSplits
 // The rules by shape and kind.
 absl::Status ValidateInPlace(GroupPosition at, const Collective& call);
 absl::Status ValidateAllReduceCoalesced(GroupPosition at, absl::Span<const Tensor> tensors,
-                                        const AllReduceCoalescedOptions& options);
+                                        const ReduceOp& op);
 absl::Status ValidateAllGather(GroupPosition at, absl::Span<const Tensor> outputs,
                                const Tensor& input);
 absl::Status ValidateAllGatherIntoTensor(GroupPosition at, const Tensor& output,
                                          const Tensor& input);
 absl::Status ValidateGather(GroupPosition at, absl::Span<const Tensor> outputs, const Tensor& input,
-                            const GatherOptions& options);
+                            int root);
 absl::Status ValidateScatter(GroupPosition at, const Tensor& output,
-                             absl::Span<const Tensor> inputs, const ScatterOptions& options);
+                             absl::Span<const Tensor> inputs, int root);
 absl::Status ValidateReduceScatter(GroupPosition at, const Tensor& output,
-                                   absl::Span<const Tensor> inputs,
-                                   const ReduceScatterOptions& options);
+                                   absl::Span<const Tensor> inputs, const ReduceOp& op);
 absl::Status ValidateReduceScatterTensor(GroupPosition at, const Tensor& output,
-                                         const Tensor& input, const ReduceScatterOptions& options);
+                                         const Tensor& input, const ReduceOp& op);
 absl::Status ValidateAllToAll(GroupPosition at, absl::Span<const Tensor> outputs,
                               absl::Span<const Tensor> inputs);
 // Fills empty split lists with equal splits of the first dimension, then checks them.

@@ -31,17 +31,17 @@ class StoreBackend : public Backend {
   WorkPtr Run(const Collective& call) override {
     switch (call.kind) {
       case CollectiveKind::kBroadcast:
-        return Broadcast(call.tensor(), call.broadcast_options());
+        return Broadcast(call.tensor(), call.root);
       case CollectiveKind::kAllReduce:
-        return AllReduce(call.tensor(), call.all_reduce_options());
+        return AllReduce(call.tensor(), call.op);
       case CollectiveKind::kAllGatherIntoTensor:
         return AllGatherIntoTensor(call.output(), call.input());
       case CollectiveKind::kBarrier:
-        return Barrier(call.barrier_options());
+        return Barrier(call.timeout);
       case CollectiveKind::kSend:
-        return Send(call.input(), call.peer, call.send_options());
+        return Send(call.input(), call.peer, call.tag);
       case CollectiveKind::kRecv:
-        return Recv(call.output(), call.peer, call.recv_options());
+        return Recv(call.output(), call.peer, call.tag);
       case CollectiveKind::kReduce:
       case CollectiveKind::kAllReduceCoalesced:
       case CollectiveKind::kAllGather:
@@ -58,10 +58,10 @@ class StoreBackend : public Backend {
   }
 
  private:
-  WorkPtr Broadcast(const Tensor& tensor, const BroadcastOptions& options) {
+  WorkPtr Broadcast(const Tensor& tensor, int root) {
     const std::string key = NextKey("broadcast");
     absl::Status status;
-    if (context_.rank == options.root_rank) {
+    if (context_.rank == root) {
       status = store().Set(key, Bytes(tensor));
     } else {
       auto value = store().Get(key);
@@ -70,18 +70,18 @@ class StoreBackend : public Backend {
     return Done("broadcast", status);
   }
 
-  WorkPtr AllReduce(const Tensor& tensor, const AllReduceOptions& options) {
+  WorkPtr AllReduce(const Tensor& tensor, const ReduceOp& op) {
     const std::string key = NextKey("all_reduce");
     auto values = Exchange(key, Bytes(tensor));
     if (!values.ok()) return Done("all_reduce", values.status());
-    if (options.op.kind == ReduceOpKind::kAvg || options.op.kind == ReduceOpKind::kPremulSum) {
+    if (op.kind == ReduceOpKind::kAvg || op.kind == ReduceOpKind::kPremulSum) {
       return Done("all_reduce", absl::UnimplementedError(
                                     "the storetest backend does not scale (AVG, PREMUL_SUM)"));
     }
     // Reduce in rank order on every rank, with the shared kernels: bit-identical results.
     std::string acc = (*values)[0];
     for (int r = 1; r < context_.size; ++r) {
-      ReduceInto(acc.data(), (*values)[r].data(), tensor.numel(), tensor.dtype(), options.op.kind);
+      ReduceInto(acc.data(), (*values)[r].data(), tensor.numel(), tensor.dtype(), op.kind);
     }
     return Done("all_reduce", CopyIn(tensor, acc));
   }
@@ -94,18 +94,18 @@ class StoreBackend : public Backend {
     return Done("all_gather_into_tensor", CopyIn(output, all));
   }
 
-  WorkPtr Barrier(const BarrierOptions& options) {
-    return Done("barrier", StoreBarrier(store(), "storetest_barrier", context_.rank, context_.size,
-                                        options.timeout));
+  WorkPtr Barrier(absl::Duration timeout) {
+    return Done("barrier",
+                StoreBarrier(store(), "storetest_barrier", context_.rank, context_.size, timeout));
   }
 
-  WorkPtr Send(const Tensor& tensor, int dst, const SendOptions& options) {
-    const std::string key = PairKey(context_.rank, dst, options.tag, sent_);
+  WorkPtr Send(const Tensor& tensor, int dst, int tag) {
+    const std::string key = PairKey(context_.rank, dst, tag, sent_);
     return Done("send", store().Set(key, Bytes(tensor)));
   }
 
-  WorkPtr Recv(const Tensor& tensor, int src, const RecvOptions& options) {
-    const std::string key = PairKey(src, context_.rank, options.tag, received_);
+  WorkPtr Recv(const Tensor& tensor, int src, int tag) {
+    const std::string key = PairKey(src, context_.rank, tag, received_);
     auto value = store().Get(key);
     return Done("recv", value.ok() ? CopyIn(tensor, *value) : value.status());
   }
