@@ -121,6 +121,56 @@ std::string InCallersDirectory(const std::string& path) {
   return absl::StrCat(caller, "/", path);
 }
 
+// --ops=a,b,...|all: each a known op (or an extra one, asked for by name).
+absl::Status ParseOps(const std::string& value, Flags& flags) {
+  flags.ops = absl::StrSplit(value, ',', absl::SkipEmpty());
+  if (value == "all") flags.ops = KnownOps();
+  for (const std::string& op : flags.ops) {
+    if (std::find(KnownOps().begin(), KnownOps().end(), op) == KnownOps().end() &&
+        std::find(ExtraOps().begin(), ExtraOps().end(), op) == ExtraOps().end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown op '", op, "'; known: ", absl::StrJoin(KnownOps(), ", "), ", ",
+                       absl::StrJoin(ExtraOps(), ", "), ", all"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// --ranks=N|2,4,8: a list sweeps.
+absl::Status ParseRankCounts(const std::string& value, Flags& flags) {
+  flags.rank_counts.clear();
+  for (absl::string_view item : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+    int ranks = 0;
+    if (!absl::SimpleAtoi(item, &ranks) || ranks < 1 || ranks > 64) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--ranks: '", item, "' is not 1..64 (a list sweeps: --ranks=2,4,8)"));
+    }
+    flags.rank_counts.push_back(ranks);
+  }
+  if (flags.rank_counts.empty()) return absl::InvalidArgumentError("--ranks: no rank count");
+  flags.ranks = flags.rank_counts.front();
+  flags.ranks_given = true;
+  return absl::OkStatus();
+}
+
+// Without --backends: nccl-tests' subject on cuda (a cpu-only string, staging, can be named with
+// --backends), else every registered backend that serves cpu.
+std::vector<std::string> DefaultBackends(DeviceType device) {
+  std::vector<std::string> backends;
+  if (device == DeviceType::kCuda) {
+    if (BackendRegistry::Global().Find("nccl").ok()) backends.push_back("cpu:tcp,cuda:nccl");
+    if (!backends.empty()) return backends;
+  }
+  for (const std::string& name : BackendRegistry::Global().Names()) {
+    auto registration = BackendRegistry::Global().Find(name);
+    const auto& devices = registration->devices;
+    if (std::find(devices.begin(), devices.end(), DeviceType::kCpu) != devices.end()) {
+      backends.push_back("cpu:" + name);
+    }
+  }
+  return backends;
+}
+
 absl::Status ParseFlags(int argc, char** argv, Flags& flags) {
   flags.sizes = *ParseSizes("1K:64M");
   for (int i = 1; i < argc; ++i) {
@@ -131,29 +181,9 @@ absl::Status ParseFlags(int argc, char** argv, Flags& flags) {
     if (name == "--backends") {
       flags.backends = absl::StrSplit(value, ',', absl::SkipEmpty());
     } else if (name == "--ops") {
-      flags.ops = absl::StrSplit(value, ',', absl::SkipEmpty());
-      if (value == "all") flags.ops = KnownOps();
-      for (const std::string& op : flags.ops) {
-        if (std::find(KnownOps().begin(), KnownOps().end(), op) == KnownOps().end() &&
-            std::find(ExtraOps().begin(), ExtraOps().end(), op) == ExtraOps().end()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("unknown op '", op, "'; known: ", absl::StrJoin(KnownOps(), ", "), ", ",
-                           absl::StrJoin(ExtraOps(), ", "), ", all"));
-        }
-      }
+      RETURN_IF_ERROR(ParseOps(value, flags));
     } else if (name == "--ranks") {
-      flags.rank_counts.clear();
-      for (absl::string_view item : absl::StrSplit(value, ',', absl::SkipEmpty())) {
-        int ranks = 0;
-        if (!absl::SimpleAtoi(item, &ranks) || ranks < 1 || ranks > 64) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("--ranks: '", item, "' is not 1..64 (a list sweeps: --ranks=2,4,8)"));
-        }
-        flags.rank_counts.push_back(ranks);
-      }
-      if (flags.rank_counts.empty()) return absl::InvalidArgumentError("--ranks: no rank count");
-      flags.ranks = flags.rank_counts.front();
-      flags.ranks_given = true;
+      RETURN_IF_ERROR(ParseRankCounts(value, flags));
     } else if (name == "--load") {
       auto load = ParseLoad(value);
       if (!load.ok()) return load.status();
@@ -209,19 +239,7 @@ absl::Status ParseFlags(int argc, char** argv, Flags& flags) {
           "--tls --blocking --load=spin:N|compute:N|comm:N --anchor=mpi-shm|mpi-tcp --rounds=N"));
     }
   }
-  if (flags.backends.empty() && flags.device == DeviceType::kCuda) {
-    // nccl-tests' subject; a cpu-only string (staging) can be named with --backends.
-    if (BackendRegistry::Global().Find("nccl").ok()) flags.backends.push_back("cpu:tcp,cuda:nccl");
-  }
-  if (flags.backends.empty()) {
-    for (const std::string& name : BackendRegistry::Global().Names()) {
-      auto registration = BackendRegistry::Global().Find(name);
-      const auto& devices = registration->devices;
-      if (std::find(devices.begin(), devices.end(), DeviceType::kCpu) != devices.end()) {
-        flags.backends.push_back("cpu:" + name);
-      }
-    }
-  }
+  if (flags.backends.empty()) flags.backends = DefaultBackends(flags.device);
   return absl::OkStatus();
 }
 
@@ -655,65 +673,44 @@ void MeasurePhase(const Flags& flags, const std::vector<std::string>& forked,
   }
 }
 
-int Main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--elastic") return RunElasticBench(argc, argv);
-  }
-  Flags flags;
-  if (absl::Status status = ParseFlags(argc, argv, flags); !status.ok()) {
-    fprintf(stderr, "bench: %s\n", std::string(status.message()).c_str());
-    return 2;
-  }
-  if (flags.backends.empty()) {
-    fprintf(stderr, "bench: no CPU backend is registered\n");
-    return 2;
-  }
-  if (!flags.launched_output.empty()) {
-    // A rank started by mpirun for the launched backends: samples go to a file per rank.
-    const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
-    const std::string path =
-        absl::StrCat(flags.launched_output, "/rank.", rank != nullptr ? rank : "0");
-    FILE* out = fopen(path.c_str(), "w");
-    if (out == nullptr) return 1;
-    const int code = RunRank(-1, flags, flags.backends, flags.launched_output, out);
-    fclose(out);
-    return code;
-  }
-  if (flags.device == DeviceType::kCuda) {
-    // Asked in a child: CUDA must not start in a process that forks ranks afterwards.
-#ifdef PLEXUS_BENCH_CUDA
-    absl::StatusOr<int> devices = testing::CudaDeviceCountInChild();
-#else
-    absl::StatusOr<int> devices =
-        absl::FailedPreconditionError("no CUDA device: built without CUDA");
-#endif
-    if (!devices.ok()) {
-      fprintf(stderr, "bench: --device=cuda: %s\n",
-              std::string(devices.status().message()).c_str());
-      return 1;
-    }
-    flags.cuda_devices = *devices;
-    // NCCL takes one device per rank.
-    if (!flags.ranks_given) flags.rank_counts = {flags.ranks = std::min(*devices, 8)};
-  }
-  std::vector<std::string> forked, launched;
-  for (const std::string& backend : flags.backends) {
-    (LauncherInitMethod(backend).empty() ? forked : launched).push_back(backend);
-  }
-  char dir_template[] = "/tmp/plexus-bench.XXXXXX";
-  const char* dir = mkdtemp(dir_template);
-  if (dir == nullptr) return 1;
+// A rank started by mpirun for the launched backends: samples go to a file per rank.
+int RunLaunchedRank(const Flags& flags) {
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  const std::string path =
+      absl::StrCat(flags.launched_output, "/rank.", rank != nullptr ? rank : "0");
+  FILE* out = fopen(path.c_str(), "w");
+  if (out == nullptr) return 1;
+  const int code = RunRank(-1, flags, flags.backends, flags.launched_output, out);
+  fclose(out);
+  return code;
+}
 
-  if (flags.tls) {
-    // Throwaway CA and certificate for this run, handed to the ranks through the environment.
-    if (absl::Status made = testing::WriteTlsCertificates(dir, {"rank"}); !made.ok()) {
-      fprintf(stderr, "bench: --tls: %s\n", std::string(made.message()).c_str());
-      return 1;
-    }
-    setenv("PLEXUS_TLS_CERT", absl::StrCat(dir, "/rank.pem").c_str(), 1);
-    setenv("PLEXUS_TLS_KEY", absl::StrCat(dir, "/rank.key").c_str(), 1);
-    setenv("PLEXUS_TLS_CA", absl::StrCat(dir, "/ca.pem").c_str(), 1);
-  }
+// --device=cuda: the devices there are (asked in a child: CUDA must not start in a process
+// that forks ranks afterwards), and one rank per device up to 8 unless --ranks says otherwise.
+absl::Status CountCudaDevices(Flags& flags) {
+#ifdef PLEXUS_BENCH_CUDA
+  absl::StatusOr<int> devices = testing::CudaDeviceCountInChild();
+#else
+  absl::StatusOr<int> devices = absl::FailedPreconditionError("no CUDA device: built without CUDA");
+#endif
+  if (!devices.ok()) return devices.status();
+  flags.cuda_devices = *devices;
+  // NCCL takes one device per rank.
+  if (!flags.ranks_given) flags.rank_counts = {flags.ranks = std::min(*devices, 8)};
+  return absl::OkStatus();
+}
+
+// --tls: a throwaway CA and certificate for this run, handed to the ranks through the
+// environment.
+absl::Status SetUpTls(const char* dir) {
+  RETURN_IF_ERROR(testing::WriteTlsCertificates(dir, {"rank"}));
+  setenv("PLEXUS_TLS_CERT", absl::StrCat(dir, "/rank.pem").c_str(), 1);
+  setenv("PLEXUS_TLS_KEY", absl::StrCat(dir, "/rank.key").c_str(), 1);
+  setenv("PLEXUS_TLS_CA", absl::StrCat(dir, "/ca.pem").c_str(), 1);
+  return absl::OkStatus();
+}
+
+void PrintHeader(const Flags& flags) {
   printf("# plexus bench: %s ranks on loopback, dtype %s, %d iterations after %d warmup%s%s%s\n",
          absl::StrJoin(flags.rank_counts, ",").c_str(), std::string(DTypeName(flags.dtype)).c_str(),
          flags.iters, flags.warmup,
@@ -732,8 +729,12 @@ int Main(int argc, char** argv) {
   printf("%-10s %-15s %5s %12s %11s %-8s %11s %9s %9s %6s %8s\n", "backend", "op", "ranks", "bytes",
          "count", "dtype", "time_us", "algbw", "busbw", "wrong", "rss_mib");
   fflush(stdout);
-  std::vector<Row> rows;
-  bool failed = false;
+}
+
+// Every rank count, round and (with --load) quiet and loaded phase, into `rows`.
+void MeasureAll(Flags& flags, const std::vector<std::string>& forked,
+                const std::vector<std::string>& launched, int argc, char** argv, const char* dir,
+                std::vector<Row>& rows, bool& failed) {
   for (int ranks : flags.rank_counts) {
     flags.ranks = ranks;
     // Quiet first, then (with --load) the same cases again beside the load; with --rounds the
@@ -748,7 +749,7 @@ int Main(int argc, char** argv) {
           if (!started.ok()) {
             fprintf(stderr, "bench: %s\n", std::string(started.status().message()).c_str());
             failed = true;
-            break;
+            return;
           }
           load = std::move(started).value();
         }
@@ -762,6 +763,10 @@ int Main(int argc, char** argv) {
       }
     }
   }
+}
+
+// The summaries after the rows, the JSON and the plot; false when one could not be written.
+bool Report(const Flags& flags, std::vector<Row>& rows, const char* program, const char* dir) {
   if (flags.rounds > 1) {
     PrintRounds(rows, stdout);
     AppendMedians(rows);
@@ -773,16 +778,56 @@ int Main(int argc, char** argv) {
     const std::vector<Row> memcpy_rows = MeasureMemcpy(flags);
     rows.insert(rows.end(), memcpy_rows.begin(), memcpy_rows.end());
   }
-  const std::string json_path = !flags.json.empty()
-                                    ? flags.json
-                                    : (flags.plot.empty() ? "" : absl::StrCat(dir, "/plot.json"));
+  std::string json_path = flags.json;
+  if (json_path.empty() && !flags.plot.empty()) json_path = absl::StrCat(dir, "/plot.json");
   if (!json_path.empty() && !WriteJson(json_path, rows)) {
     fprintf(stderr, "bench: cannot write %s\n", json_path.c_str());
-    return 1;
+    return false;
   }
-  if (!flags.plot.empty() && !Plot(argv[0], json_path, flags.plot)) failed = true;
+  return flags.plot.empty() || Plot(program, json_path, flags.plot);
+}
+
+int Main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--elastic") return RunElasticBench(argc, argv);
+  }
+  Flags flags;
+  if (absl::Status status = ParseFlags(argc, argv, flags); !status.ok()) {
+    fprintf(stderr, "bench: %s\n", std::string(status.message()).c_str());
+    return 2;
+  }
+  if (flags.backends.empty()) {
+    fprintf(stderr, "bench: no CPU backend is registered\n");
+    return 2;
+  }
+  if (!flags.launched_output.empty()) return RunLaunchedRank(flags);
+  if (flags.device == DeviceType::kCuda) {
+    if (absl::Status counted = CountCudaDevices(flags); !counted.ok()) {
+      fprintf(stderr, "bench: --device=cuda: %s\n", std::string(counted.message()).c_str());
+      return 1;
+    }
+  }
+  std::vector<std::string> forked, launched;
+  for (const std::string& backend : flags.backends) {
+    (LauncherInitMethod(backend).empty() ? forked : launched).push_back(backend);
+  }
+  char dir_template[] = "/tmp/plexus-bench.XXXXXX";
+  const char* dir = mkdtemp(dir_template);
+  if (dir == nullptr) return 1;
+  if (flags.tls) {
+    if (absl::Status made = SetUpTls(dir); !made.ok()) {
+      fprintf(stderr, "bench: --tls: %s\n", std::string(made.message()).c_str());
+      return 1;
+    }
+  }
+  PrintHeader(flags);
+  std::vector<Row> rows;
+  bool failed = false;
+  MeasureAll(flags, forked, launched, argc, argv, dir, rows, failed);
+  const bool reported = Report(flags, rows, argv[0], dir);
   std::string cleanup = absl::StrCat("rm -rf ", dir);
   if (system(cleanup.c_str()) != 0) fprintf(stderr, "bench: could not remove %s\n", dir);
+  if (!reported) failed = true;
   if (failed) fprintf(stderr, "bench: FAILED (wrong elements or errors above)\n");
   return failed ? 1 : 0;
 }

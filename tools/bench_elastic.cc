@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -252,15 +253,8 @@ int RecoveryPeer(const ElasticFlags& flags, int port, FILE* out) {
   }
 }
 
-}  // namespace
-
-int RunElasticBench(int argc, char** argv) {
-  ElasticFlags flags;
-  if (absl::Status status = Parse(argc, argv, flags); !status.ok()) {
-    fprintf(stderr, "bench: %s\n", std::string(status.message()).c_str());
-    return 2;
-  }
-  int port = 0;
+// Starts an elastic master in a child; its port, or 0 if it did not start.
+Child StartMaster(int& port) {
   Child master = Spawn([](FILE* out) {
     elastic::MasterNodeOptions options;
     options.listen_address = "127.0.0.1:0";
@@ -271,20 +265,14 @@ int RunElasticBench(int argc, char** argv) {
     (void)(*node)->AwaitTermination();
     return 0;
   });
-  if (master.pid < 0 || fscanf(master.out, "%d", &port) != 1) {
-    fprintf(stderr, "bench: the elastic master did not start\n");
-    return 1;
-  }
-  char dir_template[] = "/tmp/plexus-bench-elastic.XXXXXX";
-  const char* dir = mkdtemp(dir_template);
-  const double mib = flags.tensor_bytes / 1048576.0;
-  printf(
-      "# plexus bench --elastic: %d peers on loopback, %d x %.3g MiB float32 per call, %d "
-      "iterations after %d warmup (median times)\n",
-      flags.ranks, flags.tensors, mib, flags.iters, flags.warmup);
-  printf("%-28s %10s %9s %7s %6s\n", "mode", "time_ms", "busbw", "vs_pg", "wrong");
-  fflush(stdout);
-  bool failed = false;
+  if (master.pid < 0 || fscanf(master.out, "%d", &port) != 1) port = 0;
+  return master;
+}
+
+// The throughput table: every mode's time on peer 0, busbw, and the ratio to the process
+// group's; appends the rows to `json`.
+void MeasureThroughput(const ElasticFlags& flags, int port, const char* dir, std::string& json,
+                       bool& failed) {
   std::vector<Child> peers;
   for (int p = 0; p < flags.ranks; ++p) {
     peers.push_back(Spawn([&, p](FILE* out) { return ThroughputPeer(flags, port, p, dir, out); }));
@@ -311,7 +299,6 @@ int RunElasticBench(int argc, char** argv) {
   for (const auto& [mode, seconds] : modes) {
     if (mode == "pg") pg_busbw = bytes * factor / seconds / 1e9;
   }
-  std::string json = "{\"throughput\": [";
   std::sort(modes.begin(), modes.end(),
             [](const auto& a, const auto& b) { return (a.first == "pg") > (b.first == "pg"); });
   for (const auto& [mode, seconds] : modes) {
@@ -324,33 +311,35 @@ int RunElasticBench(int argc, char** argv) {
     failed |= wrong[mode] != 0;
   }
   fflush(stdout);
-  // Recovery: a fresh set of peers per kill.
-  std::mt19937 random(static_cast<unsigned>(absl::ToUnixNanos(absl::Now())));
-  std::vector<double> recoveries;
-  for (int k = 0; k < flags.kills && !failed; ++k) {
-    std::vector<Child> group;
-    for (int p = 0; p < flags.ranks; ++p) {
-      group.push_back(Spawn([&](FILE* out) { return RecoveryPeer(flags, port, out); }));
-    }
-    // Every peer completes two calls first.
-    std::vector<int> calls(flags.ranks, 0);
-    auto read_done = [&](int p, long long* world, long long* when) {
-      long long bad = 0;
-      const bool ok = fscanf(group[p].out, " done %lld %lld %lld", world, when, &bad) == 3;
-      failed |= ok && bad != 0;
-      return ok;
-    };
-    long long world, when;
-    for (int p = 0; p < flags.ranks && !failed; ++p) {
-      while (calls[p] < 2 && read_done(p, &world, &when)) ++calls[p];
-      failed |= calls[p] < 2;
-    }
-    if (failed) break;
+}
+
+// One kill: a fresh set of peers, each completes two calls, one is SIGKILLed, and the time
+// until the slowest survivor completed a call over the others (ms); nullopt on a failure.
+std::optional<double> MeasureOneRecovery(const ElasticFlags& flags, int port, std::mt19937& random,
+                                         bool& failed) {
+  std::vector<Child> group;
+  for (int p = 0; p < flags.ranks; ++p) {
+    group.push_back(Spawn([&](FILE* out) { return RecoveryPeer(flags, port, out); }));
+  }
+  auto read_done = [&](int p, long long* world, long long* when) {
+    long long bad = 0;
+    const bool ok = fscanf(group[p].out, " done %lld %lld %lld", world, when, &bad) == 3;
+    failed |= ok && bad != 0;
+    return ok;
+  };
+  std::optional<double> slowest;
+  long long world, when;
+  std::vector<int> calls(flags.ranks, 0);
+  for (int p = 0; p < flags.ranks && !failed; ++p) {
+    while (calls[p] < 2 && read_done(p, &world, &when)) ++calls[p];
+    failed |= calls[p] < 2;
+  }
+  if (!failed) {
     usleep(std::uniform_int_distribution<int>(0, 200000)(random));
     const int victim = std::uniform_int_distribution<int>(0, flags.ranks - 1)(random);
     const int64_t killed_at = absl::ToUnixNanos(absl::Now());
     kill(group[victim].pid, SIGKILL);
-    double slowest = 0;
+    double longest = 0;
     for (int p = 0; p < flags.ranks && !failed; ++p) {
       if (p == victim) continue;
       bool recovered = false;
@@ -358,13 +347,50 @@ int RunElasticBench(int argc, char** argv) {
         recovered = world == flags.ranks - 1 && when > killed_at;
       }
       failed |= !recovered;
-      slowest = std::max(slowest, (when - killed_at) / 1e6);
+      longest = std::max(longest, (when - killed_at) / 1e6);
     }
-    if (!failed) recoveries.push_back(slowest);
-    for (Child& c : group) {
-      kill(c.pid, SIGKILL);
-      waitpid(c.pid, nullptr, 0);
-      fclose(c.out);
+    if (!failed) slowest = longest;
+  }
+  for (Child& c : group) {
+    kill(c.pid, SIGKILL);
+    waitpid(c.pid, nullptr, 0);
+    fclose(c.out);
+  }
+  return slowest;
+}
+
+}  // namespace
+
+int RunElasticBench(int argc, char** argv) {
+  ElasticFlags flags;
+  if (absl::Status status = Parse(argc, argv, flags); !status.ok()) {
+    fprintf(stderr, "bench: %s\n", std::string(status.message()).c_str());
+    return 2;
+  }
+  int port = 0;
+  Child master = StartMaster(port);
+  if (port == 0) {
+    fprintf(stderr, "bench: the elastic master did not start\n");
+    return 1;
+  }
+  char dir_template[] = "/tmp/plexus-bench-elastic.XXXXXX";
+  const char* dir = mkdtemp(dir_template);
+  const double mib = flags.tensor_bytes / 1048576.0;
+  printf(
+      "# plexus bench --elastic: %d peers on loopback, %d x %.3g MiB float32 per call, %d "
+      "iterations after %d warmup (median times)\n",
+      flags.ranks, flags.tensors, mib, flags.iters, flags.warmup);
+  printf("%-28s %10s %9s %7s %6s\n", "mode", "time_ms", "busbw", "vs_pg", "wrong");
+  fflush(stdout);
+  bool failed = false;
+  std::string json = "{\"throughput\": [";
+  MeasureThroughput(flags, port, dir, json, failed);
+  // Recovery: a fresh set of peers per kill.
+  std::mt19937 random(static_cast<unsigned>(absl::ToUnixNanos(absl::Now())));
+  std::vector<double> recoveries;
+  for (int k = 0; k < flags.kills && !failed; ++k) {
+    if (std::optional<double> ms = MeasureOneRecovery(flags, port, random, failed)) {
+      recoveries.push_back(*ms);
     }
   }
   if (!recoveries.empty()) {

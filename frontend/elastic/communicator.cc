@@ -156,36 +156,20 @@ void Communicator::AdoptTopology() {
   topology_.Adopt();
 }
 
-absl::Status Communicator::Connect(absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + std::min(timeout, accept_timeout_);
-  {
-    MutexLock lock(mu_);
-    if (link_ && lost_.ok()) {
-      return WithResult(absl::FailedPreconditionError("already connected"), Result::kInvalidUsage);
-    }
-    if (!in_flight_.empty()) {
-      return WithResult(absl::FailedPreconditionError("operations of the old connection are "
-                                                      "still in flight"),
-                        Result::kPendingAsyncOps);
-    }
-  }
-  std::string address = options_.address;
-  if (address.empty()) {
-    if (net::IsLoopbackAddress(master_host_) || master_host_ == "localhost") {
-      address = "127.0.0.1";
-    } else {
-      auto route = net::RouteTo(master_host_);
-      if (!route.ok()) {
-        return WithResult(route.status(), Result::kMasterConnectionFailed);
-      }
-      address = route->local_address;
-    }
-  }
+absl::StatusOr<std::string> Communicator::DataAddress() const {
+  if (!options_.address.empty()) return options_.address;
+  if (net::IsLoopbackAddress(master_host_) || master_host_ == "localhost") return "127.0.0.1";
+  auto route = net::RouteTo(master_host_);
+  if (!route.ok()) return WithResult(route.status(), Result::kMasterConnectionFailed);
+  return route->local_address;
+}
+
+uint64_t Communicator::StartFresh() {
   uint64_t generation;
   std::shared_ptr<Transport> old_mesh;
   {
-    // A fresh start: forget the old connection's view before the new link can report. Epoch
-    // numbers may repeat (a restarted master), so the old connections go too.
+    // Forget the old connection's view before the new link can report. Epoch numbers may
+    // repeat (a restarted master), so the old connections go too.
     MutexLock build(mesh_.build_mu());
     MutexLock lock(mu_);
     mesh_.OwnerHeld();
@@ -200,6 +184,24 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
   old_mesh.reset();
   // The arena's turns count per epoch too: a restarted master's epoch 2 is not the old one's.
   arena_order_.Reset();
+  return generation;
+}
+
+absl::Status Communicator::Connect(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + std::min(timeout, accept_timeout_);
+  {
+    MutexLock lock(mu_);
+    if (link_ && lost_.ok()) {
+      return WithResult(absl::FailedPreconditionError("already connected"), Result::kInvalidUsage);
+    }
+    if (!in_flight_.empty()) {
+      return WithResult(absl::FailedPreconditionError("operations of the old connection are "
+                                                      "still in flight"),
+                        Result::kPendingAsyncOps);
+    }
+  }
+  ASSIGN_OR_RETURN(const std::string address, DataAddress());
+  const uint64_t generation = StartFresh();
   // The old link's reader may still report its loss late: only this link's reports count.
   MasterLink::Callbacks callbacks;
   callbacks.on_topology = [this, generation](const Topology& t) { OnTopology(generation, t); };

@@ -150,8 +150,9 @@ class Communicator {
   int SharedMemoryPeers();
 
  private:
-  struct Op;      // communicator_op.h
-  struct OpPart;  // One all-reduce of an Op.
+  struct Op;         // communicator_op.h
+  struct OpPart;     // One all-reduce of an Op.
+  class RetryBatch;  // all_reduce_multiple_with_retry's operations across rounds.
   explicit Communicator(CommunicatorOptions options, std::string master_host, int master_port);
 
   // Starts one operation: one all-reduce, or (several parts: all_reduce_multiple_with_retry's
@@ -164,6 +165,10 @@ class Communicator {
   WorkPtr Launch(std::vector<OpPart> parts, int64_t required_epoch,
                  std::function<void()> on_data_done);
   void Run(const std::shared_ptr<Op>& op);
+  // Run's last steps: the master's decision on `op` (or the deadline's, or the lost link's),
+  // then the caller's buffers put right, `op` out of flight and its Work completed.
+  absl::Status AwaitDecision(const std::shared_ptr<Op>& op, absl::Time deadline);
+  void Finish(const std::shared_ptr<Op>& op, const absl::Status& local, absl::Status outcome);
   // Whether `part` would take a shared-memory turn on a mesh with an arena (same on every
   // member: its size, quantization and the algorithm table decide).
   static bool SuitsArena(const OpPart& part);
@@ -198,6 +203,11 @@ class Communicator {
   // With mu_ held: what EpochMesh builds `epoch`'s connections from, if that epoch stands.
   absl::StatusOr<EpochMesh::Members> MeshMembers(int64_t epoch) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Connect's steps: the address this peer's data connections use (the options', else the
+  // route to the master's); a fresh start (the old link, view and connections dropped), whose
+  // generation the new link's reports are bound to.
+  absl::StatusOr<std::string> DataAddress() const;
+  uint64_t StartFresh();
   // Reports of the master link of connection `generation` (stale ones are ignored).
   void OnTopology(uint64_t generation, const Topology& topology);
   void OnOutcome(uint64_t generation, const OpKey& key, const absl::Status& outcome);

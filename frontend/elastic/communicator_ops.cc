@@ -380,22 +380,26 @@ void Communicator::Run(const std::shared_ptr<Op>& op) {
   AppendOpKey(op->key, done.ints);
   done.ints.push_back(static_cast<int64_t>(local.code()));
   if (master) (void)master->Send(done);
-  absl::Status outcome;
-  {
-    UniqueLock lock(mu_);
-    const absl::Time decide_by = deadline + absl::Seconds(10);
-    while (!op->decided && lost_.ok() && absl::Now() < decide_by) {
-      changed_.wait_until(lock,
-                          SteadyDeadline(std::min(decide_by - absl::Now(), absl::Seconds(1))));
-    }
-    if (!op->decided) {
-      op->decided = true;
-      op->outcome =
-          lost_.ok() ? absl::DeadlineExceededError("the master did not decide in time") : lost_;
-    }
-    outcome = op->outcome;
-    op->mesh.reset();
+  Finish(op, local, AwaitDecision(op, deadline));
+}
+
+absl::Status Communicator::AwaitDecision(const std::shared_ptr<Op>& op, absl::Time deadline) {
+  UniqueLock lock(mu_);
+  const absl::Time decide_by = deadline + absl::Seconds(10);
+  while (!op->decided && lost_.ok() && absl::Now() < decide_by) {
+    changed_.wait_until(lock, SteadyDeadline(std::min(decide_by - absl::Now(), absl::Seconds(1))));
   }
+  if (!op->decided) {
+    op->decided = true;
+    op->outcome =
+        lost_.ok() ? absl::DeadlineExceededError("the master did not decide in time") : lost_;
+  }
+  op->mesh.reset();
+  return op->outcome;
+}
+
+void Communicator::Finish(const std::shared_ptr<Op>& op, const absl::Status& local,
+                          absl::Status outcome) {
   if (!outcome.ok()) {
     if (IsRetryableFailure(outcome)) AdoptTopology();  // The peers changed: the caller sees it.
     // The kept prefix was overwritten; recv still holds the rest.

@@ -213,9 +213,8 @@ absl::StatusOr<elastic::TensorInfo> ToTensorInfo(const SharedTensorSpec& spec, K
   return info;
 }
 
-}  // namespace
-
-void RegisterElastic(py::module_& module) {
+// The master: create, run, interrupt, await_termination, port.
+void DefineMaster(py::module_& module) {
   py::class_<MasterNode>(module, "_ElasticMaster")
       .def_static("create",
                   [](const std::string& address, double heartbeat_s,
@@ -235,12 +234,11 @@ void RegisterElastic(py::module_& module) {
              return OutcomeWithoutGil([&] { return m.AwaitTermination(Seconds(timeout_s)); });
            })
       .def_property_readonly("port", &MasterNode::port);
+}
 
-  py::class_<Handle>(module, "_ElasticHandle")
-      .def("wait", &Handle::Wait)
-      .def("done", &Handle::done);
-
-  py::class_<Communicator>(module, "_ElasticCommunicator")
+// A communicator's membership: create, connect, the topology, its attributes.
+void DefineCommunicatorMembership(py::class_<Communicator>& communicator) {
+  communicator
       .def_static("create",
                   [](const std::string& address, int64_t group, double operation_timeout_s,
                      double accept_timeout_s, int64_t probe_bytes,
@@ -273,15 +271,19 @@ void RegisterElastic(py::module_& module) {
            py::call_guard<py::gil_scoped_release>())
       .def("are_peers_pending",
            [](Communicator& c) { return OutcomeWithoutGil([&] { return c.ArePeersPending(); }); })
-      .def("get_attribute",
-           [](Communicator& c, int attribute, bool announced) {
-             if (attribute < 0 || attribute > 3) {
-               return Outcome(
-                   absl::StatusOr<int64_t>(absl::InvalidArgumentError("unknown attribute")));
-             }
-             const auto which = static_cast<elastic::Attribute>(attribute);
-             return Outcome(announced ? c.AnnouncedAttribute(which) : c.GetAttribute(which));
-           })
+      .def("get_attribute", [](Communicator& c, int attribute, bool announced) {
+        if (attribute < 0 || attribute > 3) {
+          return Outcome(absl::StatusOr<int64_t>(absl::InvalidArgumentError("unknown attribute")));
+        }
+        const auto which = static_cast<elastic::Attribute>(attribute);
+        return Outcome(announced ? c.AnnouncedAttribute(which) : c.GetAttribute(which));
+      });
+}
+
+// A communicator's operations: all_reduce_async, sync_shared_state,
+// all_reduce_multiple_with_retry.
+void DefineCommunicatorOperations(py::class_<Communicator>& communicator) {
+  communicator
       .def("all_reduce_async",
            [](Communicator& c, py::handle send, py::handle recv, const Spec& spec) -> py::tuple {
              auto d = ToDescriptor(spec);
@@ -355,6 +357,18 @@ void RegisterElastic(py::module_& module) {
                  0, std::string(),
                  py::make_tuple(info->local_world_size, info->tx_bytes, info->rx_bytes));
            });
+}
+
+}  // namespace
+
+void RegisterElastic(py::module_& module) {
+  DefineMaster(module);
+  py::class_<Handle>(module, "_ElasticHandle")
+      .def("wait", &Handle::Wait)
+      .def("done", &Handle::done);
+  py::class_<Communicator> communicator(module, "_ElasticCommunicator");
+  DefineCommunicatorMembership(communicator);
+  DefineCommunicatorOperations(communicator);
 }
 
 }  // namespace plexus::python

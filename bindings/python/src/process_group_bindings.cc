@@ -123,13 +123,8 @@ void RegisterReduceOp(py::module_& module) {
       .def("__repr__", [](const ReduceOp& value) { return "ReduceOp." + ReduceOpName(value); });
 }
 
-}  // namespace
-
-void RegisterProcessGroup(py::module_& module) {
-  RegisterReduceOp(module);
-
-  py::class_<ProcessGroup, Group> group(module, "ProcessGroup",
-                                        "A group of ranks and the backends serving it.");
+// The group's identity, state and lifecycle: new_group, abort, shrink, split, shutdown.
+void DefineGroupState(py::class_<ProcessGroup, Group>& group) {
   group.def_property_readonly("name", &ProcessGroup::name)
       .def("rank", &ProcessGroup::rank)
       .def("size", &ProcessGroup::size)
@@ -193,7 +188,10 @@ void RegisterProcessGroup(py::module_& module) {
             ThrowIfError(self.Shutdown(limit));
           },
           py::arg("timeout") = py::none());
+}
 
+// broadcast, reduce and the all_reduces: in place.
+void DefineInPlaceCollectives(py::class_<ProcessGroup, Group>& group) {
   group.def(
       "broadcast",
       [](ProcessGroup& self, py::object tensor, int root, py::handle timeout) {
@@ -230,6 +228,10 @@ void RegisterProcessGroup(py::module_& module) {
         return call.Run([&] { return self.AllReduceCoalesced(ts, options); }, py::list(tensors));
       },
       py::arg("tensors"), py::arg("op"), py::arg("timeout") = py::none());
+}
+
+// all_gather (both forms), gather, scatter.
+void DefineGathersAndScatters(py::class_<ProcessGroup, Group>& group) {
   group.def(
       "all_gather",
       [](ProcessGroup& self, py::object outputs, py::object input, py::handle timeout) {
@@ -273,6 +275,10 @@ void RegisterProcessGroup(py::module_& module) {
         return call.Run([&] { return self.Scatter(out, ins, options); }, ListOf(output));
       },
       py::arg("output"), py::arg("inputs"), py::arg("root"), py::arg("timeout") = py::none());
+}
+
+// reduce_scatter (both forms), all_to_all (both forms).
+void DefineScatterReductionsAndAllToAll(py::class_<ProcessGroup, Group>& group) {
   group.def(
       "reduce_scatter",
       [](ProcessGroup& self, py::object output, py::object inputs, const ReduceOp& op,
@@ -321,6 +327,10 @@ void RegisterProcessGroup(py::module_& module) {
       },
       py::arg("output"), py::arg("input"), py::arg("output_split_sizes") = py::none(),
       py::arg("input_split_sizes") = py::none(), py::arg("timeout") = py::none());
+}
+
+// barrier, send, recv, batch_p2p.
+void DefineBarrierAndPointToPoint(py::class_<ProcessGroup, Group>& group) {
   group.def(
       "barrier",
       [](ProcessGroup& self, py::handle timeout) {
@@ -373,7 +383,10 @@ void RegisterProcessGroup(py::module_& module) {
       },
       py::arg("ops"), py::arg("timeout") = py::none(),
       "Starts (is_send, tensor, group peer, tag) operations together; one Work for all.");
+}
 
+// init_process_group and the flight recorder's dumps.
+void DefineModuleFunctions(py::module_& module) {
   module.def(
       "init_process_group",
       [](const std::string& backend, const std::string& init_method, int rank, int world_size,
@@ -417,6 +430,21 @@ void RegisterProcessGroup(py::module_& module) {
       "_flight_recorder_json",
       [](const std::string& reason) { return FlightRecordersJson(reason); },
       py::arg("reason") = "requested");
+}
+
+}  // namespace
+
+void RegisterProcessGroup(py::module_& module) {
+  RegisterReduceOp(module);
+
+  py::class_<ProcessGroup, Group> group(module, "ProcessGroup",
+                                        "A group of ranks and the backends serving it.");
+  DefineGroupState(group);
+  DefineInPlaceCollectives(group);
+  DefineGathersAndScatters(group);
+  DefineScatterReductionsAndAllToAll(group);
+  DefineBarrierAndPointToPoint(group);
+  DefineModuleFunctions(module);
 }
 
 }  // namespace plexus::python

@@ -164,7 +164,10 @@ std::shared_ptr<Store> StoreFromPython(py::handle object) {
   return std::make_shared<PythonStore>(object);
 }
 
-void RegisterStores(py::module_& module) {
+namespace {
+
+// Store, the interface every kind shares (set, get, wait, add, ...).
+void DefineStore(py::module_& module) {
   py::class_<Store, std::shared_ptr<Store>>(module, "Store",
                                             "Key-value store ranks meet through (c10d's API).")
       .def(
@@ -247,7 +250,10 @@ void RegisterStores(py::module_& module) {
           },
           py::arg("timeout"))
       .def_property_readonly("timeout", [](Store& store) { return ToTimedelta(store.timeout()); });
+}
 
+// HashStore, FileStore, TCPStore, PrefixStore.
+void DefineStoreKinds(py::module_& module) {
   py::class_<HashStore, Store, std::shared_ptr<HashStore>>(module, "HashStore",
                                                            "A store in this process's memory.")
       .def(py::init([]() { return std::make_shared<HashStore>(); }));
@@ -296,6 +302,13 @@ void RegisterStores(py::module_& module) {
            py::arg("prefix"), py::arg("store"))
       .def_property_readonly("prefix", &PrefixStore::prefix)
       .def_property_readonly("underlying_store", &PrefixStore::base);
+}
+
+}  // namespace
+
+void RegisterStores(py::module_& module) {
+  DefineStore(module);
+  DefineStoreKinds(module);
 }
 
 }  // namespace plexus::python
