@@ -192,6 +192,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::RunCollective(
              });
 }
 
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::RunCollectives(
+    c10d::OpType type, const char* title, std::vector<at::Tensor> outputs,
+    std::vector<at::Tensor> inputs, std::chrono::milliseconds timeout,
+    std::vector<Collective> calls, const char* op) {
+  return Run(type, title, std::move(outputs), std::move(inputs), timeout,
+             [&](absl::Duration resolved) -> absl::StatusOr<WorkPtr> {
+               std::vector<WorkPtr> works;
+               for (Collective& call : calls) {
+                 call.timeout = resolved;
+                 absl::StatusOr<WorkPtr> work = group_->Run(call);
+                 if (!work.ok()) return work.status();
+                 works.push_back(*std::move(work));
+               }
+               return WhenAll(std::move(works), op, size_);
+             });
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::broadcast(std::vector<at::Tensor>& tensors,
                                                              const c10d::BroadcastOptions& opts) {
   const at::Tensor& tensor = Single(tensors, "broadcast", "tensor");
@@ -314,19 +331,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather_coalesced(
     }
   }
   std::vector<Tensor> input_views = ValueOrThrow(Views(inputs, kOp, "input"), origin_);
-  return Run(c10d::OpType::ALLGATHER_COALESCED, "plexus:all_gather_coalesced", Flatten(outputs),
-             inputs, opts.timeout, [&](absl::Duration timeout) -> absl::StatusOr<WorkPtr> {
-               AllGatherOptions options;
-               options.timeout = timeout;
-               std::vector<WorkPtr> works;
-               for (size_t i = 0; i < inputs.size(); ++i) {
-                 absl::StatusOr<WorkPtr> work =
-                     group_->AllGather(columns[i], input_views[i], options);
-                 if (!work.ok()) return work.status();
-                 works.push_back(*std::move(work));
-               }
-               return WhenAll(std::move(works), kOp, size_);
-             });
+  std::vector<Collective> calls;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    calls.push_back(Collective::Of(CollectiveKind::kAllGather, columns[i], {&input_views[i], 1}));
+  }
+  return RunCollectives(c10d::OpType::ALLGATHER_COALESCED, "plexus:all_gather_coalesced",
+                        Flatten(outputs), inputs, opts.timeout, std::move(calls), kOp);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::gather(
@@ -484,19 +494,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::allgather_into_tensor_coalesc
             origin_);
     }
   }
-  return Run(c10d::OpType::COALESCED, "plexus:all_gather_into_tensor_coalesced", outputs, inputs,
-             opts.timeout, [&](absl::Duration timeout) -> absl::StatusOr<WorkPtr> {
-               AllGatherOptions options;
-               options.timeout = timeout;
-               std::vector<WorkPtr> works;
-               for (size_t i = 0; i < inputs.size(); ++i) {
-                 absl::StatusOr<WorkPtr> work =
-                     group_->AllGatherIntoTensor(output_views[i], input_views[i], options);
-                 if (!work.ok()) return work.status();
-                 works.push_back(*std::move(work));
-               }
-               return WhenAll(std::move(works), kOp, size_);
-             });
+  std::vector<Collective> calls;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    calls.push_back(Collective::Of(CollectiveKind::kAllGatherIntoTensor, {&output_views[i], 1},
+                                   {&input_views[i], 1}));
+  }
+  return RunCollectives(c10d::OpType::COALESCED, "plexus:all_gather_into_tensor_coalesced", outputs,
+                        inputs, opts.timeout, std::move(calls), kOp);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce_scatter_tensor_coalesced(
@@ -513,21 +517,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reduce_scatter_tensor_coalesc
             origin_);
     }
   }
-  ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, kOp), origin_);
-  return Run(c10d::OpType::COALESCED, "plexus:reduce_scatter_tensor_coalesced", outputs, inputs,
-             opts.timeout, [&](absl::Duration timeout) -> absl::StatusOr<WorkPtr> {
-               ReduceScatterOptions options;
-               options.op = op;
-               options.timeout = timeout;
-               std::vector<WorkPtr> works;
-               for (size_t i = 0; i < inputs.size(); ++i) {
-                 absl::StatusOr<WorkPtr> work =
-                     group_->ReduceScatterTensor(output_views[i], input_views[i], options);
-                 if (!work.ok()) return work.status();
-                 works.push_back(*std::move(work));
-               }
-               return WhenAll(std::move(works), kOp, size_);
-             });
+  const ReduceOp op = ValueOrThrow(ToReduceOp(opts.reduceOp, kOp), origin_);
+  std::vector<Collective> calls;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    calls.push_back(Collective::Of(CollectiveKind::kReduceScatterTensor, {&output_views[i], 1},
+                                   {&input_views[i], 1}));
+    calls.back().op = op;
+  }
+  return RunCollectives(c10d::OpType::COALESCED, "plexus:reduce_scatter_tensor_coalesced", outputs,
+                        inputs, opts.timeout, std::move(calls), kOp);
 }
 
 #endif

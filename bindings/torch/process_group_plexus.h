@@ -160,6 +160,13 @@ class ProcessGroupPlexus : public TorchGroupBase {
                                                std::vector<at::Tensor> outputs,
                                                std::vector<at::Tensor> inputs,
                                                std::chrono::milliseconds timeout, Collective call);
+  // Runs `calls` in order as one torch operation `op` (one Work: the first error), each with
+  // torch's `timeout`: the coalesced overrides.
+  c10::intrusive_ptr<c10d::Work> RunCollectives(c10d::OpType type, const char* title,
+                                                std::vector<at::Tensor> outputs,
+                                                std::vector<at::Tensor> inputs,
+                                                std::chrono::milliseconds timeout,
+                                                std::vector<Collective> calls, const char* op);
   // The one element of `items` (a tensor, or a tensor list); throws InvalidArgument naming
   // `op` and `what` otherwise.
   template <typename T>
