@@ -16,101 +16,145 @@
 #include "algorithms/reduce_kernels.h"
 
 namespace plexus::algorithms {
+namespace {
 
-absl::Status HalvingDoublingAllReduce(CollectiveContext& ctx, void* data, int64_t count,
-                                      DType dtype, ReduceOpKind op) {
-  const int n = ctx.size();
-  const int r = ctx.rank();
-  if (n == 1) return absl::OkStatus();
-  auto* bytes = static_cast<uint8_t*>(data);
-  const size_t element = DTypeSize(dtype);
-  const size_t total = static_cast<size_t>(count) * element;
-  // Halving takes steps 1..log2(p), doubling the next log2(p), between the fold's steps.
-  const PowerOfTwoFold fold(n);
-  const int p = fold.p;
-  if (absl::Status status = fold.FoldIn(ctx, bytes, count, dtype, op); !status.ok()) {
-    return status;
+// Element offset and count of a run of blocks.
+struct Range {
+  int64_t begin;
+  int64_t count;
+};
+
+// The p ranks left after the fold: block bookkeeping and the two phases.
+class HalvingDoubling {
+ public:
+  HalvingDoubling(CollectiveContext& ctx, const PowerOfTwoFold& fold, uint8_t* bytes, int64_t count,
+                  DType dtype, ReduceOpKind op)
+      : ctx_(ctx),
+        fold_(fold),
+        bytes_(bytes),
+        count_(count),
+        dtype_(dtype),
+        op_(op),
+        element_(DTypeSize(dtype)),
+        vrank_(fold.VirtualRank(ctx.rank())),
+        blocks_(BalancedPartition(count, fold.p)),
+        segment_(std::max<int64_t>(1, kSegmentBytes / element_)) {
+    while ((1 << levels_) < fold_.p) ++levels_;
   }
-  const int vrank = fold.VirtualRank(r);
 
-  if (vrank >= 0) {
-    const Partition blocks = BalancedPartition(count, p);
-    // Element offset and count of the `width` blocks from `first` (aligned groups: at mask m
-    // a rank holds the m blocks from vrank & ~(m - 1), its partner those from (vrank ^ m)).
-    struct Range {
-      int64_t begin;
-      int64_t count;
-    };
-    auto blocks_from = [&](int first, int width) {
-      const int64_t begin = blocks.offsets[first];
-      const int64_t end = first + width == p ? count : blocks.offsets[first + width];
-      return Range{begin, end - begin};
-    };
-    auto aligned = [](int v, int mask) { return v & ~(mask - 1); };
-    const int64_t segment = std::max<int64_t>(1, kSegmentBytes / element);
-    // Segments (at least one, possibly empty, so both sides count the same messages).
-    auto segments = [segment](int64_t elements) {
-      return std::max<int64_t>(1, (elements + segment - 1) / segment);
-    };
-    int levels = 0;
-    while ((1 << levels) < p) ++levels;
+  absl::Status Run() {
     // The all-gather's receives go up first, so a partner that is ahead lands its result in
     // place, not in staging. Safe by causality: those blocks' final values need this rank's
     // halving sends of them.
     std::vector<WorkPtr> gather_recvs;
-    for (int d = 0; d < levels; ++d) {
+    for (int d = 0; d < levels_; ++d) {
       const int mask = 1 << d;
-      const Range theirs = blocks_from(aligned(vrank ^ mask, mask), mask);
-      gather_recvs.push_back(ctx.Recv(fold.RealRank(vrank ^ mask), 1 + levels + d,
-                                      bytes + theirs.begin * element,
-                                      static_cast<size_t>(theirs.count) * element));
+      gather_recvs.push_back(Post(/*is_send=*/false, fold_.RealRank(vrank_ ^ mask), GatherTag(d),
+                                  Held(vrank_ ^ mask, mask)));
     }
-    // Reduce-scatter by recursive halving: at mask m keep m blocks, give the partner m.
-    uint8_t* scratch = ctx.Scratch(
+    const int p = fold_.p;
+    scratch_ = ctx_.Scratch(
         ScratchArena::kReduceIn,
-        static_cast<size_t>(std::max<int64_t>(1, blocks_from(aligned(vrank, p / 2), p / 2).count)) *
-            element);
+        static_cast<size_t>(std::max<int64_t>(1, Held(vrank_, p / 2).count)) * element_);
     uint32_t step = 1;
     for (int mask = p / 2; mask >= 1; mask /= 2, ++step) {
-      const int partner = fold.RealRank(vrank ^ mask);
-      const Range keep = blocks_from(aligned(vrank, mask), mask);
-      const Range give = blocks_from(aligned(vrank ^ mask, mask), mask);
-      std::vector<WorkPtr> recvs;
-      for (int64_t i = 0; i < segments(keep.count); ++i) {
-        const int64_t elements = std::min(segment, keep.count - i * segment);
-        recvs.push_back(ctx.Recv(partner, step, scratch + i * segment * element,
-                                 static_cast<size_t>(elements) * element));
-      }
-      std::vector<WorkPtr> sends;
-      for (int64_t i = 0; i < segments(give.count); ++i) {
-        const int64_t elements = std::min(segment, give.count - i * segment);
-        sends.push_back(ctx.Send(partner, step, bytes + (give.begin + i * segment) * element,
-                                 static_cast<size_t>(elements) * element));
-      }
-      for (int64_t i = 0; i < static_cast<int64_t>(recvs.size()); ++i) {
-        if (absl::Status status = ctx.Wait(recvs[i]); !status.ok()) return status;
-        const int64_t elements = std::min(segment, keep.count - i * segment);
-        if (elements > 0) {
-          ReduceInto(bytes + (keep.begin + i * segment) * element, scratch + i * segment * element,
-                     elements, dtype, op);
-        }
-      }
-      if (absl::Status status = ctx.WaitAll(sends); !status.ok()) return status;
+      if (absl::Status status = HalvingStep(mask, step); !status.ok()) return status;
     }
     // All-gather by recursive doubling: the range held doubles each step.
-    for (int d = 0; d < levels; ++d) {
+    for (int d = 0; d < levels_; ++d) {
       const int mask = 1 << d;
-      const Range mine = blocks_from(aligned(vrank, mask), mask);
       WorkPtr send =
-          ctx.Send(fold.RealRank(vrank ^ mask), 1 + levels + d, bytes + mine.begin * element,
-                   static_cast<size_t>(mine.count) * element);
-      if (absl::Status status = ctx.WaitAll({gather_recvs[d], send}); !status.ok()) {
+          Post(/*is_send=*/true, fold_.RealRank(vrank_ ^ mask), GatherTag(d), Held(vrank_, mask));
+      if (absl::Status status = ctx_.WaitAll({gather_recvs[d], send}); !status.ok()) {
         return status;
       }
     }
+    return absl::OkStatus();
   }
 
-  return fold.HandBack(ctx, bytes, total);
+ private:
+  // The `mask` blocks held at that level by virtual rank v: aligned groups, the m blocks from
+  // v & ~(m - 1).
+  Range Held(int v, int mask) const {
+    const int first = v & ~(mask - 1);
+    const int64_t begin = blocks_.offsets[first];
+    const int64_t end = first + mask == fold_.p ? count_ : blocks_.offsets[first + mask];
+    return Range{begin, end - begin};
+  }
+
+  uint32_t GatherTag(int d) const { return static_cast<uint32_t>(1 + levels_ + d); }
+
+  WorkPtr Post(bool is_send, int peer, uint32_t tag, Range range) {
+    uint8_t* at = bytes_ + range.begin * static_cast<int64_t>(element_);
+    const size_t size = static_cast<size_t>(range.count) * element_;
+    return is_send ? ctx_.Send(peer, tag, at, size) : ctx_.Recv(peer, tag, at, size);
+  }
+
+  // Segments (at least one, possibly empty, so both sides count the same messages).
+  int64_t Segments(int64_t elements) const {
+    return std::max<int64_t>(1, (elements + segment_ - 1) / segment_);
+  }
+  int64_t SegmentLength(const Range& range, int64_t i) const {
+    return std::min(segment_, range.count - i * segment_);
+  }
+
+  // Reduce-scatter by recursive halving: at mask m keep m blocks, give the partner m, and fold
+  // in the partner's copy of the kept half segment by segment as it arrives.
+  absl::Status HalvingStep(int mask, uint32_t step) {
+    const int partner = fold_.RealRank(vrank_ ^ mask);
+    const Range keep = Held(vrank_, mask);
+    const Range give = Held(vrank_ ^ mask, mask);
+    std::vector<WorkPtr> recvs;
+    for (int64_t i = 0; i < Segments(keep.count); ++i) {
+      recvs.push_back(ctx_.Recv(partner, step, scratch_ + i * segment_ * element_,
+                                static_cast<size_t>(SegmentLength(keep, i)) * element_));
+    }
+    std::vector<WorkPtr> sends;
+    for (int64_t i = 0; i < Segments(give.count); ++i) {
+      sends.push_back(Post(/*is_send=*/true, partner, step,
+                           Range{give.begin + i * segment_, SegmentLength(give, i)}));
+    }
+    for (int64_t i = 0; i < static_cast<int64_t>(recvs.size()); ++i) {
+      if (absl::Status status = ctx_.Wait(recvs[i]); !status.ok()) return status;
+      const int64_t elements = SegmentLength(keep, i);
+      if (elements > 0) {
+        ReduceInto(bytes_ + (keep.begin + i * segment_) * element_,
+                   scratch_ + i * segment_ * element_, elements, dtype_, op_);
+      }
+    }
+    return ctx_.WaitAll(sends);
+  }
+
+  CollectiveContext& ctx_;
+  const PowerOfTwoFold& fold_;
+  uint8_t* const bytes_;
+  const int64_t count_;
+  const DType dtype_;
+  const ReduceOpKind op_;
+  const size_t element_;
+  const int vrank_;
+  const Partition blocks_;
+  const int64_t segment_;
+  int levels_ = 0;
+  uint8_t* scratch_ = nullptr;
+};
+
+}  // namespace
+
+absl::Status HalvingDoublingAllReduce(CollectiveContext& ctx, void* data, int64_t count,
+                                      DType dtype, ReduceOpKind op) {
+  if (ctx.size() == 1) return absl::OkStatus();
+  auto* bytes = static_cast<uint8_t*>(data);
+  // Halving takes steps 1..log2(p), doubling the next log2(p), between the fold's steps.
+  const PowerOfTwoFold fold(ctx.size());
+  if (absl::Status status = fold.FoldIn(ctx, bytes, count, dtype, op); !status.ok()) {
+    return status;
+  }
+  if (fold.VirtualRank(ctx.rank()) >= 0) {
+    HalvingDoubling run(ctx, fold, bytes, count, dtype, op);
+    if (absl::Status status = run.Run(); !status.ok()) return status;
+  }
+  return fold.HandBack(ctx, bytes, static_cast<size_t>(count) * DTypeSize(dtype));
 }
 
 }  // namespace plexus::algorithms

@@ -32,98 +32,152 @@ struct QuantizedBlock {
   }
 };
 
+// The ring's two phases over one buffer, with its blocks and codes.
+class QuantizedRing {
+ public:
+  QuantizedRing(CollectiveContext& ctx, uint8_t* bytes, int64_t count, DType dtype,
+                const ReduceOp& op, const Quantization& q)
+      : ctx_(ctx),
+        n_(ctx.size()),
+        r_(ctx.rank()),
+        bytes_(bytes),
+        dtype_(dtype),
+        op_(op),
+        q_(q),
+        blocks_(BalancedPartition(count, n_)),
+        element_(DTypeSize(dtype)),
+        layout_{std::max<int64_t>(1, kSegmentBytes / element_), q.type},
+        right_((r_ + 1) % n_),
+        left_((r_ + n_ - 1) % n_) {
+    for (int64_t c : blocks_.counts) largest_ = std::max(largest_, c);
+    largest_q_ = layout_.Bytes(largest_);
+  }
+
+  // Reduce-scatter. Codes sent at step s live in outgoing_[s] until the sends complete.
+  absl::Status ReduceScatter() {
+    outgoing_.resize(static_cast<size_t>(n_ - 1) * std::max<size_t>(largest_q_, 1));
+    incoming_.resize(std::max<size_t>(largest_q_, 1));
+    decoded_ = ctx_.Scratch(ScratchArena::kReduceIn,
+                            static_cast<size_t>(std::min(largest_, layout_.segment)) * element_);
+    SendBlock((r_ + n_ - 1) % n_, 0);
+    for (int s = 0; s < n_ - 1; ++s) {
+      if (absl::Status status = ReduceStep(s); !status.ok()) return status;
+    }
+    return ctx_.WaitAll(sends_);
+  }
+
+  // The owner finishes its block (AVG's division), quantizes it once and adopts the decoding;
+  // the all-gather forwards the codes and every rank decodes the same bytes.
+  absl::Status AllGatherCodes() {
+    std::vector<uint8_t*> pointers(n_);
+    std::vector<size_t> sizes(n_);
+    size_t total = 0;
+    for (int b = 0; b < n_; ++b) total += layout_.Bytes(blocks_.counts[b]);
+    std::vector<uint8_t> gathered(std::max<size_t>(total, 1));
+    size_t at = 0;
+    for (int b = 0; b < n_; ++b) {
+      pointers[b] = gathered.data() + at;
+      sizes[b] = layout_.Bytes(blocks_.counts[b]);
+      at += sizes[b];
+    }
+    PostScale(BlockData(r_, 0), blocks_.counts[r_], dtype_, op_, n_);
+    for (int64_t off = 0; off < blocks_.counts[r_]; off += layout_.segment) {
+      Quantize(BlockData(r_, off), SegmentLength(r_, off), dtype_, q_,
+               pointers[r_] + layout_.Offset(off));
+    }
+    if (absl::Status status = RingAllGather(ctx_, pointers, sizes, /*step_base=*/n_ - 1);
+        !status.ok()) {
+      return status;
+    }
+    for (int b = 0; b < n_; ++b) {
+      for (int64_t off = 0; off < blocks_.counts[b]; off += layout_.segment) {
+        Dequantize(pointers[b] + layout_.Offset(off), SegmentLength(b, off), dtype_, q_,
+                   BlockData(b, off));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  uint8_t* BlockData(int b, int64_t off) const {
+    return bytes_ + (blocks_.offsets[b] + off) * static_cast<int64_t>(element_);
+  }
+  int64_t SegmentLength(int block, int64_t off) const {
+    return std::min(layout_.segment, blocks_.counts[block] - off);
+  }
+
+  void SendSegment(int block, int64_t off, int s) {
+    const int64_t c = SegmentLength(block, off);
+    uint8_t* codes = outgoing_.data() + static_cast<size_t>(s) * largest_q_ + layout_.Offset(off);
+    Quantize(BlockData(block, off), c, dtype_, q_, codes);
+    sends_.push_back(
+        ctx_.Send(right_, static_cast<uint32_t>(s), codes, QuantizedBytes(c, q_.type)));
+  }
+
+  void SendBlock(int block, int s) {
+    for (int64_t off = 0; off < blocks_.counts[block]; off += layout_.segment) {
+      SendSegment(block, off, s);
+    }
+    if (blocks_.counts[block] == 0) {
+      sends_.push_back(ctx_.Send(right_, static_cast<uint32_t>(s), bytes_, 0));
+    }
+  }
+
+  // Step s: receive the left neighbour's codes for one block, fold them in, and forward each
+  // segment as soon as it is folded.
+  absl::Status ReduceStep(int s) {
+    const int block = ((r_ - 2 - s) % n_ + 2 * n_) % n_;
+    const int64_t length = blocks_.counts[block];
+    std::vector<WorkPtr> recvs;
+    for (int64_t off = 0; off < length; off += layout_.segment) {
+      recvs.push_back(ctx_.Recv(left_, static_cast<uint32_t>(s),
+                                incoming_.data() + layout_.Offset(off),
+                                QuantizedBytes(SegmentLength(block, off), q_.type)));
+    }
+    if (length == 0) {
+      recvs.push_back(ctx_.Recv(left_, static_cast<uint32_t>(s), incoming_.data(), 0));
+      if (s < n_ - 2) sends_.push_back(ctx_.Send(right_, static_cast<uint32_t>(s + 1), bytes_, 0));
+    }
+    int64_t off = 0;
+    for (const WorkPtr& recv : recvs) {
+      if (absl::Status status = ctx_.Wait(recv); !status.ok()) return status;
+      if (off >= length) break;
+      DequantizeReduceInto(incoming_.data() + layout_.Offset(off), SegmentLength(block, off),
+                           dtype_, q_, KernelOp(op_.kind), BlockData(block, off), decoded_);
+      if (s < n_ - 2) SendSegment(block, off, s + 1);
+      off += layout_.segment;
+    }
+    return absl::OkStatus();
+  }
+
+  CollectiveContext& ctx_;
+  const int n_;
+  const int r_;
+  uint8_t* const bytes_;
+  const DType dtype_;
+  const ReduceOp& op_;
+  const Quantization& q_;
+  const Partition blocks_;
+  const size_t element_;
+  const QuantizedBlock layout_;
+  const int right_;
+  const int left_;
+  int64_t largest_ = 0;
+  size_t largest_q_ = 0;
+  std::vector<uint8_t> outgoing_;
+  std::vector<uint8_t> incoming_;
+  uint8_t* decoded_ = nullptr;
+  std::vector<WorkPtr> sends_;
+};
+
 }  // namespace
 
 absl::Status QuantizedRingAllReduce(CollectiveContext& ctx, void* data, int64_t count, DType dtype,
                                     const ReduceOp& op, const Quantization& q) {
-  const int n = ctx.size();
-  const int r = ctx.rank();
-  if (n == 1) return absl::OkStatus();
-  auto* bytes = static_cast<uint8_t*>(data);
-  const Partition blocks = BalancedPartition(count, n);
-  const size_t element = DTypeSize(dtype);
-  const QuantizedBlock layout{std::max<int64_t>(1, kSegmentBytes / element), q.type};
-  const ReduceOpKind kernel = KernelOp(op.kind);
-  const int right = (r + 1) % n;
-  const int left = (r + n - 1) % n;
-  int64_t largest = 0;
-  for (int64_t c : blocks.counts) largest = std::max(largest, c);
-  const size_t largest_q = layout.Bytes(largest);
-  auto block_data = [&](int b, int64_t off) { return bytes + (blocks.offsets[b] + off) * element; };
-
-  // Reduce-scatter. Codes sent at step s live in outgoing[s] until the sends complete.
-  std::vector<uint8_t> outgoing(static_cast<size_t>(n - 1) * std::max<size_t>(largest_q, 1));
-  std::vector<uint8_t> incoming(std::max<size_t>(largest_q, 1));
-  uint8_t* decoded = ctx.Scratch(ScratchArena::kReduceIn,
-                                 static_cast<size_t>(std::min(largest, layout.segment)) * element);
-  std::vector<WorkPtr> sends;
-  auto send_segment = [&](int block, int64_t off, int s) {
-    const int64_t c = std::min(layout.segment, blocks.counts[block] - off);
-    uint8_t* codes = outgoing.data() + static_cast<size_t>(s) * largest_q + layout.Offset(off);
-    Quantize(block_data(block, off), c, dtype, q, codes);
-    sends.push_back(ctx.Send(right, static_cast<uint32_t>(s), codes, QuantizedBytes(c, q.type)));
-  };
-  auto send_block = [&](int block, int s) {
-    for (int64_t off = 0; off < blocks.counts[block]; off += layout.segment)
-      send_segment(block, off, s);
-    if (blocks.counts[block] == 0)
-      sends.push_back(ctx.Send(right, static_cast<uint32_t>(s), bytes, 0));
-  };
-  send_block((r + n - 1) % n, 0);
-  for (int s = 0; s < n - 1; ++s) {
-    const int block = ((r - 2 - s) % n + 2 * n) % n;
-    std::vector<WorkPtr> recvs;
-    for (int64_t off = 0; off < blocks.counts[block]; off += layout.segment) {
-      const int64_t c = std::min(layout.segment, blocks.counts[block] - off);
-      recvs.push_back(ctx.Recv(left, static_cast<uint32_t>(s), incoming.data() + layout.Offset(off),
-                               QuantizedBytes(c, q.type)));
-    }
-    if (blocks.counts[block] == 0) {
-      recvs.push_back(ctx.Recv(left, static_cast<uint32_t>(s), incoming.data(), 0));
-      if (s < n - 2) sends.push_back(ctx.Send(right, static_cast<uint32_t>(s + 1), bytes, 0));
-    }
-    int64_t off = 0;
-    for (const WorkPtr& recv : recvs) {
-      if (absl::Status status = ctx.Wait(recv); !status.ok()) return status;
-      if (off >= blocks.counts[block]) break;
-      const int64_t c = std::min(layout.segment, blocks.counts[block] - off);
-      DequantizeReduceInto(incoming.data() + layout.Offset(off), c, dtype, q, kernel,
-                           block_data(block, off), decoded);
-      if (s < n - 2) send_segment(block, off, s + 1);
-      off += layout.segment;
-    }
-  }
-  if (absl::Status status = ctx.WaitAll(sends); !status.ok()) return status;
-
-  // The owner finishes its block (AVG's division), quantizes it once and adopts the decoding.
-  std::vector<uint8_t*> pointers(n);
-  std::vector<size_t> sizes(n);
-  std::vector<uint8_t> gathered;
-  size_t total = 0;
-  for (int b = 0; b < n; ++b) total += layout.Bytes(blocks.counts[b]);
-  gathered.resize(std::max<size_t>(total, 1));
-  size_t at = 0;
-  for (int b = 0; b < n; ++b) {
-    pointers[b] = gathered.data() + at;
-    sizes[b] = layout.Bytes(blocks.counts[b]);
-    at += sizes[b];
-  }
-  PostScale(block_data(r, 0), blocks.counts[r], dtype, op, n);
-  for (int64_t off = 0; off < blocks.counts[r]; off += layout.segment) {
-    const int64_t c = std::min(layout.segment, blocks.counts[r] - off);
-    Quantize(block_data(r, off), c, dtype, q, pointers[r] + layout.Offset(off));
-  }
-  if (absl::Status status = RingAllGather(ctx, pointers, sizes, /*step_base=*/n - 1);
-      !status.ok()) {
-    return status;
-  }
-  for (int b = 0; b < n; ++b) {
-    for (int64_t off = 0; off < blocks.counts[b]; off += layout.segment) {
-      const int64_t c = std::min(layout.segment, blocks.counts[b] - off);
-      Dequantize(pointers[b] + layout.Offset(off), c, dtype, q, block_data(b, off));
-    }
-  }
-  return absl::OkStatus();
+  if (ctx.size() == 1) return absl::OkStatus();
+  QuantizedRing ring(ctx, static_cast<uint8_t*>(data), count, dtype, op, q);
+  if (absl::Status status = ring.ReduceScatter(); !status.ok()) return status;
+  return ring.AllGatherCodes();
 }
 
 }  // namespace plexus::algorithms

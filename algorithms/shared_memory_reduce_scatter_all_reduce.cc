@@ -47,6 +47,25 @@ int64_t ElementsPerPiece(size_t payload_bytes, size_t element, int n) {
   return per_piece;
 }
 
+// Every block's result from its owner's slot into the caller's buffer. The copy-out is the only
+// write to the buffer: with originals wanted, each block's input is kept on the way
+// (keep_originals.h).
+void CopyOut(CollectiveContext& ctx, ArenaSlots& slots, uint64_t piece, const Partition& blocks,
+             size_t result_at, uint8_t* out, size_t piece_at, size_t piece_bytes, size_t element) {
+  const bool keep = ctx.originals() != nullptr && ctx.originals_kept() < piece_at + piece_bytes;
+  for (int r = 0; r < ctx.size(); ++r) {
+    const size_t at = static_cast<size_t>(blocks.offsets[r]) * element;
+    const size_t block_bytes = static_cast<size_t>(blocks.counts[r]) * element;
+    const uint8_t* block_result = slots.payload(r, piece) + result_at;
+    if (keep) {
+      SaveThenOverwrite(out + at, block_result, ctx.originals() + piece_at + at, block_bytes);
+    } else {
+      std::memcpy(out + at, block_result, block_bytes);
+    }
+  }
+  if (keep) ctx.OriginalsKeptUpTo(piece_at + piece_bytes);
+}
+
 }  // namespace
 
 absl::Status SharedMemoryReduceScatterAllReduce(CollectiveContext& ctx, SharedArena& arena,
@@ -98,21 +117,8 @@ absl::Status SharedMemoryReduceScatterAllReduce(CollectiveContext& ctx, SharedAr
     }
     slots.PublishResult(piece);
     if (absl::Status status = slots.WaitForResults(piece); !status.ok()) return status;
-    // The copy-out is the only write to the buffer: with originals wanted, each block's input
-    // is kept on the way (keep_originals.h).
-    const size_t piece_at = static_cast<size_t>(offset) * element;
-    const bool keep = ctx.originals() != nullptr && ctx.originals_kept() < piece_at + piece_bytes;
-    for (int r = 0; r < n; ++r) {
-      const size_t at = static_cast<size_t>(blocks.offsets[r]) * element;
-      const size_t block_bytes = static_cast<size_t>(blocks.counts[r]) * element;
-      const uint8_t* block_result = slots.payload(r, piece) + result_at;
-      if (keep) {
-        SaveThenOverwrite(out + at, block_result, ctx.originals() + piece_at + at, block_bytes);
-      } else {
-        std::memcpy(out + at, block_result, block_bytes);
-      }
-    }
-    if (keep) ctx.OriginalsKeptUpTo(piece_at + piece_bytes);
+    CopyOut(ctx, slots, piece, blocks, result_at, out, static_cast<size_t>(offset) * element,
+            piece_bytes, element);
     const int64_t moved = static_cast<int64_t>(piece_bytes) * 2 * (n - 1) / n;
     ctx.CountBytes(moved, moved);
   }

@@ -254,6 +254,14 @@ uint64_t Collectives::unclaimed_after_grace() const {
   return queue_->unclaimed_after_grace;
 }
 
+void Collectives::FailUnrun(std::deque<Task> pending) {
+  for (Task& task : pending) {
+    task.work->Complete(
+        absl::AbortedError(absl::StrCat(CollectiveName(task.kind), " #", task.sequence,
+                                        ": the backend was shut down before it ran")));
+  }
+}
+
 void Collectives::Worker() {
   // The queue needs this thread: user callbacks of the Works it completes run elsewhere.
   ProgressScope progress;
@@ -267,12 +275,8 @@ void Collectives::Worker() {
       if (queue.stopping && !queue.running) {
         std::deque<Task> pending = std::move(queue.tasks);
         queue.tasks.clear();
-        lock.unlock();  // Their callbacks run outside the queue's lock.
-        for (Task& task : pending) {
-          task.work->Complete(
-              absl::AbortedError(absl::StrCat(CollectiveName(task.kind), " #", task.sequence,
-                                              ": the backend was shut down before it ran")));
-        }
+        lock.unlock();
+        FailUnrun(std::move(pending));
         return;
       }
       const absl::Time now = FastNow();
@@ -327,6 +331,18 @@ std::vector<ByteBlock> Blocks(const std::vector<Tensor>& tensors) {
   std::vector<ByteBlock> blocks;
   for (const Tensor& t : tensors) blocks.push_back({t.bytes(), t.nbytes()});
   return blocks;
+}
+
+auto AllReduceBody(const Collective& call, const AlgorithmTable& table) {
+  return [&table, tensor = call.tensor(), op = call.op](CollectiveContext& ctx) {
+    return AllReduceInPlace(ctx, table, tensor.data(), tensor.numel(), tensor.dtype(), op);
+  };
+}
+
+auto BarrierBody(const AlgorithmTable& table) {
+  return [&table](CollectiveContext& ctx) {
+    return RunSchedule("barrier", 0, ScheduleCall{ctx, table, nullptr});
+  };
 }
 
 auto AllReduceCoalescedBody(const Collective& call, const AlgorithmTable& table, int64_t total) {
@@ -518,14 +534,9 @@ WorkPtr Collectives::Run(const Collective& call) {
     case CollectiveKind::kReduce:
       return queue(call.kind, call.tensor().dtype(), call.tensor().numel(),
                    ReduceBody(call, table_));
-    case CollectiveKind::kAllReduce: {
-      const Tensor& tensor = call.tensor();
-      return queue(call.kind, tensor.dtype(), tensor.numel(),
-                   [this, data = tensor.data(), count = tensor.numel(), dtype = tensor.dtype(),
-                    op = call.op](CollectiveContext& ctx) {
-                     return AllReduceInPlace(ctx, table_, data, count, dtype, op);
-                   });
-    }
+    case CollectiveKind::kAllReduce:
+      return queue(call.kind, call.tensor().dtype(), call.tensor().numel(),
+                   AllReduceBody(call, table_));
     case CollectiveKind::kAllReduceCoalesced: {
       int64_t total = 0;
       for (const Tensor& t : call.outputs) total += t.numel();
@@ -555,9 +566,7 @@ WorkPtr Collectives::Run(const Collective& call) {
       return queue(CollectiveKind::kAllToAll, call.input().dtype(), 0,
                    AllToAllSingleBody(call, table_));
     case CollectiveKind::kBarrier:
-      return queue(call.kind, DType::kUInt8, 0, [this](CollectiveContext& ctx) {
-        return RunSchedule("barrier", 0, ScheduleCall{ctx, table_, nullptr});
-      });
+      return queue(call.kind, DType::kUInt8, 0, BarrierBody(table_));
     // Point-to-point bypasses the queue: ordered per (peer, tag), independent of collectives.
     case CollectiveKind::kSend: {
       const Tensor& tensor = call.input();

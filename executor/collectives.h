@@ -119,6 +119,8 @@ class Collectives {
   static Task TakeFront(Queue& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue.mu);
   // Runs `task`, completes its Work and clears `running`; on the worker or on a waiting thread.
   void Execute(Task& task);
+  // Fails the tasks a shutdown left in the queue (outside its lock: callbacks run).
+  static void FailUnrun(std::deque<Task> pending);
   // A Wait() on task `sequence`: run it here if it is next, the worker is idle, and its own
   // timeout is no longer than the wait's (so the waiter is not held past its deadline). A wait
   // that is shorter hands the task to the worker at once instead of leaving it its grace.

@@ -119,6 +119,27 @@ Sample Decode(absl::string_view line) {
   return s;
 }
 
+absl::Status RunOnce(Runner& runner) {
+  auto work = runner.issue();
+  if (!work.ok()) return work.status();
+  return (*work)->Wait(absl::Minutes(5));
+}
+
+// The timed iterations. On CUDA, as nccl-tests: every iteration issued back to back on the
+// stream, then waited for all at once.
+absl::Status RunTimed(Runner& runner, int iters, Device device) {
+  if (device.type != DeviceType::kCuda) {
+    for (int i = 0; i < iters; ++i) RETURN_IF_ERROR(RunOnce(runner));
+    return absl::OkStatus();
+  }
+  std::vector<WorkPtr> works;
+  for (int i = 0; i < iters; ++i) {
+    ASSIGN_OR_RETURN(WorkPtr work, runner.issue());
+    works.push_back(std::move(work));
+  }
+  return WaitAll(works, absl::Minutes(5));
+}
+
 Sample Measure(ProcessGroup& group, const std::string& op, const Flags& flags, int64_t size,
                Device device) {
   Sample sample;
@@ -130,15 +151,10 @@ Sample Measure(ProcessGroup& group, const std::string& op, const Flags& flags, i
   sample.bytes = runner->bytes;
   sample.count = runner->count;
   sample.bus_factor = runner->bus_factor;
-  auto run_once = [&]() -> absl::Status {
-    auto work = runner->issue();
-    if (!work.ok()) return work.status();
-    return (*work)->Wait(absl::Minutes(5));
-  };
   runner->reset();
   ResetPeakRss();
   const int64_t rss_before = ProcStatusBytes("VmRSS");
-  if (absl::Status status = run_once(); !status.ok()) {
+  if (absl::Status status = RunOnce(*runner); !status.ok()) {
     sample.error = std::string(status.message());
     return sample;
   }
@@ -149,33 +165,15 @@ Sample Measure(ProcessGroup& group, const std::string& op, const Flags& flags, i
   auto barrier = group.Barrier();
   if (barrier.ok()) (void)(*barrier)->Wait(absl::Minutes(5));
   for (int i = 0; i < flags.warmup; ++i) {
-    if (absl::Status status = run_once(); !status.ok()) {
+    if (absl::Status status = RunOnce(*runner); !status.ok()) {
       sample.error = std::string(status.message());
       return sample;
     }
   }
   const absl::Time start = absl::Now();
-  if (device.type == DeviceType::kCuda) {
-    // As nccl-tests: issue every iteration back to back on the stream, then wait for all.
-    std::vector<WorkPtr> works;
-    for (int i = 0; i < flags.iters; ++i) {
-      auto work = runner->issue();
-      if (!work.ok()) {
-        sample.error = std::string(work.status().message());
-        return sample;
-      }
-      works.push_back(*work);
-    }
-    if (absl::Status status = WaitAll(works, absl::Minutes(5)); !status.ok()) {
-      sample.error = std::string(status.message());
-      return sample;
-    }
-  }
-  for (int i = 0; device.type == DeviceType::kCpu && i < flags.iters; ++i) {
-    if (absl::Status status = run_once(); !status.ok()) {
-      sample.error = std::string(status.message());
-      return sample;
-    }
+  if (absl::Status status = RunTimed(*runner, flags.iters, device); !status.ok()) {
+    sample.error = std::string(status.message());
+    return sample;
   }
   sample.time_us = absl::ToDoubleMicroseconds(absl::Now() - start) / flags.iters;
   sample.rss_growth = std::max<int64_t>(0, ProcStatusBytes("VmHWM") - rss_before);
@@ -403,88 +401,104 @@ bool Plot(const char* argv0, const std::string& json, const std::string& out) {
   return false;
 }
 
+// The forked backends' ranks, each a child of the bench writing its samples to a pipe.
+void MeasureForked(const Flags& flags, const std::vector<std::string>& forked,
+                   const std::string& dir, const std::string& load, std::vector<Row>& rows,
+                   bool& failed) {
+  std::vector<pid_t> pids;
+  std::vector<FILE*> pipes;
+  for (int rank = 0; rank < flags.ranks; ++rank) {
+    int fds[2];
+    if (pipe(fds) != 0) {
+      failed = true;
+      break;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      FILE* out = fdopen(fds[1], "w");
+      _exit(RunRank(rank, flags, forked, dir, out));
+    }
+    close(fds[1]);
+    pids.push_back(pid);
+    pipes.push_back(fdopen(fds[0], "r"));
+  }
+  ReadRows(flags, forked, pipes, load, rows, failed);
+  for (FILE* in : pipes) fclose(in);
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    failed |= !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  // Each run makes a fresh group: the next rank count or phase must not meet this one's store.
+  for (size_t b = 0; b < forked.size(); ++b) unlink(absl::StrCat(dir, "/store.", b).c_str());
+}
+
+// The backends that need a launcher: mpirun starts the ranks, each writes a file in `dir`.
+void MeasureLaunched(const Flags& flags, const std::vector<std::string>& launched, int argc,
+                     char** argv, const std::string& dir, const std::string& load,
+                     std::vector<Row>& rows, bool& failed) {
+  const absl::Status ran = RunLaunched(flags, launched, argc, argv, dir);
+  std::vector<FILE*> files;
+  for (int rank = 0; rank < flags.ranks; ++rank) {
+    FILE* in = fopen(absl::StrCat(dir, "/rank.", rank).c_str(), "r");
+    files.push_back(in != nullptr ? in : fopen("/dev/null", "r"));
+  }
+  ReadRows(flags, launched, files, load, rows, failed, ran.ok() ? "" : std::string(ran.message()));
+  for (FILE* in : files) fclose(in);
+  for (int rank = 0; rank < flags.ranks; ++rank) {
+    unlink(absl::StrCat(dir, "/rank.", rank).c_str());
+  }
+  failed |= !ran.ok();
+}
+
+// --anchor: Open MPI's all_reduce through the reference script, as rows labelled openmpi-*.
+void MeasureAnchor(const Flags& flags, const std::string& load, std::vector<Row>& rows,
+                   bool& failed) {
+  const absl::StatusOr<std::string> script = FindAnchorScript();
+  const absl::StatusOr<std::vector<AnchorRow>> anchor =
+      script.ok() ? RunAnchor(*script, flags.anchor, flags.ranks, flags.sizes)
+                  : absl::StatusOr<std::vector<AnchorRow>>(script.status());
+  if (!anchor.ok()) {
+    fprintf(stderr, "bench: %s\n", std::string(anchor.status().message()).c_str());
+    failed = true;
+    return;
+  }
+  const std::string label = absl::StrCat("openmpi-", flags.anchor.substr(4));
+  const std::string shown = load.empty() ? label : absl::StrCat(label, "@", load);
+  for (const AnchorRow& a : *anchor) {
+    Row row;
+    row.backend = label;
+    row.op = "all_reduce";
+    row.ranks = flags.ranks;
+    row.bytes = a.bytes;
+    row.count = a.bytes / 4;
+    row.dtype = "float32";
+    row.time_us = a.time_us;
+    row.algbw = a.algbw;
+    row.busbw = a.busbw;
+    row.load = load;
+    printf("%-10s %-15s %5d %12lld %11lld %-8s %11.1f %9.3f %9.3f %6s %8s\n", shown.c_str(),
+           "all_reduce", flags.ranks, static_cast<long long>(a.bytes),
+           static_cast<long long>(a.bytes / 4), "float32", a.time_us, a.algbw, a.busbw, "-", "-");
+    fflush(stdout);
+    rows.push_back(row);
+  }
+}
+
 // Measures every case at flags.ranks: the forked backends, those under a launcher, and with
 // --anchor Open MPI through the reference script; rows are labelled with `load`.
 void MeasurePhase(const Flags& flags, const std::vector<std::string>& forked,
                   const std::vector<std::string>& launched, int argc, char** argv,
                   const std::string& dir, const std::string& load, std::vector<Row>& rows,
                   bool& failed) {
-  if (!forked.empty()) {
-    std::vector<pid_t> pids;
-    std::vector<FILE*> pipes;
-    for (int rank = 0; rank < flags.ranks; ++rank) {
-      int fds[2];
-      if (pipe(fds) != 0) {
-        failed = true;
-        break;
-      }
-      fflush(stdout);
-      fflush(stderr);
-      pid_t pid = fork();
-      if (pid == 0) {
-        close(fds[0]);
-        FILE* out = fdopen(fds[1], "w");
-        _exit(RunRank(rank, flags, forked, dir, out));
-      }
-      close(fds[1]);
-      pids.push_back(pid);
-      pipes.push_back(fdopen(fds[0], "r"));
-    }
-    ReadRows(flags, forked, pipes, load, rows, failed);
-    for (FILE* in : pipes) fclose(in);
-    for (pid_t pid : pids) {
-      int status = 0;
-      waitpid(pid, &status, 0);
-      failed |= !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    }
-    // Each run makes a fresh group: the next rank count or phase must not meet this one's store.
-    for (size_t b = 0; b < forked.size(); ++b) unlink(absl::StrCat(dir, "/store.", b).c_str());
-  }
-  if (!launched.empty()) {
-    const absl::Status ran = RunLaunched(flags, launched, argc, argv, dir);
-    std::vector<FILE*> files;
-    for (int rank = 0; rank < flags.ranks; ++rank) {
-      FILE* in = fopen(absl::StrCat(dir, "/rank.", rank).c_str(), "r");
-      files.push_back(in != nullptr ? in : fopen("/dev/null", "r"));
-    }
-    ReadRows(flags, launched, files, load, rows, failed,
-             ran.ok() ? "" : std::string(ran.message()));
-    for (FILE* in : files) fclose(in);
-    for (int rank = 0; rank < flags.ranks; ++rank)
-      unlink(absl::StrCat(dir, "/rank.", rank).c_str());
-    failed |= !ran.ok();
-  }
+  if (!forked.empty()) MeasureForked(flags, forked, dir, load, rows, failed);
+  if (!launched.empty()) MeasureLaunched(flags, launched, argc, argv, dir, load, rows, failed);
   if (!flags.anchor.empty() && flags.dtype == DType::kFloat32 &&
       std::find(flags.ops.begin(), flags.ops.end(), "all_reduce") != flags.ops.end()) {
-    const absl::StatusOr<std::string> script = FindAnchorScript();
-    const absl::StatusOr<std::vector<AnchorRow>> anchor =
-        script.ok() ? RunAnchor(*script, flags.anchor, flags.ranks, flags.sizes)
-                    : absl::StatusOr<std::vector<AnchorRow>>(script.status());
-    if (!anchor.ok()) {
-      fprintf(stderr, "bench: %s\n", std::string(anchor.status().message()).c_str());
-      failed = true;
-      return;
-    }
-    const std::string label = absl::StrCat("openmpi-", flags.anchor.substr(4));
-    for (const AnchorRow& a : *anchor) {
-      Row row;
-      row.backend = label;
-      row.op = "all_reduce";
-      row.ranks = flags.ranks;
-      row.bytes = a.bytes;
-      row.count = a.bytes / 4;
-      row.dtype = "float32";
-      row.time_us = a.time_us;
-      row.algbw = a.algbw;
-      row.busbw = a.busbw;
-      row.load = load;
-      const std::string shown = load.empty() ? label : absl::StrCat(label, "@", load);
-      printf("%-10s %-15s %5d %12lld %11lld %-8s %11.1f %9.3f %9.3f %6s %8s\n", shown.c_str(),
-             "all_reduce", flags.ranks, static_cast<long long>(a.bytes),
-             static_cast<long long>(a.bytes / 4), "float32", a.time_us, a.algbw, a.busbw, "-", "-");
-      fflush(stdout);
-      rows.push_back(row);
-    }
+    MeasureAnchor(flags, load, rows, failed);
   }
 }
 

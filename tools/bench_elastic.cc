@@ -174,12 +174,10 @@ double Median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
-// One peer of the throughput run: prints "<mode> <median seconds per call> <wrong>" lines.
-int ThroughputPeer(const ElasticFlags& flags, int port, int peer, const std::string& store_dir,
-                   FILE* out) {
-  auto comm = JoinedPeer(port, flags.ranks);
-  if (!comm) return 1;
-  Batch batch(flags.tensors, flags.tensor_bytes);
+// The elastic communicator's all_reduce_multiple_with_retry at each --max_in_flight; false
+// on a failure.
+bool MeasureElastic(const ElasticFlags& flags, elastic::Communicator& comm, int peer, Batch& batch,
+                    FILE* out) {
   for (int mif : flags.max_in_flight) {
     std::vector<double> times;
     int64_t wrong = 0;
@@ -191,50 +189,66 @@ int ThroughputPeer(const ElasticFlags& flags, int port, int peer, const std::str
       elastic::ReduceDescriptor line_up;
       line_up.count = 1;
       line_up.tag = static_cast<uint64_t>(flags.tensors);
-      if (!comm->AllReduce(&token, &token, line_up).ok()) return 1;
+      if (!comm.AllReduce(&token, &token, line_up).ok()) return false;
       const absl::Time start = absl::Now();
-      auto info = comm->AllReduceMultipleWithRetry(batch.ops, mif);
+      auto info = comm.AllReduceMultipleWithRetry(batch.ops, mif);
       const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
       if (!info.ok()) {
         fprintf(stderr, "bench --elastic: peer %d: %s\n", peer, info.status().ToString().c_str());
-        return 1;
+        return false;
       }
       wrong += batch.Wrong(static_cast<float>(info->local_world_size));
       if (i >= flags.warmup) times.push_back(seconds);
     }
     fprintf(out, "elastic_mif=%d %.6f %lld\n", mif, Median(times), static_cast<long long>(wrong));
   }
-  comm.reset();
+  return true;
+}
+
+// The same tensors all-reduced on a process group ("pg"), for comparison; false on a failure.
+bool MeasureGroup(const ElasticFlags& flags, int peer, const std::string& store_dir, Batch& batch,
+                  FILE* out) {
   InitOptions options;
   options.backend = "cpu:tcp";
   options.init_method = absl::StrCat("file://", store_dir, "/pg");
   options.rank = peer;
   options.world_size = flags.ranks;
   auto group = InitProcessGroup(options);
-  if (!group.ok()) return 1;
+  if (!group.ok()) return false;
   std::vector<double> times;
   int64_t wrong = 0;
   for (int i = 0; i < flags.warmup + flags.iters; ++i) {
     batch.Reset();
-    auto barrier = (*group)->Barrier();  // As above.
-    if (!barrier.ok() || !(*barrier)->Wait(absl::Minutes(5)).ok()) return 1;
+    auto barrier = (*group)->Barrier();  // As MeasureElastic's line-up.
+    if (!barrier.ok() || !(*barrier)->Wait(absl::Minutes(5)).ok()) return false;
     const absl::Time start = absl::Now();
     std::vector<WorkPtr> works;
     for (auto& t : batch.tensors) {
       auto work = (*group)->AllReduce(
           {Tensor::Flat(t.data(), DType::kFloat32, static_cast<int64_t>(t.size()))});
-      if (!work.ok()) return 1;
+      if (!work.ok()) return false;
       works.push_back(*work);
     }
     for (const WorkPtr& work : works) {
-      if (!work->Wait(absl::Minutes(5)).ok()) return 1;
+      if (!work->Wait(absl::Minutes(5)).ok()) return false;
     }
     if (i >= flags.warmup) times.push_back(absl::ToDoubleSeconds(absl::Now() - start));
     wrong += batch.Wrong(static_cast<float>(flags.ranks));
   }
   fprintf(out, "pg %.6f %lld\n", Median(times), static_cast<long long>(wrong));
   (void)(*group)->Shutdown(absl::Minutes(1));
-  return 0;
+  return true;
+}
+
+// One peer of the throughput run: prints "<mode> <median seconds per call> <wrong>" lines.
+int ThroughputPeer(const ElasticFlags& flags, int port, int peer, const std::string& store_dir,
+                   FILE* out) {
+  auto comm = JoinedPeer(port, flags.ranks);
+  if (!comm) return 1;
+  Batch batch(flags.tensors, flags.tensor_bytes);
+  if (!MeasureElastic(flags, *comm, peer, batch, out)) return 1;
+  comm.reset();
+  return MeasureGroup(flags, peer, store_dir, batch, out) ? 0 : 1;
 }
 
 // One peer of the recovery run: calls back to back; prints "done <world> <unix ns>" per call.

@@ -105,6 +105,68 @@ std::vector<std::string> DefaultBackends(DeviceType device) {
   return backends;
 }
 
+// The flags that say what is measured; false when `name` is not one of them.
+absl::StatusOr<bool> ParseCaseFlag(const std::string& name, const std::string& value,
+                                   Flags& flags) {
+  if (name == "--backends") {
+    flags.backends = absl::StrSplit(value, ',', absl::SkipEmpty());
+  } else if (name == "--ops") {
+    RETURN_IF_ERROR(ParseOps(value, flags));
+  } else if (name == "--ranks") {
+    RETURN_IF_ERROR(ParseRankCounts(value, flags));
+  } else if (name == "--load") {
+    ASSIGN_OR_RETURN(flags.load, ParseLoad(value));
+  } else if (name == "--anchor") {
+    if (value != "mpi-shm" && value != "mpi-tcp") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--anchor=", value, ": known anchors are mpi-shm and mpi-tcp"));
+    }
+    flags.anchor = value;
+  } else if (name == "--device") {
+    ASSIGN_OR_RETURN(flags.device, ParseDeviceType(value));
+  } else if (name == "--sizes") {
+    ASSIGN_OR_RETURN(flags.sizes, ParseSizes(value));
+  } else if (name == "--dtype") {
+    ASSIGN_OR_RETURN(flags.dtype, ParseDType(value));
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// The flags that say how it is measured and reported; false when `name` is not one of them.
+absl::StatusOr<bool> ParseRunFlag(const std::string& name, const std::string& value, bool has_value,
+                                  Flags& flags) {
+  if (name == "--rounds") {
+    if (!absl::SimpleAtoi(value, &flags.rounds) || flags.rounds < 1 || flags.rounds > 20) {
+      return absl::InvalidArgumentError(absl::StrCat("--rounds=", value, " must be 1..20"));
+    }
+  } else if (name == "--iters") {
+    if (!absl::SimpleAtoi(value, &flags.iters) || flags.iters < 1) {
+      return absl::InvalidArgumentError("--iters must be >= 1");
+    }
+  } else if (name == "--warmup") {
+    if (!absl::SimpleAtoi(value, &flags.warmup) || flags.warmup < 0) {
+      return absl::InvalidArgumentError("--warmup must be >= 0");
+    }
+  } else if (name == "--mpirun-args") {
+    flags.mpirun_args = value;
+  } else if (name == "--launched-output") {
+    flags.launched_output = value;
+  } else if (name == "--json") {
+    flags.json = InCallersDirectory(value);
+  } else if (name == "--plot") {
+    flags.plot = InCallersDirectory(value);
+  } else if (name == "--tls" && !has_value) {
+    flags.tls = true;
+  } else if (name == "--blocking" && !has_value) {
+    flags.blocking = true;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 absl::Status ParseFlags(int argc, char** argv, Flags& flags) {
@@ -114,59 +176,11 @@ absl::Status ParseFlags(int argc, char** argv, Flags& flags) {
     const size_t eq = arg.find('=');
     const std::string name = arg.substr(0, eq);
     const std::string value = eq == std::string::npos ? "" : arg.substr(eq + 1);
-    if (name == "--backends") {
-      flags.backends = absl::StrSplit(value, ',', absl::SkipEmpty());
-    } else if (name == "--ops") {
-      RETURN_IF_ERROR(ParseOps(value, flags));
-    } else if (name == "--ranks") {
-      RETURN_IF_ERROR(ParseRankCounts(value, flags));
-    } else if (name == "--load") {
-      auto load = ParseLoad(value);
-      if (!load.ok()) return load.status();
-      flags.load = *load;
-    } else if (name == "--anchor") {
-      if (value != "mpi-shm" && value != "mpi-tcp") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--anchor=", value, ": known anchors are mpi-shm and mpi-tcp"));
-      }
-      flags.anchor = value;
-    } else if (name == "--rounds") {
-      if (!absl::SimpleAtoi(value, &flags.rounds) || flags.rounds < 1 || flags.rounds > 20) {
-        return absl::InvalidArgumentError(absl::StrCat("--rounds=", value, " must be 1..20"));
-      }
-    } else if (name == "--device") {
-      auto device = ParseDeviceType(value);
-      if (!device.ok()) return device.status();
-      flags.device = *device;
-    } else if (name == "--sizes") {
-      auto sizes = ParseSizes(value);
-      if (!sizes.ok()) return sizes.status();
-      flags.sizes = *sizes;
-    } else if (name == "--dtype") {
-      auto dtype = ParseDType(value);
-      if (!dtype.ok()) return dtype.status();
-      flags.dtype = *dtype;
-    } else if (name == "--iters") {
-      if (!absl::SimpleAtoi(value, &flags.iters) || flags.iters < 1) {
-        return absl::InvalidArgumentError("--iters must be >= 1");
-      }
-    } else if (name == "--warmup") {
-      if (!absl::SimpleAtoi(value, &flags.warmup) || flags.warmup < 0) {
-        return absl::InvalidArgumentError("--warmup must be >= 0");
-      }
-    } else if (name == "--mpirun-args") {
-      flags.mpirun_args = std::string(value);
-    } else if (name == "--launched-output") {
-      flags.launched_output = std::string(value);
-    } else if (name == "--json") {
-      flags.json = InCallersDirectory(std::string(value));
-    } else if (name == "--plot") {
-      flags.plot = InCallersDirectory(std::string(value));
-    } else if (name == "--tls" && eq == std::string::npos) {
-      flags.tls = true;
-    } else if (name == "--blocking" && eq == std::string::npos) {
-      flags.blocking = true;
-    } else {
+    ASSIGN_OR_RETURN(bool known, ParseCaseFlag(name, value, flags));
+    if (!known) {
+      ASSIGN_OR_RETURN(known, ParseRunFlag(name, value, eq != std::string::npos, flags));
+    }
+    if (!known) {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown flag '", arg,
           "'; flags: --backends=cpu:tcp,... --ops=all_reduce,...|all|new_group "

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -222,8 +223,63 @@ double CostModel::Time(int ranks, int64_t bytes) const {
   return alpha_us * t[0] + alpha_rank_us * t[1] + beta_us_per_byte * t[2];
 }
 
+namespace {
+
+using Series = std::pair<std::string, std::string>;  // (backend, op)
+
+// A quiet, usable row of the series: what the model is fitted to and printed against.
+bool InSeries(const Row& row, const Series& series) {
+  return row.backend == series.first && row.op == series.second && row.load.empty() && Usable(row);
+}
+
+// Least squares on relative error: every size weighs alike, not only the largest.
+std::optional<CostModel> FitSeries(const std::vector<Row>& rows, const Series& series) {
+  double m[3][3] = {}, v[3] = {};
+  int points = 0;
+  for (const Row& row : rows) {
+    if (!InSeries(row, series)) continue;
+    double t[3];
+    Terms(row.ranks, row.bytes, t);
+    const double w = 1.0 / (row.time_us * row.time_us);
+    for (int i = 0; i < 3; ++i) {
+      for (int j = 0; j < 3; ++j) m[i][j] += w * t[i] * t[j];
+      v[i] += w * t[i] * row.time_us;
+    }
+    ++points;
+  }
+  double x[3];
+  if (points < 3 || !Solve3(m, v, x)) return std::nullopt;
+  return CostModel{x[0], x[1], x[2], points};
+}
+
+// One line per size: measured and fitted time at each rank count.
+void PrintSeries(const std::vector<Row>& rows, const Series& series, const std::set<int>& counts,
+                 const std::set<int64_t>& sizes, FILE* out) {
+  fprintf(out, "\n# %s %s: time_us against ranks (measured / fitted model)\n", series.first.c_str(),
+          series.second.c_str());
+  fprintf(out, "%8s", "bytes");
+  for (int p : counts) fprintf(out, " %19d", p);
+  fprintf(out, "\n");
+  for (int64_t bytes : sizes) {
+    fprintf(out, "%8s", SizeLabel(bytes).c_str());
+    for (int p : counts) {
+      const Row* found = nullptr;
+      for (const Row& row : rows) {
+        if (InSeries(row, series) && row.ranks == p && row.bytes == bytes) found = &row;
+      }
+      if (found == nullptr) {
+        fprintf(out, " %19s", "-");
+      } else {
+        fprintf(out, " %9.1f / %7.1f", found->time_us, found->model_time_us);
+      }
+    }
+    fprintf(out, "\n");
+  }
+}
+
+}  // namespace
+
 void FitAndPrintScaling(std::vector<Row>& rows, FILE* out) {
-  using Series = std::pair<std::string, std::string>;  // (backend, op)
   std::map<Series, std::set<int>> rank_counts;
   for (const Row& row : rows) {
     if (row.load.empty() && Usable(row) && row.op != "memcpy" && !TakesNoSize(row.op)) {
@@ -232,63 +288,22 @@ void FitAndPrintScaling(std::vector<Row>& rows, FILE* out) {
   }
   for (const auto& [series, counts] : rank_counts) {
     if (counts.size() < 2) continue;
-    // Least squares on relative error: every size weighs alike, not only the largest.
-    double m[3][3] = {}, v[3] = {};
-    int points = 0;
-    for (const Row& row : rows) {
-      if (row.backend != series.first || row.op != series.second || !row.load.empty() ||
-          !Usable(row)) {
-        continue;
-      }
-      double t[3];
-      Terms(row.ranks, row.bytes, t);
-      const double w = 1.0 / (row.time_us * row.time_us);
-      for (int i = 0; i < 3; ++i) {
-        for (int j = 0; j < 3; ++j) m[i][j] += w * t[i] * t[j];
-        v[i] += w * t[i] * row.time_us;
-      }
-      ++points;
-    }
-    double x[3];
-    if (points < 3 || !Solve3(m, v, x)) continue;
-    const CostModel model{x[0], x[1], x[2], points};
+    const std::optional<CostModel> model = FitSeries(rows, series);
+    if (!model.has_value()) continue;
     std::set<int64_t> sizes;
     for (Row& row : rows) {
-      if (row.backend == series.first && row.op == series.second && row.load.empty() &&
-          Usable(row)) {
-        row.model_time_us = model.Time(row.ranks, row.bytes);
+      if (InSeries(row, series)) {
+        row.model_time_us = model->Time(row.ranks, row.bytes);
         sizes.insert(row.bytes);
       }
     }
-    fprintf(out, "\n# %s %s: time_us against ranks (measured / fitted model)\n",
-            series.first.c_str(), series.second.c_str());
-    fprintf(out, "%8s", "bytes");
-    for (int p : counts) fprintf(out, " %19d", p);
-    fprintf(out, "\n");
-    for (int64_t bytes : sizes) {
-      fprintf(out, "%8s", SizeLabel(bytes).c_str());
-      for (int p : counts) {
-        const Row* found = nullptr;
-        for (const Row& row : rows) {
-          if (row.backend == series.first && row.op == series.second && row.load.empty() &&
-              row.ranks == p && row.bytes == bytes && Usable(row)) {
-            found = &row;
-          }
-        }
-        if (found == nullptr) {
-          fprintf(out, " %19s", "-");
-        } else {
-          fprintf(out, " %9.1f / %7.1f", found->time_us, found->model_time_us);
-        }
-      }
-      fprintf(out, "\n");
-    }
+    PrintSeries(rows, series, counts, sizes, out);
     // beta as ns per byte, and as the bandwidth it stands for (1 / beta).
     fprintf(out,
             "# model: time_us = %.2f + %.2f * (p - 1) + %.4f ns/B * n * 2(p - 1)/p"
             "  (1/beta = %.3g GB/s; %d points)\n",
-            model.alpha_us, model.alpha_rank_us, model.beta_us_per_byte * 1e3,
-            model.beta_us_per_byte > 0 ? 1e-3 / model.beta_us_per_byte : 0.0, model.points);
+            model->alpha_us, model->alpha_rank_us, model->beta_us_per_byte * 1e3,
+            model->beta_us_per_byte > 0 ? 1e-3 / model->beta_us_per_byte : 0.0, model->points);
   }
 }
 

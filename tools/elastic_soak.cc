@@ -70,9 +70,8 @@ absl::Status CheckTopology(Communicator& comm, LoopShape shape, int64_t iteratio
   return *pending ? comm.UpdateTopology() : absl::OkStatus();
 }
 
-// One peer: trains until killed. A founder's state is the authority; a joiner receives first.
-[[noreturn]] void PeerMain(int port, bool founder, LoopShape shape, uint64_t seed, int report_fd) {
-  std::mt19937_64 random(seed);
+// A peer's communicator, connected to the master on `port` (the peer fails otherwise).
+std::unique_ptr<Communicator> ConnectPeer(int port) {
   CommunicatorOptions options;
   options.master_address = absl::StrCat("127.0.0.1:", port);
   options.operation_timeout = absl::Seconds(20);
@@ -81,6 +80,45 @@ absl::Status CheckTopology(Communicator& comm, LoopShape shape, int64_t iteratio
   if (!made.ok()) PeerFail(0, made.status().ToString());
   std::unique_ptr<Communicator> comm = std::move(made).value();
   if (absl::Status s = comm->Connect(); !s.ok()) PeerFail(0, "connect: " + s.ToString());
+  return comm;
+}
+
+// A step's all-reduces: every gradient (filled with ones, summed), then the agreement check:
+// MAX of (revision, -revision) is (revision, -revision) only if all agree.
+std::vector<ReduceOpDescriptor> StepOps(std::vector<std::vector<float>>& grads, double* agree) {
+  std::vector<ReduceOpDescriptor> ops(kTensors + 1);
+  for (int t = 0; t < kTensors; ++t) {
+    std::fill(grads[t].begin(), grads[t].end(), 1.0f);
+    ops[t].send = ops[t].recv = grads[t].data();
+    ops[t].descriptor.count = kElements;
+    ops[t].descriptor.tag = static_cast<uint64_t>(t);
+  }
+  ops[kTensors].send = ops[kTensors].recv = agree;
+  ops[kTensors].descriptor.count = 2;
+  ops[kTensors].descriptor.dtype = DType::kFloat64;
+  ops[kTensors].descriptor.op = ReduceOpKind::kMax;
+  ops[kTensors].descriptor.tag = kTensors;
+  return ops;
+}
+
+// Every gradient sums to the number of peers, and every peer is at `revision`.
+void CheckStep(int64_t id, const std::vector<std::vector<float>>& grads, float world,
+               const double* agree, uint64_t revision) {
+  for (int t = 0; t < kTensors; ++t) {
+    for (float g : grads[t]) {
+      if (g != world) PeerFail(id, absl::StrCat("gradient ", g, " over ", world, " peers"));
+    }
+  }
+  if (agree[0] != static_cast<double>(revision) || agree[1] != -agree[0]) {
+    PeerFail(id, absl::StrCat("peers disagree on the revision: ", agree[0], " / ", -agree[1],
+                              " here ", revision));
+  }
+}
+
+// One peer: trains until killed. A founder's state is the authority; a joiner receives first.
+[[noreturn]] void PeerMain(int port, bool founder, LoopShape shape, uint64_t seed, int report_fd) {
+  std::mt19937_64 random(seed);
+  std::unique_ptr<Communicator> comm = ConnectPeer(port);
   const int64_t id = comm->peer_id();
   std::vector<float> weights(kElements, 0.0f);
   SharedState state;
@@ -103,35 +141,14 @@ absl::Status CheckTopology(Communicator& comm, LoopShape shape, int64_t iteratio
     for (float w : weights) {
       if (w != want) PeerFail(id, absl::StrCat("weights ", w, " at revision ", state.revision));
     }
-    std::vector<ReduceOpDescriptor> ops(kTensors + 1);
-    for (int t = 0; t < kTensors; ++t) {
-      std::fill(grads[t].begin(), grads[t].end(), 1.0f);
-      ops[t].send = ops[t].recv = grads[t].data();
-      ops[t].descriptor.count = kElements;
-      ops[t].descriptor.tag = static_cast<uint64_t>(t);
-    }
-    // Agreement: MAX of (revision, -revision) is (revision, -revision) only if all agree.
     double agree[2] = {static_cast<double>(state.revision), -static_cast<double>(state.revision)};
-    ops[kTensors].send = ops[kTensors].recv = agree;
-    ops[kTensors].descriptor.count = 2;
-    ops[kTensors].descriptor.dtype = DType::kFloat64;
-    ops[kTensors].descriptor.op = ReduceOpKind::kMax;
-    ops[kTensors].descriptor.tag = kTensors;
-    auto reduced = comm->AllReduceMultipleWithRetry(ops, 2);
+    auto reduced = comm->AllReduceMultipleWithRetry(StepOps(grads, agree), 2);
     if (!reduced.ok()) {
       if (Retryable(reduced.status())) continue;
       PeerFail(id, "all_reduce_multiple_with_retry: " + reduced.status().ToString());
     }
     const float world = static_cast<float>(reduced->local_world_size);
-    for (int t = 0; t < kTensors; ++t) {
-      for (float g : grads[t]) {
-        if (g != world) PeerFail(id, absl::StrCat("gradient ", g, " over ", world, " peers"));
-      }
-    }
-    if (agree[0] != static_cast<double>(state.revision) || agree[1] != -agree[0]) {
-      PeerFail(id, absl::StrCat("peers disagree on the revision: ", agree[0], " / ", -agree[1],
-                                " here ", state.revision));
-    }
+    CheckStep(id, grads, world, agree, state.revision);
     for (float& w : weights) w += grads[0][0] / world;  // + 1: the state follows the revision.
     state.revision += 1;
     const std::string line =

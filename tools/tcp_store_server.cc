@@ -24,66 +24,90 @@ volatile std::sig_atomic_t g_stop = 0;
 
 void OnSignal(int) { g_stop = 1; }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Flags {
   plexus::TCPStoreServerOptions options;
   bool require_secret = false;
   bool require_tls = false;
+};
+
+// --require's comma-separated list; false for a word it does not know.
+bool ParseRequire(absl::string_view value, Flags& flags) {
+  for (absl::string_view part : absl::StrSplit(value, ',')) {
+    if (part == "secret") {
+      flags.require_secret = true;
+    } else if (part == "tls") {
+      flags.require_tls = true;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool ParseFlags(int argc, char** argv, Flags& flags) {
   for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    size_t eq = arg.find('=');
-    std::string name = arg.substr(0, eq);
-    std::string value = eq == std::string::npos ? "" : arg.substr(eq + 1);
-    bool ok = eq != std::string::npos;
+    const std::string arg = argv[i];
+    const size_t eq = arg.find('=');
+    if (eq == std::string::npos) return false;
+    const std::string name = arg.substr(0, eq);
+    const std::string value = arg.substr(eq + 1);
+    bool ok = true;
     if (name == "--host") {
-      options.host = value;
+      flags.options.host = value;
     } else if (name == "--port") {
-      ok = ok && absl::SimpleAtoi(value, &options.port);
+      ok = absl::SimpleAtoi(value, &flags.options.port);
     } else if (name == "--world_size") {
-      ok = ok && absl::SimpleAtoi(value, &options.expected_clients);
+      ok = absl::SimpleAtoi(value, &flags.options.expected_clients);
     } else if (name == "--require") {
-      for (absl::string_view part : absl::StrSplit(value, ',')) {
-        if (part == "secret") {
-          require_secret = true;
-        } else if (part == "tls") {
-          require_tls = true;
-        } else {
-          ok = false;
-        }
-      }
+      ok = ParseRequire(value, flags);
     } else {
       ok = false;
     }
-    if (!ok) {
-      fprintf(stderr,
-              "usage: tcp_store_server [--host=ADDR] [--port=N] [--world_size=N] "
-              "[--require=secret|tls|secret,tls]\n");
-      return 2;
-    }
+    if (!ok) return false;
   }
+  return true;
+}
+
+// The job's secret and TLS settings into the server's options; false (having said why) when
+// they are malformed or --require asks for one that is not set.
+bool ResolveSecurity(Flags& flags) {
   auto secret = plexus::auth::ResolveSecret(std::nullopt);
   auto tls = plexus::auth::TlsContext::Resolve(std::nullopt);
   for (const absl::Status& status : {secret.status(), tls.status()}) {
     if (!status.ok()) {
       fprintf(stderr, "tcp_store_server: %s\n", std::string(status.message()).c_str());
-      return 2;
+      return false;
     }
   }
-  if (require_secret && secret->empty()) {
+  if (flags.require_secret && secret->empty()) {
     fprintf(stderr,
             "tcp_store_server: --require=secret, but neither PLEXUS_SECRET nor "
             "PLEXUS_SECRET_FILE is set: refusing to serve clients without a secret\n");
-    return 2;
+    return false;
   }
-  if (require_tls && *tls == nullptr) {
+  if (flags.require_tls && *tls == nullptr) {
     fprintf(stderr,
             "tcp_store_server: --require=tls, but PLEXUS_TLS_CERT and PLEXUS_TLS_KEY are not "
             "set: refusing to serve clear-text connections\n");
+    return false;
+  }
+  flags.options.secret = *secret;
+  flags.options.tls = *tls;
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  if (!ParseFlags(argc, argv, flags)) {
+    fprintf(stderr,
+            "usage: tcp_store_server [--host=ADDR] [--port=N] [--world_size=N] "
+            "[--require=secret|tls|secret,tls]\n");
     return 2;
   }
-  options.secret = *secret;
-  options.tls = *tls;
+  if (!ResolveSecurity(flags)) return 2;
+  const plexus::TCPStoreServerOptions& options = flags.options;
   auto server = plexus::TCPStoreServer::Start(options);
   if (!server.ok()) {
     fprintf(stderr, "%s\n", std::string(server.status().message()).c_str());

@@ -101,37 +101,29 @@ absl::StatusOr<std::vector<std::string>> MpiStoreCandidates(int world_size, cons
   return candidates;
 }
 
-absl::StatusOr<RendezvousResult> MpiRendezvous(int rank, int world_size, absl::Duration timeout) {
-  ASSIGN_OR_RETURN(MpiEngine * engine, MpiEngine::Get());
-  RendezvousResult result;
-  result.rank = engine->world_rank();
-  result.world_size = engine->world_size();
-  if ((rank >= 0 && rank != result.rank) || (world_size >= 0 && world_size != result.world_size)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("init_method mpi://: rank ", rank, " and world_size ", world_size,
-                     " were given, but "
-                     "mpirun started this process as rank ",
-                     result.rank, " of ", result.world_size, " (leave them unset)"));
+namespace {
+
+// Rank 0 serves the store and writes its offer ("addr,addr,...|port") into `offer`.
+absl::StatusOr<std::unique_ptr<TCPStore>> OfferStore(int world_size, absl::Duration timeout,
+                                                     std::vector<char>& offer) {
+  ASSIGN_OR_RETURN(std::vector<std::string> candidates, MpiStoreCandidates(world_size, GetEnv));
+  const std::string fixed = GetEnv("PLEXUS_MPI_STORE_ADDR").value_or("");
+  ASSIGN_OR_RETURN(std::unique_ptr<TCPStore> store, ServeStore(world_size, timeout, fixed));
+  std::string text = absl::StrCat(absl::StrJoin(candidates, ","), "|", store->port());
+  if (text.size() >= kAddressBytes) {
+    text = absl::StrCat(candidates.front(), "|", store->port());  // Hosts with many addresses.
   }
-  const absl::Time deadline = absl::Now() + timeout;
-  std::unique_ptr<TCPStore> store;
-  auto offer = std::make_shared<std::vector<char>>(kAddressBytes, '\0');
-  if (result.rank == 0) {
-    ASSIGN_OR_RETURN(std::vector<std::string> candidates,
-                     MpiStoreCandidates(result.world_size, GetEnv));
-    const std::string fixed = GetEnv("PLEXUS_MPI_STORE_ADDR").value_or("");
-    ASSIGN_OR_RETURN(store, ServeStore(result.world_size, timeout, fixed));
-    std::string text = absl::StrCat(absl::StrJoin(candidates, ","), "|", store->port());
-    if (text.size() >= kAddressBytes) {
-      text = absl::StrCat(candidates.front(), "|", store->port());  // Hosts with many addresses.
-    }
-    std::memcpy(offer->data(), text.data(), text.size());
-    result.store_host = store->host();
-    if (LogEnabled(LogLevel::kDebug)) {
-      Log(LogLevel::kDebug, absl::StrCat("mpi:// rendezvous: rank 0 serves the store at ", text));
-    }
+  std::memcpy(offer.data(), text.data(), text.size());
+  if (LogEnabled(LogLevel::kDebug)) {
+    Log(LogLevel::kDebug, absl::StrCat("mpi:// rendezvous: rank 0 serves the store at ", text));
   }
-  // A private duplicate of MPI_COMM_WORLD for the broadcast (the application may use WORLD).
+  return store;
+}
+
+// Rank 0's offer to every rank, over a private duplicate of MPI_COMM_WORLD (the application
+// may use WORLD).
+absl::Status BroadcastOffer(MpiEngine* engine, std::shared_ptr<std::vector<char>> offer,
+                            absl::Time deadline) {
   auto comm = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
   RETURN_IF_ERROR(RunOnEngine(
       engine, "mpi:// rendezvous: MPI_Comm_idup of MPI_COMM_WORLD",
@@ -150,16 +142,45 @@ absl::StatusOr<RendezvousResult> MpiRendezvous(int rank, int world_size, absl::D
         return absl::OkStatus();
       },
       absl::Seconds(10));
-  RETURN_IF_ERROR(sent);
+  return sent;
+}
+
+// The other ranks join the store at the first offered address that answers.
+absl::StatusOr<std::pair<std::unique_ptr<TCPStore>, std::string>> AcceptOffer(
+    const std::vector<char>& offer, absl::Time deadline) {
+  const std::string text(offer.data());
+  std::vector<std::string> parts = absl::StrSplit(text, '|');
+  int port = 0;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &port)) {
+    return absl::InternalError(absl::StrCat("mpi:// rendezvous: bad store offer '", text, "'"));
+  }
+  std::vector<std::string> candidates = absl::StrSplit(parts[0], ',', absl::SkipEmpty());
+  return JoinStore(candidates, port, deadline);
+}
+
+}  // namespace
+
+absl::StatusOr<RendezvousResult> MpiRendezvous(int rank, int world_size, absl::Duration timeout) {
+  ASSIGN_OR_RETURN(MpiEngine * engine, MpiEngine::Get());
+  RendezvousResult result;
+  result.rank = engine->world_rank();
+  result.world_size = engine->world_size();
+  if ((rank >= 0 && rank != result.rank) || (world_size >= 0 && world_size != result.world_size)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("init_method mpi://: rank ", rank, " and world_size ", world_size,
+                     " were given, but mpirun started this process as rank ", result.rank, " of ",
+                     result.world_size, " (leave them unset)"));
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  std::unique_ptr<TCPStore> store;
+  auto offer = std::make_shared<std::vector<char>>(kAddressBytes, '\0');
+  if (result.rank == 0) {
+    ASSIGN_OR_RETURN(store, OfferStore(result.world_size, timeout, *offer));
+    result.store_host = store->host();
+  }
+  RETURN_IF_ERROR(BroadcastOffer(engine, offer, deadline));
   if (result.rank != 0) {
-    const std::string text(offer->data());
-    std::vector<std::string> parts = absl::StrSplit(text, '|');
-    int port = 0;
-    if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &port)) {
-      return absl::InternalError(absl::StrCat("mpi:// rendezvous: bad store offer '", text, "'"));
-    }
-    std::vector<std::string> candidates = absl::StrSplit(parts[0], ',', absl::SkipEmpty());
-    ASSIGN_OR_RETURN(auto joined, JoinStore(candidates, port, deadline));
+    ASSIGN_OR_RETURN(auto joined, AcceptOffer(*offer, deadline));
     store = std::move(joined.first);
     store->SetTimeout(timeout);
     result.store_host = joined.second;

@@ -16,6 +16,50 @@ int CreationTag(const std::string& name) {
   return static_cast<int>(hash & 0x7fff);  // Within the standard's minimum MPI_TAG_UB.
 }
 
+// "mpi send of N bytes to rank P in group 'G' (operation O)", for errors.
+std::string DescribeMessage(bool is_send, int peer, size_t bytes, const std::string& group,
+                            uint64_t operation) {
+  std::string what = absl::StrCat("mpi ", is_send ? "send" : "recv", " of ", bytes, " bytes ",
+                                  is_send ? "to" : "from");
+  if (peer >= 0) {
+    absl::StrAppend(&what, " rank ", peer);
+  } else {
+    absl::StrAppend(&what, " any rank");
+  }
+  absl::StrAppend(&what, " in group '", group, "' (operation ", operation, ")");
+  return what;
+}
+
+// The engine's post and finish for one send or receive of `count` bytes at `data`.
+void BindMessage(MpiEngine::Operation& op, bool is_send, uint8_t* data, int count, int peer,
+                 int mpi_tag, MPI_Comm comm, const WorkPtr& work) {
+  if (is_send) {
+    op.post = [data, count, peer, mpi_tag, comm](MPI_Request* request) {
+      return MPI_Isend(data, count, MPI_BYTE, peer, mpi_tag, comm, request);
+    };
+    op.finish = [work, count](const MPI_Status&) {
+      work->AddBytesSent(count);
+      return absl::OkStatus();
+    };
+    return;
+  }
+  const int source = peer >= 0 ? peer : MPI_ANY_SOURCE;
+  op.post = [data, count, source, mpi_tag, comm](MPI_Request* request) {
+    return MPI_Irecv(data, count, MPI_BYTE, source, mpi_tag, comm, request);
+  };
+  op.finish = [work, count, what = op.what](const MPI_Status& status) {
+    int received = 0;
+    MPI_Get_count(&status, MPI_BYTE, &received);
+    if (received != count) {
+      return absl::FailedPreconditionError(absl::StrCat(what, ": matched a message of ", received,
+                                                        " bytes from rank ", status.MPI_SOURCE));
+    }
+    work->SetSourceRank(status.MPI_SOURCE);
+    work->AddBytesReceived(count);
+    return absl::OkStatus();
+  };
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<MpiGroup>> MpiGroup::Create(MpiEngine* engine, std::string name,
@@ -118,10 +162,7 @@ WorkPtr MpiTransport::Post(bool is_send, int peer, MessageTag tag, uint8_t* data
   const int mpi_tag =
       static_cast<int>(wide % (static_cast<uint64_t>(group_->tag_upper_bound()) + 1));
   MPI_Comm comm = point_to_point ? group_->point_to_point() : group_->algorithms();
-  const std::string what =
-      absl::StrCat("mpi ", is_send ? "send of " : "recv of ", bytes, " bytes ",
-                   is_send ? "to" : "from", peer >= 0 ? absl::StrCat(" rank ", peer) : " any rank",
-                   " in group '", group_->name(), "' (operation ", operation, ")");
+  const std::string what = DescribeMessage(is_send, peer, bytes, group_->name(), operation);
   auto work = std::make_shared<Work>(is_send ? "send" : "recv", size());
   if (absl::Status broken = group_->broken(); !broken.ok()) {
     work->Complete(broken);
@@ -140,31 +181,7 @@ WorkPtr MpiTransport::Post(bool is_send, int peer, MessageTag tag, uint8_t* data
   op.operation = operation;
   op.cancellable = !is_send;
   op.work = work;
-  if (is_send) {
-    op.post = [data, count, peer, mpi_tag, comm](MPI_Request* request) {
-      return MPI_Isend(data, count, MPI_BYTE, peer, mpi_tag, comm, request);
-    };
-    op.finish = [work, count](const MPI_Status&) {
-      work->AddBytesSent(count);
-      return absl::OkStatus();
-    };
-  } else {
-    const int source = peer >= 0 ? peer : MPI_ANY_SOURCE;
-    op.post = [data, count, source, mpi_tag, comm](MPI_Request* request) {
-      return MPI_Irecv(data, count, MPI_BYTE, source, mpi_tag, comm, request);
-    };
-    op.finish = [work, count, what](const MPI_Status& status) {
-      int received = 0;
-      MPI_Get_count(&status, MPI_BYTE, &received);
-      if (received != count) {
-        return absl::FailedPreconditionError(absl::StrCat(what, ": matched a message of ", received,
-                                                          " bytes from rank ", status.MPI_SOURCE));
-      }
-      work->SetSourceRank(status.MPI_SOURCE);
-      work->AddBytesReceived(count);
-      return absl::OkStatus();
-    };
-  }
+  BindMessage(op, is_send, data, count, peer, mpi_tag, comm, work);
   // One failure leaves MPI holding requests of this group: the whole group breaks.
   op.on_failure = [group = group_](const absl::Status& status) { group->Break(status); };
   group_->engine()->Start(std::move(op));

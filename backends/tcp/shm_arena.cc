@@ -177,18 +177,23 @@ absl::StatusOr<uint64_t> ShmArena::WaitFor(int peer, uint64_t value, absl::Time 
       if (yielding) sched_yield();
       continue;
     }
-    // Announce the sleep, then look once more: a publish after the look changes `wake`, so
-    // the futex wait returns at once instead of missing it.
-    theirs.sleepers.fetch_add(1, std::memory_order_seq_cst);
-    if (light_publish_) syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0);
-    const uint32_t wake = theirs.wake.load(std::memory_order_seq_cst);
-    seen = theirs.published.load(std::memory_order_seq_cst);
-    if (seen < value && (seen & kArenaFailed) == 0 && !broken_.load(std::memory_order_acquire) &&
-        !stop(theirs.announced.load(std::memory_order_seq_cst))) {
-      FutexWait(&theirs.wake, wake, std::min(deadline - now, kLongestSleep));
-    }
-    theirs.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    SleepOn(theirs, value, deadline, now, stop);
   }
+}
+
+void ShmArena::SleepOn(Control& theirs, uint64_t value, absl::Time deadline, absl::Time now,
+                       absl::FunctionRef<bool(uint64_t)> stop) {
+  // Announce the sleep, then look once more: a publish after the look changes `wake`, so the
+  // futex wait returns at once instead of missing it.
+  theirs.sleepers.fetch_add(1, std::memory_order_seq_cst);
+  if (light_publish_) syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0);
+  const uint32_t wake = theirs.wake.load(std::memory_order_seq_cst);
+  const uint64_t seen = theirs.published.load(std::memory_order_seq_cst);
+  if (seen < value && (seen & kArenaFailed) == 0 && !broken_.load(std::memory_order_acquire) &&
+      !stop(theirs.announced.load(std::memory_order_seq_cst))) {
+    FutexWait(&theirs.wake, wake, std::min(deadline - now, kLongestSleep));
+  }
+  theirs.sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 void ShmArena::MoveIfSharingACoreWith(int peer, absl::Time now) {

@@ -66,6 +66,10 @@ class ShmArena : public SharedArena {
   // Records the CPU this rank waits on; if `peer` last waited on the same one, moves the
   // calling thread to another CPU it may run on (its affinity is left as it was).
   void MoveIfSharingACoreWith(int peer, absl::Time now);
+  // WaitFor past its spin: sleeps on `theirs` until a publish, a failure, `stop` or the
+  // deadline (at most kLongestSleep at a time).
+  void SleepOn(Control& theirs, uint64_t value, absl::Time deadline, absl::Time now,
+               absl::FunctionRef<bool(uint64_t)> stop);
 
   const int rank_;
   const std::vector<uint8_t*> areas_;

@@ -334,28 +334,33 @@ absl::Status LowerRanksMissing(const MeshSide& side, const std::vector<Connectio
   return absl::DeadlineExceededError(message);
 }
 
-// Accepts until each lower rank has introduced itself. Connections are admitted concurrently
-// (at most kMostHandshakes at once; more wait in the backlog), and one that is not a peer of
-// this group (a scanner, a stale or foreign job, a wrong secret or certificate) is dropped, not
-// fatal: the real peers may still be on their way.
-absl::Status AcceptLowerRanks(const MeshSide& side, ScopedFd listener,
-                              std::vector<Connection>& peers) {
+// How the forming mesh listens: at most kMostHandshakes admissions at once (more wait in the
+// backlog); out of descriptors it backs off instead of turning peers away.
+auth::ServerListener::Options MeshListening(const MeshOptions& options, const std::string& server) {
   constexpr size_t kMostHandshakes = 64;
-  const MeshOptions& options = side.options;
-  const std::string server = absl::StrCat("tcp: ", side.me, " of group '", options.group_name, "'");
-  ASSIGN_OR_RETURN(std::unique_ptr<EventPoller> poller, EventPoller::Create());
-  MeshAdmissions admissions(options, *poller);
   auth::ServerListener::Options listening;
   listening.server = server;
-  // Out of descriptors it backs off instead of turning peers away; they wait in the backlog.
   listening.on_shortage = AcceptGuard::OnShortage::kPause;
   listening.tls = options.tls.get();
   listening.secret = options.secret;
   listening.purpose = auth::Purpose::kData;
   listening.admission_timeout = kHandshakeTimeout;
   listening.most_strangers = kMostHandshakes;
+  return listening;
+}
+
+// Accepts until each lower rank has introduced itself. Connections are admitted concurrently
+// (MeshListening), and one that is not a peer of this group (a scanner, a stale or foreign
+// job, a wrong secret or certificate) is dropped, not fatal: the real peers may still be on
+// their way.
+absl::Status AcceptLowerRanks(const MeshSide& side, ScopedFd listener,
+                              std::vector<Connection>& peers) {
+  const MeshOptions& options = side.options;
+  const std::string server = absl::StrCat("tcp: ", side.me, " of group '", options.group_name, "'");
+  ASSIGN_OR_RETURN(std::unique_ptr<EventPoller> poller, EventPoller::Create());
+  MeshAdmissions admissions(options, *poller);
   auth::ServerListener accepting(
-      std::move(listener), *poller, std::move(listening),
+      std::move(listener), *poller, MeshListening(options, server),
       [&](uint64_t id, std::unique_ptr<auth::ServerConnection> stream) {
         admissions.Start(id, std::move(stream));
       },

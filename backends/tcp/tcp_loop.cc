@@ -448,40 +448,45 @@ bool Loop::StartFrame(int peer_index, const char* header) {
     peer.in_payload = false;  // Arriving was all it had to do.
     return true;
   } else if (type == static_cast<uint32_t>(FrameType::kData)) {
-    if (size > max_message_bytes_) {
-      PeerLost(peer_index,
-               absl::StrCat("frame of ", size, " bytes exceeds the cap of ", max_message_bytes_));
-      return false;
-    }
-    peer.type = FrameType::kData;
-    const uint64_t operation = TagOperation(peer.tag);
-    if (const uint64_t* ours = signatures_.Find(operation);
-        peer.signature != 0 && ours != nullptr && *ours != peer.signature &&
-        !aborted_.Contains(operation)) {
-      Mismatch(operation, peer_index, peer.signature, *ours);
-    }
-    if (aborted_.Contains(operation)) {
-      // A message of an aborted operation: drop it.
-    } else if (OpPtr op = receives_.TakeWaiting(peer_index, peer.tag); op != nullptr) {
-      if (Matches(op, peer_index, size, peer.signature)) {
-        op->receiving = true;
-        peer.rx_op = op;
-        peer.target = op->data;
-      }
-    } else {
-      auto staged = receives_.Stage(peer_index, peer.tag, peer.signature, size);
-      if (!staged.ok()) {
-        PeerLost(peer_index, std::string(staged.status().message()));
-        return false;
-      }
-      peer.rx_staged = *staged;
-      peer.target = peer.rx_staged->bytes.get();
-    }
+    if (!StartDataFrame(peer_index, size)) return false;
   } else {
     PeerLost(peer_index, absl::StrCat("unknown frame type ", type));
     return false;
   }
   if (size == 0) FinishFrame(peer_index);
+  return true;
+}
+
+bool Loop::StartDataFrame(int peer_index, uint64_t size) {
+  Peer& peer = peers_[peer_index];
+  if (size > max_message_bytes_) {
+    PeerLost(peer_index,
+             absl::StrCat("frame of ", size, " bytes exceeds the cap of ", max_message_bytes_));
+    return false;
+  }
+  peer.type = FrameType::kData;
+  const uint64_t operation = TagOperation(peer.tag);
+  if (const uint64_t* ours = signatures_.Find(operation); peer.signature != 0 && ours != nullptr &&
+                                                          *ours != peer.signature &&
+                                                          !aborted_.Contains(operation)) {
+    Mismatch(operation, peer_index, peer.signature, *ours);
+  }
+  if (aborted_.Contains(operation)) return true;  // A message of an aborted operation: dropped.
+  if (OpPtr op = receives_.TakeWaiting(peer_index, peer.tag); op != nullptr) {
+    if (Matches(op, peer_index, size, peer.signature)) {
+      op->receiving = true;
+      peer.rx_op = op;
+      peer.target = op->data;
+    }
+    return true;
+  }
+  auto staged = receives_.Stage(peer_index, peer.tag, peer.signature, size);
+  if (!staged.ok()) {
+    PeerLost(peer_index, std::string(staged.status().message()));
+    return false;
+  }
+  peer.rx_staged = *staged;
+  peer.target = peer.rx_staged->bytes.get();
   return true;
 }
 

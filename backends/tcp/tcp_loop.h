@@ -141,6 +141,9 @@ class Loop {
   // Consumes buffered bytes; false if the peer was dropped.
   bool ProcessBuffered(int peer);
   bool StartFrame(int peer, const char* header);
+  // A data frame's payload goes to the receive waiting for it, else to staging; false if the
+  // peer was dropped.
+  bool StartDataFrame(int peer, uint64_t size);
   void FinishFrame(int peer);
   // Completes `op` with a staged message (already unstaged) and recycles its buffer.
   void Deliver(const OpPtr& op, const StagedPtr& staged);

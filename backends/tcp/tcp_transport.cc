@@ -214,6 +214,39 @@ class TcpTransport::Engine {
     return std::min(loop->NextTimeoutMs(now), MillisecondsUntil(deadline, now));
   }
 
+  // The loop thread's life: rounds until stopped, then goodbyes and a bounded drain; the loop
+  // (and whatever is still pending) ends on this thread.
+  void RunLoopThread() {
+    absl::Time close_deadline = absl::InfiniteFuture();
+    while (true) {
+      int timeout_ms;
+      {
+        LoopLock lock(*this);
+        if (stopping.load(std::memory_order_acquire)) {
+          // Say goodbye, then give the frames still queued a bounded time to leave. After an
+          // abort only the goodbyes are worth it, and a frozen peer that stopped reading would
+          // hold them until the heartbeat gives up on it: a moment, not seconds.
+          if (close_deadline == absl::InfiniteFuture()) {
+            close_deadline =
+                absl::Now() + (loop->broken() ? absl::Milliseconds(100) : absl::Seconds(5));
+            loop->SayGoodbye();
+          }
+          if (loop->Drained() || absl::Now() >= close_deadline) break;
+          timeout_ms = 10;
+        } else {
+          timeout_ms = loop->NextTimeoutMs(FastNow());
+        }
+      }
+      LoopThreadRound(timeout_ms);
+    }
+    std::unique_ptr<Loop> ended;
+    {
+      LoopLock lock(*this);
+      ended = std::move(loop);
+    }
+    ended.reset();  // Fails whatever is still pending, outside the lock.
+  }
+
   // The loop thread: waits while callers poll, then runs one round itself.
   void LoopThreadRound(int timeout_ms) {
     {
@@ -405,36 +438,7 @@ TcpTransport::TcpTransport(TcpTransportOptions options, std::vector<Connection> 
                                epoll_fd, options_.max_message_bytes, options_.max_unexpected_bytes,
                                options_.heartbeat.value_or(kDefaultHeartbeat), std::move(describe));
   }
-  thread_ = std::thread([engine = engine_.get()] {
-    absl::Time close_deadline = absl::InfiniteFuture();
-    while (true) {
-      int timeout_ms;
-      {
-        Engine::LoopLock lock(*engine);
-        if (engine->stopping.load(std::memory_order_acquire)) {
-          // Say goodbye, then give the frames still queued a bounded time to leave. After an
-          // abort only the goodbyes are worth it, and a frozen peer that stopped reading would
-          // hold them until the heartbeat gives up on it: a moment, not seconds.
-          if (close_deadline == absl::InfiniteFuture()) {
-            close_deadline =
-                absl::Now() + (engine->loop->broken() ? absl::Milliseconds(100) : absl::Seconds(5));
-            engine->loop->SayGoodbye();
-          }
-          if (engine->loop->Drained() || absl::Now() >= close_deadline) break;
-          timeout_ms = 10;
-        } else {
-          timeout_ms = engine->loop->NextTimeoutMs(FastNow());
-        }
-      }
-      engine->LoopThreadRound(timeout_ms);
-    }
-    std::unique_ptr<Loop> ended;
-    {
-      Engine::LoopLock lock(*engine);
-      ended = std::move(engine->loop);
-    }
-    ended.reset();  // Fails whatever is still pending, outside the lock.
-  });
+  thread_ = std::thread([engine = engine_.get()] { engine->RunLoopThread(); });
 }
 
 void TcpTransport::AttachWaitHook(const std::shared_ptr<Op>& op) {

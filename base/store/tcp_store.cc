@@ -21,6 +21,107 @@ constexpr absl::Duration kReplyGrace = absl::Seconds(5);
 
 uint8_t OpByte(Opcode op) { return static_cast<uint8_t>(op); }
 
+absl::StatusOr<std::unique_ptr<TCPStoreServer>> StartServer(
+    const TCPStoreOptions& options, std::shared_ptr<const auth::TlsContext> tls) {
+  TCPStoreServerOptions server_options;
+  server_options.host = options.bind_host.empty() ? options.host : options.bind_host;
+  server_options.port = options.port;
+  server_options.expected_clients = options.world_size;
+  server_options.max_frame_bytes = options.max_frame_bytes;
+  server_options.secret = *options.secret;
+  server_options.tls = std::move(tls);
+  auto started = TCPStoreServer::Start(server_options);
+  if (!started.ok()) {
+    return absl::Status(started.status().code(),
+                        absl::StrCat("TCPStore server: ", started.status().message()));
+  }
+  return started;
+}
+
+// The client's side of one connection attempt: TLS, the secret's exchange and the store's own
+// handshake. A close before the server answered is tried again on a new connection (it may have
+// shed this one to make room).
+class ClientHandshake {
+ public:
+  ClientHandshake(const TCPStoreOptions& options, int port,
+                  std::shared_ptr<const auth::TlsContext> tls, absl::Time deadline)
+      : options_(options),
+        port_(port),
+        tls_(std::move(tls)),
+        deadline_(deadline),
+        server_name_(absl::StrCat("TCPStore server ", HostPort(options.host, port))) {}
+
+  absl::Status operator()(int fd) {
+    cipher_.reset();
+    unanswered_ = false;
+    if (tls_ != nullptr) {
+      ASSIGN_OR_RETURN(cipher_,
+                       tls_->Secure(fd, auth::TlsContext::Role::kClient, server_name_, deadline_));
+    }
+    if (!options_.secret->empty()) {
+      absl::Status authenticated = auth::AuthenticateToServer(
+          fd, *options_.secret, auth::Purpose::kStore, server_name_, deadline_, cipher_.get());
+      unanswered_ = absl::IsUnavailable(authenticated);
+      RETURN_IF_ERROR(authenticated);
+    }
+    absl::Status exchanged = SendAll(
+        fd, cipher_.get(),
+        tcp_store::HandshakeBytes(tcp_store::BeatField(HeartbeatPeriod(*options_.heartbeat))),
+        deadline_);
+    char reply[tcp_store::kHandshakeBytes];
+    // Its first byte apart: a close with nothing sent may be a server shedding connections (try
+    // again), one after a byte is a refusal.
+    if (exchanged.ok()) exchanged = RecvExact(fd, cipher_.get(), reply, 1, deadline_);
+    const bool answered = exchanged.ok();
+    if (exchanged.ok()) {
+      exchanged = RecvExact(fd, cipher_.get(), reply + 1, sizeof(reply) - 1, deadline_);
+    }
+    uint16_t server_status = 0;
+    if (exchanged.ok()) {
+      exchanged =
+          tcp_store::ParseHandshake(absl::string_view(reply, sizeof(reply)), &server_status);
+    }
+    if (exchanged.ok()) return exchanged;
+    unanswered_ = absl::IsUnavailable(exchanged) && !answered;
+    return Failure(exchanged, answered);
+  }
+
+  // Every try was closed unanswered.
+  bool unanswered() const { return unanswered_; }
+  std::unique_ptr<StreamCipher> TakeCipher() { return std::move(cipher_); }
+
+ private:
+  absl::Status Failure(const absl::Status& exchanged, bool answered) const {
+    std::string message = absl::StrCat("handshake with ", HostPort(options_.host, port_),
+                                       " failed: ", exchanged.message());
+    if (!answered) {
+      absl::StrAppend(&message,
+                      " (a server out of file descriptors closes new connections to make room: "
+                      "its log says so)");
+    }
+    if (options_.secret->empty()) {
+      absl::StrAppend(&message,
+                      " (a server that requires a shared secret closes connections without one: "
+                      "set PLEXUS_SECRET)");
+    }
+    if (tls_ == nullptr) {
+      absl::StrAppend(&message,
+                      " (a server that requires TLS closes clear-text connections: set "
+                      "PLEXUS_TLS_CERT, PLEXUS_TLS_KEY and PLEXUS_TLS_CA)");
+    }
+    return absl::Status(
+        unanswered_ ? absl::StatusCode::kUnavailable : absl::StatusCode::kUnauthenticated, message);
+  }
+
+  const TCPStoreOptions& options_;
+  const int port_;
+  const std::shared_ptr<const auth::TlsContext> tls_;
+  const absl::Time deadline_;
+  const std::string server_name_;
+  std::unique_ptr<StreamCipher> cipher_;
+  bool unanswered_ = false;  // The last try was closed before the server sent anything.
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TCPStore>> TCPStore::Create(TCPStoreOptions options) {
@@ -30,85 +131,24 @@ absl::StatusOr<std::unique_ptr<TCPStore>> TCPStore::Create(TCPStoreOptions optio
   std::unique_ptr<TCPStoreServer> server;
   int port = options.port;
   if (options.is_server) {
-    TCPStoreServerOptions server_options;
-    server_options.host = options.bind_host.empty() ? options.host : options.bind_host;
-    server_options.port = options.port;
-    server_options.expected_clients = options.world_size;
-    server_options.max_frame_bytes = options.max_frame_bytes;
-    server_options.secret = *options.secret;
-    server_options.tls = tls;
-    auto started = TCPStoreServer::Start(server_options);
-    if (!started.ok()) {
-      return absl::Status(started.status().code(),
-                          absl::StrCat("TCPStore server: ", started.status().message()));
-    }
-    server = std::move(started).value();
+    ASSIGN_OR_RETURN(server, StartServer(options, tls));
     port = server->port();
   }
   if (!options.heartbeat.has_value()) {
     ASSIGN_OR_RETURN(options.heartbeat, HeartbeatFromEnvironment());
   }
   const absl::Time deadline = absl::Now() + options.timeout;
-  const std::string server_name = absl::StrCat("TCPStore server ", HostPort(options.host, port));
-  std::unique_ptr<StreamCipher> cipher;
-  // TLS, the secret's exchange and the store's own handshake; a close before the server
-  // answered is tried again on a new connection (it may have shed this one to make room).
-  bool unanswered = false;  // The last try was closed before the server sent anything.
-  auto handshake = [&](int fd) -> absl::Status {
-    cipher.reset();
-    unanswered = false;
-    if (tls != nullptr) {
-      ASSIGN_OR_RETURN(cipher,
-                       tls->Secure(fd, auth::TlsContext::Role::kClient, server_name, deadline));
-    }
-    if (!options.secret->empty()) {
-      absl::Status authenticated = auth::AuthenticateToServer(
-          fd, *options.secret, auth::Purpose::kStore, server_name, deadline, cipher.get());
-      unanswered = absl::IsUnavailable(authenticated);
-      RETURN_IF_ERROR(authenticated);
-    }
-    absl::Status exchanged = SendAll(
-        fd, cipher.get(),
-        tcp_store::HandshakeBytes(tcp_store::BeatField(HeartbeatPeriod(*options.heartbeat))),
-        deadline);
-    char reply[tcp_store::kHandshakeBytes];
-    // Its first byte apart: a close with nothing sent may be a server shedding connections (try
-    // again), one after a byte is a refusal.
-    if (exchanged.ok()) exchanged = RecvExact(fd, cipher.get(), reply, 1, deadline);
-    bool answered = exchanged.ok();
-    if (exchanged.ok()) {
-      exchanged = RecvExact(fd, cipher.get(), reply + 1, sizeof(reply) - 1, deadline);
-    }
-    uint16_t server_status = 0;
-    if (exchanged.ok()) {
-      exchanged =
-          tcp_store::ParseHandshake(absl::string_view(reply, sizeof(reply)), &server_status);
-    }
-    if (exchanged.ok()) return exchanged;
-    unanswered = absl::IsUnavailable(exchanged) && !answered;
-    return absl::Status(
-        absl::IsUnavailable(exchanged) && !answered ? absl::StatusCode::kUnavailable
-                                                    : absl::StatusCode::kUnauthenticated,
-        absl::StrCat(
-            "handshake with ", HostPort(options.host, port), " failed: ", exchanged.message(),
-            !answered ? " (a server out of file descriptors closes new connections to make room: "
-                        "its log says so)"
-                      : "",
-            options.secret->empty() ? " (a server that requires a shared secret closes "
-                                      "connections without one: set PLEXUS_SECRET)"
-                                    : "",
-            tls == nullptr ? " (a server that requires TLS closes clear-text connections: set "
-                             "PLEXUS_TLS_CERT, PLEXUS_TLS_KEY and PLEXUS_TLS_CA)"
-                           : ""));
-  };
-  auto connected = ConnectWithHandshake(options.host, port, deadline, handshake);
+  ClientHandshake handshake(options, port, tls, deadline);
+  auto connected = ConnectWithHandshake(options.host, port, deadline,
+                                        [&handshake](int fd) { return handshake(fd); });
   if (!connected.ok()) {
     // Closed unanswered every time: a refusal that sends nothing (TLS refuses clear text so),
     // or a server out of descriptors the whole while; either way, final.
-    return absl::Status(unanswered ? absl::StatusCode::kUnauthenticated : connected.status().code(),
-                        absl::StrCat("TCPStore client: ", connected.status().message()));
+    return absl::Status(
+        handshake.unanswered() ? absl::StatusCode::kUnauthenticated : connected.status().code(),
+        absl::StrCat("TCPStore client: ", connected.status().message()));
   }
-  Connection socket{std::move(connected).value(), std::move(cipher)};
+  Connection socket{std::move(connected).value(), handshake.TakeCipher()};
   auto store =
       std::unique_ptr<TCPStore>(new TCPStore(options, std::move(server), port, std::move(socket)));
   if (store->is_server() && options.wait_for_workers && options.world_size > 0) {

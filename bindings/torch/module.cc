@@ -29,16 +29,11 @@ Group Wrap(absl::StatusOr<std::shared_ptr<plexus::ProcessGroup>> group, const Or
   return c10::make_intrusive<ProcessGroupPlexus>(std::move(made));
 }
 
-}  // namespace
+using GroupClass = py::class_<ProcessGroupPlexus, TorchGroupBase, Group>;
 
-PYBIND11_MODULE(_plexus_torch, module) {
-  module.doc() = "plexus's torch.distributed backend (C++ c10d ProcessGroup); see plexus.torch.";
-  module.attr("TORCH_BACKEND_API") = PLEXUS_TORCH_BACKEND_API;
-  module.attr("BUILT_FOR_TORCH") = TORCH_VERSION;
-
-  py::class_<ProcessGroupPlexus, TorchGroupBase, Group>(
-      module, "ProcessGroupPlexus",
-      "A torch.distributed process group whose collectives run on a plexus ProcessGroup.")
+// Forming a group: at once over torch's store, or in torch's reconfigure regime.
+void DefineCreation(GroupClass& group) {
+  group
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                        std::chrono::milliseconds timeout, const std::string& backend,
                        const std::string& name) {
@@ -59,7 +54,12 @@ PYBIND11_MODULE(_plexus_torch, module) {
           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
           py::arg("backend"), py::arg("name") = "torch",
           "torch's reconfigure regime (enable_reconfigure=True): no members until reconfigure "
-          "names them by their handles (docs/fault_tolerance.md).")
+          "names them by their handles (docs/fault_tolerance.md).");
+}
+
+// What the group is, and what survives a failure: abort, shrink, split.
+void DefineMembership(GroupClass& group) {
+  group
       .def_property_readonly(
           "backend",
           [](const ProcessGroupPlexus& self) { return self.plexus_group()->backend_string(); },
@@ -103,6 +103,20 @@ PYBIND11_MODULE(_plexus_torch, module) {
           py::arg("color"), py::arg("key"), py::call_guard<py::gil_scoped_release>(),
           "MPI_Comm_split: this rank's group among those passing the same color (None for a "
           "negative color).");
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_plexus_torch, module) {
+  module.doc() = "plexus's torch.distributed backend (C++ c10d ProcessGroup); see plexus.torch.";
+  module.attr("TORCH_BACKEND_API") = PLEXUS_TORCH_BACKEND_API;
+  module.attr("BUILT_FOR_TORCH") = TORCH_VERSION;
+
+  GroupClass group(
+      module, "ProcessGroupPlexus",
+      "A torch.distributed process group whose collectives run on a plexus ProcessGroup.");
+  DefineCreation(group);
+  DefineMembership(group);
 
 #if PLEXUS_TORCH_BACKEND_API
   py::class_<NamedProcessGroup, c10d::ProcessGroup, c10::intrusive_ptr<NamedProcessGroup>>(

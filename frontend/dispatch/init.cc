@@ -43,43 +43,69 @@ std::string StoreHostOf(Store& store) {
   return "";
 }
 
-}  // namespace
-
-absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(InitOptions options,
-                                                               const EnvLookup& env) {
-  RendezvousResult rendezvous;
+// The store and this rank's place: the caller's store, or a rendezvous by init_method.
+absl::StatusOr<RendezvousResult> Meet(InitOptions& options, const EnvLookup& env) {
   if (options.store != nullptr) {
     if (options.rank < 0 || options.world_size < 1) {
       return absl::InvalidArgumentError(
           "init_process_group with a store needs rank and world_size");
     }
-    rendezvous = {options.store, options.rank, options.world_size, StoreHostOf(*options.store)};
-  } else {
-    // init_process_group("mpi") under mpirun needs no MASTER_ADDR, as in torch.distributed;
-    // nor does any other backend under mpirun: rank 0's store address travels over MPI.
-    if (options.init_method == "env://" && !env("MASTER_ADDR").has_value()) {
-      if (std::optional<std::string> launcher = LauncherInitMethod(options.backend)) {
-        options.init_method = *launcher;
-      } else if (UnderMpirun(env) && HasRendezvousScheme("mpi")) {
-        options.init_method = "mpi://";
-      }
-    }
-    ASSIGN_OR_RETURN(rendezvous, Rendezvous(options.init_method, options.rank, options.world_size,
-                                            options.timeout, env, options.secret));
+    return RendezvousResult{options.store, options.rank, options.world_size,
+                            StoreHostOf(*options.store)};
   }
-  auto store = std::make_shared<PrefixStore>(options.group_name, rendezvous.store);
-  // A second process claiming the same rank would deadlock or corrupt results later.
+  // init_process_group("mpi") under mpirun needs no MASTER_ADDR, as in torch.distributed;
+  // nor does any other backend under mpirun: rank 0's store address travels over MPI.
+  if (options.init_method == "env://" && !env("MASTER_ADDR").has_value()) {
+    if (std::optional<std::string> launcher = LauncherInitMethod(options.backend)) {
+      options.init_method = *launcher;
+    } else if (UnderMpirun(env) && HasRendezvousScheme("mpi")) {
+      options.init_method = "mpi://";
+    }
+  }
+  return Rendezvous(options.init_method, options.rank, options.world_size, options.timeout, env,
+                    options.secret);
+}
+
+// A second process claiming the same rank would deadlock or corrupt results later.
+absl::Status ClaimRank(Store& store, int rank) {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   absl::BitGen gen;
   const std::string token = absl::StrCat(host, ":", getpid(), ":", absl::Uniform<uint64_t>(gen));
   ASSIGN_OR_RETURN(std::string owner,
-                   store->CompareSet(absl::StrCat("rank_owner/", rendezvous.rank), "", token));
-  if (owner != token) {
-    return absl::FailedPreconditionError(absl::StrCat("init_process_group: rank ", rendezvous.rank,
-                                                      " was already claimed by ", owner,
-                                                      " (two processes were given the same rank)"));
+                   store.CompareSet(absl::StrCat("rank_owner/", rank), "", token));
+  if (owner == token) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("init_process_group: rank ", rank,
+                                                    " was already claimed by ", owner,
+                                                    " (two processes were given the same rank)"));
+}
+
+// init_process_group(device_id=...): every backend serving the device connects now; the log
+// counts from `start`, before the group was formed.
+absl::Status ConnectEagerly(ProcessGroup& group, const Device& device, absl::Time start) {
+  absl::StatusOr<std::shared_ptr<Backend>> backend = group.BackendFor(device.type);
+  absl::Status connected = backend.ok() ? (*backend)->ConnectEagerly(device) : backend.status();
+  if (!connected.ok()) {
+    return absl::Status(connected.code(),
+                        absl::StrCat("init_process_group(device_id=", device.ToString(), "): rank ",
+                                     group.rank(), ": ", connected.message()));
   }
+  if (LogEnabled(LogLevel::kInfo)) {
+    Log(LogLevel::kInfo,
+        absl::StrCat("init_process_group: rank ", group.rank(), " of ", group.size(),
+                     ": every backend connected for ", device.ToString(), " in ",
+                     absl::FormatDuration(absl::Now() - start)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(InitOptions options,
+                                                               const EnvLookup& env) {
+  ASSIGN_OR_RETURN(RendezvousResult rendezvous, Meet(options, env));
+  auto store = std::make_shared<PrefixStore>(options.group_name, rendezvous.store);
+  RETURN_IF_ERROR(ClaimRank(*store, rendezvous.rank));
   const absl::Duration forming = options.forming_timeout.value_or(options.timeout);
   RETURN_IF_ERROR(StoreBarrier(*store, "init", rendezvous.rank, rendezvous.world_size, forming));
   // Puts every rank's flight records on the store server's clock (hang_report --timeline). A
@@ -106,20 +132,7 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(InitOptions optio
   const absl::Time start = absl::Now();
   ASSIGN_OR_RETURN(std::shared_ptr<ProcessGroup> group, ProcessGroup::Create(std::move(config)));
   if (options.device_id.has_value()) {
-    const Device device = *options.device_id;
-    absl::StatusOr<std::shared_ptr<Backend>> backend = group->BackendFor(device.type);
-    absl::Status connected = backend.ok() ? (*backend)->ConnectEagerly(device) : backend.status();
-    if (!connected.ok()) {
-      return absl::Status(connected.code(),
-                          absl::StrCat("init_process_group(device_id=", device.ToString(),
-                                       "): rank ", group->rank(), ": ", connected.message()));
-    }
-    if (LogEnabled(LogLevel::kInfo)) {
-      Log(LogLevel::kInfo,
-          absl::StrCat("init_process_group: rank ", group->rank(), " of ", group->size(),
-                       ": every backend connected for ", device.ToString(), " in ",
-                       absl::FormatDuration(absl::Now() - start)));
-    }
+    RETURN_IF_ERROR(ConnectEagerly(*group, *options.device_id, start));
   }
   return group;
 }

@@ -22,6 +22,74 @@ int64_t TotalElements(absl::Span<const Tensor> tensors) {
   return total;
 }
 
+// Creates each backend the string names once, serving every device the string gives it
+// natively, and the stagers that copy another device's tensors through a host backend.
+class BackendMaker {
+ public:
+  BackendMaker(const ProcessGroup::Config& config, const BackendRegistry& registry,
+               const std::vector<DeviceBackend>& mapping)
+      : config_(config), registry_(registry), mapping_(mapping) {}
+
+  absl::StatusOr<std::shared_ptr<Backend>> Instance(const std::string& name) {
+    for (const auto& [existing, backend] : created_) {
+      if (existing == name) return backend;
+    }
+    BackendContext context = ContextFor(name);
+    for (const DeviceBackend& other : mapping_) {
+      if (other.backend != name) continue;
+      const DeviceType served = other.staged ? DeviceType::kCpu : other.device;
+      if (std::find(context.devices.begin(), context.devices.end(), served) ==
+          context.devices.end()) {
+        context.devices.push_back(served);
+      }
+    }
+    ASSIGN_OR_RETURN(BackendRegistration registration, registry_.Find(name));
+    auto backend = registration.factory(context);
+    if (!backend.ok()) {
+      return absl::Status(
+          backend.status().code(),
+          absl::StrCat("creating backend '", name, "' for group '", config_.name, "' on rank ",
+                       config_.rank, ": ", backend.status().message()));
+    }
+    created_.emplace_back(name, *backend);
+    return *backend;
+  }
+
+  absl::StatusOr<std::shared_ptr<Backend>> Staged(DeviceType device,
+                                                  const std::shared_ptr<Backend>& host) const {
+    BackendContext context = ContextFor(absl::StrCat(host->name(), ".staged"));
+    context.devices = {device};
+    return registry_.FindStaging(device)(host, context);
+  }
+
+  // A device the string does not name, which a stager can carry through the cpu backend.
+  bool StagesUnnamed(DeviceType device) const {
+    for (const DeviceBackend& entry : mapping_) {
+      if (entry.device == device) return false;
+    }
+    return registry_.FindStaging(device) != nullptr;
+  }
+
+ private:
+  BackendContext ContextFor(const std::string& name) const {
+    BackendContext context;
+    context.store = std::make_shared<PrefixStore>(absl::StrCat("backend.", name), config_.store);
+    context.rank = config_.rank;
+    context.size = config_.size;
+    context.global_ranks = config_.global_ranks;
+    context.group_name = config_.name;
+    context.timeout = config_.timeout;
+    context.address = config_.address;
+    context.secret = config_.secret;
+    return context;
+  }
+
+  const ProcessGroup::Config& config_;
+  const BackendRegistry& registry_;
+  const std::vector<DeviceBackend>& mapping_;
+  std::vector<std::pair<std::string, std::shared_ptr<Backend>>> created_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Create(
@@ -43,75 +111,24 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ProcessGroup::Create(
     address_options.timeout = config.timeout;
     ASSIGN_OR_RETURN(config.address, ResolveAdvertiseAddress(*config.store, address_options));
   }
-  // One instance per backend name, serving every device the string gives it natively.
+  BackendMaker maker(config, registry, mapping);
   std::vector<Served> backends;
-  std::vector<std::pair<std::string, std::shared_ptr<Backend>>> created;
-  auto context_for = [&](const std::string& name) {
-    BackendContext context;
-    context.store = std::make_shared<PrefixStore>(absl::StrCat("backend.", name), config.store);
-    context.rank = config.rank;
-    context.size = config.size;
-    context.global_ranks = config.global_ranks;
-    context.group_name = config.name;
-    context.timeout = config.timeout;
-    context.address = config.address;
-    context.secret = config.secret;
-    return context;
-  };
-  auto instance = [&](const std::string& name) -> absl::StatusOr<std::shared_ptr<Backend>> {
-    for (const auto& [existing, backend] : created) {
-      if (existing == name) return backend;
-    }
-    BackendContext context = context_for(name);
-    for (const DeviceBackend& other : mapping) {
-      if (other.backend != name) continue;
-      const DeviceType served = other.staged ? DeviceType::kCpu : other.device;
-      if (std::find(context.devices.begin(), context.devices.end(), served) ==
-          context.devices.end()) {
-        context.devices.push_back(served);
-      }
-    }
-    ASSIGN_OR_RETURN(BackendRegistration registration, registry.Find(name));
-    auto backend = registration.factory(context);
-    if (!backend.ok()) {
-      return absl::Status(
-          backend.status().code(),
-          absl::StrCat("creating backend '", name, "' for group '", config.name, "' on rank ",
-                       config.rank, ": ", backend.status().message()));
-    }
-    created.emplace_back(name, *backend);
-    return *backend;
-  };
-  auto staged =
-      [&](DeviceType device,
-          const std::shared_ptr<Backend>& host) -> absl::StatusOr<std::shared_ptr<Backend>> {
-    BackendContext context = context_for(absl::StrCat(host->name(), ".staged"));
-    context.devices = {device};
-    return registry.FindStaging(device)(host, context);
-  };
+  std::shared_ptr<Backend> cpu;
   for (const DeviceBackend& entry : mapping) {
-    ASSIGN_OR_RETURN(std::shared_ptr<Backend> backend, instance(entry.backend));
+    ASSIGN_OR_RETURN(std::shared_ptr<Backend> backend, maker.Instance(entry.backend));
     if (entry.staged) {
-      ASSIGN_OR_RETURN(backend, staged(entry.device, backend));
+      ASSIGN_OR_RETURN(backend, maker.Staged(entry.device, backend));
     }
+    if (entry.device == DeviceType::kCpu) cpu = backend;
     // Capabilities are asked once here, not on every call.
     backends.push_back({entry.device, backend, backend->capabilities()});
   }
   // A device nobody named goes through the cpu backend when a stager exists for it: CUDA
   // tensors on "tcp" or "gloo" are copied through pinned host memory instead of refused.
-  const Served* cpu = nullptr;
-  for (const Served& served : backends) {
-    if (served.device == DeviceType::kCpu) cpu = &served;
-  }
-  if (cpu != nullptr) {
-    std::shared_ptr<Backend> host = cpu->backend;
-    for (DeviceType device : kAllDeviceTypes) {
-      bool named = false;
-      for (const DeviceBackend& entry : mapping) named = named || entry.device == device;
-      if (named || registry.FindStaging(device) == nullptr) continue;
-      ASSIGN_OR_RETURN(std::shared_ptr<Backend> backend, staged(device, host));
-      backends.push_back({device, backend, backend->capabilities()});
-    }
+  for (DeviceType device : kAllDeviceTypes) {
+    if (cpu == nullptr || !maker.StagesUnnamed(device)) continue;
+    ASSIGN_OR_RETURN(std::shared_ptr<Backend> backend, maker.Staged(device, cpu));
+    backends.push_back({device, backend, backend->capabilities()});
   }
   return std::shared_ptr<ProcessGroup>(
       new ProcessGroup(std::move(config), registry, std::move(mapping), std::move(backends)));

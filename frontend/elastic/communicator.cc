@@ -187,21 +187,21 @@ uint64_t Communicator::StartFresh() {
   return generation;
 }
 
-absl::Status Communicator::Connect(absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + std::min(timeout, accept_timeout_);
-  {
-    MutexLock lock(mu_);
-    if (link_ && lost_.ok()) {
-      return WithResult(absl::FailedPreconditionError("already connected"), Result::kInvalidUsage);
-    }
-    if (!in_flight_.empty()) {
-      return WithResult(absl::FailedPreconditionError("operations of the old connection are "
-                                                      "still in flight"),
-                        Result::kPendingAsyncOps);
-    }
+absl::Status Communicator::CheckCanConnect() const {
+  MutexLock lock(mu_);
+  if (link_ && lost_.ok()) {
+    return WithResult(absl::FailedPreconditionError("already connected"), Result::kInvalidUsage);
   }
-  ASSIGN_OR_RETURN(const std::string address, DataAddress());
-  const uint64_t generation = StartFresh();
+  if (!in_flight_.empty()) {
+    return WithResult(
+        absl::FailedPreconditionError("operations of the old connection are still in flight"),
+        Result::kPendingAsyncOps);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<MasterLink>> Communicator::LinkToMaster(uint64_t generation,
+                                                                       absl::Time deadline) {
   // The old link's reader may still report its loss late: only this link's reports count.
   MasterLink::Callbacks callbacks;
   callbacks.on_topology = [this, generation](const Topology& t) { OnTopology(generation, t); };
@@ -218,26 +218,39 @@ absl::Status Communicator::Connect(absl::Duration timeout) {
                    MasterLink::Connect(master_host_, master_port_, options_.peer_group,
                                        std::min(deadline, absl::Now() + kReachMasterTimeout),
                                        std::move(callbacks), *options_.secret, tls));
-  std::shared_ptr<MasterLink> link = std::move(made);
+  return std::shared_ptr<MasterLink>(std::move(made));
+}
+
+absl::StatusOr<std::unique_ptr<TCPStore>> Communicator::ConnectStore(int port,
+                                                                     absl::Time deadline) const {
   TCPStoreOptions store_options;
   store_options.host = master_host_;
-  store_options.port = link->store_port();
+  store_options.port = port;
   store_options.timeout = std::max(deadline - absl::Now(), absl::Seconds(1));
   store_options.secret = options_.secret;
   store_options.tls = options_.tls;
   auto store = TCPStore::Create(store_options);
   if (!store.ok()) {
-    return WithResult(
-        absl::UnavailableError(absl::StrCat("cannot reach the elastic master's store at ",
-                                            HostPort(master_host_, link->store_port()), ": ",
-                                            store.status().message())),
-        Result::kMasterConnectionFailed);
+    return WithResult(absl::UnavailableError(absl::StrCat(
+                          "cannot reach the elastic master's store at ",
+                          HostPort(master_host_, port), ": ", store.status().message())),
+                      Result::kMasterConnectionFailed);
   }
+  return store;
+}
+
+absl::Status Communicator::Connect(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + std::min(timeout, accept_timeout_);
+  RETURN_IF_ERROR(CheckCanConnect());
+  ASSIGN_OR_RETURN(const std::string address, DataAddress());
+  const uint64_t generation = StartFresh();
+  ASSIGN_OR_RETURN(std::shared_ptr<MasterLink> link, LinkToMaster(generation, deadline));
+  ASSIGN_OR_RETURN(std::unique_ptr<TCPStore> store, ConnectStore(link->store_port(), deadline));
   int64_t epoch;
   {
     UniqueLock lock(mu_);
     link_ = link;
-    store_ = std::shared_ptr<Store>(std::move(store).value());
+    store_ = std::shared_ptr<Store>(std::move(store));
     data_address_ = address;
     const int64_t me = link->peer_id();
     auto accepted = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

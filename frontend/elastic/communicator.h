@@ -49,6 +49,7 @@
 
 namespace plexus {
 class Store;
+class TCPStore;
 class Transport;
 }  // namespace plexus
 
@@ -164,6 +165,13 @@ class Communicator {
   // runs once this peer's data movement ended, before the decision.
   WorkPtr Launch(std::vector<OpPart> parts, int64_t required_epoch,
                  std::function<void()> on_data_done);
+  // Launch's steps: a part's checks (and its byte size); the op registered in flight at the
+  // current epoch (refused when `required_epoch` is over or a tag is in flight); recv filled
+  // from send with its contents kept where the op can put them back.
+  static absl::Status CheckPart(OpPart& part);
+  absl::Status Register(const std::shared_ptr<Op>& op,
+                        const std::vector<ReduceDescriptor>& descriptors, int64_t required_epoch);
+  void StageInputs(std::vector<OpPart>& parts);
   void Run(const std::shared_ptr<Op>& op);
   // Run's last steps: the master's decision on `op` (or the deadline's, or the lost link's),
   // then the caller's buffers put right, `op` out of flight and its Work completed.
@@ -208,6 +216,12 @@ class Communicator {
   // generation the new link's reports are bound to.
   absl::StatusOr<std::string> DataAddress() const;
   uint64_t StartFresh();
+  // Also: refused while connected or with the old connection's operations in flight; the link
+  // to the master, bound to `generation`; the master's store.
+  absl::Status CheckCanConnect() const;
+  absl::StatusOr<std::shared_ptr<MasterLink>> LinkToMaster(uint64_t generation,
+                                                           absl::Time deadline);
+  absl::StatusOr<std::unique_ptr<TCPStore>> ConnectStore(int port, absl::Time deadline) const;
   // Reports of the master link of connection `generation` (stale ones are ignored).
   void OnTopology(uint64_t generation, const Topology& topology);
   void OnOutcome(uint64_t generation, const OpKey& key, const absl::Status& outcome);

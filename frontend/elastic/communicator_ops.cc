@@ -242,70 +242,61 @@ absl::StatusOr<ReduceInfo> Communicator::AllReduce(const void* send, void* recv,
   return ReduceInfo{stats.world_size, stats.bytes_sent, stats.bytes_received};
 }
 
-WorkPtr Communicator::Launch(std::vector<OpPart> parts, int64_t required_epoch,
-                             std::function<void()> on_data_done) {
-  const bool round = parts.size() > 1;
-  std::vector<ReduceDescriptor> descriptors;
-  for (const OpPart& part : parts) descriptors.push_back(part.descriptor);
-  const std::string description =
-      round ? DescribeRound(descriptors) : DescribeReduce(descriptors.at(0));
-  auto refuse = [&](absl::Status status) {
-    return Work::Finished(std::move(status), "elastic all_reduce");
-  };
-  for (OpPart& part : parts) {
-    const ReduceDescriptor& descriptor = part.descriptor;
-    if (absl::Status status = ValidateReduce(descriptor); !status.ok()) return refuse(status);
-    part.bytes = static_cast<size_t>(descriptor.count) * DTypeSize(descriptor.dtype);
-    if (part.bytes > 0 && (part.send == nullptr || part.recv == nullptr)) {
-      return refuse(absl::InvalidArgumentError(absl::StrCat(
-          "all_reduce ", DescribeReduce(descriptor), ": null send or receive buffer")));
-    }
-    const auto* s = static_cast<const uint8_t*>(part.send);
-    const auto* r = static_cast<const uint8_t*>(part.recv);
-    if (s != r && s < r + part.bytes && r < s + part.bytes) {
-      return refuse(absl::InvalidArgumentError(
-          absl::StrCat("all_reduce ", DescribeReduce(descriptor),
-                       ": send and receive buffers overlap without being the same buffer")));
+absl::Status Communicator::CheckPart(OpPart& part) {
+  const ReduceDescriptor& descriptor = part.descriptor;
+  RETURN_IF_ERROR(ValidateReduce(descriptor));
+  part.bytes = static_cast<size_t>(descriptor.count) * DTypeSize(descriptor.dtype);
+  if (part.bytes > 0 && (part.send == nullptr || part.recv == nullptr)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("all_reduce ", DescribeReduce(descriptor), ": null send or receive buffer"));
+  }
+  const auto* s = static_cast<const uint8_t*>(part.send);
+  const auto* r = static_cast<const uint8_t*>(part.recv);
+  if (s != r && s < r + part.bytes && r < s + part.bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("all_reduce ", DescribeReduce(descriptor),
+                     ": send and receive buffers overlap without being the same buffer"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::Register(const std::shared_ptr<Op>& op,
+                                    const std::vector<ReduceDescriptor>& descriptors,
+                                    int64_t required_epoch) {
+  const bool round = descriptors.size() > 1;
+  MutexLock lock(mu_);
+  // Checked again under the lock that registers the op: a link lost since Usable() has
+  // already decided every op it found, and would never decide this one.
+  RETURN_IF_ERROR(lost_);
+  for (const ReduceDescriptor& descriptor : descriptors) {
+    if (in_flight_.Contains(descriptor.tag)) {
+      return WithResult(absl::InvalidArgumentError(absl::StrCat(
+                            "all_reduce ", DescribeReduce(descriptor), ": an all-reduce with tag ",
+                            descriptor.tag, " is already in flight")),
+                        Result::kInvalidUsage);
     }
   }
-  if (absl::Status status = Usable(); !status.ok()) return refuse(status);
-  auto op = std::make_shared<Op>();
-  op->description = description;
-  op->on_data_done = std::move(on_data_done);
-  {
-    MutexLock lock(mu_);
-    // Checked again under the lock that registers the op: a link lost since Usable() has
-    // already decided every op it found, and would never decide this one.
-    if (!lost_.ok()) return refuse(lost_);
-    for (const ReduceDescriptor& descriptor : descriptors) {
-      if (in_flight_.Contains(descriptor.tag)) {
-        return refuse(WithResult(
-            absl::InvalidArgumentError(absl::StrCat("all_reduce ", DescribeReduce(descriptor),
-                                                    ": an all-reduce with tag ", descriptor.tag,
-                                                    " is already in flight")),
-            Result::kInvalidUsage));
-      }
-    }
-    if (required_epoch >= 0 && required_epoch != topology_.epoch()) {
-      return refuse(WithResult(absl::UnavailableError(absl::StrCat("all_reduce ", description,
-                                                                   ": epoch ", required_epoch,
-                                                                   " of the peer group is "
-                                                                   "over (now ",
-                                                                   topology_.epoch(), ")")),
-                               Result::kRankConnectionLost));
-    }
-    topology_.Adopt();  // Launching is the caller's call: its view moves to this epoch.
-    op->key.group = topology_.latest().group;
-    op->key.epoch = topology_.epoch();
-    op->key.tag = round ? RoundTag(descriptors) : static_cast<int64_t>(descriptors[0].tag);
-    op->key.instance = in_flight_.NextInstance(static_cast<uint64_t>(op->key.tag), op->key.epoch);
-    op->work = std::make_shared<Work>(
-        "elastic all_reduce", static_cast<int>(topology_.latest().ring.size()), op->key.instance);
-    in_flight_.Add(static_cast<uint64_t>(op->key.tag), op);
-    if (round) {
-      for (const ReduceDescriptor& descriptor : descriptors) in_flight_.Add(descriptor.tag, op);
-    }
+  if (required_epoch >= 0 && required_epoch != topology_.epoch()) {
+    return WithResult(absl::UnavailableError(
+                          absl::StrCat("all_reduce ", op->description, ": epoch ", required_epoch,
+                                       " of the peer group is over (now ", topology_.epoch(), ")")),
+                      Result::kRankConnectionLost);
   }
+  topology_.Adopt();  // Launching is the caller's call: its view moves to this epoch.
+  op->key.group = topology_.latest().group;
+  op->key.epoch = topology_.epoch();
+  op->key.tag = round ? RoundTag(descriptors) : static_cast<int64_t>(descriptors[0].tag);
+  op->key.instance = in_flight_.NextInstance(static_cast<uint64_t>(op->key.tag), op->key.epoch);
+  op->work = std::make_shared<Work>(
+      "elastic all_reduce", static_cast<int>(topology_.latest().ring.size()), op->key.instance);
+  in_flight_.Add(static_cast<uint64_t>(op->key.tag), op);
+  if (round) {
+    for (const ReduceDescriptor& descriptor : descriptors) in_flight_.Add(descriptor.tag, op);
+  }
+  return absl::OkStatus();
+}
+
+void Communicator::StageInputs(std::vector<OpPart>& parts) {
   for (OpPart& part : parts) {
     part.caller_originals = part.originals != nullptr;
     if (part.originals == nullptr) {
@@ -315,16 +306,36 @@ WorkPtr Communicator::Launch(std::vector<OpPart> parts, int64_t required_epoch,
         part.originals = part.backup.data.get();
       }
     }
-    if (part.send != part.recv && part.bytes > 0) {
-      if (part.originals_kept < part.bytes) {
-        SaveThenOverwrite(static_cast<uint8_t*>(part.recv), static_cast<const uint8_t*>(part.send),
-                          part.originals, part.bytes);
-        part.originals_kept = part.bytes;
-      } else {
-        std::memcpy(part.recv, part.send, part.bytes);
-      }
+    if (part.send == part.recv || part.bytes == 0) continue;
+    if (part.originals_kept < part.bytes) {
+      SaveThenOverwrite(static_cast<uint8_t*>(part.recv), static_cast<const uint8_t*>(part.send),
+                        part.originals, part.bytes);
+      part.originals_kept = part.bytes;
+    } else {
+      std::memcpy(part.recv, part.send, part.bytes);
     }
   }
+}
+
+WorkPtr Communicator::Launch(std::vector<OpPart> parts, int64_t required_epoch,
+                             std::function<void()> on_data_done) {
+  std::vector<ReduceDescriptor> descriptors;
+  for (const OpPart& part : parts) descriptors.push_back(part.descriptor);
+  auto refuse = [&](absl::Status status) {
+    return Work::Finished(std::move(status), "elastic all_reduce");
+  };
+  for (OpPart& part : parts) {
+    if (absl::Status status = CheckPart(part); !status.ok()) return refuse(status);
+  }
+  if (absl::Status status = Usable(); !status.ok()) return refuse(status);
+  auto op = std::make_shared<Op>();
+  op->description =
+      parts.size() > 1 ? DescribeRound(descriptors) : DescribeReduce(descriptors.at(0));
+  op->on_data_done = std::move(on_data_done);
+  if (absl::Status status = Register(op, descriptors, required_epoch); !status.ok()) {
+    return refuse(status);
+  }
+  StageInputs(parts);
   op->parts = std::move(parts);
   WorkPtr work = op->work;
   runner_->Submit([this, op] { Run(op); });

@@ -25,6 +25,49 @@ uint64_t SyncOperationId(int64_t number) {
   return (uint64_t{1} << 39) | (static_cast<uint64_t>(number) & ((uint64_t{1} << 19) - 1));
 }
 
+// The master's plan: [_, sync number, then kSyncTransferInts per transfer].
+absl::StatusOr<std::vector<SyncTransfer>> ParseTransfers(const std::vector<int64_t>& plan,
+                                                         size_t n_tensors) {
+  if (plan.size() < 2 || (plan.size() - 2) % kSyncTransferInts != 0) {
+    return absl::InternalError("malformed shared-state plan from the master");
+  }
+  std::vector<SyncTransfer> transfers;
+  for (size_t at = 2; at < plan.size(); at += kSyncTransferInts) {
+    SyncTransfer t{plan[at], plan[at + 1], plan[at + 2] != 0, static_cast<uint64_t>(plan[at + 3])};
+    if (t.tensor < 0 || t.tensor >= static_cast<int64_t>(n_tensors)) {
+      return absl::InternalError("shared-state plan names an unknown tensor");
+    }
+    transfers.push_back(t);
+  }
+  return transfers;
+}
+
+size_t TensorBytes(const TensorInfo& tensor) {
+  return static_cast<size_t>(tensor.count) * DTypeSize(tensor.dtype);
+}
+
+// Once every transfer completed: each received tensor checked against the popular hash, then
+// written into the caller's buffer.
+absl::Status AdoptReceived(const std::vector<SyncTransfer>& transfers,
+                           const std::vector<std::unique_ptr<uint8_t[]>>& staging,
+                           SharedState& state, SyncBallot& ballot) {
+  for (size_t i = 0; i < transfers.size(); ++i) {
+    const SyncTransfer& t = transfers[i];
+    if (!t.receive) continue;
+    TensorInfo& tensor = state.tensors[t.tensor];
+    const size_t bytes = TensorBytes(tensor);
+    const uint64_t hash = ContentHash(staging[i].get(), bytes);
+    if (hash != t.hash) {
+      return absl::DataLossError(absl::StrCat(
+          "tensor '", tensor.name, "' received from peer ", t.peer,
+          " does not hash to the popular content (did the sender change it during the sync?)"));
+    }
+    if (bytes > 0) std::memcpy(tensor.data, staging[i].get(), bytes);
+    ballot.tensors[t.tensor].hash = hash;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<SyncInfo> Communicator::SyncSharedState(SharedState& state, SyncStrategy strategy) {
@@ -84,18 +127,8 @@ absl::StatusOr<SyncInfo> Communicator::SyncSharedState(SharedState& state, SyncS
 absl::Status Communicator::RunSyncTransfers(SharedState& state, const std::vector<int64_t>& plan,
                                             int64_t epoch, absl::Time deadline, SyncBallot& ballot,
                                             SyncInfo& info) {
-  if (plan.size() < 2 || (plan.size() - 2) % kSyncTransferInts != 0) {
-    return absl::InternalError("malformed shared-state plan from the master");
-  }
+  ASSIGN_OR_RETURN(std::vector<SyncTransfer> transfers, ParseTransfers(plan, state.tensors.size()));
   const int64_t number = plan[1];
-  std::vector<SyncTransfer> transfers;
-  for (size_t at = 2; at < plan.size(); at += kSyncTransferInts) {
-    SyncTransfer t{plan[at], plan[at + 1], plan[at + 2] != 0, static_cast<uint64_t>(plan[at + 3])};
-    if (t.tensor < 0 || t.tensor >= static_cast<int64_t>(state.tensors.size())) {
-      return absl::InternalError("shared-state plan names an unknown tensor");
-    }
-    transfers.push_back(t);
-  }
   std::vector<int64_t> ring;
   {
     MutexLock lock(mu_);
@@ -105,8 +138,17 @@ absl::Status Communicator::RunSyncTransfers(SharedState& state, const std::vecto
   // Every member builds the epoch's connections, transfers or not: building is collective.
   ASSIGN_OR_RETURN(std::shared_ptr<Transport> mesh, mesh_.Get(epoch));
   if (transfers.empty()) return absl::OkStatus();
+  // Every peer resolved before anything is posted: a refusal leaves nothing in flight.
   std::map<int64_t, int> rank_of;
   for (size_t i = 0; i < ring.size(); ++i) rank_of[ring[i]] = static_cast<int>(i);
+  std::vector<int> ranks;
+  for (const SyncTransfer& t : transfers) {
+    auto peer = rank_of.find(t.peer);
+    if (peer == rank_of.end()) {
+      return absl::UnavailableError(absl::StrCat("peer ", t.peer, " of the plan left the group"));
+    }
+    ranks.push_back(peer->second);
+  }
   Work work("elastic sync_shared_state", static_cast<int>(ring.size()), number);
   CollectiveContext ctx(*mesh, CollectiveKind::kBroadcast, SyncOperationId(number),
                         /*signature=*/0, std::max(deadline - absl::Now(), absl::ZeroDuration()),
@@ -115,18 +157,14 @@ absl::Status Communicator::RunSyncTransfers(SharedState& state, const std::vecto
   std::vector<std::unique_ptr<uint8_t[]>> staging(transfers.size());
   for (size_t i = 0; i < transfers.size(); ++i) {
     const SyncTransfer& t = transfers[i];
-    auto peer = rank_of.find(t.peer);
-    if (peer == rank_of.end()) {
-      return absl::UnavailableError(absl::StrCat("peer ", t.peer, " of the plan left the group"));
-    }
     const TensorInfo& tensor = state.tensors[t.tensor];
-    const size_t bytes = static_cast<size_t>(tensor.count) * DTypeSize(tensor.dtype);
+    const size_t bytes = TensorBytes(tensor);
+    const auto step = static_cast<uint32_t>(t.tensor);
     if (t.receive) {
       staging[i].reset(new uint8_t[std::max<size_t>(bytes, 1)]);
-      works.push_back(
-          ctx.Recv(peer->second, static_cast<uint32_t>(t.tensor), staging[i].get(), bytes));
+      works.push_back(ctx.Recv(ranks[i], step, staging[i].get(), bytes));
     } else {
-      works.push_back(ctx.Send(peer->second, static_cast<uint32_t>(t.tensor), tensor.data, bytes));
+      works.push_back(ctx.Send(ranks[i], step, tensor.data, bytes));
     }
   }
   const absl::Status moved = ctx.WaitAll(works);
@@ -137,22 +175,7 @@ absl::Status Communicator::RunSyncTransfers(SharedState& state, const std::vecto
     mesh->AbortOperation(SyncOperationId(number), moved);
     return moved;
   }
-  // Complete: verify, then write each received tensor into the caller's buffer.
-  for (size_t i = 0; i < transfers.size(); ++i) {
-    const SyncTransfer& t = transfers[i];
-    if (!t.receive) continue;
-    TensorInfo& tensor = state.tensors[t.tensor];
-    const size_t bytes = static_cast<size_t>(tensor.count) * DTypeSize(tensor.dtype);
-    const uint64_t hash = ContentHash(staging[i].get(), bytes);
-    if (hash != t.hash) {
-      return absl::DataLossError(absl::StrCat(
-          "tensor '", tensor.name, "' received from peer ", t.peer,
-          " does not hash to the popular content (did the sender change it during the sync?)"));
-    }
-    if (bytes > 0) std::memcpy(tensor.data, staging[i].get(), bytes);
-    ballot.tensors[t.tensor].hash = hash;
-  }
-  return absl::OkStatus();
+  return AdoptReceived(transfers, staging, state, ballot);
 }
 
 }  // namespace plexus::elastic

@@ -49,23 +49,21 @@ absl::StatusOr<Message> ReadFrame(const Connection& connection, absl::Time deadl
   return DecodePayload(payload);
 }
 
-}  // namespace
+// A peer's side of one connection attempt: TLS and the secret's exchange. A close before the
+// master answered is tried again on a new connection: a master out of descriptors closes
+// strangers to make room.
+class MasterHandshake {
+ public:
+  MasterHandshake(const std::string& master, const std::string& secret,
+                  const std::shared_ptr<const auth::TlsContext>& tls, absl::Time deadline)
+      : master_(master), secret_(secret), tls_(tls), deadline_(deadline) {}
 
-absl::StatusOr<std::unique_ptr<MasterLink>> MasterLink::Connect(
-    const std::string& host, int port, int64_t group, absl::Time deadline, Callbacks callbacks,
-    const std::string& secret, const std::shared_ptr<const auth::TlsContext>& tls) {
-  const std::string where = HostPort(host, port);
-  const std::string master = absl::StrCat("the elastic master at ", where);
-  std::unique_ptr<StreamCipher> cipher;
-  bool refused = false;  // TLS or the secret's exchange failed: reported as it is.
-  // A close before the master answered is tried again on a new connection: a master out of
-  // descriptors closes strangers to make room.
-  auto handshake = [&](int fd) -> absl::Status {
-    cipher.reset();
-    if (tls != nullptr) {
-      auto session = tls->Secure(fd, auth::TlsContext::Role::kClient, master, deadline);
+  absl::Status operator()(int fd) {
+    cipher_.reset();
+    if (tls_ != nullptr) {
+      auto session = tls_->Secure(fd, auth::TlsContext::Role::kClient, master_, deadline_);
       if (!session.ok()) {
-        refused = true;
+        refused_ = true;
         return WithResult(
             absl::UnauthenticatedError(absl::StrCat(
                 session.status().message(),
@@ -73,29 +71,51 @@ absl::StatusOr<std::unique_ptr<MasterLink>> MasterLink::Connect(
                 "certificate, PLEXUS_TLS_CA, and neither certificate may have expired)")),
             Result::kMasterConnectionFailed);
       }
-      cipher = std::move(session).value();
+      cipher_ = std::move(session).value();
     }
-    if (secret.empty()) return absl::OkStatus();
-    absl::Status authenticated = auth::AuthenticateToServer(fd, secret, auth::Purpose::kMaster,
-                                                            master, deadline, cipher.get());
+    if (secret_.empty()) return absl::OkStatus();
+    absl::Status authenticated = auth::AuthenticateToServer(fd, secret_, auth::Purpose::kMaster,
+                                                            master_, deadline_, cipher_.get());
     if (authenticated.ok() || absl::IsUnavailable(authenticated)) return authenticated;
-    refused = true;
-    return WithResult(
-        absl::Status(authenticated.code(),
-                     absl::StrCat(authenticated.message(),
-                                  authenticated.code() == absl::StatusCode::kUnauthenticated
-                                      ? ": this peer's shared secret differs from the master's "
-                                        "(PLEXUS_SECRET / PLEXUS_SECRET_FILE, or secret=)"
-                                      : "")),
-        Result::kMasterConnectionFailed);
-  };
-  auto fd = ConnectWithHandshake(host, port, deadline, handshake);
+    refused_ = true;
+    std::string message(authenticated.message());
+    if (authenticated.code() == absl::StatusCode::kUnauthenticated) {
+      absl::StrAppend(&message,
+                      ": this peer's shared secret differs from the master's "
+                      "(PLEXUS_SECRET / PLEXUS_SECRET_FILE, or secret=)");
+    }
+    return WithResult(absl::Status(authenticated.code(), message), Result::kMasterConnectionFailed);
+  }
+
+  // TLS or the secret's exchange failed: reported as it is, not as an unreachable master.
+  bool refused() const { return refused_; }
+  std::unique_ptr<StreamCipher> TakeCipher() { return std::move(cipher_); }
+
+ private:
+  const std::string& master_;
+  const std::string& secret_;
+  const std::shared_ptr<const auth::TlsContext>& tls_;
+  const absl::Time deadline_;
+  std::unique_ptr<StreamCipher> cipher_;
+  bool refused_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MasterLink>> MasterLink::Connect(
+    const std::string& host, int port, int64_t group, absl::Time deadline, Callbacks callbacks,
+    const std::string& secret, const std::shared_ptr<const auth::TlsContext>& tls) {
+  const std::string where = HostPort(host, port);
+  const std::string master = absl::StrCat("the elastic master at ", where);
+  MasterHandshake handshake(master, secret, tls, deadline);
+  auto fd =
+      ConnectWithHandshake(host, port, deadline, [&handshake](int fd) { return handshake(fd); });
   if (!fd.ok()) {
-    if (refused) return fd.status();
+    if (handshake.refused()) return fd.status();
     return MasterFailure(
         absl::StrCat("cannot reach the elastic master at ", where, ": ", fd.status().message()));
   }
-  Connection connection{std::move(fd).value(), std::move(cipher)};
+  Connection connection{std::move(fd).value(), handshake.TakeCipher()};
   absl::Status sent =
       SendAll(connection.fd.get(), connection.cipher.get(),
               EncodeFrame({MessageType::kHello, {kMagic, kProtocolVersion, group}, ""}), deadline);

@@ -7,6 +7,7 @@
 
 #include "absl/base/internal/endian.h"
 #include "absl/strings/str_cat.h"
+#include "base/core/status_macros.h"
 
 namespace plexus::elastic {
 namespace {
@@ -56,6 +57,85 @@ T Mode(const std::vector<T>& values, Prefer prefer) {
   return best;
 }
 
+// Every ballot shares the same tensors (names, counts, dtypes) in the same order.
+absl::Status CheckBallotsAgree(const std::vector<SyncBallot>& ballots) {
+  const SyncBallot& first = ballots.front();
+  const size_t n_tensors = first.tensors.size();
+  for (const SyncBallot& b : ballots) {
+    if (b.tensors.size() != n_tensors) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("sync_shared_state: ", first.description, " shares ", n_tensors,
+                       " tensors, ", b.description, " shares ", b.tensors.size()));
+    }
+    for (size_t t = 0; t < n_tensors; ++t) {
+      const auto& x = first.tensors[t];
+      const auto& y = b.tensors[t];
+      if (x.name != y.name || x.count != y.count || x.dtype != y.dtype) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "sync_shared_state: tensor ", t, " is '", x.name, "' (", x.count, " x ",
+            DTypeName(static_cast<DType>(x.dtype)), ") on ", first.description, " but '", y.name,
+            "' (", y.count, " x ", DTypeName(static_cast<DType>(y.dtype)), ") on ", b.description));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Which ballots vote: those of the strongest strategy present (SEND_ONLY over
+// ENFORCE_POPULAR), and among them the members holding the group's state when any does.
+std::vector<bool> Voters(const std::vector<SyncBallot>& ballots) {
+  bool any_send_only = false;
+  for (const SyncBallot& b : ballots) any_send_only |= b.strategy == SyncStrategy::kSendOnly;
+  const SyncStrategy authority =
+      any_send_only ? SyncStrategy::kSendOnly : SyncStrategy::kEnforcePopular;
+  bool members_vote = false;  // Whether a member that holds the group's state can vote.
+  for (const SyncBallot& b : ballots) {
+    members_vote |= b.strategy == authority && b.holds_group_state;
+  }
+  std::vector<bool> voters;
+  for (const SyncBallot& b : ballots) {
+    voters.push_back(b.strategy == authority && (b.holds_group_state || !members_vote));
+  }
+  return voters;
+}
+
+// Tensor t of the plan: the voters' popular content at the plan's revision, and for every
+// peer that must receive it the holder it receives from.
+absl::Status PlanTensor(const std::vector<SyncBallot>& ballots, const std::vector<bool>& voters,
+                        size_t t, SyncPlan& plan) {
+  std::vector<uint64_t> hashes;
+  for (size_t i = 0; i < ballots.size(); ++i) {
+    if (voters[i] && ballots[i].revision == plan.revision) {
+      hashes.push_back(ballots[i].tensors[t].hash);
+    }
+  }
+  const uint64_t popular = Mode(hashes, [](uint64_t a, uint64_t b) { return a < b; });
+  plan.popular_hash[t] = popular;
+  std::vector<int64_t> holders;
+  for (size_t i = 0; i < ballots.size(); ++i) {
+    const SyncBallot& b = ballots[i];
+    if (voters[i] && b.revision == plan.revision && b.tensors[t].hash == popular) {
+      holders.push_back(b.peer);
+    }
+  }
+  for (size_t i = 0; i < ballots.size(); ++i) {
+    const SyncBallot& b = ballots[i];
+    const auto& tensor = b.tensors[t];
+    if (tensor.hash == popular) continue;
+    const bool receive = b.revision != plan.revision || b.strategy == SyncStrategy::kReceiveOnly ||
+                         !tensor.allow_content_inequality;
+    if (!receive) continue;
+    if (b.strategy == SyncStrategy::kSendOnly) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("sync_shared_state: ", b.description, " asked to ", StrategyName(b.strategy),
+                       " but its tensor '", tensor.name, "' at revision ", b.revision,
+                       " differs from the popular one at revision ", plan.revision));
+    }
+    plan.source[t][i] = holders[(i + t) % holders.size()];  // Spreads the sending.
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 uint64_t ContentHash(const void* data, size_t bytes) {
@@ -103,38 +183,12 @@ absl::Status ValidateSharedState(const SharedState& state) {
 
 absl::StatusOr<SyncPlan> PlanSync(const std::vector<SyncBallot>& ballots) {
   if (ballots.empty()) return absl::InternalError("PlanSync without ballots");
-  const SyncBallot& first = ballots.front();
-  const size_t n_tensors = first.tensors.size();
-  for (const SyncBallot& b : ballots) {
-    if (b.tensors.size() != n_tensors) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("sync_shared_state: ", first.description, " shares ", n_tensors,
-                       " tensors, ", b.description, " shares ", b.tensors.size()));
-    }
-    for (size_t t = 0; t < n_tensors; ++t) {
-      const auto& x = first.tensors[t];
-      const auto& y = b.tensors[t];
-      if (x.name != y.name || x.count != y.count || x.dtype != y.dtype) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "sync_shared_state: tensor ", t, " is '", x.name, "' (", x.count, " x ",
-            DTypeName(static_cast<DType>(x.dtype)), ") on ", first.description, " but '", y.name,
-            "' (", y.count, " x ", DTypeName(static_cast<DType>(y.dtype)), ") on ", b.description));
-      }
-    }
-  }
-  bool any_send_only = false;
-  for (const SyncBallot& b : ballots) any_send_only |= b.strategy == SyncStrategy::kSendOnly;
-  const SyncStrategy authority =
-      any_send_only ? SyncStrategy::kSendOnly : SyncStrategy::kEnforcePopular;
-  bool members_vote = false;  // Whether a member that holds the group's state can vote.
-  for (const SyncBallot& b : ballots)
-    members_vote |= b.strategy == authority && b.holds_group_state;
-  const auto votes = [&](const SyncBallot& b) {
-    return b.strategy == authority && (b.holds_group_state || !members_vote);
-  };
+  RETURN_IF_ERROR(CheckBallotsAgree(ballots));
+  const size_t n_tensors = ballots.front().tensors.size();
+  const std::vector<bool> voters = Voters(ballots);
   std::vector<uint64_t> revisions;
-  for (const SyncBallot& b : ballots) {
-    if (votes(b)) revisions.push_back(b.revision);
+  for (size_t i = 0; i < ballots.size(); ++i) {
+    if (voters[i]) revisions.push_back(ballots[i].revision);
   }
   if (revisions.empty()) {
     return absl::FailedPreconditionError(
@@ -145,34 +199,7 @@ absl::StatusOr<SyncPlan> PlanSync(const std::vector<SyncBallot>& ballots) {
   plan.popular_hash.resize(n_tensors);
   plan.source.assign(n_tensors, std::vector<int64_t>(ballots.size(), -1));
   for (size_t t = 0; t < n_tensors; ++t) {
-    std::vector<uint64_t> hashes;
-    for (const SyncBallot& b : ballots) {
-      if (votes(b) && b.revision == plan.revision) hashes.push_back(b.tensors[t].hash);
-    }
-    const uint64_t popular = Mode(hashes, [](uint64_t a, uint64_t b) { return a < b; });
-    plan.popular_hash[t] = popular;
-    std::vector<int64_t> holders;
-    for (const SyncBallot& b : ballots) {
-      if (votes(b) && b.revision == plan.revision && b.tensors[t].hash == popular) {
-        holders.push_back(b.peer);
-      }
-    }
-    for (size_t i = 0; i < ballots.size(); ++i) {
-      const SyncBallot& b = ballots[i];
-      const auto& tensor = b.tensors[t];
-      if (tensor.hash == popular) continue;
-      const bool receive = b.revision != plan.revision ||
-                           b.strategy == SyncStrategy::kReceiveOnly ||
-                           !tensor.allow_content_inequality;
-      if (!receive) continue;
-      if (b.strategy == SyncStrategy::kSendOnly) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "sync_shared_state: ", b.description, " asked to ", StrategyName(b.strategy),
-            " but its tensor '", tensor.name, "' at revision ", b.revision,
-            " differs from the popular one at revision ", plan.revision));
-      }
-      plan.source[t][i] = holders[(i + t) % holders.size()];  // Spreads the sending.
-    }
+    RETURN_IF_ERROR(PlanTensor(ballots, voters, t, plan));
   }
   return plan;
 }

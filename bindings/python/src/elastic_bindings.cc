@@ -280,83 +280,82 @@ void DefineCommunicatorMembership(py::class_<Communicator>& communicator) {
       });
 }
 
-// A communicator's operations: all_reduce_async, sync_shared_state,
-// all_reduce_multiple_with_retry.
+// The communicator's operations, as the Python layer calls them: (code, message, result).
+py::tuple AllReduceAsync(Communicator& c, py::handle send, py::handle recv, const Spec& spec) {
+  auto d = ToDescriptor(spec);
+  if (!d.ok()) return Outcome(d.status());
+  Keepalive keepalive;
+  auto staged = std::make_unique<Staged>();
+  void* s = nullptr;
+  void* r = nullptr;
+  if (absl::Status bound = Bind(send, recv, *d, s, r, keepalive, *staged); !bound.ok()) {
+    return Outcome(bound);
+  }
+  WorkPtr work = c.AllReduceAsync(s, r, *d);
+  return py::make_tuple(
+      0, std::string(),
+      py::cast(std::make_unique<Handle>(std::move(work), std::move(keepalive), std::move(staged))));
+}
+
+py::tuple SyncSharedState(Communicator& c, const std::vector<SharedTensorSpec>& tensors,
+                          uint64_t revision, int strategy) {
+  if (strategy < 0 || strategy > 2) {
+    return Outcome(
+        absl::InvalidArgumentError(absl::StrCat("unknown SharedStateSyncStrategy ", strategy)));
+  }
+  Keepalive keepalive;
+  Staged staged;
+  elastic::SharedState state;
+  state.revision = revision;
+  for (const SharedTensorSpec& spec : tensors) {
+    auto info = ToTensorInfo(spec, keepalive, staged);
+    if (!info.ok()) return Outcome(info.status());
+    state.tensors.push_back(std::move(info).value());
+  }
+  absl::StatusOr<elastic::SyncInfo> info;
+  {
+    py::gil_scoped_release release;
+    info = c.SyncSharedState(state, static_cast<elastic::SyncStrategy>(strategy));
+    if (info.ok()) {
+      if (absl::Status copied = staged.CopyBack(); !copied.ok()) info = copied;
+    }
+  }
+  if (!info.ok()) return Outcome(info.status());
+  return py::make_tuple(0, std::string(),
+                        py::make_tuple(state.revision, info->tx_bytes, info->rx_bytes));
+}
+
+py::tuple AllReduceMultipleWithRetry(Communicator& c, const py::list& ops, int max_in_flight) {
+  Keepalive keepalive;
+  Staged staged;
+  std::vector<elastic::ReduceOpDescriptor> descriptors;
+  for (py::handle item : ops) {
+    auto entry = item.cast<std::tuple<py::object, py::object, Spec>>();
+    auto d = ToDescriptor(std::get<2>(entry));
+    if (!d.ok()) return Outcome(d.status());
+    void* s = nullptr;
+    void* r = nullptr;
+    absl::Status bound = Bind(std::get<0>(entry), std::get<1>(entry), *d, s, r, keepalive, staged);
+    if (!bound.ok()) return Outcome(bound);
+    descriptors.push_back({s, r, *d});
+  }
+  absl::StatusOr<elastic::ReduceInfo> info;
+  {
+    py::gil_scoped_release release;
+    info = c.AllReduceMultipleWithRetry(descriptors, max_in_flight);
+    if (info.ok()) {
+      if (absl::Status copied = staged.CopyBack(); !copied.ok()) info = copied;
+    }
+  }
+  if (!info.ok()) return Outcome(info.status());
+  return py::make_tuple(0, std::string(),
+                        py::make_tuple(info->local_world_size, info->tx_bytes, info->rx_bytes));
+}
+
 void DefineCommunicatorOperations(py::class_<Communicator>& communicator) {
-  communicator
-      .def("all_reduce_async",
-           [](Communicator& c, py::handle send, py::handle recv, const Spec& spec) -> py::tuple {
-             auto d = ToDescriptor(spec);
-             if (!d.ok()) return Outcome(d.status());
-             Keepalive keepalive;
-             auto staged = std::make_unique<Staged>();
-             void* s = nullptr;
-             void* r = nullptr;
-             if (absl::Status bound = Bind(send, recv, *d, s, r, keepalive, *staged); !bound.ok()) {
-               return Outcome(bound);
-             }
-             WorkPtr work = c.AllReduceAsync(s, r, *d);
-             return py::make_tuple(0, std::string(),
-                                   py::cast(std::make_unique<Handle>(
-                                       std::move(work), std::move(keepalive), std::move(staged))));
-           })
-      .def("sync_shared_state",
-           [](Communicator& c, const std::vector<SharedTensorSpec>& tensors, uint64_t revision,
-              int strategy) -> py::tuple {
-             if (strategy < 0 || strategy > 2) {
-               return Outcome(absl::InvalidArgumentError(
-                   absl::StrCat("unknown SharedStateSyncStrategy ", strategy)));
-             }
-             Keepalive keepalive;
-             Staged staged;
-             elastic::SharedState state;
-             state.revision = revision;
-             for (const SharedTensorSpec& spec : tensors) {
-               auto info = ToTensorInfo(spec, keepalive, staged);
-               if (!info.ok()) return Outcome(info.status());
-               state.tensors.push_back(std::move(info).value());
-             }
-             absl::StatusOr<elastic::SyncInfo> info;
-             {
-               py::gil_scoped_release release;
-               info = c.SyncSharedState(state, static_cast<elastic::SyncStrategy>(strategy));
-               if (info.ok()) {
-                 if (absl::Status copied = staged.CopyBack(); !copied.ok()) info = copied;
-               }
-             }
-             if (!info.ok()) return Outcome(info.status());
-             return py::make_tuple(0, std::string(),
-                                   py::make_tuple(state.revision, info->tx_bytes, info->rx_bytes));
-           })
-      .def("all_reduce_multiple_with_retry",
-           [](Communicator& c, const py::list& ops, int max_in_flight) -> py::tuple {
-             Keepalive keepalive;
-             Staged staged;
-             std::vector<elastic::ReduceOpDescriptor> descriptors;
-             for (py::handle item : ops) {
-               auto entry = item.cast<std::tuple<py::object, py::object, Spec>>();
-               auto d = ToDescriptor(std::get<2>(entry));
-               if (!d.ok()) return Outcome(d.status());
-               void* s = nullptr;
-               void* r = nullptr;
-               absl::Status bound =
-                   Bind(std::get<0>(entry), std::get<1>(entry), *d, s, r, keepalive, staged);
-               if (!bound.ok()) return Outcome(bound);
-               descriptors.push_back({s, r, *d});
-             }
-             absl::StatusOr<elastic::ReduceInfo> info;
-             {
-               py::gil_scoped_release release;
-               info = c.AllReduceMultipleWithRetry(descriptors, max_in_flight);
-               if (info.ok()) {
-                 if (absl::Status copied = staged.CopyBack(); !copied.ok()) info = copied;
-               }
-             }
-             if (!info.ok()) return Outcome(info.status());
-             return py::make_tuple(
-                 0, std::string(),
-                 py::make_tuple(info->local_world_size, info->tx_bytes, info->rx_bytes));
-           });
+  communicator.def("all_reduce_async", &AllReduceAsync)
+      .def("sync_shared_state", &SyncSharedState)
+      .def("all_reduce_multiple_with_retry", &AllReduceMultipleWithRetry);
 }
 
 }  // namespace

@@ -40,6 +40,17 @@ Group ForPython(Group group) {
   });
 }
 
+// A group made with the GIL released (forming waits on the other ranks), handed to Python.
+template <typename Make>
+Group MadeWithoutGil(Make&& make) {
+  absl::StatusOr<Group> group;
+  {
+    py::gil_scoped_release release;
+    group = make();
+  }
+  return ForPython(ValueOrThrow(std::move(group)));
+}
+
 // Collects the tensors of one call and what keeps them alive, then issues it.
 class Call {
  public:
@@ -136,12 +147,7 @@ void DefineGroupState(py::class_<ProcessGroup, Group>& group) {
       .def(
           "new_group",
           [](ProcessGroup& self, std::vector<int> ranks, const std::string& backend) {
-            absl::StatusOr<Group> group;
-            {
-              py::gil_scoped_release release;
-              group = self.NewGroup(std::move(ranks), backend);
-            }
-            return ForPython(ValueOrThrow(std::move(group)));
+            return MadeWithoutGil([&] { return self.NewGroup(std::move(ranks), backend); });
           },
           py::arg("ranks"), py::arg("backend") = "")
       .def(
@@ -161,23 +167,15 @@ void DefineGroupState(py::class_<ProcessGroup, Group>& group) {
       .def(
           "shrink",
           [](ProcessGroup& self, std::optional<std::vector<int>> excluded) {
-            absl::StatusOr<Group> group;
-            {
-              py::gil_scoped_release release;
-              group = excluded.has_value() ? self.Shrink(std::move(*excluded)) : self.ShrinkLost();
-            }
-            return ForPython(ValueOrThrow(std::move(group)));
+            return MadeWithoutGil([&] {
+              return excluded.has_value() ? self.Shrink(std::move(*excluded)) : self.ShrinkLost();
+            });
           },
           py::arg("excluded") = py::none())
       .def(
           "split",
           [](ProcessGroup& self, int color, int key) {
-            absl::StatusOr<Group> group;
-            {
-              py::gil_scoped_release release;
-              group = self.Split(color, key);
-            }
-            return ForPython(ValueOrThrow(std::move(group)));
+            return MadeWithoutGil([&] { return self.Split(color, key); });
           },
           py::arg("color"), py::arg("key"))
       .def(
@@ -402,12 +400,7 @@ void DefineModuleFunctions(py::module_& module) {
         if (!store.is_none()) options.store = StoreFromPython(store);
         options.group_name = group_name;
         options.secret = std::move(secret);
-        absl::StatusOr<Group> group;
-        {
-          py::gil_scoped_release release;
-          group = InitProcessGroup(std::move(options));
-        }
-        return ForPython(ValueOrThrow(std::move(group)));
+        return MadeWithoutGil([&] { return InitProcessGroup(std::move(options)); });
       },
       py::arg("backend"), py::arg("init_method"), py::arg("rank"), py::arg("world_size"),
       py::arg("timeout"), py::arg("store"), py::arg("group_name") = "world",

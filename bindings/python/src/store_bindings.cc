@@ -166,10 +166,11 @@ std::shared_ptr<Store> StoreFromPython(py::handle object) {
 
 namespace {
 
-// Store, the interface every kind shares (set, get, wait, add, ...).
-void DefineStore(py::module_& module) {
-  py::class_<Store, std::shared_ptr<Store>>(module, "Store",
-                                            "Key-value store ranks meet through (c10d's API).")
+using StoreClass = py::class_<Store, std::shared_ptr<Store>>;
+
+// Store's calls on one key: set, get, add, compare_set, append, delete_key.
+void DefineKeyCalls(StoreClass& store_class) {
+  store_class
       .def(
           "set",
           [](Store& store, const std::string& key, py::handle value) {
@@ -198,6 +199,24 @@ void DefineStore(py::module_& module) {
           },
           py::arg("key"), py::arg("expected_value"), py::arg("desired_value"))
       .def(
+          "append",
+          [](Store& store, const std::string& key, py::handle value) {
+            std::string bytes = ToBytes(value);
+            ThrowIfError(Released([&] { return store.Append(key, bytes); }));
+          },
+          py::arg("key"), py::arg("value"))
+      .def(
+          "delete_key",
+          [](Store& store, const std::string& key) {
+            return ValueOrThrow(Released([&] { return store.DeleteKey(key); }));
+          },
+          py::arg("key"));
+}
+
+// Store's calls on several keys, and its timeout.
+void DefineKeySetCalls(StoreClass& store_class) {
+  store_class
+      .def(
           "wait",
           [](Store& store, const std::vector<std::string>& keys, py::handle timeout) {
             absl::Duration limit = ToDuration(timeout, store.timeout(), "Store.wait timeout");
@@ -210,12 +229,6 @@ void DefineStore(py::module_& module) {
             return ValueOrThrow(Released([&] { return store.Check(keys); }));
           },
           py::arg("keys"))
-      .def(
-          "delete_key",
-          [](Store& store, const std::string& key) {
-            return ValueOrThrow(Released([&] { return store.DeleteKey(key); }));
-          },
-          py::arg("key"))
       .def("num_keys",
            [](Store& store) { return ValueOrThrow(Released([&] { return store.NumKeys(); })); })
       .def(
@@ -237,19 +250,19 @@ void DefineStore(py::module_& module) {
           },
           py::arg("keys"), py::arg("values"))
       .def(
-          "append",
-          [](Store& store, const std::string& key, py::handle value) {
-            std::string bytes = ToBytes(value);
-            ThrowIfError(Released([&] { return store.Append(key, bytes); }));
-          },
-          py::arg("key"), py::arg("value"))
-      .def(
           "set_timeout",
           [](Store& store, py::handle timeout) {
             store.SetTimeout(ToDuration(timeout, kDefaultStoreTimeout, "Store.set_timeout"));
           },
           py::arg("timeout"))
       .def_property_readonly("timeout", [](Store& store) { return ToTimedelta(store.timeout()); });
+}
+
+// Store, the interface every kind shares (c10d's API).
+void DefineStore(py::module_& module) {
+  StoreClass store_class(module, "Store", "Key-value store ranks meet through (c10d's API).");
+  DefineKeyCalls(store_class);
+  DefineKeySetCalls(store_class);
 }
 
 // HashStore, FileStore, TCPStore, PrefixStore.
