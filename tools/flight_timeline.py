@@ -104,11 +104,8 @@ def origin(all_spans, marks):
     return min(times) if times else 0
 
 
-def chrome_trace(dumps, findings=()):
-    """The Chrome trace / Perfetto JSON document (a dict)."""
-    all_spans = spans(dumps)
-    marks = journal(dumps)
-    zero = origin(all_spans, marks)
+def _process_events(dumps):
+    """Names and orders a process per rank and a thread per group of it."""
     events = []
     for index, dump in enumerate(dumps):
         pid = _process_id(dump, index)
@@ -121,20 +118,32 @@ def chrome_trace(dumps, findings=()):
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": group_index,
                            "args": {"name": "group '%s' rank %d (%s)" % (
                                group["name"], group["rank"], group.get("backend", ""))}})
+    return events
+
+
+def _span_args(span, zero):
+    entry = span["entry"]
+    args = {"group": span["group"], "sequence": entry["sequence"], "state": span["state"],
+            "dtype": entry["dtype"], "count": entry["count"],
+            "issued_us": round(span["issued"] - zero, 1)}
+    if entry.get("reduce_op"):
+        args["reduce_op"] = entry["reduce_op"]
+    if entry.get("root", -1) >= 0:
+        args["root"] = entry["root"]
+    if entry.get("error"):
+        args["error"] = entry["error"]
+    if span["missing"]:
+        args["missing"] = span["missing"]
+    return args
+
+
+def _span_events(all_spans, zero):
+    """A collective as a slice (and its time queued, when long, as an async pair); a
+    point-to-point operation as an async pair of its own."""
+    events = []
     async_id = 0
     for span in all_spans:
-        entry = span["entry"]
-        args = {"group": span["group"], "sequence": entry["sequence"], "state": span["state"],
-                "dtype": entry["dtype"], "count": entry["count"],
-                "issued_us": round(span["issued"] - zero, 1)}
-        if entry.get("reduce_op"):
-            args["reduce_op"] = entry["reduce_op"]
-        if entry.get("root", -1) >= 0:
-            args["root"] = entry["root"]
-        if entry.get("error"):
-            args["error"] = entry["error"]
-        if span["missing"]:
-            args["missing"] = span["missing"]
+        args = _span_args(span, zero)
         name = span["label"]
         if span["state"] == "issued":
             name += " (not finished)"
@@ -160,6 +169,15 @@ def chrome_trace(dumps, findings=()):
                 if phase == "b":
                     event["args"] = args
                 events.append(event)
+    return events
+
+
+def chrome_trace(dumps, findings=()):
+    """The Chrome trace / Perfetto JSON document (a dict)."""
+    all_spans = spans(dumps)
+    marks = journal(dumps)
+    zero = origin(all_spans, marks)
+    events = _process_events(dumps) + _span_events(all_spans, zero)
     for mark in marks:
         events.append({"ph": "i", "s": "p", "name": mark["kind"], "pid": mark["pid"], "tid": 0,
                        "ts": mark["time"] - zero, "args": {"detail": mark["detail"]}})
@@ -175,6 +193,30 @@ def chrome_trace(dumps, findings=()):
 def write_chrome_trace(dumps, path, findings=()):
     with open(path, "w") as f:
         json.dump(chrome_trace(dumps, findings), f)
+
+
+def _draw_marks(ax, marks, row_of, zero):
+    """Dumps and journal events, above the first row of their rank."""
+    drawn = set()
+    for mark in marks:
+        rows_of_pid = [i for (pid, _), i in row_of.items() if pid == mark["pid"]]
+        if not rows_of_pid:
+            continue
+        y = min(rows_of_pid)
+        x = (mark["time"] - zero) / 1e6
+        style = ("k", "|") if mark["kind"] == "dump" else ("#c44e52", "x")
+        label = mark["kind"] if mark["kind"] not in drawn else None
+        drawn.add(mark["kind"])
+        ax.plot([x], [y - 0.45], marker=style[1], color=style[0], markersize=9, linestyle="",
+                label=label)
+
+
+def _row_names(rows):
+    names = []
+    for pid, _, group in rows:
+        title = "rank %d" % pid if pid < 100000 else "rank ?"
+        names.append(title + ("\n" + group if group and group != "world" else ""))
+    return names
 
 
 def plot(dumps, path, findings=()):
@@ -208,24 +250,9 @@ def plot(dumps, path, findings=()):
                 text += ": rank %s missing" % ",".join(map(str, span["missing"]))
             ax.text(left + width / 2, y, text, ha="center", va="center", fontsize=7,
                     color="white", clip_on=True)
-    drawn = set()
-    for mark in marks:
-        rows_of_pid = [i for (pid, _), i in row_of.items() if pid == mark["pid"]]
-        if not rows_of_pid:
-            continue
-        y = min(rows_of_pid)
-        x = (mark["time"] - zero) / 1e6
-        style = ("k", "|") if mark["kind"] == "dump" else ("#c44e52", "x")
-        label = mark["kind"] if mark["kind"] not in drawn else None
-        drawn.add(mark["kind"])
-        ax.plot([x], [y - 0.45], marker=style[1], color=style[0], markersize=9, linestyle="",
-                label=label)
-    names = []
-    for pid, group_index, group in rows:
-        title = "rank %d" % pid if pid < 100000 else "rank ?"
-        names.append(title + ("\n" + group if group and group != "world" else ""))
+    _draw_marks(ax, marks, row_of, zero)
     ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels(names)
+    ax.set_yticklabels(_row_names(rows))
     ax.set_ylim(len(rows) - 0.4, -0.8)
     ax.set_xlabel("seconds (store server's clock, from the first operation)")
     for state, colour in colours.items():

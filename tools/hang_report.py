@@ -61,6 +61,34 @@ def signature(entry):
             entry.get("reduce_op", ""))
 
 
+def mismatches(name, collectives):
+    """Ranks that disagree about one sequence number ran different collectives there."""
+    findings = []
+    sequences = sorted({s for entries in collectives.values() for s in entries})
+    for sequence in sequences:
+        seen = {r: entries[sequence] for r, entries in collectives.items() if sequence in entries}
+        kinds = {signature(e) for e in seen.values()}
+        if len(kinds) > 1:
+            parts = ["rank %d: %s" % (r, describe(e)) for r, e in sorted(seen.items())]
+            findings.append({"kind": "mismatch", "group": name, "sequence": sequence,
+                             "text": "group '%s': ranks disagree at collective #%d: %s"
+                                     % (name, sequence, "; ".join(parts))})
+    return findings
+
+
+def failures(name, collectives):
+    """Every collective a rank recorded as failed, with its error."""
+    findings = []
+    for rank, entries in sorted(collectives.items()):
+        for entry in entries.values():
+            if entry["state"] == "failed" and entry.get("error"):
+                findings.append({"kind": "failed", "group": name, "rank": rank,
+                                 "sequence": entry["sequence"],
+                                 "text": "group '%s': rank %d: %s failed: %s"
+                                         % (name, rank, describe(entry), entry["error"])})
+    return findings
+
+
 def analyse_group(name, records, now_us):
     """records: group rank -> (dump, group record). Returns findings (dicts)."""
     findings = []
@@ -74,16 +102,7 @@ def analyse_group(name, records, now_us):
     for rank, (_, record) in records.items():
         collectives[rank] = {e["sequence"]: e for e in record["entries"]
                              if e["kind"] == "collective"}
-    # Ranks that disagree about one sequence number ran different collectives there.
-    sequences = sorted({s for entries in collectives.values() for s in entries})
-    for sequence in sequences:
-        seen = {r: entries[sequence] for r, entries in collectives.items() if sequence in entries}
-        kinds = {signature(e) for e in seen.values()}
-        if len(kinds) > 1:
-            parts = ["rank %d: %s" % (r, describe(e)) for r, e in sorted(seen.items())]
-            findings.append({"kind": "mismatch", "group": name, "sequence": sequence,
-                             "text": "group '%s': ranks disagree at collective #%d: %s"
-                                     % (name, sequence, "; ".join(parts))})
+    findings += mismatches(name, collectives)
     last = {r: max(entries) if entries else -1 for r, entries in collectives.items()}
     if not last:
         return findings
@@ -114,14 +133,7 @@ def analyse_group(name, records, now_us):
                          "text": "group '%s': every rank issued %s but it has not completed "
                                  "(%s): look at the transport (lost peer, network) and the "
                                  "errors below" % (name, describe(sample), states)})
-    for rank, entries in sorted(collectives.items()):
-        for entry in entries.values():
-            if entry["state"] == "failed" and entry.get("error"):
-                findings.append({"kind": "failed", "group": name, "rank": rank,
-                                 "sequence": entry["sequence"],
-                                 "text": "group '%s': rank %d: %s failed: %s"
-                                         % (name, rank, describe(entry), entry["error"])})
-    return findings
+    return findings + failures(name, collectives)
 
 
 def analyse(dumps):

@@ -87,28 +87,68 @@ def peer(master, steps, joining, wait_for_go):
           f"with {comm.get_attribute(Attribute.LOCAL_WORLD_SIZE)} peers", flush=True)
 
 
+def start_peer(address, steps, joining):
+    """A peer of this example in its own process, waiting for "go" on its stdin."""
+    return subprocess.Popen([sys.executable, os.path.abspath(__file__), "--peer", address,
+                             "--steps", str(steps), "--wait-for-go"]
+                            + (["--joining"] if joining else []),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=dict(os.environ))
+
+
+def go(process):
+    process.stdin.write("go\n")
+    process.stdin.flush()
+
+
+def record_step(line, losses):
+    """The step of a peer's "... step S ... loss L" line (its loss noted in `losses`), or None."""
+    words = line.split()
+    if len(words) >= 8 and words[2] == "step":
+        losses[int(words[3])] = float(words[7])
+        return int(words[3])
+    return None
+
+
+def follow_first(peers, joined, losses):
+    """Echoes the first peer's log; at step 20 SIGKILLs another and lets the newcomer go."""
+    killed = None
+    for line in peers[0].stdout:
+        print(line, end="", flush=True)
+        step = record_step(line, losses)
+        if step is not None and step >= 20 and killed is None:
+            killed = peers[1]
+            killed.send_signal(signal.SIGKILL)
+            print(f"demo: SIGKILLed a peer at step {step}; a new one joins", flush=True)
+            go(joined)
+    return killed
+
+
+def collect(processes, joined, killed, losses):
+    """Waits for every peer, noting their losses; the newcomer's step lines."""
+    joiner_lines = []
+    for p in processes:
+        out, _ = p.communicate(timeout=300)
+        for line in out.splitlines():
+            record_step(line, losses)
+        if p is joined:
+            joiner_lines = [l for l in out.splitlines() if " step " in l]
+        if p.returncode != 0 and p is not killed:
+            print(out, file=sys.stderr)
+            raise SystemExit(f"demo: a peer failed (exit {p.returncode})")
+    return joiner_lines
+
+
 def demo(steps):
-    env = dict(os.environ)
     master = subprocess.Popen([sys.executable, "-m", "plexus.elastic.master",
                                "--listen-address", "127.0.0.1:0"], stdout=subprocess.PIPE,
-                              text=True, env=env)
+                              text=True, env=dict(os.environ))
     address = master.stdout.readline().split()[-1]
-    me = os.path.abspath(__file__)
-
-    def start(joining):
-        return subprocess.Popen([sys.executable, me, "--peer", address, "--steps", str(steps),
-                                 "--wait-for-go"] + (["--joining"] if joining else []),
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, env=env)
-
-    def go(process):
-        process.stdin.write("go\n")
-        process.stdin.flush()
     # Every peer finishes its imports before training starts: on a loaded machine they take
     # longer than a whole run, so a peer started late would train alone, and the newcomer would
     # arrive to find everyone gone.
-    joined = start(True)
-    peers = [start(False) for _ in range(3)]
+    joined = start_peer(address, steps, True)
+    peers = [start_peer(address, steps, False) for _ in range(3)]
     for p in [joined] + peers:
         if p.stdout.readline().strip() != "ready":
             raise SystemExit("demo: a peer did not start")
@@ -116,30 +156,8 @@ def demo(steps):
         go(p)
     losses = {}  # step -> loss, from every surviving peer's log
     try:
-        killed = None
-        # Follow the first peer: kill another one at step 20, start a newcomer at once.
-        for line in peers[0].stdout:
-            print(line, end="", flush=True)
-            words = line.split()
-            if len(words) >= 8 and words[2] == "step":
-                losses[int(words[3])] = float(words[7])
-                if int(words[3]) >= 20 and killed is None:
-                    killed = peers[1]
-                    killed.send_signal(signal.SIGKILL)
-                    print(f"demo: SIGKILLed a peer at step {words[3]}; a new one joins", flush=True)
-                    go(joined)
-        joiner_lines = []
-        for p in [peers[0], peers[2], joined, killed]:
-            out, _ = p.communicate(timeout=300)
-            for line in out.splitlines():
-                words = line.split()
-                if len(words) >= 8 and words[2] == "step":
-                    losses[int(words[3])] = float(words[7])
-            if p is joined:
-                joiner_lines = [l for l in out.splitlines() if " step " in l]
-            if p.returncode != 0 and p is not killed:
-                print(out, file=sys.stderr)
-                raise SystemExit(f"demo: a peer failed (exit {p.returncode})")
+        killed = follow_first(peers, joined, losses)
+        joiner_lines = collect([peers[0], peers[2], joined, killed], joined, killed, losses)
     finally:
         for p in peers + [joined]:
             if p.poll() is None:
@@ -147,10 +165,9 @@ def demo(steps):
         master.kill()
         master.wait()
     first, last = losses[min(losses)], losses[max(losses)]
+    since = joiner_lines[0].split()[3] if joiner_lines else "-"
     print(f"demo: loss {first:.5f} at step {min(losses)} -> {last:.5f} at step {max(losses)}; "
-          f"the newcomer logged "
-          f"{len(joiner_lines)} steps, from {joiner_lines[0].split()[3] if joiner_lines else '-'}",
-          flush=True)
+          f"the newcomer logged {len(joiner_lines)} steps, from {since}", flush=True)
     if not last < first / 4:
         raise SystemExit("demo: the loss did not go down")
     if not joiner_lines:
