@@ -16,6 +16,14 @@ import plexus as dist
 import test_collectives
 
 
+def print_result(result):
+    """The RESULT line in one write: the ranks share the launcher's stdout, and a line written
+    in two pieces (unbuffered print writes the text, then the newline) can take another rank's
+    line between them. A pipe keeps a write of up to 4 KiB whole."""
+    sys.stdout.flush()
+    os.write(sys.stdout.fileno(), ("RESULT " + json.dumps(result) + "\n").encode())
+
+
 def main():
     backend = sys.argv[1]
     nbytes = int(sys.argv[2]) if len(sys.argv) > 2 else 16 << 20
@@ -37,11 +45,9 @@ def main():
             failures.append("all_reduce of %d bytes: wrong values" % nbytes)
             break
     busbw = 2 * (world - 1) / world * nbytes / seconds / 1e9 if world > 1 else 0.0
-    print("RESULT " + json.dumps({"rank": rank, "world": world, "backend": backend,
-                                  "failures": failures, "busbw_gbps": busbw,
-                                  "launcher_rank": os.environ.get("RANK"),
-                                  "agent_store": os.environ.get("TORCHELASTIC_USE_AGENT_STORE")}),
-          flush=True)
+    print_result({"rank": rank, "world": world, "backend": backend, "failures": failures,
+                  "busbw_gbps": busbw, "launcher_rank": os.environ.get("RANK"),
+                  "agent_store": os.environ.get("TORCHELASTIC_USE_AGENT_STORE")})
     dist.destroy_process_group()
     return 1 if failures else 0
 

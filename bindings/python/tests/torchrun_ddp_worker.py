@@ -31,7 +31,9 @@ def main():
               "local_rank": int(os.environ["LOCAL_RANK"]), "losses": losses,
               "parameters": {k: v.tolist() for k, v in model.module.state_dict().items()}}
     dist.destroy_process_group()
-    print("RESULT " + json.dumps(result), flush=True)
+    # One write, as launched_worker.print_result: the two ranks share torchrun's stdout.
+    sys.stdout.flush()
+    os.write(sys.stdout.fileno(), ("RESULT " + json.dumps(result) + "\n").encode())
 
 
 if __name__ == "__main__":
