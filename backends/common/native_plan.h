@@ -9,6 +9,7 @@
 #define PLEXUS_BACKENDS_COMMON_NATIVE_PLAN_H_
 
 #include <cstdint>
+#include <utility>
 
 #include "absl/time/time.h"
 #include "backends/common/nominal_traffic.h"
@@ -26,6 +27,15 @@ struct NativePlan {
   absl::Duration timeout;
   nominal_traffic::Traffic traffic;  // Counted on the Work once it succeeded.
   Run run;
+
+  // The plan of `call` queued as `kind` with `dtype` and `count`: named by the call and
+  // bounded by its timeout.
+  template <typename Body>
+  static NativePlan Of(const Collective& call, CollectiveKind kind, DType dtype, int64_t count,
+                       nominal_traffic::Traffic traffic, Body&& run) {
+    return {call.name().data(),          kind, dtype, count, call.timeout, traffic,
+            Run(std::forward<Body>(run))};
+  }
 };
 
 }  // namespace plexus

@@ -103,12 +103,8 @@ absl::StatusOr<MpiPlan> PlanAllReduce(const Collective& call, int /*rank*/, int 
   if (!NativeReduction(tensor.dtype(), tensor.numel())) {
     return NotNative(call);
   }
-  return MpiPlan{
-      call.name().data(),
-      CollectiveKind::kAllReduce,
-      tensor.dtype(),
-      tensor.numel(),
-      call.timeout,
+  return MpiPlan::Of(
+      call, CollectiveKind::kAllReduce, tensor.dtype(), tensor.numel(),
       nominal_traffic::AllReduce(tensor.nbytes(), size),
       [tensor, op = call.op, n = size](CollectiveContext&) -> absl::StatusOr<NativeCall> {
         PreScale(tensor.data(), tensor.numel(), tensor.dtype(), op);
@@ -122,7 +118,7 @@ absl::StatusOr<MpiPlan> PlanAllReduce(const Collective& call, int /*rank*/, int 
           PostScale(tensor.data(), tensor.numel(), tensor.dtype(), op, n);
         };
         return call;
-      }};
+      });
 }
 
 absl::StatusOr<MpiPlan> PlanAllReduceCoalesced(const Collective& call, int /*rank*/, int size) {
@@ -134,30 +130,26 @@ absl::StatusOr<MpiPlan> PlanAllReduceCoalesced(const Collective& call, int /*ran
   if (!NativeReduction(list[0].dtype(), count)) {
     return NotNative(call);
   }
-  return MpiPlan{call.name().data(),
-                 CollectiveKind::kAllReduceCoalesced,
-                 list[0].dtype(),
-                 count,
-                 call.timeout,
-                 nominal_traffic::AllReduce(bytes, size),
-                 [list, bytes, count, op = call.op,
-                  n = size](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
-                   const DType dtype = list[0].dtype();
-                   uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, bytes);
-                   PackTensors(list, packed);
-                   PreScale(packed, count, dtype, op);
-                   NativeCall call;
-                   call.post = [packed, count, dtype, op](MPI_Comm comm, MPI_Request* request) {
-                     return MPI_Iallreduce(MPI_IN_PLACE, packed, static_cast<int>(count),
-                                           ReductionType(dtype), ReductionOp(KernelOp(op.kind)),
-                                           comm, request);
-                   };
-                   call.after = [list, packed, count, dtype, op, n] {
-                     PostScale(packed, count, dtype, op, n);
-                     UnpackTensors(packed, list);
-                   };
-                   return call;
-                 }};
+  return MpiPlan::Of(call, CollectiveKind::kAllReduceCoalesced, list[0].dtype(), count,
+                     nominal_traffic::AllReduce(bytes, size),
+                     [list, bytes, count, op = call.op,
+                      n = size](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
+                       const DType dtype = list[0].dtype();
+                       uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, bytes);
+                       PackTensors(list, packed);
+                       PreScale(packed, count, dtype, op);
+                       NativeCall call;
+                       call.post = [packed, count, dtype, op](MPI_Comm comm, MPI_Request* request) {
+                         return MPI_Iallreduce(MPI_IN_PLACE, packed, static_cast<int>(count),
+                                               ReductionType(dtype), ReductionOp(KernelOp(op.kind)),
+                                               comm, request);
+                       };
+                       call.after = [list, packed, count, dtype, op, n] {
+                         PostScale(packed, count, dtype, op, n);
+                         UnpackTensors(packed, list);
+                       };
+                       return call;
+                     });
 }
 
 absl::StatusOr<MpiPlan> PlanReduce(const Collective& call, int rank, int size) {
@@ -167,12 +159,8 @@ absl::StatusOr<MpiPlan> PlanReduce(const Collective& call, int rank, int size) {
     return NotNative(call);
   }
   const bool root = rank == call.root;
-  return MpiPlan{
-      call.name().data(),
-      CollectiveKind::kReduce,
-      tensor.dtype(),
-      tensor.numel(),
-      call.timeout,
+  return MpiPlan::Of(
+      call, CollectiveKind::kReduce, tensor.dtype(), tensor.numel(),
       nominal_traffic::Reduce(tensor.nbytes(), size, rank, call.root),
       [tensor, op = call.op, root_rank = call.root, root,
        n = size](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
@@ -198,27 +186,23 @@ absl::StatusOr<MpiPlan> PlanReduce(const Collective& call, int rank, int size) {
           };
         }
         return call;
-      }};
+      });
 }
 
 absl::StatusOr<MpiPlan> PlanBroadcast(const Collective& call, int rank, int size) {
   const Tensor& tensor = call.tensor();
 
   if (!FitsInt(tensor.nbytes())) return NotNative(call);
-  return MpiPlan{call.name().data(),
-                 CollectiveKind::kBroadcast,
-                 tensor.dtype(),
-                 tensor.numel(),
-                 call.timeout,
-                 nominal_traffic::Broadcast(tensor.nbytes(), size, rank, call.root),
-                 [tensor, root = call.root](CollectiveContext&) -> absl::StatusOr<NativeCall> {
-                   NativeCall call;
-                   call.post = [tensor, root](MPI_Comm comm, MPI_Request* request) {
-                     return MPI_Ibcast(tensor.data(), static_cast<int>(tensor.nbytes()), MPI_BYTE,
-                                       root, comm, request);
-                   };
-                   return call;
-                 }};
+  return MpiPlan::Of(call, CollectiveKind::kBroadcast, tensor.dtype(), tensor.numel(),
+                     nominal_traffic::Broadcast(tensor.nbytes(), size, rank, call.root),
+                     [tensor, root = call.root](CollectiveContext&) -> absl::StatusOr<NativeCall> {
+                       NativeCall call;
+                       call.post = [tensor, root](MPI_Comm comm, MPI_Request* request) {
+                         return MPI_Ibcast(tensor.data(), static_cast<int>(tensor.nbytes()),
+                                           MPI_BYTE, root, comm, request);
+                       };
+                       return call;
+                     });
 }
 
 absl::StatusOr<MpiPlan> PlanAllGatherIntoTensor(const Collective& call, int rank, int size) {
@@ -228,24 +212,20 @@ absl::StatusOr<MpiPlan> PlanAllGatherIntoTensor(const Collective& call, int rank
   if (!FitsInt(output.nbytes())) {
     return NotNative(call);
   }
-  return MpiPlan{call.name().data(),
-                 CollectiveKind::kAllGather,
-                 input.dtype(),
-                 input.numel(),
-                 call.timeout,
-                 nominal_traffic::AllGather(input.nbytes(), size),
-                 [output, input, r = rank](CollectiveContext&) -> absl::StatusOr<NativeCall> {
-                   NativeCall call;
-                   call.post = [output, input, r](MPI_Comm comm, MPI_Request* request) {
-                     const int bytes = static_cast<int>(input.nbytes());
-                     // In place when the input already sits in this rank's block.
-                     const bool in_place =
-                         input.bytes() == output.bytes() + static_cast<size_t>(r) * bytes;
-                     return MPI_Iallgather(in_place ? MPI_IN_PLACE : input.data(), bytes, MPI_BYTE,
-                                           output.data(), bytes, MPI_BYTE, comm, request);
-                   };
-                   return call;
-                 }};
+  return MpiPlan::Of(
+      call, CollectiveKind::kAllGather, input.dtype(), input.numel(),
+      nominal_traffic::AllGather(input.nbytes(), size),
+      [output, input, r = rank](CollectiveContext&) -> absl::StatusOr<NativeCall> {
+        NativeCall call;
+        call.post = [output, input, r](MPI_Comm comm, MPI_Request* request) {
+          const int bytes = static_cast<int>(input.nbytes());
+          // In place when the input already sits in this rank's block.
+          const bool in_place = input.bytes() == output.bytes() + static_cast<size_t>(r) * bytes;
+          return MPI_Iallgather(in_place ? MPI_IN_PLACE : input.data(), bytes, MPI_BYTE,
+                                output.data(), bytes, MPI_BYTE, comm, request);
+        };
+        return call;
+      });
 }
 
 absl::StatusOr<MpiPlan> PlanAllGather(const Collective& call, int /*rank*/, int size) {
@@ -254,25 +234,21 @@ absl::StatusOr<MpiPlan> PlanAllGather(const Collective& call, int /*rank*/, int 
 
   std::vector<Tensor> list(outputs.begin(), outputs.end());
   if (!FitsInt(TotalBytes(list))) return NotNative(call);
-  return MpiPlan{call.name().data(),
-                 CollectiveKind::kAllGather,
-                 input.dtype(),
-                 input.numel(),
-                 call.timeout,
-                 nominal_traffic::AllGather(input.nbytes(), size),
-                 [list, input](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
-                   // The outputs are separate tensors: gather into one block, then hand them
-                   // out.
-                   uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, TotalBytes(list));
-                   NativeCall call;
-                   call.post = [packed, input](MPI_Comm comm, MPI_Request* request) {
-                     const int bytes = static_cast<int>(input.nbytes());
-                     return MPI_Iallgather(input.data(), bytes, MPI_BYTE, packed, bytes, MPI_BYTE,
-                                           comm, request);
-                   };
-                   call.after = [packed, list] { UnpackTensors(packed, list); };
-                   return call;
-                 }};
+  return MpiPlan::Of(call, CollectiveKind::kAllGather, input.dtype(), input.numel(),
+                     nominal_traffic::AllGather(input.nbytes(), size),
+                     [list, input](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
+                       // The outputs are separate tensors: gather into one block, then hand them
+                       // out.
+                       uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, TotalBytes(list));
+                       NativeCall call;
+                       call.post = [packed, input](MPI_Comm comm, MPI_Request* request) {
+                         const int bytes = static_cast<int>(input.nbytes());
+                         return MPI_Iallgather(input.data(), bytes, MPI_BYTE, packed, bytes,
+                                               MPI_BYTE, comm, request);
+                       };
+                       call.after = [packed, list] { UnpackTensors(packed, list); };
+                       return call;
+                     });
 }
 
 absl::StatusOr<MpiPlan> PlanGather(const Collective& call, int rank, int size) {
@@ -283,12 +259,8 @@ absl::StatusOr<MpiPlan> PlanGather(const Collective& call, int rank, int size) {
   if (!FitsInt(static_cast<int64_t>(input.nbytes()) * size)) {
     return NotNative(call);
   }
-  return MpiPlan{
-      call.name().data(),
-      CollectiveKind::kGather,
-      input.dtype(),
-      input.numel(),
-      call.timeout,
+  return MpiPlan::Of(
+      call, CollectiveKind::kGather, input.dtype(), input.numel(),
       nominal_traffic::Gather(input.nbytes(), size, rank, call.root),
       [list, input, root = call.root](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
         uint8_t* packed =
@@ -301,7 +273,7 @@ absl::StatusOr<MpiPlan> PlanGather(const Collective& call, int rank, int size) {
         };
         if (!list.empty()) call.after = [packed, list] { UnpackTensors(packed, list); };
         return call;
-      }};
+      });
 }
 
 absl::StatusOr<MpiPlan> PlanScatter(const Collective& call, int rank, int size) {
@@ -312,12 +284,8 @@ absl::StatusOr<MpiPlan> PlanScatter(const Collective& call, int rank, int size) 
   if (!FitsInt(static_cast<int64_t>(output.nbytes()) * size)) {
     return NotNative(call);
   }
-  return MpiPlan{
-      call.name().data(),
-      CollectiveKind::kScatter,
-      output.dtype(),
-      output.numel(),
-      call.timeout,
+  return MpiPlan::Of(
+      call, CollectiveKind::kScatter, output.dtype(), output.numel(),
       nominal_traffic::Scatter(output.nbytes(), size, rank, call.root),
       [list, output, root = call.root](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
         uint8_t* packed = nullptr;
@@ -332,7 +300,7 @@ absl::StatusOr<MpiPlan> PlanScatter(const Collective& call, int rank, int size) 
                               request);
         };
         return call;
-      }};
+      });
 }
 
 absl::StatusOr<MpiPlan> PlanReduceScatterTensor(const Collective& call, int /*rank*/, int size) {
@@ -342,34 +310,30 @@ absl::StatusOr<MpiPlan> PlanReduceScatterTensor(const Collective& call, int /*ra
   if (!NativeReduction(output.dtype(), input.numel())) {
     return NotNative(call);
   }
-  return MpiPlan{call.name().data(),
-                 CollectiveKind::kReduceScatter,
-                 output.dtype(),
-                 output.numel(),
-                 call.timeout,
-                 nominal_traffic::ReduceScatter(output.nbytes(), size),
-                 [output, input, op = call.op,
-                  n = size](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
-                   // MPI reads the input without changing it; PREMUL_SUM scales a copy.
-                   const void* source = input.data();
-                   if (op.kind == ReduceOpKind::kPremulSum) {
-                     uint8_t* scaled = ctx.Scratch(ScratchArena::kPacked, input.nbytes());
-                     if (input.nbytes() > 0) std::memcpy(scaled, input.data(), input.nbytes());
-                     PreScale(scaled, input.numel(), input.dtype(), op);
-                     source = scaled;
-                   }
-                   NativeCall call;
-                   call.post = [source, output, op](MPI_Comm comm, MPI_Request* request) {
-                     return MPI_Ireduce_scatter_block(
-                         source, output.data(), static_cast<int>(output.numel()),
-                         ReductionType(output.dtype()), ReductionOp(KernelOp(op.kind)), comm,
-                         request);
-                   };
-                   call.after = [output, op, n] {
-                     PostScale(output.data(), output.numel(), output.dtype(), op, n);
-                   };
-                   return call;
-                 }};
+  return MpiPlan::Of(call, CollectiveKind::kReduceScatter, output.dtype(), output.numel(),
+                     nominal_traffic::ReduceScatter(output.nbytes(), size),
+                     [output, input, op = call.op,
+                      n = size](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
+                       // MPI reads the input without changing it; PREMUL_SUM scales a copy.
+                       const void* source = input.data();
+                       if (op.kind == ReduceOpKind::kPremulSum) {
+                         uint8_t* scaled = ctx.Scratch(ScratchArena::kPacked, input.nbytes());
+                         if (input.nbytes() > 0) std::memcpy(scaled, input.data(), input.nbytes());
+                         PreScale(scaled, input.numel(), input.dtype(), op);
+                         source = scaled;
+                       }
+                       NativeCall call;
+                       call.post = [source, output, op](MPI_Comm comm, MPI_Request* request) {
+                         return MPI_Ireduce_scatter_block(
+                             source, output.data(), static_cast<int>(output.numel()),
+                             ReductionType(output.dtype()), ReductionOp(KernelOp(op.kind)), comm,
+                             request);
+                       };
+                       call.after = [output, op, n] {
+                         PostScale(output.data(), output.numel(), output.dtype(), op, n);
+                       };
+                       return call;
+                     });
 }
 
 absl::StatusOr<MpiPlan> PlanReduceScatter(const Collective& call, int /*rank*/, int size) {
@@ -380,12 +344,8 @@ absl::StatusOr<MpiPlan> PlanReduceScatter(const Collective& call, int /*rank*/, 
   if (!NativeReduction(output.dtype(), output.numel() * size)) {
     return NotNative(call);
   }
-  return MpiPlan{
-      call.name().data(),
-      CollectiveKind::kReduceScatter,
-      output.dtype(),
-      output.numel(),
-      call.timeout,
+  return MpiPlan::Of(
+      call, CollectiveKind::kReduceScatter, output.dtype(), output.numel(),
       nominal_traffic::ReduceScatter(output.nbytes(), size),
       [list, output, op = call.op, n = size](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
         uint8_t* packed = ctx.Scratch(ScratchArena::kPacked, TotalBytes(list));
@@ -401,7 +361,7 @@ absl::StatusOr<MpiPlan> PlanReduceScatter(const Collective& call, int /*rank*/, 
           PostScale(output.data(), output.numel(), output.dtype(), op, n);
         };
         return call;
-      }};
+      });
 }
 
 absl::StatusOr<MpiPlan> PlanAllToAllSingle(const Collective& call, int rank, int /*size*/) {
@@ -417,12 +377,8 @@ absl::StatusOr<MpiPlan> PlanAllToAllSingle(const Collective& call, int rank, int
   if (!send_layout || !recv_layout) {
     return NotNative(call);
   }
-  return MpiPlan{
-      call.name().data(),
-      CollectiveKind::kAllToAll,
-      input.dtype(),
-      0,
-      call.timeout,
+  return MpiPlan::Of(
+      call, CollectiveKind::kAllToAll, input.dtype(), 0,
       nominal_traffic::AllToAll(send, recv, rank),
       [output, input, send_layout = *send_layout,
        recv_layout = *recv_layout](CollectiveContext&) -> absl::StatusOr<NativeCall> {
@@ -435,7 +391,7 @@ absl::StatusOr<MpiPlan> PlanAllToAllSingle(const Collective& call, int rank, int
                                 MPI_BYTE, comm, request);
         };
         return call;
-      }};
+      });
 }
 
 absl::StatusOr<MpiPlan> PlanAllToAll(const Collective& call, int rank, int /*size*/) {
@@ -452,45 +408,37 @@ absl::StatusOr<MpiPlan> PlanAllToAll(const Collective& call, int rank, int /*siz
   if (!send_layout || !recv_layout || !FitsInt(TotalBytes(ins)) || !FitsInt(TotalBytes(outs))) {
     return NotNative(call);
   }
-  return MpiPlan{call.name().data(),
-                 CollectiveKind::kAllToAll,
-                 ins[0].dtype(),
-                 0,
-                 call.timeout,
-                 nominal_traffic::AllToAll(send, recv, rank),
-                 [outs, ins, send_layout = *send_layout, recv_layout = *recv_layout](
-                     CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
-                   // Separate tensors per peer: pack, exchange with MPI_Ialltoallv, unpack.
-                   uint8_t* packed_in = ctx.Scratch(ScratchArena::kPacked, TotalBytes(ins));
-                   uint8_t* packed_out = ctx.Scratch(ScratchArena::kAccumulator, TotalBytes(outs));
-                   PackTensors(ins, packed_in);
-                   NativeCall call;
-                   call.post = [packed_in, packed_out, send_layout, recv_layout](
-                                   MPI_Comm comm, MPI_Request* request) {
-                     return MPI_Ialltoallv(
-                         packed_in, send_layout.counts.data(), send_layout.displacements.data(),
-                         MPI_BYTE, packed_out, recv_layout.counts.data(),
-                         recv_layout.displacements.data(), MPI_BYTE, comm, request);
-                   };
-                   call.after = [packed_out, outs] { UnpackTensors(packed_out, outs); };
-                   return call;
-                 }};
+  return MpiPlan::Of(
+      call, CollectiveKind::kAllToAll, ins[0].dtype(), 0,
+      nominal_traffic::AllToAll(send, recv, rank),
+      [outs, ins, send_layout = *send_layout,
+       recv_layout = *recv_layout](CollectiveContext& ctx) -> absl::StatusOr<NativeCall> {
+        // Separate tensors per peer: pack, exchange with MPI_Ialltoallv, unpack.
+        uint8_t* packed_in = ctx.Scratch(ScratchArena::kPacked, TotalBytes(ins));
+        uint8_t* packed_out = ctx.Scratch(ScratchArena::kAccumulator, TotalBytes(outs));
+        PackTensors(ins, packed_in);
+        NativeCall call;
+        call.post = [packed_in, packed_out, send_layout, recv_layout](MPI_Comm comm,
+                                                                      MPI_Request* request) {
+          return MPI_Ialltoallv(packed_in, send_layout.counts.data(),
+                                send_layout.displacements.data(), MPI_BYTE, packed_out,
+                                recv_layout.counts.data(), recv_layout.displacements.data(),
+                                MPI_BYTE, comm, request);
+        };
+        call.after = [packed_out, outs] { UnpackTensors(packed_out, outs); };
+        return call;
+      });
 }
 
 absl::StatusOr<MpiPlan> PlanBarrier(const Collective& call, int /*rank*/, int /*size*/) {
-  return MpiPlan{call.name().data(),
-                 CollectiveKind::kBarrier,
-                 DType::kUInt8,
-                 0,
-                 call.timeout,
-                 {},
-                 [](CollectiveContext&) -> absl::StatusOr<NativeCall> {
-                   NativeCall call;
-                   call.post = [](MPI_Comm comm, MPI_Request* request) {
-                     return MPI_Ibarrier(comm, request);
-                   };
-                   return call;
-                 }};
+  return MpiPlan::Of(call, CollectiveKind::kBarrier, DType::kUInt8, 0, {},
+                     [](CollectiveContext&) -> absl::StatusOr<NativeCall> {
+                       NativeCall call;
+                       call.post = [](MPI_Comm comm, MPI_Request* request) {
+                         return MPI_Ibarrier(comm, request);
+                       };
+                       return call;
+                     });
 }
 
 }  // namespace

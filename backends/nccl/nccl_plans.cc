@@ -91,13 +91,8 @@ NcclPlan Planned(const Collective& call, std::vector<const Tensor*> tensors, tra
                  std::function<absl::Status(const NcclLaunch&, Scope&)> launch) {
   const DType dtype = tensors.empty() ? DType::kUInt8 : tensors[0]->dtype();
   const int64_t count = tensors.empty() ? 0 : tensors[0]->numel();
-  return {call.name().data(),
-          call.kind,
-          dtype,
-          count,
-          call.timeout,
-          moved,
-          {std::move(tensors), std::move(launch)}};
+  return NcclPlan::Of(call, call.kind, dtype, count, moved,
+                      NcclRun{std::move(tensors), std::move(launch)});
 }
 
 absl::StatusOr<NcclReduction> ReductionOf(const Collective& call, const Tensor& typed) {
