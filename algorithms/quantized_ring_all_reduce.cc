@@ -43,6 +43,7 @@ class QuantizedRing {
         bytes_(bytes),
         dtype_(dtype),
         op_(op),
+        kernel_(KernelOp(op.kind)),
         q_(q),
         blocks_(BalancedPartition(count, n_)),
         element_(DTypeSize(dtype)),
@@ -143,7 +144,7 @@ class QuantizedRing {
       if (absl::Status status = ctx_.Wait(recv); !status.ok()) return status;
       if (off >= length) break;
       DequantizeReduceInto(incoming_.data() + layout_.Offset(off), SegmentLength(block, off),
-                           dtype_, q_, KernelOp(op_.kind), BlockData(block, off), decoded_);
+                           dtype_, q_, kernel_, BlockData(block, off), decoded_);
       if (s < n_ - 2) SendSegment(block, off, s + 1);
       off += layout_.segment;
     }
@@ -156,6 +157,7 @@ class QuantizedRing {
   uint8_t* const bytes_;
   const DType dtype_;
   const ReduceOp& op_;
+  const ReduceOpKind kernel_;
   const Quantization& q_;
   const Partition blocks_;
   const size_t element_;

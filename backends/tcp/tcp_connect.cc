@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/auth/mutual_auth.h"
+#include "base/auth/server_admission.h"
 #include "base/auth/server_connection.h"
 #include "base/auth/server_listener.h"
 #include "base/core/logging.h"
@@ -254,21 +255,13 @@ struct MeshSide {
 // TLS (if configured) and the secret's proof (if any) on a fresh connection to `them`.
 absl::Status SecureAsClient(const MeshSide& side, Connection& connection, const std::string& them) {
   const MeshOptions& options = side.options;
-  if (options.tls != nullptr) {
-    auto session = options.tls->Secure(connection.fd.get(), auth::TlsContext::Role::kClient, them,
-                                       side.deadline);
-    if (!session.ok()) {
-      return absl::Status(session.status().code(),
-                          absl::StrCat(side.me, ": ", session.status().message()));
-    }
-    connection.cipher = std::move(session).value();
-  }
-  if (options.secret.empty()) return absl::OkStatus();
-  absl::Status authenticated =
-      auth::AuthenticateToServer(connection.fd.get(), options.secret, auth::Purpose::kData, them,
-                                 side.deadline, connection.cipher.get());
-  if (authenticated.ok()) return authenticated;
-  return absl::Status(authenticated.code(), absl::StrCat(side.me, ": ", authenticated.message()));
+  auth::ClientAdmission admitted =
+      auth::AdmitToServer(connection.fd.get(), options.tls.get(), options.secret,
+                          auth::Purpose::kData, them, side.deadline);
+  connection.cipher = std::move(admitted.cipher);
+  if (admitted.status.ok()) return admitted.status;
+  return absl::Status(admitted.status.code(),
+                      absl::StrCat(side.me, ": ", admitted.status.message()));
 }
 
 // Connects to the higher rank `peer` at the address it advertised, introduces this rank and

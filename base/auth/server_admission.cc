@@ -56,4 +56,23 @@ ServerAdmission::Step ServerAdmission::Feed(std::string& input, std::string& out
   return Step::kRejected;
 }
 
+ClientAdmission AdmitToServer(int fd, const TlsContext* tls, absl::string_view secret,
+                              Purpose purpose, const std::string& server, absl::Time deadline) {
+  ClientAdmission admitted;
+  if (tls != nullptr) {
+    auto session = tls->Secure(fd, TlsContext::Role::kClient, server, deadline);
+    if (!session.ok()) {
+      admitted.failed = ClientAdmission::Step::kTls;
+      admitted.status = session.status();
+      return admitted;
+    }
+    admitted.cipher = std::move(session).value();
+  }
+  if (secret.empty()) return admitted;
+  admitted.status =
+      AuthenticateToServer(fd, secret, purpose, server, deadline, admitted.cipher.get());
+  if (!admitted.status.ok()) admitted.failed = ClientAdmission::Step::kSecret;
+  return admitted;
+}
+
 }  // namespace plexus::auth

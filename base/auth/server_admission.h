@@ -9,6 +9,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "base/auth/mutual_auth.h"
 #include "base/auth/tls.h"
 
@@ -54,6 +57,18 @@ class ServerAdmission {
   std::unique_ptr<ServerHandshake> challenge_;  // While the secret's exchange runs.
   std::string reason_;
 };
+
+// The client's side of the same admission, on a blocking connected socket: TLS as a client when
+// `tls` is set, then the secret's exchange when `secret` is not empty, both by `deadline`.
+// `failed` says which step a failure came from, for the caller's own words about it.
+struct ClientAdmission {
+  enum class Step { kNone, kTls, kSecret };
+  std::unique_ptr<StreamCipher> cipher;  // Null in the clear.
+  Step failed = Step::kNone;
+  absl::Status status;
+};
+ClientAdmission AdmitToServer(int fd, const TlsContext* tls, absl::string_view secret,
+                              Purpose purpose, const std::string& server, absl::Time deadline);
 
 }  // namespace plexus::auth
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/auth/mutual_auth.h"
+#include "base/auth/server_admission.h"
 #include "base/core/heartbeat.h"
 #include "base/core/status_macros.h"
 #include "base/net/frames.h"
@@ -52,17 +53,15 @@ class ClientHandshake {
         server_name_(absl::StrCat("TCPStore server ", HostPort(options.host, port))) {}
 
   absl::Status operator()(int fd) {
-    cipher_.reset();
     unanswered_ = false;
-    if (tls_ != nullptr) {
-      ASSIGN_OR_RETURN(cipher_,
-                       tls_->Secure(fd, auth::TlsContext::Role::kClient, server_name_, deadline_));
-    }
-    if (!options_.secret->empty()) {
-      absl::Status authenticated = auth::AuthenticateToServer(
-          fd, *options_.secret, auth::Purpose::kStore, server_name_, deadline_, cipher_.get());
-      unanswered_ = absl::IsUnavailable(authenticated);
-      RETURN_IF_ERROR(authenticated);
+    auth::ClientAdmission admitted = auth::AdmitToServer(
+        fd, tls_.get(), *options_.secret, auth::Purpose::kStore, server_name_, deadline_);
+    cipher_ = std::move(admitted.cipher);
+    if (!admitted.status.ok()) {
+      // The secret's exchange closed unanswered: perhaps a server shedding connections.
+      unanswered_ = admitted.failed == auth::ClientAdmission::Step::kSecret &&
+                    absl::IsUnavailable(admitted.status);
+      return admitted.status;
     }
     absl::Status exchanged = SendAll(
         fd, cipher_.get(),

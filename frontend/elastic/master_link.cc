@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/auth/mutual_auth.h"
+#include "base/auth/server_admission.h"
 #include "base/core/deadline.h"
 #include "base/core/status_macros.h"
 #include "base/net/frames.h"
@@ -59,32 +60,29 @@ class MasterHandshake {
       : master_(master), secret_(secret), tls_(tls), deadline_(deadline) {}
 
   absl::Status operator()(int fd) {
-    cipher_.reset();
-    if (tls_ != nullptr) {
-      auto session = tls_->Secure(fd, auth::TlsContext::Role::kClient, master_, deadline_);
-      if (!session.ok()) {
-        refused_ = true;
-        return WithResult(
-            absl::UnauthenticatedError(absl::StrCat(
-                session.status().message(),
-                " (this peer and the master must each trust the CA that signed the other's "
-                "certificate, PLEXUS_TLS_CA, and neither certificate may have expired)")),
-            Result::kMasterConnectionFailed);
-      }
-      cipher_ = std::move(session).value();
+    auth::ClientAdmission admitted =
+        auth::AdmitToServer(fd, tls_.get(), secret_, auth::Purpose::kMaster, master_, deadline_);
+    cipher_ = std::move(admitted.cipher);
+    if (admitted.status.ok()) return admitted.status;
+    const absl::Status& failure = admitted.status;
+    if (admitted.failed == auth::ClientAdmission::Step::kTls) {
+      refused_ = true;
+      return WithResult(
+          absl::UnauthenticatedError(absl::StrCat(
+              failure.message(),
+              " (this peer and the master must each trust the CA that signed the other's "
+              "certificate, PLEXUS_TLS_CA, and neither certificate may have expired)")),
+          Result::kMasterConnectionFailed);
     }
-    if (secret_.empty()) return absl::OkStatus();
-    absl::Status authenticated = auth::AuthenticateToServer(fd, secret_, auth::Purpose::kMaster,
-                                                            master_, deadline_, cipher_.get());
-    if (authenticated.ok() || absl::IsUnavailable(authenticated)) return authenticated;
+    if (absl::IsUnavailable(failure)) return failure;  // Closed unanswered: tried again.
     refused_ = true;
-    std::string message(authenticated.message());
-    if (authenticated.code() == absl::StatusCode::kUnauthenticated) {
+    std::string message(failure.message());
+    if (failure.code() == absl::StatusCode::kUnauthenticated) {
       absl::StrAppend(&message,
                       ": this peer's shared secret differs from the master's "
                       "(PLEXUS_SECRET / PLEXUS_SECRET_FILE, or secret=)");
     }
-    return WithResult(absl::Status(authenticated.code(), message), Result::kMasterConnectionFailed);
+    return WithResult(absl::Status(failure.code(), message), Result::kMasterConnectionFailed);
   }
 
   // TLS or the secret's exchange failed: reported as it is, not as an unreachable master.
