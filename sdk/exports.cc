@@ -11,6 +11,9 @@ using HashStoreSet = absl::Status (HashStore::*)(absl::string_view, absl::string
 using PrefixStoreSet = absl::Status (PrefixStore::*)(absl::string_view, absl::string_view);
 const HashStoreSet kHashStoreSet = &HashStore::Set;
 const PrefixStoreSet kPrefixStoreSet = &PrefixStore::Set;
+using ReconfigureCall =
+    absl::StatusOr<std::shared_ptr<ProcessGroup>> (Reconfigurer::*)(Reconfigurer::Request);
+const ReconfigureCall kReconfigure = &Reconfigurer::Reconfigure;
 
 }  // namespace
 
@@ -19,6 +22,7 @@ extern "C" {
 __attribute__((used)) const void* const plexus_public_entry_points[] = {
     reinterpret_cast<const void*>(&Session::Join),
     reinterpret_cast<const void*>(&InitProcessGroup),
+    &kReconfigure,
     reinterpret_cast<const void*>(&TCPStore::Create),
     reinterpret_cast<const void*>(&FileStore::Open),
     reinterpret_cast<const void*>(&elastic::Communicator::Create),

@@ -2,11 +2,12 @@
 //
 // Public, and kept compatible: everything this header declares through the headers below -
 // Session (joining the job, RAII departure), InitOptions/InitProcessGroup, ProcessGroup and its
-// collectives, Work, Tensor/DType/Device/ReduceOp and the option structs, the stores (TCPStore,
-// FileStore, HashStore, PrefixStore), the elastic Communicator and MasterNode, TLS file
-// options. Other headers under plexus/ are installed because these include them; they are
-// internal and may change. Contracts (threading, ownership, deadlines, error codes) are on
-// each declaration; docs/cpp.md is the guide.
+// collectives, Work, Tensor/DType/Device/ReduceOp and the option structs, Reconfigurer
+// (membership by handles, torch's reconfigure contract), the stores (TCPStore, FileStore,
+// HashStore, PrefixStore), the elastic Communicator and MasterNode, TLS file options. Other headers
+// under plexus/ are installed because these include them; they are internal and may change.
+// Contracts (threading, ownership, deadlines, error codes) are on each declaration; docs/cpp.md is
+// the guide.
 #ifndef PLEXUS_SDK_PLEXUS_H_
 #define PLEXUS_SDK_PLEXUS_H_
 
@@ -23,6 +24,7 @@
 #include "base/work/work.h"
 #include "frontend/dispatch/init.h"
 #include "frontend/dispatch/process_group.h"
+#include "frontend/dispatch/reconfigure.h"
 #include "frontend/dispatch/session.h"
 #include "frontend/elastic/communicator.h"
 #include "frontend/elastic/master_node.h"

@@ -5,7 +5,7 @@
 # well inside its limit (about 10 minutes for both on 2 cores):
 #   asan: stores and their server, authentication and TLS, the tcp transport and its rings, the
 #         algorithms and collective queue, SIGKILL/SIGSTOP/mismatch fault tests, hostile bytes
-#         at every listening port, abort/split/shrink (3 SIGKILL runs each), and the tcp
+#         at every listening port, abort/split/shrink (3 SIGKILL runs each), reconfigure, and the tcp
 #         conformance suites (shared memory) at world sizes 1-4 (8 ranks under ASan on 2 cores
 #         took half the stage), and the elastic suites with their 1-minute churn soak;
 #   tsan: the same units (in-process ranks, where every ordering is visible to it), and the
@@ -25,7 +25,7 @@ cd "$(dirname "$0")/.."
 asan_targets=(
   //base/store:all //base/auth:all //base/work:all //backends/tcp:all //algorithms:all //executor:all
   //frontend/dispatch:flight_recorder_test //tests/fault:fault_test //tests/fault:fault_sockets_test //tests/fault:heartbeat_test
-  //tests/fault:listener_abuse_test //tests/fault:lifecycle_test
+  //tests/fault:listener_abuse_test //tests/fault:lifecycle_test //tests/fault:reconfigure_test
   //tests/conformance:reductions_tcp_test //tests/conformance:semantics_tcp_test
   //tests/conformance:data_movement_tcp_test //tests/elastic:all //frontend/elastic:all
 )

@@ -1,7 +1,8 @@
 // The nccl backend's own semantics, over the host-only fake CUDA runtime and NCCL
 // (tests/fake_cuda): stream order, WaitOnStream, disagreement refused before launch, a lost peer
 // turned into Unavailable, a deadline that aborts the communicator, a rank that never arrives,
-// and bad input. The conformance suite covers the collectives themselves (nccl_fake targets).
+// survivors that shrink or reconfigure to a new communicator, and bad input. The conformance suite
+// covers the collectives themselves (nccl_fake targets).
 #include <signal.h>
 #include <unistd.h>
 
@@ -12,9 +13,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/store/file_store.h"
 #include "devices/cuda/cuda_api.h"
 #include "devices/cuda/current_stream.h"
 #include "frontend/dispatch/init.h"
+#include "frontend/dispatch/reconfigure.h"
 #include "gtest/gtest.h"
 #include "tests/testing/cuda_memory.h"
 #include "tests/testing/subprocess.h"
@@ -350,6 +353,81 @@ TEST(NcclFakeTest, SurvivorsShrinkToANewCommunicatorAndSplit) {
   EXPECT_FALSE(absl::StrContains(status.ToString(), "child 0")) << status;
   EXPECT_FALSE(absl::StrContains(status.ToString(), "child 1")) << status;
   EXPECT_FALSE(absl::StrContains(status.ToString(), "child 3")) << status;
+}
+
+// torch's reconfigure underneath (frontend/dispatch/reconfigure.h) on cpu:tcp,cuda:nccl: after
+// a member is SIGKILLed the survivors form a new NCCL communicator of their own under a fresh
+// uuid, and a process that starts forming only after the kill joins them by its handle.
+TEST(NcclFakeTest, SurvivorsReconfigureToANewCommunicatorAndAReplacementJoins) {
+  const std::string path = testing::TempPath("nccl_reconfigure");
+  absl::Status status = testing::RunInChildren(
+      4,
+      [&](int rank) {
+        const int id = rank;  // A process, not its rank in the groups it forms.
+        setenv("PLEXUS_CHECK_COLLECTIVES", "0", 1);
+        auto store = FileStore::Open(path, absl::Seconds(30));
+        RANK_EXPECT(store.ok(), store.status().ToString());
+        Reconfigurer::Options options;
+        options.store = std::move(*store);
+        options.backend = "cpu:tcp,cuda:nccl";
+        options.timeout = absl::Seconds(30);
+        Reconfigurer self(options);
+        Store& shared = *options.store;
+        // The replacement (id 3) starts only once member 2 is gone.
+        if (id == 3) RANK_EXPECT(shared.Wait({"lost"}, absl::Seconds(60)).ok(), "no loss");
+        RANK_EXPECT(shared.Set(absl::StrCat("handle/", id), self.handle()).ok(), "publish");
+        std::vector<std::string> handles;
+        for (int other = 0; other < 4; ++other) {
+          if (id < 3 && other == 3) continue;
+          if (id == 3 && other == 2) continue;
+          auto handle = shared.Get(absl::StrCat("handle/", other));
+          RANK_EXPECT(handle.ok(), handle.status().ToString());
+          handles.push_back(*handle);
+        }
+        Cuda(id);
+        float* data = testing::DeviceFloats(std::vector<float>(256, 1.0f));
+        if (id < 3) {
+          auto first = self.Reconfigure({1, handles});
+          RANK_EXPECT(first.ok(), first.status().ToString());
+          auto once = (*first)->AllReduce(OnDevice(data, 256, id));
+          RANK_EXPECT(once.ok() && (*once)->Wait(absl::Seconds(30)).ok(), "first all_reduce");
+          if (id == 2) {
+            RANK_EXPECT(shared.Set("lost", "2").ok(), "announce");
+            raise(SIGKILL);
+          }
+          AllReduceOptions short_wait;
+          short_wait.timeout = absl::Seconds(10);
+          auto second = (*first)->AllReduce(OnDevice(data, 256, id), short_wait);
+          absl::Status failed = second.ok() ? (*second)->Wait(absl::Seconds(30)) : second.status();
+          RANK_EXPECT(!failed.ok(), "the all_reduce without member 2 succeeded");
+          auto survivors = self.Reconfigure({2, {handles[0], handles[1]}});
+          RANK_EXPECT(survivors.ok(), survivors.status().ToString());
+          float* pair = testing::DeviceFloats(std::vector<float>(64, 2.0f + id));
+          auto two = (*survivors)->AllReduce(OnDevice(pair, 64, id));
+          absl::Status outcome = two.ok() ? (*two)->Wait(absl::Seconds(30)) : two.status();
+          RANK_EXPECT(outcome.ok(), outcome.ToString());
+          RANK_EXPECT(testing::ReadFloats(pair, 64) == std::vector<float>(64, 5.0f), "pair sum");
+          auto newcomer = shared.Get("handle/3");
+          RANK_EXPECT(newcomer.ok(), newcomer.status().ToString());
+          handles = {handles[0], handles[1], *newcomer};
+        }
+        auto grown = self.Reconfigure({3, handles});
+        RANK_EXPECT(grown.ok(), grown.status().ToString());
+        const int rank3 = (*grown)->rank();
+        float* values = testing::DeviceFloats(std::vector<float>(128, 1.0f + rank3));
+        auto three = (*grown)->AllReduce(OnDevice(values, 128, id));
+        absl::Status outcome = three.ok() ? (*three)->Wait(absl::Seconds(30)) : three.status();
+        RANK_EXPECT(outcome.ok(), outcome.ToString());
+        RANK_EXPECT(testing::ReadFloats(values, 128) == std::vector<float>(128, 6.0f), "sum of 3");
+        auto barrier = (*grown)->Barrier();
+        RANK_EXPECT(barrier.ok() && (*barrier)->Wait(absl::Seconds(30)).ok(), "barrier");
+        return 0;
+      },
+      absl::Seconds(120));
+  EXPECT_TRUE(absl::StrContains(status.ToString(), "child 2 killed by signal 9")) << status;
+  for (const char* survivor : {"child 0", "child 1", "child 3"}) {
+    EXPECT_FALSE(absl::StrContains(status.ToString(), survivor)) << status;
+  }
 }
 
 TEST(NcclFakeTest, BadInputIsRefusedWithItsReason) {

@@ -1,0 +1,272 @@
+// Reconfigurable membership (frontend/dispatch/reconfigure.h, what torch's reconfigure runs on)
+// with forked processes on each CPU backend: requests that cannot form are refused with their
+// reason and use nothing up; members take ranks by position or by sorted handle; a member that
+// never comes is named and the rest form without it; after a SIGKILL mid-collective the
+// survivors form again under a fresh uuid, and a replacement process started afterwards joins
+// by its handle and receives the state by broadcast.
+#include "frontend/dispatch/reconfigure.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "base/core/status_macros.h"
+#include "base/store/file_store.h"
+#include "gtest/gtest.h"
+#include "tests/fault/forked_ranks.h"
+
+namespace plexus {
+namespace {
+
+using testing::ForkRanks;
+using testing::Outcome;
+
+constexpr absl::Duration kTimeout = absl::Seconds(30);
+
+std::string StorePath(const std::string& name) {
+  static std::atomic<int> next{0};
+  return absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name, "-", next++);
+}
+
+absl::StatusOr<std::unique_ptr<Reconfigurer>> MakeReconfigurer(const std::string& path,
+                                                               const std::string& backend) {
+  Reconfigurer::Options options;
+  ASSIGN_OR_RETURN(options.store, FileStore::Open(path, kTimeout));
+  options.backend = backend;
+  options.timeout = kTimeout;
+  return std::make_unique<Reconfigurer>(std::move(options));
+}
+
+absl::Status Wait(absl::StatusOr<WorkPtr> work) {
+  if (!work.ok()) return work.status();
+  return (*work)->Wait(kTimeout);
+}
+
+absl::Status Expect(bool holds, absl::string_view what) {
+  return holds ? absl::OkStatus() : absl::InternalError(what);
+}
+
+// The request fails with `code` and a message holding `words`; anything else is the error.
+absl::Status ExpectRefused(absl::StatusOr<std::shared_ptr<ProcessGroup>> formed,
+                           absl::StatusCode code, absl::string_view words) {
+  if (formed.status().code() == code && absl::StrContains(formed.status().message(), words)) {
+    return absl::OkStatus();
+  }
+  return absl::InternalError(absl::StrCat("expected ", absl::StatusCodeToString(code), " saying '",
+                                          words, "', got ", formed.status().ToString()));
+}
+
+// Every member adds rank + 1: the group's size and ranks are what the caller expects.
+absl::Status CheckSum(ProcessGroup& group) {
+  const int n = group.size();
+  std::vector<double> x(1000, group.rank() + 1.0);
+  RETURN_IF_ERROR(Wait(group.AllReduce(Tensor::Flat(x.data(), DType::kFloat64, x.size()))));
+  return Expect(x.front() == n * (n + 1) / 2.0 && x.back() == x.front(),
+                absl::StrCat("all_reduce on rank ", group.rank(), " of ", n, " gave ", x.front()));
+}
+
+// Publishes this process's handle as `handle/<id>` and reads those of `ids`, in that order.
+absl::StatusOr<std::vector<std::string>> ExchangeHandles(Store& store, const Reconfigurer& self,
+                                                         int id, const std::vector<int>& ids) {
+  RETURN_IF_ERROR(store.Set(absl::StrCat("handle/", id), self.handle()));
+  std::vector<std::string> handles;
+  for (int other : ids) {
+    ASSIGN_OR_RETURN(std::string handle, store.Get(absl::StrCat("handle/", other)));
+    handles.push_back(std::move(handle));
+  }
+  return handles;
+}
+
+void ExpectAllOk(const std::vector<Outcome>& outcomes) {
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    EXPECT_EQ(outcomes[i].code, absl::StatusCode::kOk)
+        << "process " << i << ": " << outcomes[i].message;
+  }
+}
+
+class ReconfigureTest : public ::testing::TestWithParam<std::string> {};
+
+// In one process: each malformed request is refused naming what is wrong, and the uuid it
+// named is still free afterwards; a uuid formed once is refused again, by this process and by
+// another process that names a different membership under it.
+TEST_P(ReconfigureTest, RequestsThatCannotFormAreRefusedWithTheirReason) {
+  const std::string path = StorePath("refused");
+  auto ranks = ForkRanks(1, [&](int) -> absl::Status {
+    ASSIGN_OR_RETURN(auto self_owner, MakeReconfigurer(path, GetParam()));
+    Reconfigurer& self = *self_owner;
+    ASSIGN_OR_RETURN(auto other_owner, MakeReconfigurer(path, GetParam()));
+    Reconfigurer& other = *other_owner;
+    RETURN_IF_ERROR(Expect(self.handle() != other.handle(), "two reconfigurers share a handle"));
+    const auto code = absl::StatusCode::kInvalidArgument;
+    RETURN_IF_ERROR(ExpectRefused(self.Reconfigure({1, {}}), code, "no handles"));
+    RETURN_IF_ERROR(ExpectRefused(self.Reconfigure({1, {"node-3:29500"}}), code,
+                                  "handle 0 'node-3:29500' is not a plexus handle"));
+    RETURN_IF_ERROR(ExpectRefused(self.Reconfigure({1, {self.handle(), self.handle()}}), code,
+                                  "is given twice (positions 0 and 1)"));
+    RETURN_IF_ERROR(
+        ExpectRefused(self.Reconfigure({1, {other.handle()}}), code, "is not among the 1 handles"));
+
+    ASSIGN_OR_RETURN(auto group, self.Reconfigure({1, {self.handle()}}));
+    RETURN_IF_ERROR(Expect(group->size() == 1 && group->rank() == 0, "a group of one"));
+    RETURN_IF_ERROR(CheckSum(*group));
+    const auto used = absl::StatusCode::kFailedPrecondition;
+    RETURN_IF_ERROR(ExpectRefused(self.Reconfigure({1, {self.handle()}}), used,
+                                  "uuid 1 was already used by this process"));
+    RETURN_IF_ERROR(ExpectRefused(other.Reconfigure({1, {other.handle()}}), used,
+                                  "uuid 1 was already used for another membership"));
+    ASSIGN_OR_RETURN(auto again, other.Reconfigure({2, {other.handle()}}));
+    return CheckSum(*again);
+  });
+  ExpectAllOk(testing::CollectOutcomes(ranks.fds));
+  testing::ReapRanks(ranks);
+}
+
+// Three processes: a list gives ranks by position (here reversed), a set lets plexus choose
+// (sorted handles), each the same on every member.
+TEST_P(ReconfigureTest, MembersTakeRanksByPositionOrBySortedHandle) {
+  const std::string path = StorePath("ranks");
+  auto ranks = ForkRanks(3, [&](int id) -> absl::Status {
+    ASSIGN_OR_RETURN(auto self_owner, MakeReconfigurer(path, GetParam()));
+    Reconfigurer& self = *self_owner;
+    ASSIGN_OR_RETURN(auto store, FileStore::Open(path, kTimeout));
+    ASSIGN_OR_RETURN(auto handles, ExchangeHandles(*store, self, id, {2, 1, 0}));
+    ASSIGN_OR_RETURN(auto by_position, self.Reconfigure({1, handles}));
+    RETURN_IF_ERROR(Expect(by_position->rank() == 2 - id && by_position->size() == 3,
+                           absl::StrCat("process ", id, " got rank ", by_position->rank())));
+    RETURN_IF_ERROR(CheckSum(*by_position));
+    RETURN_IF_ERROR(Wait(by_position->Barrier()));
+
+    Reconfigurer::Request chosen{2, handles};
+    chosen.ordered = false;
+    ASSIGN_OR_RETURN(auto by_plexus, self.Reconfigure(chosen));
+    std::sort(handles.begin(), handles.end());
+    const int sorted_rank = static_cast<int>(
+        std::find(handles.begin(), handles.end(), self.handle()) - handles.begin());
+    RETURN_IF_ERROR(Expect(by_plexus->rank() == sorted_rank,
+                           absl::StrCat("process ", id, " got rank ", by_plexus->rank(),
+                                        ", its handle sorts at ", sorted_rank)));
+    RETURN_IF_ERROR(CheckSum(*by_plexus));
+    return Wait(by_plexus->Barrier());
+  });
+  ExpectAllOk(testing::CollectOutcomes(ranks.fds));
+  testing::ReapRanks(ranks);
+}
+
+// Two processes name a third that never calls: both fail within the forming timeout with
+// DeadlineExceeded naming its rank and handle, then form without it under a fresh uuid.
+TEST_P(ReconfigureTest, AMemberThatNeverComesIsNamedAndTheRestFormWithoutIt) {
+  const std::string path = StorePath("absent");
+  auto absent = MakeReconfigurer(path, GetParam());  // Its process never reconfigures.
+  ASSERT_TRUE(absent.ok()) << absent.status();
+  const std::string absent_handle = (*absent)->handle();
+  auto ranks = ForkRanks(2, [&](int id) -> absl::Status {
+    ASSIGN_OR_RETURN(auto self_owner, MakeReconfigurer(path, GetParam()));
+    Reconfigurer& self = *self_owner;
+    ASSIGN_OR_RETURN(auto store, FileStore::Open(path, kTimeout));
+    ASSIGN_OR_RETURN(auto handles, ExchangeHandles(*store, self, id, {0, 1}));
+    Reconfigurer::Request request{1, {handles[0], handles[1], absent_handle}};
+    request.timeout = absl::Seconds(2);
+    const absl::Time start = absl::Now();
+    auto formed = self.Reconfigure(request);
+    const absl::Duration took = absl::Now() - start;
+    RETURN_IF_ERROR(ExpectRefused(formed, absl::StatusCode::kDeadlineExceeded,
+                                  absl::StrCat("2=", absent_handle)));
+    RETURN_IF_ERROR(Expect(absl::StrContains(formed.status().message(), "rank(s) 2"),
+                           absl::StrCat("does not name rank 2: ", formed.status().message())));
+    RETURN_IF_ERROR(Expect(took < absl::Seconds(10),
+                           absl::StrCat("refused after ", absl::FormatDuration(took))));
+    ASSIGN_OR_RETURN(auto group, self.Reconfigure({2, handles}));
+    RETURN_IF_ERROR(CheckSum(*group));
+    return Wait(group->Barrier());
+  });
+  ExpectAllOk(testing::CollectOutcomes(ranks.fds));
+  testing::ReapRanks(ranks);
+}
+
+// The survivors' state reaches every member from rank 0 (a newcomer holds zeros), then every
+// member adds rank + 1.
+absl::Status ShareStateAndCheck(ProcessGroup& group, bool newcomer) {
+  std::vector<double> state(256, newcomer ? 0.0 : 3.25);
+  RETURN_IF_ERROR(Wait(group.Broadcast(Tensor::Flat(state.data(), DType::kFloat64, state.size()))));
+  RETURN_IF_ERROR(
+      Expect(std::all_of(state.begin(), state.end(), [](double v) { return v == 3.25; }),
+             absl::StrCat("rank ", group.rank(), " did not receive the state")));
+  RETURN_IF_ERROR(CheckSum(group));
+  return Wait(group.Barrier());
+}
+
+// Three members loop over all_reduces until one fails; the parent SIGKILLs the third once each
+// has finished one, so the kill lands mid-collective. The survivors abort the broken group and
+// form again without it under a fresh uuid; a process forked after the kill joins by its handle
+// and receives the survivors' state by broadcast.
+TEST_P(ReconfigureTest, SurvivorsOfASigkillFormAgainAndAReplacementJoins) {
+  const std::string path = StorePath("kill");
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  auto members = ForkRanks(3, [&](int id) -> absl::Status {
+    close(ready[0]);
+    ASSIGN_OR_RETURN(auto self_owner, MakeReconfigurer(path, GetParam()));
+    Reconfigurer& self = *self_owner;
+    ASSIGN_OR_RETURN(auto store, FileStore::Open(path, kTimeout));
+    ASSIGN_OR_RETURN(auto handles, ExchangeHandles(*store, self, id, {0, 1, 2}));
+    ASSIGN_OR_RETURN(auto first, self.Reconfigure({1, handles}));
+    std::vector<float> data(1 << 16, 1.0f);
+    absl::Status failure;
+    for (int step = 0; failure.ok(); ++step) {
+      if (step == 1) {
+        [[maybe_unused]] ssize_t n = write(ready[1], "r", 1);
+        close(ready[1]);
+      }
+      failure = Wait(first->AllReduce(Tensor::Flat(data.data(), DType::kFloat32, data.size())));
+    }
+    RETURN_IF_ERROR(Expect(!absl::IsDeadlineExceeded(failure),
+                           absl::StrCat("the lost member went unnoticed: ", failure.ToString())));
+    (void)first->Abort("reconfiguring without the lost member");
+    ASSIGN_OR_RETURN(auto survivors, self.Reconfigure({2, {handles[0], handles[1]}}));
+    RETURN_IF_ERROR(CheckSum(*survivors));
+    ASSIGN_OR_RETURN(std::string newcomer, store->Get("handle/3"));
+    ASSIGN_OR_RETURN(auto grown, self.Reconfigure({3, {handles[0], handles[1], newcomer}}));
+    return ShareStateAndCheck(*grown, /*newcomer=*/false);
+  });
+  close(ready[1]);
+  char byte;
+  int finished_one = 0;
+  while (finished_one < 3 && read(ready[0], &byte, 1) == 1) ++finished_one;
+  close(ready[0]);
+  ASSERT_EQ(finished_one, 3);
+  kill(members.pids[2], SIGKILL);
+
+  auto replacement = ForkRanks(1, [&](int) -> absl::Status {
+    ASSIGN_OR_RETURN(auto self_owner, MakeReconfigurer(path, GetParam()));
+    Reconfigurer& self = *self_owner;
+    ASSIGN_OR_RETURN(auto store, FileStore::Open(path, kTimeout));
+    ASSIGN_OR_RETURN(auto handles, ExchangeHandles(*store, self, 3, {0, 1, 3}));
+    ASSIGN_OR_RETURN(auto group, self.Reconfigure({3, handles}));
+    RETURN_IF_ERROR(Expect(group->rank() == 2, "the replacement is not rank 2"));
+    return ShareStateAndCheck(*group, /*newcomer=*/true);
+  });
+  const std::vector<Outcome> outcomes = testing::CollectOutcomes(members.fds);
+  ExpectAllOk(testing::CollectOutcomes(replacement.fds));
+  testing::ReapRanks(members);
+  testing::ReapRanks(replacement);
+  for (int id : {0, 1}) {
+    EXPECT_EQ(outcomes[id].code, absl::StatusCode::kOk)
+        << "member " << id << ": " << outcomes[id].message;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ReconfigureTest, ::testing::Values("cpu:tcp", "cpu:gloo"),
+                         [](const auto& info) {
+                           return info.param == "cpu:tcp" ? std::string("Tcp")
+                                                          : std::string("Gloo");
+                         });
+
+}  // namespace
+}  // namespace plexus
