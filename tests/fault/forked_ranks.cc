@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -102,6 +103,12 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> JoinGroup(const std::string& url, 
   options.world_size = world_size;
   options.timeout = timeout;
   return InitProcessGroup(options);
+}
+
+std::string BackendTestName(const std::string& backend) {
+  std::string name = backend.substr(backend.find(':') + 1);
+  if (!name.empty()) name[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(name[0])));
+  return name;
 }
 
 int RunsFromEnvironment(const char* variable, int default_runs) {

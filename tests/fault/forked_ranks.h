@@ -55,6 +55,9 @@ ForkedRanks ForkRanksLoopingAllReduce(int world_size, const std::string& url,
                                       absl::Duration timeout, int* ready,
                                       const AfterFailure& then = nullptr);
 
+// A test name for a backend string: "cpu:tcp" -> "Tcp", "cpu:gloo" -> "Gloo".
+std::string BackendTestName(const std::string& backend);
+
 // How many times a repeated fault scenario runs: $`variable` when set (a longer soak by hand,
 // e.g. --test_env=LIFECYCLE_RUNS=20), else `default_runs`, kept small for CI.
 int RunsFromEnvironment(const char* variable, int default_runs);

@@ -209,10 +209,7 @@ TEST_P(LifecycleTest, SurvivorsOfASigkillShrinkAndKeepComputingRightAnswers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LifecycleTest, ::testing::Values("cpu:tcp", "cpu:gloo"),
-                         [](const auto& info) {
-                           return info.param == "cpu:tcp" ? std::string("Tcp")
-                                                          : std::string("Gloo");
-                         });
+                         [](const auto& info) { return testing::BackendTestName(info.param); });
 
 }  // namespace
 }  // namespace plexus

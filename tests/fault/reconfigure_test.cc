@@ -270,10 +270,7 @@ TEST_P(ReconfigureTest, SurvivorsOfASigkillFormAgainAndAReplacementJoins) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ReconfigureTest, ::testing::Values("cpu:tcp", "cpu:gloo"),
-                         [](const auto& info) {
-                           return info.param == "cpu:tcp" ? std::string("Tcp")
-                                                          : std::string("Gloo");
-                         });
+                         [](const auto& info) { return testing::BackendTestName(info.param); });
 
 }  // namespace
 }  // namespace plexus
