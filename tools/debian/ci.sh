@@ -38,6 +38,7 @@ case $suite in
       //bindings/python:torch_fault_tolerance_suite
       //bindings/python:test_launchers
       //bindings/python:test_lifecycle
+      //bindings/python:test_reconfigure
       //bindings/torch:torch_stream_test
       //tests/mpi:all
       //tests/transport:mpi_test

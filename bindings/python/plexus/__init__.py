@@ -66,6 +66,11 @@ from plexus._api import (  # noqa: F401
     scatter,
 )
 from plexus._backend import Backend  # noqa: F401
+from plexus._reconfigure import (  # noqa: F401
+    _get_reconfigure_handle,
+    _reconfigure,
+    _supports_reconfigure,
+)
 from plexus._future import Future  # noqa: F401
 from plexus._groups import GroupMember, default_pg_timeout, group  # noqa: F401
 from plexus._objects import (  # noqa: F401

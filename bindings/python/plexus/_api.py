@@ -38,7 +38,7 @@ def _finish(work, async_op):
 
 def init_process_group(backend=None, init_method=None, timeout=default_pg_timeout,
                        world_size=-1, rank=-1, store=None, group_name="", pg_options=None,
-                       secret=None, device_id=None):
+                       secret=None, device_id=None, enable_reconfigure=False):
     """Forms the default group. backend: a name ("tcp", "gloo", "mpi") or a backend string
     ("cpu:gloo,cuda:nccl"); default "tcp". init_method: "env://" (default; MASTER_ADDR,
     MASTER_PORT, RANK, WORLD_SIZE), "tcp://host:port", "file:///path", or give `store`.
@@ -46,8 +46,11 @@ def init_process_group(backend=None, init_method=None, timeout=default_pg_timeou
     data connection plexus makes; default PLEXUS_SECRET / PLEXUS_SECRET_FILE (docs/security.md).
     device_id: a device (torch.device, "cuda:1", or a CUDA index): every backend connects for it
     before this returns (NCCL's communicator included, otherwise made on first use), and a rank
-    that never arrives fails everyone's call naming it."""
-    if _groups._State.world is not None:
+    that never arrives fails everyone's call naming it.
+    enable_reconfigure: as torch 2.14's, the default group gets no members until
+    _reconfigure(uuid, handles) names them (plexus/_reconfigure.py; docs/fault_tolerance.md);
+    the store is still made here (rank 0 of env:// and tcp:// hosts it)."""
+    if _groups._State.world is not None or _groups._State.reconfigurer is not None:
         raise RuntimeError("trying to initialize the default process group twice!")
     if pg_options is not None:
         raise ValueError("init_process_group: pg_options are not supported by plexus")
@@ -56,6 +59,13 @@ def init_process_group(backend=None, init_method=None, timeout=default_pg_timeou
     backend = Backend(backend if backend is not None else os.environ.get("PLEXUS_BACKEND", "tcp"))
     if device_id is not None:
         device_id = "cuda:%d" % device_id if isinstance(device_id, int) else str(device_id)
+    if enable_reconfigure:
+        if device_id is not None:
+            raise ValueError("init_process_group: device_id connects the group's backends "
+                             "eagerly; with enable_reconfigure=True there is no group yet")
+        _groups._State.reconfigurer = _plexus.make_reconfigurer(
+            str(backend), init_method or "env://", rank, world_size, timeout, store, secret)
+        return
     pg = _plexus.init_process_group(str(backend), init_method or "env://", rank, world_size,
                                     timeout, store, "world", secret, device_id)
     _groups.set_world(pg)
@@ -64,6 +74,9 @@ def init_process_group(backend=None, init_method=None, timeout=default_pg_timeou
 def destroy_process_group(group=None):
     """Leaves `group` (default: every group, after which init_process_group may run again).
     Destroying the default group is collective: every rank calls it, as in torch."""
+    if group is None and _groups._State.world is None and _groups._State.reconfigurer:
+        _groups.forget_all()  # Reconfigurable, never reconfigured: no group to leave.
+        return
     if group is None or group is _groups._State.world:
         pg = _groups.world()
         _groups.forget_all()
@@ -80,7 +93,7 @@ def is_available():
 
 
 def is_initialized():
-    return _groups._State.world is not None
+    return _groups._State.world is not None or _groups._State.reconfigurer is not None
 
 
 def is_mpi_available():

@@ -26,10 +26,14 @@ class group:  # noqa: N801 - named as torch.distributed names it.
 
 class _State:
     world = None  # The default _plexus.ProcessGroup.
+    reconfigurer = None  # With enable_reconfigure=True: forms the default group (_reconfigure).
     subgroups = []  # Subgroups this rank belongs to, in creation order.
 
 
 def world():
+    if _State.world is None and _State.reconfigurer is not None:
+        raise RuntimeError("The default process group has no members yet: it was created with "
+                           "enable_reconfigure=True; call _reconfigure(uuid, handles) first.")
     if _State.world is None:
         raise RuntimeError("Default process group has not been initialized, please make sure "
                            "to call init_process_group.")
@@ -68,6 +72,7 @@ def set_world(pg):
 
 def forget_all():
     _State.world = None
+    _State.reconfigurer = None
     _State.subgroups = []
     group.WORLD = None
     GroupMember.WORLD = None

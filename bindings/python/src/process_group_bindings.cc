@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/rendezvous/rendezvous.h"
 #include "bindings/python/src/durations.h"
 #include "bindings/python/src/errors.h"
 #include "bindings/python/src/py_ref.h"
@@ -18,6 +19,7 @@
 #include "frontend/dispatch/flight_recorder.h"
 #include "frontend/dispatch/init.h"
 #include "frontend/dispatch/process_group.h"
+#include "frontend/dispatch/reconfigure.h"
 
 namespace plexus::python {
 namespace {
@@ -425,6 +427,55 @@ void DefineModuleFunctions(py::module_& module) {
       py::arg("reason") = "requested");
 }
 
+// torch 2.14's reconfigure regime for plexus's own API (plexus/_reconfigure.py): this process's
+// handle, and groups formed from the handles a coordinator chose.
+void DefineReconfigurer(py::module_& module) {
+  py::class_<Reconfigurer, std::shared_ptr<Reconfigurer>>(
+      module, "Reconfigurer", "Forms groups from the handles of the processes to be in them.")
+      .def_property_readonly("handle", &Reconfigurer::handle)
+      .def(
+          "reconfigure",
+          [](Reconfigurer& self, int64_t uuid, std::vector<std::string> handles, bool ordered,
+             py::handle timeout) {
+            Reconfigurer::Request request{uuid, std::move(handles)};
+            request.ordered = ordered;
+            if (!timeout.is_none()) {
+              request.timeout = ToDuration(timeout, kDefaultGroupTimeout, "reconfigure timeout");
+            }
+            return MadeWithoutGil([&] { return self.Reconfigure(std::move(request)); });
+          },
+          py::arg("uuid"), py::arg("handles"), py::arg("ordered"), py::arg("timeout"));
+  module.def(
+      "make_reconfigurer",
+      [](const std::string& backend, const std::string& init_method, int rank, int world_size,
+         py::handle timeout, py::handle store, std::optional<std::string> secret) {
+        Reconfigurer::Options options;
+        options.backend = backend;
+        options.timeout = ToDuration(timeout, kDefaultGroupTimeout, "init_process_group timeout");
+        options.secret = secret;
+        if (!store.is_none()) {
+          options.store = StoreFromPython(store);
+        } else {
+          absl::StatusOr<RendezvousResult> met;
+          {
+            py::gil_scoped_release release;
+            met = Rendezvous(init_method, rank, world_size, options.timeout, GetEnv, secret);
+          }
+          options.store = ValueOrThrow(std::move(met)).store;
+        }
+        return std::make_shared<Reconfigurer>(std::move(options));
+      },
+      py::arg("backend"), py::arg("init_method"), py::arg("rank"), py::arg("world_size"),
+      py::arg("timeout"), py::arg("store"), py::arg("secret") = py::none());
+  module.def(
+      "completed_work",
+      [](const std::string& op) {
+        return std::make_unique<PyWork>(Work::Finished(absl::OkStatus(), op), Keepalive{},
+                                        py::none());
+      },
+      py::arg("op"), "A Work that has already succeeded (what a synchronous call returns).");
+}
+
 }  // namespace
 
 void RegisterProcessGroup(py::module_& module) {
@@ -438,6 +489,7 @@ void RegisterProcessGroup(py::module_& module) {
   DefineScatterReductionsAndAllToAll(group);
   DefineBarrierAndPointToPoint(group);
   DefineModuleFunctions(module);
+  DefineReconfigurer(module);
 }
 
 }  // namespace plexus::python
