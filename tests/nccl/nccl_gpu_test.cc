@@ -1,14 +1,18 @@
 // The nccl backend on a real GPU with the real CUDA runtime and NCCL: stream order, WaitOnStream
-// and bad input at world size 1 (NCCL allows one rank per GPU), and a two-rank all_reduce where
-// there are two GPUs. Without a GPU every test skips with the reason (CI); the conformance
-// suites' *_nccl_gpu_test targets cover every collective.
+// and bad input at world size 1 (NCCL allows one rank per GPU), a new communicator per
+// reconfigure (torch's regime without torch: the device's torch predates it), and a two-rank
+// all_reduce where there are two GPUs. Without a GPU every test skips with the reason (CI); the
+// conformance suites' *_nccl_gpu_test targets cover every collective.
 #include <cstdio>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "base/store/file_store.h"
 #include "devices/cuda/cuda_api.h"
 #include "devices/cuda/current_stream.h"
 #include "frontend/dispatch/init.h"
+#include "frontend/dispatch/reconfigure.h"
 #include "gtest/gtest.h"
 #include "tests/testing/cuda_memory.h"
 #include "tests/testing/subprocess.h"
@@ -91,6 +95,50 @@ TEST(NcclGpuTest, OneRankStreamOrderAndBadInput) {
   const std::string url = "file://" + testing::TempPath("gpu1");
   absl::Status status = testing::RunInChildren(
       1, [&](int rank) { return StreamOrderedAllReduce(url, rank, 1); }, absl::Seconds(180));
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+// One process reconfigures twice on cpu:tcp,cuda:nccl: an all_reduce on the GPU in each
+// configuration, the first group aborted in between (a revoke), so the second runs on a new
+// NCCL communicator.
+int ReconfigureTwiceOnTheGpu(const std::string& path) {
+  auto store = FileStore::Open(path, absl::Seconds(60));
+  if (!store.ok()) return Fail(0, store.status().ToString());
+  Reconfigurer::Options options;
+  options.store = std::move(*store);
+  options.backend = "cpu:tcp,cuda:nccl";
+  options.timeout = absl::Seconds(60);
+  Reconfigurer self(options);
+  const cuda::CudaApi& api = **cuda::LoadCudaApi();
+  api.SetDevice(0);
+  constexpr int kCount = 1 << 20;
+  float* data = nullptr;
+  api.Malloc(reinterpret_cast<void**>(&data), kCount * sizeof(float));
+  std::vector<float> host(kCount, 2.5f);
+  for (int64_t uuid : {1, 2}) {
+    auto group = self.Reconfigure({uuid, {self.handle()}});
+    if (!group.ok()) return Fail(0, group.status().ToString());
+    api.Memcpy(data, host.data(), kCount * sizeof(float), cudaMemcpyHostToDevice);
+    auto work = (*group)->AllReduce(Tensor::Flat(data, DType::kFloat32, kCount, Device::Cuda(0)));
+    absl::Status done = work.ok() ? (*work)->Wait(absl::Seconds(60)) : work.status();
+    if (!done.ok()) return Fail(0, absl::StrCat("uuid ", uuid, ": ", done.ToString()));
+    std::vector<float> back(kCount);
+    api.Memcpy(back.data(), data, kCount * sizeof(float), cudaMemcpyDeviceToHost);
+    if (back != host) return Fail(0, absl::StrCat("uuid ", uuid, ": wrong sum"));
+    if (uuid == 1) {
+      (void)(*group)->Abort("revoked before the next reconfigure");
+    } else if (!(*group)->Shutdown(absl::Seconds(60)).ok()) {
+      return Fail(0, "shutdown");
+    }
+  }
+  return 0;
+}
+
+TEST(NcclGpuTest, OneRankReconfiguresToANewCommunicator) {
+  REQUIRE_GPUS(1);
+  const std::string path = testing::TempPath("gpu_reconfigure");
+  absl::Status status = testing::RunInChildren(
+      1, [&](int) { return ReconfigureTwiceOnTheGpu(path); }, absl::Seconds(180));
   EXPECT_TRUE(status.ok()) << status;
 }
 

@@ -1,7 +1,8 @@
 """CUDA memory through the Python API, on the host-only fake CUDA runtime and NCCL
 (tests/fake_cuda, named by PLEXUS_CUDART_LIBRARY / PLEXUS_NCCL_LIBRARY): a DLPack object on a
 CUDA device goes to the nccl backend, or through pinned host memory on a cpu-only backend
-string, and Work.wait() orders the stream after the operation."""
+string, and Work.wait() orders the stream after the operation; reconfigure forms a new NCCL
+communicator."""
 import ctypes
 import os
 
@@ -112,6 +113,32 @@ def test_cuda_broadcast_and_all_gather(backend):
     for broadcast, gathered in run_world(_broadcast_and_gather, 2, backend=backend):
         assert broadcast == [1.0] * 3
         assert gathered == [[0.0] * 3, [10.0] * 3]
+
+
+def _reconfigure_twice(rank, world_size, path):
+    """torch 2.14's reconfigure regime through plexus's API on cuda:nccl: every rank, then,
+    after a revoke, every rank but the last, on a new NCCL communicator."""
+    store = plexus.FileStore(path, -1)
+    store.set("handle/%d" % rank, plexus._get_reconfigure_handle())
+    handles = [store.get("handle/%d" % r).decode() for r in range(world_size)]
+    plexus._reconfigure(1, handles).wait()
+    data = DeviceFloats(rank, [rank + 1.0] * 5)
+    plexus.all_reduce(data)
+    sums = [data.read()[0]]
+    plexus.abort_process_group()
+    if rank == world_size - 1:
+        return sums
+    plexus._reconfigure(2, handles[:-1]).wait()
+    data = DeviceFloats(rank, [rank + 1.0] * 5)
+    plexus.all_reduce(data)
+    return sums + [data.read(), plexus.get_world_size()]
+
+
+def test_cuda_reconfigure_forms_a_new_nccl_communicator(tmp_path):
+    results = run_world(_reconfigure_twice, 3, str(tmp_path / "handles"),
+                        backend="cpu:tcp,cuda:nccl", destroy=False,
+                        init_options={"enable_reconfigure": True})
+    assert results == [[6.0, [3.0] * 5, 2]] * 2 + [[6.0]]
 
 
 def _exchange(rank, world_size):

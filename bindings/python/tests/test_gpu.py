@@ -1,7 +1,8 @@
 """plexus with torch CUDA tensors on a real GPU; every test skips without one (CI). NCCL at one
 rank per GPU (NCCL refuses two ranks on one GPU), staging through tcp with ranks sharing a GPU,
 torch's stream semantics, and through the C++ torch backend (torch.distributed with
-backend="plexus"): stream order, DDP, FSDP and torch's reconfigure regime on the GPU."""
+backend="plexus"): stream order, DDP, FSDP and torch's reconfigure regime on the GPU, through
+torch's API (torch 2.14 and later) and through plexus's own (any torch)."""
 import pytest
 import torch
 
@@ -222,6 +223,43 @@ def test_reconfigure_on_cuda_nccl(monkeypatch):
     monkeypatch.setenv("PLEXUS_TORCH_BACKEND", "cpu:tcp,cuda:nccl")
     world = max(1, torch.cuda.device_count())
     results = run_world(_reconfigure_with_cuda_tensors, world, init="torch", backend="plexus",
+                        init_options={"enable_reconfigure": True})
+    first = world * (world + 1) / 2
+    survivors = max(1, world - 1)
+    second = survivors * (survivors + 1) / 2
+    expected = [[first, second, second, survivors]] * survivors + [[first]] * (world - survivors)
+    assert results == expected
+
+
+def _reconfigure_through_plexus(rank, world, path):
+    """The same regime through plexus's own API, which needs no c10d reconfigure (the device's
+    torch may predate it): every rank, an all_reduce on the GPU, a revoke, then every rank but
+    the last (with one GPU, the same rank again) on a new NCCL communicator."""
+    import plexus as dist
+    device = _device(rank)
+    torch.cuda.set_device(device)
+    store = dist.FileStore(path, -1)
+    store.set("handle/%d" % rank, dist._get_reconfigure_handle())
+    handles = [store.get("handle/%d" % r).decode() for r in range(world)]
+    dist._reconfigure(1, handles).wait()
+    x = torch.full((1 << 20,), float(rank + 1), device=device)
+    dist.all_reduce(x)
+    sums = [x[0].item()]
+    dist.abort_process_group()
+    members = handles[:-1] if world > 1 else handles
+    if rank >= len(members):
+        return sums
+    dist._reconfigure(2, members).wait()
+    x = torch.full((1 << 20,), float(rank + 1), device=device)
+    dist.all_reduce(x)
+    torch.cuda.synchronize(device)
+    return sums + [x[0].item(), x[-1].item(), dist.get_world_size()]
+
+
+def test_reconfigure_on_cuda_nccl_through_plexus(tmp_path):
+    world = max(1, torch.cuda.device_count())
+    results = run_world(_reconfigure_through_plexus, world, str(tmp_path / "handles"),
+                        backend="cpu:tcp,cuda:nccl", destroy=False,
                         init_options={"enable_reconfigure": True})
     first = world * (world + 1) / 2
     survivors = max(1, world - 1)
