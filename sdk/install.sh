@@ -69,7 +69,7 @@ done
 rewrite "${source_root}/sdk/plexus.h" > "${prefix}/include/plexus/plexus.h"
 
 # What a consumer links besides libplexus: Debian's abseil (its .pc files).
-readonly absl_modules="absl_base absl_span absl_status absl_statusor absl_strings absl_str_format absl_synchronization absl_time"
+readonly absl_modules="absl_base absl_flat_hash_set absl_span absl_status absl_statusor absl_strings absl_str_format absl_synchronization absl_time"
 cat > "${prefix}/lib/pkgconfig/plexus.pc" <<EOF
 prefix=${named}
 libdir=\${prefix}/lib

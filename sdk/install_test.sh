@@ -2,7 +2,8 @@
 # The C++ SDK as a service team uses it: install plexus into a temporary prefix, copy the
 # example service out of the repository, build it with pkg-config and with CMake, and run 2 and
 # 4 ranks under mpirun and 2 through env:// (MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE, as
-# torchrun sets them); every rank must print the checksum computed here. Then the .deb: its
+# torchrun sets them); every rank must print the checksum computed here. The reconfigure example
+# likewise, on 3 processes sharing a FileStore. Then the .deb: its
 # dependencies, and the example built against its unpacked files and run.
 set -euo pipefail
 
@@ -38,6 +39,30 @@ for r in 0 1; do
 done
 for pid in "${pids[@]}"; do wait "${pid}" || true; done  # check_ranks shows what failed.
 check_ranks "$(cat rank0.out rank1.out)" 2 5 "env:// with MASTER_ADDR/MASTER_PORT"
+
+# Membership by handle (reconfigure_service.cc): 3 processes form a group, then 2 once the last
+# has left; each prints what it saw.
+g++ reconfigure_service.cc $(pkg-config --cflags --libs plexus) -o reconfigure_service_pkgconfig
+for binary in ./reconfigure_service_pkgconfig ./build/reconfigure_service; do
+  store="${TEST_TMPDIR}/handles.$(basename "${binary}")"
+  pids=()
+  for i in 0 1 2; do
+    timeout 120 "${binary}" "${store}" "${i}" 3 > "member${i}.out" 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "${pid}" || true; done  # The lines below show what failed.
+  out="$(cat member0.out member1.out member2.out)"
+  expected="member 0: uuid 1: rank 0 of 3, sum 6.0
+member 0: uuid 2: rank 0 of 2, sum 3.0
+member 1: uuid 1: rank 1 of 3, sum 6.0
+member 1: uuid 2: rank 1 of 2, sum 3.0
+member 2: uuid 1: rank 2 of 3, sum 6.0"
+  if [[ "${out}" != "${expected}" ]]; then
+    echo "FAIL: ${binary} on 3 processes printed:"; echo "${out}"; echo "expected:"; echo "${expected}"
+    exit 1
+  fi
+  echo "ok: ${binary}: 3 members, then 2"
+done
 
 # The Debian package: unpacked rather than installed (a test must not change the system), with
 # pkg-config told where the /usr tree now is.
