@@ -191,22 +191,30 @@ def test_elastic_with_cuda_tensors_on_gpu():
     assert results == [(3.0, 3.0, 7000.0, 3)] * 2, results
 
 
-def _reconfigure_with_cuda_tensors(rank, world):
-    """torch's reconfigure regime on cuda:nccl: a configuration of every rank, an all_reduce on
-    the GPU, a revoke (abort), then a configuration without the last rank (a new NCCL
-    communicator; with one GPU the same rank again) and another all_reduce. Returns the sums."""
-    import torch.distributed as dist
+def _reconfigure_on_the_gpu(rank, world, api, path):
+    """The reconfigure regime on cuda:nccl through `api` ("torch": torch.distributed, whose c10d
+    reconfigure needs torch 2.14; "plexus": plexus's own API, any torch): a configuration of
+    every rank, an all_reduce on the GPU, a revoke (abort), then a configuration without the
+    last rank (a new NCCL communicator; with one GPU the same rank again) and another
+    all_reduce. Returns the sums."""
+    if api == "torch":
+        import torch.distributed as dist
+        store = dist.distributed_c10d._get_default_store()
+    else:
+        import plexus as dist
+        store = dist.FileStore(path, -1)
     device = _device(rank)
     torch.cuda.set_device(device)
-    store = dist.distributed_c10d._get_default_store()
     store.set("handle/%d" % rank, dist._get_reconfigure_handle())
     handles = [store.get("handle/%d" % r).decode() for r in range(world)]
     dist._reconfigure(1, handles).wait()
     x = torch.full((1 << 20,), float(rank + 1), device=device)
     dist.all_reduce(x)
     sums = [x[0].item()]
-    backend = dist.group.WORLD._get_backend(device)
-    backend.abort()
+    if api == "torch":
+        dist.group.WORLD._get_backend(device).abort()
+    else:
+        dist.abort_process_group()
     members = handles[:-1] if world > 1 else handles
     if rank >= len(members):
         return sums
@@ -215,6 +223,14 @@ def _reconfigure_with_cuda_tensors(rank, world):
     dist.all_reduce(x)
     torch.cuda.synchronize(device)
     return sums + [x[0].item(), x[-1].item(), dist.get_world_size()]
+
+
+def _check_reconfigured_sums(results, world):
+    first = world * (world + 1) / 2
+    survivors = max(1, world - 1)
+    second = survivors * (survivors + 1) / 2
+    expected = [[first, second, second, survivors]] * survivors + [[first]] * (world - survivors)
+    assert results == expected
 
 
 @pytest.mark.skipif(not hasattr(torch.distributed, "_reconfigure"),
@@ -222,47 +238,14 @@ def _reconfigure_with_cuda_tensors(rank, world):
 def test_reconfigure_on_cuda_nccl(monkeypatch):
     monkeypatch.setenv("PLEXUS_TORCH_BACKEND", "cpu:tcp,cuda:nccl")
     world = max(1, torch.cuda.device_count())
-    results = run_world(_reconfigure_with_cuda_tensors, world, init="torch", backend="plexus",
-                        init_options={"enable_reconfigure": True})
-    first = world * (world + 1) / 2
-    survivors = max(1, world - 1)
-    second = survivors * (survivors + 1) / 2
-    expected = [[first, second, second, survivors]] * survivors + [[first]] * (world - survivors)
-    assert results == expected
-
-
-def _reconfigure_through_plexus(rank, world, path):
-    """The same regime through plexus's own API, which needs no c10d reconfigure (the device's
-    torch may predate it): every rank, an all_reduce on the GPU, a revoke, then every rank but
-    the last (with one GPU, the same rank again) on a new NCCL communicator."""
-    import plexus as dist
-    device = _device(rank)
-    torch.cuda.set_device(device)
-    store = dist.FileStore(path, -1)
-    store.set("handle/%d" % rank, dist._get_reconfigure_handle())
-    handles = [store.get("handle/%d" % r).decode() for r in range(world)]
-    dist._reconfigure(1, handles).wait()
-    x = torch.full((1 << 20,), float(rank + 1), device=device)
-    dist.all_reduce(x)
-    sums = [x[0].item()]
-    dist.abort_process_group()
-    members = handles[:-1] if world > 1 else handles
-    if rank >= len(members):
-        return sums
-    dist._reconfigure(2, members).wait()
-    x = torch.full((1 << 20,), float(rank + 1), device=device)
-    dist.all_reduce(x)
-    torch.cuda.synchronize(device)
-    return sums + [x[0].item(), x[-1].item(), dist.get_world_size()]
+    _check_reconfigured_sums(
+        run_world(_reconfigure_on_the_gpu, world, "torch", None, init="torch", backend="plexus",
+                  init_options={"enable_reconfigure": True}), world)
 
 
 def test_reconfigure_on_cuda_nccl_through_plexus(tmp_path):
     world = max(1, torch.cuda.device_count())
-    results = run_world(_reconfigure_through_plexus, world, str(tmp_path / "handles"),
-                        backend="cpu:tcp,cuda:nccl", destroy=False,
-                        init_options={"enable_reconfigure": True})
-    first = world * (world + 1) / 2
-    survivors = max(1, world - 1)
-    second = survivors * (survivors + 1) / 2
-    expected = [[first, second, second, survivors]] * survivors + [[first]] * (world - survivors)
-    assert results == expected
+    _check_reconfigured_sums(
+        run_world(_reconfigure_on_the_gpu, world, "plexus", str(tmp_path / "handles"),
+                  backend="cpu:tcp,cuda:nccl", destroy=False,
+                  init_options={"enable_reconfigure": True}), world)
