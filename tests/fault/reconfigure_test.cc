@@ -3,7 +3,8 @@
 // reason and use nothing up; members take ranks by position or by sorted handle; a member that
 // never comes is named and the rest form without it; after a SIGKILL mid-collective the
 // survivors form again under a fresh uuid, and a replacement process started afterwards joins
-// by its handle and receives the state by broadcast.
+// by its handle and receives the state by broadcast; a member frozen mid-collective and resumed
+// after the others moved on is left out.
 #include "frontend/dispatch/reconfigure.h"
 
 #include <signal.h>
@@ -204,8 +205,50 @@ absl::Status ShareStateAndCheck(ProcessGroup& group, bool newcomer) {
   return Wait(group.Barrier());
 }
 
-// Three members loop over all_reduces until one fails; the parent SIGKILLs the third once each
-// has finished one, so the kill lands mid-collective. The survivors abort the broken group and
+// A member of three: forms uuid 1 from the handles on the store, then all-reduces until one
+// fails, writing a byte to `ready_fd` once the first has succeeded (so a signal the parent
+// sends after three bytes lands mid-collective). Each one that succeeds must hold the whole sum.
+struct Looped {
+  std::vector<std::string> handles;  // Of ids 0, 1, 2.
+  std::shared_ptr<ProcessGroup> group;
+  absl::Status failure;
+};
+absl::StatusOr<Looped> LoopUntilAnAllReduceFails(Reconfigurer& self, Store& store, int id,
+                                                 int ready_fd) {
+  Looped looped;
+  ASSIGN_OR_RETURN(looped.handles, ExchangeHandles(store, self, id, {0, 1, 2}));
+  ASSIGN_OR_RETURN(looped.group, self.Reconfigure({1, looped.handles}));
+  std::vector<float> data(1 << 16, 1.0f);
+  AllReduceOptions options;
+  options.timeout = kLoopTimeout;
+  for (int step = 0; looped.failure.ok(); ++step) {
+    if (step == 1) {
+      [[maybe_unused]] ssize_t n = write(ready_fd, "r", 1);
+      close(ready_fd);
+    }
+    std::fill(data.begin(), data.end(), 1.0f);
+    looped.failure = Wait(
+        looped.group->AllReduce(Tensor::Flat(data.data(), DType::kFloat32, data.size()), options));
+    // One that completes holds every member's part: no sum of some of them.
+    const bool whole = std::all_of(data.begin(), data.end(), [](float v) { return v == 3.0f; });
+    if (looped.failure.ok() && !whole) {
+      return absl::DataLossError(
+          absl::StrCat("member ", id, ": all_reduce ", step, " completed with a partial sum"));
+    }
+  }
+  return looped;
+}
+
+// In the parent: true once each of `count` members wrote its byte.
+bool AllReady(int fd, int count) {
+  char byte;
+  int ready = 0;
+  while (ready < count && read(fd, &byte, 1) == 1) ++ready;
+  close(fd);
+  return ready == count;
+}
+
+// The parent SIGKILLs the third member mid-collective. The survivors abort the broken group and
 // form again without it under a fresh uuid; a process forked after the kill joins by its handle
 // and receives the survivors' state by broadcast.
 TEST_P(ReconfigureTest, SurvivorsOfASigkillFormAgainAndAReplacementJoins) {
@@ -214,48 +257,31 @@ TEST_P(ReconfigureTest, SurvivorsOfASigkillFormAgainAndAReplacementJoins) {
   ASSERT_EQ(pipe(ready), 0);
   auto members = ForkRanks(3, [&](int id) -> absl::Status {
     close(ready[0]);
-    ASSIGN_OR_RETURN(auto self_owner, MakeReconfigurer(path, GetParam()));
-    Reconfigurer& self = *self_owner;
+    ASSIGN_OR_RETURN(auto self, MakeReconfigurer(path, GetParam()));
     ASSIGN_OR_RETURN(auto store, FileStore::Open(path, kTimeout));
-    ASSIGN_OR_RETURN(auto handles, ExchangeHandles(*store, self, id, {0, 1, 2}));
-    ASSIGN_OR_RETURN(auto first, self.Reconfigure({1, handles}));
-    std::vector<float> data(1 << 16, 1.0f);
-    AllReduceOptions options;
-    options.timeout = kLoopTimeout;
-    absl::Status failure;
-    for (int step = 0; failure.ok(); ++step) {
-      if (step == 1) {
-        [[maybe_unused]] ssize_t n = write(ready[1], "r", 1);
-        close(ready[1]);
-      }
-      failure =
-          Wait(first->AllReduce(Tensor::Flat(data.data(), DType::kFloat32, data.size()), options));
-    }
+    ASSIGN_OR_RETURN(Looped looped, LoopUntilAnAllReduceFails(*self, *store, id, ready[1]));
     // tcp fails every member's collective together. On gloo one survivor may wait for the
     // operation's timeout inside a send that never completes while the other failed at once.
-    RETURN_IF_ERROR(Expect(GetParam() != "cpu:tcp" || !absl::IsDeadlineExceeded(failure),
-                           absl::StrCat("the lost member went unnoticed: ", failure.ToString())));
-    (void)first->Abort("reconfiguring without the lost member");
-    ASSIGN_OR_RETURN(auto survivors, self.Reconfigure({2, {handles[0], handles[1]}}));
+    RETURN_IF_ERROR(
+        Expect(GetParam() != "cpu:tcp" || !absl::IsDeadlineExceeded(looped.failure),
+               absl::StrCat("the lost member went unnoticed: ", looped.failure.ToString())));
+    (void)looped.group->Abort("reconfiguring without the lost member");
+    const std::vector<std::string>& handles = looped.handles;
+    ASSIGN_OR_RETURN(auto survivors, self->Reconfigure({2, {handles[0], handles[1]}}));
     RETURN_IF_ERROR(CheckSum(*survivors));
     ASSIGN_OR_RETURN(std::string newcomer, store->Get("handle/3"));
-    ASSIGN_OR_RETURN(auto grown, self.Reconfigure({3, {handles[0], handles[1], newcomer}}));
+    ASSIGN_OR_RETURN(auto grown, self->Reconfigure({3, {handles[0], handles[1], newcomer}}));
     return ShareStateAndCheck(*grown, /*newcomer=*/false);
   });
   close(ready[1]);
-  char byte;
-  int finished_one = 0;
-  while (finished_one < 3 && read(ready[0], &byte, 1) == 1) ++finished_one;
-  close(ready[0]);
-  ASSERT_EQ(finished_one, 3);
+  ASSERT_TRUE(AllReady(ready[0], 3));
   kill(members.pids[2], SIGKILL);
 
   auto replacement = ForkRanks(1, [&](int) -> absl::Status {
-    ASSIGN_OR_RETURN(auto self_owner, MakeReconfigurer(path, GetParam()));
-    Reconfigurer& self = *self_owner;
+    ASSIGN_OR_RETURN(auto self, MakeReconfigurer(path, GetParam()));
     ASSIGN_OR_RETURN(auto store, FileStore::Open(path, kTimeout));
-    ASSIGN_OR_RETURN(auto handles, ExchangeHandles(*store, self, 3, {0, 1, 3}));
-    ASSIGN_OR_RETURN(auto group, self.Reconfigure({3, handles}));
+    ASSIGN_OR_RETURN(auto handles, ExchangeHandles(*store, *self, 3, {0, 1, 3}));
+    ASSIGN_OR_RETURN(auto group, self->Reconfigure({3, handles}));
     RETURN_IF_ERROR(Expect(group->rank() == 2, "the replacement is not rank 2"));
     return ShareStateAndCheck(*group, /*newcomer=*/true);
   });
@@ -267,6 +293,45 @@ TEST_P(ReconfigureTest, SurvivorsOfASigkillFormAgainAndAReplacementJoins) {
     EXPECT_EQ(outcomes[id].code, absl::StatusCode::kOk)
         << "member " << id << ": " << outcomes[id].message;
   }
+}
+
+// The parent SIGSTOPs the third member mid-collective; the survivors' all_reduce fails (by the
+// 5 s operation timeout at the latest), they form uuid 2 without it, and only then is it
+// resumed. The resumed member's all_reduces fail rather than complete with part of a sum,
+// and it cannot take part in uuid 2 (claimed for another membership); the survivors' group is
+// undisturbed.
+TEST_P(ReconfigureTest, AFrozenMemberResumedAfterTheOthersMovedOnIsLeftOut) {
+  const std::string path = StorePath("stop");
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  auto members = ForkRanks(3, [&](int id) -> absl::Status {
+    close(ready[0]);
+    ASSIGN_OR_RETURN(auto self, MakeReconfigurer(path, GetParam()));
+    ASSIGN_OR_RETURN(auto store, FileStore::Open(path, kTimeout));
+    ASSIGN_OR_RETURN(Looped looped, LoopUntilAnAllReduceFails(*self, *store, id, ready[1]));
+    const std::vector<std::string>& handles = looped.handles;
+    (void)looped.group->Abort("reconfiguring without the silent member");
+    if (id == 2) {  // Resumed: the others are in uuid 2 already.
+      RETURN_IF_ERROR(ExpectRefused(self->Reconfigure({2, handles}),
+                                    absl::StatusCode::kFailedPrecondition,
+                                    "was already used for another membership"));
+      return store->Set("resumed_and_refused", "1");
+    }
+    ASSIGN_OR_RETURN(auto survivors, self->Reconfigure({2, {handles[0], handles[1]}}));
+    RETURN_IF_ERROR(store->Set(absl::StrCat("moved_on/", id), "1"));
+    RETURN_IF_ERROR(store->Wait({"resumed_and_refused"}, kTimeout));
+    RETURN_IF_ERROR(CheckSum(*survivors));
+    return Wait(survivors->Barrier());
+  });
+  close(ready[1]);
+  ASSERT_TRUE(AllReady(ready[0], 3));
+  kill(members.pids[2], SIGSTOP);
+  auto store = FileStore::Open(path, kTimeout);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_TRUE((*store)->Wait({"moved_on/0", "moved_on/1"}, kTimeout).ok());
+  kill(members.pids[2], SIGCONT);
+  ExpectAllOk(testing::CollectOutcomes(members.fds));
+  testing::ReapRanks(members);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ReconfigureTest, ::testing::Values("cpu:tcp", "cpu:gloo"),
