@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -248,33 +249,49 @@ bool AllReady(int fd, int count) {
   return ready == count;
 }
 
+// Forks the three members: each runs LoopUntilAnAllReduceFails, then `then`. Returns once
+// each has finished one all_reduce (`*all_ready` false when one failed before).
+using AfterLoop =
+    std::function<absl::Status(int id, Reconfigurer& self, Store& store, Looped& looped)>;
+testing::ForkedRanks ForkLoopingMembers(const std::string& path, const std::string& backend,
+                                        bool* all_ready, const AfterLoop& then) {
+  int ready[2];
+  if (pipe(ready) != 0) abort();
+  testing::ForkedRanks members = ForkRanks(3, [&](int id) -> absl::Status {
+    close(ready[0]);
+    ASSIGN_OR_RETURN(auto self, MakeReconfigurer(path, backend));
+    ASSIGN_OR_RETURN(auto store, FileStore::Open(path, kTimeout));
+    ASSIGN_OR_RETURN(Looped looped, LoopUntilAnAllReduceFails(*self, *store, id, ready[1]));
+    return then(id, *self, *store, looped);
+  });
+  close(ready[1]);
+  *all_ready = AllReady(ready[0], 3);
+  return members;
+}
+
 // The parent SIGKILLs the third member mid-collective. The survivors abort the broken group and
 // form again without it under a fresh uuid; a process forked after the kill joins by its handle
 // and receives the survivors' state by broadcast.
 TEST_P(ReconfigureTest, SurvivorsOfASigkillFormAgainAndAReplacementJoins) {
   const std::string path = StorePath("kill");
-  int ready[2];
-  ASSERT_EQ(pipe(ready), 0);
-  auto members = ForkRanks(3, [&](int id) -> absl::Status {
-    close(ready[0]);
-    ASSIGN_OR_RETURN(auto self, MakeReconfigurer(path, GetParam()));
-    ASSIGN_OR_RETURN(auto store, FileStore::Open(path, kTimeout));
-    ASSIGN_OR_RETURN(Looped looped, LoopUntilAnAllReduceFails(*self, *store, id, ready[1]));
-    // tcp fails every member's collective together. On gloo one survivor may wait for the
-    // operation's timeout inside a send that never completes while the other failed at once.
-    RETURN_IF_ERROR(
-        Expect(GetParam() != "cpu:tcp" || !absl::IsDeadlineExceeded(looped.failure),
-               absl::StrCat("the lost member went unnoticed: ", looped.failure.ToString())));
-    (void)looped.group->Abort("reconfiguring without the lost member");
-    const std::vector<std::string>& handles = looped.handles;
-    ASSIGN_OR_RETURN(auto survivors, self->Reconfigure({2, {handles[0], handles[1]}}));
-    RETURN_IF_ERROR(CheckSum(*survivors));
-    ASSIGN_OR_RETURN(std::string newcomer, store->Get("handle/3"));
-    ASSIGN_OR_RETURN(auto grown, self->Reconfigure({3, {handles[0], handles[1], newcomer}}));
-    return ShareStateAndCheck(*grown, /*newcomer=*/false);
-  });
-  close(ready[1]);
-  ASSERT_TRUE(AllReady(ready[0], 3));
+  bool all_ready = false;
+  auto members = ForkLoopingMembers(
+      path, GetParam(), &all_ready,
+      [&](int, Reconfigurer& self, Store& store, Looped& looped) -> absl::Status {
+        // tcp fails every member's collective together. On gloo one survivor may wait for the
+        // operation's timeout inside a send that never completes while the other failed at once.
+        RETURN_IF_ERROR(
+            Expect(GetParam() != "cpu:tcp" || !absl::IsDeadlineExceeded(looped.failure),
+                   absl::StrCat("the lost member went unnoticed: ", looped.failure.ToString())));
+        (void)looped.group->Abort("reconfiguring without the lost member");
+        const std::vector<std::string>& handles = looped.handles;
+        ASSIGN_OR_RETURN(auto survivors, self.Reconfigure({2, {handles[0], handles[1]}}));
+        RETURN_IF_ERROR(CheckSum(*survivors));
+        ASSIGN_OR_RETURN(std::string newcomer, store.Get("handle/3"));
+        ASSIGN_OR_RETURN(auto grown, self.Reconfigure({3, {handles[0], handles[1], newcomer}}));
+        return ShareStateAndCheck(*grown, /*newcomer=*/false);
+      });
+  ASSERT_TRUE(all_ready);
   kill(members.pids[2], SIGKILL);
 
   auto replacement = ForkRanks(1, [&](int) -> absl::Status {
@@ -302,29 +319,25 @@ TEST_P(ReconfigureTest, SurvivorsOfASigkillFormAgainAndAReplacementJoins) {
 // undisturbed.
 TEST_P(ReconfigureTest, AFrozenMemberResumedAfterTheOthersMovedOnIsLeftOut) {
   const std::string path = StorePath("stop");
-  int ready[2];
-  ASSERT_EQ(pipe(ready), 0);
-  auto members = ForkRanks(3, [&](int id) -> absl::Status {
-    close(ready[0]);
-    ASSIGN_OR_RETURN(auto self, MakeReconfigurer(path, GetParam()));
-    ASSIGN_OR_RETURN(auto store, FileStore::Open(path, kTimeout));
-    ASSIGN_OR_RETURN(Looped looped, LoopUntilAnAllReduceFails(*self, *store, id, ready[1]));
-    const std::vector<std::string>& handles = looped.handles;
-    (void)looped.group->Abort("reconfiguring without the silent member");
-    if (id == 2) {  // Resumed: the others are in uuid 2 already.
-      RETURN_IF_ERROR(ExpectRefused(self->Reconfigure({2, handles}),
-                                    absl::StatusCode::kFailedPrecondition,
-                                    "was already used for another membership"));
-      return store->Set("resumed_and_refused", "1");
-    }
-    ASSIGN_OR_RETURN(auto survivors, self->Reconfigure({2, {handles[0], handles[1]}}));
-    RETURN_IF_ERROR(store->Set(absl::StrCat("moved_on/", id), "1"));
-    RETURN_IF_ERROR(store->Wait({"resumed_and_refused"}, kTimeout));
-    RETURN_IF_ERROR(CheckSum(*survivors));
-    return Wait(survivors->Barrier());
-  });
-  close(ready[1]);
-  ASSERT_TRUE(AllReady(ready[0], 3));
+  bool all_ready = false;
+  auto members = ForkLoopingMembers(
+      path, GetParam(), &all_ready,
+      [&](int id, Reconfigurer& self, Store& store, Looped& looped) -> absl::Status {
+        const std::vector<std::string>& handles = looped.handles;
+        (void)looped.group->Abort("reconfiguring without the silent member");
+        if (id == 2) {  // Resumed: the others are in uuid 2 already.
+          RETURN_IF_ERROR(ExpectRefused(self.Reconfigure({2, handles}),
+                                        absl::StatusCode::kFailedPrecondition,
+                                        "was already used for another membership"));
+          return store.Set("resumed_and_refused", "1");
+        }
+        ASSIGN_OR_RETURN(auto survivors, self.Reconfigure({2, {handles[0], handles[1]}}));
+        RETURN_IF_ERROR(store.Set(absl::StrCat("moved_on/", id), "1"));
+        RETURN_IF_ERROR(store.Wait({"resumed_and_refused"}, kTimeout));
+        RETURN_IF_ERROR(CheckSum(*survivors));
+        return Wait(survivors->Barrier());
+      });
+  ASSERT_TRUE(all_ready);
   kill(members.pids[2], SIGSTOP);
   auto store = FileStore::Open(path, kTimeout);
   ASSERT_TRUE(store.ok()) << store.status();
