@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,13 +40,20 @@ std::string StorePath(const std::string& name) {
   return absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name, "-", next++);
 }
 
-absl::StatusOr<std::unique_ptr<Reconfigurer>> MakeReconfigurer(const std::string& path,
-                                                               const std::string& backend) {
+// A process that may become a member: the store every member shares and its Reconfigurer.
+struct Member {
+  std::shared_ptr<Store> store;
+  std::unique_ptr<Reconfigurer> self;
+};
+absl::StatusOr<Member> OpenMember(const std::string& path, const std::string& backend) {
+  Member member;
+  ASSIGN_OR_RETURN(member.store, FileStore::Open(path, kTimeout));
   Reconfigurer::Options options;
-  ASSIGN_OR_RETURN(options.store, FileStore::Open(path, kTimeout));
+  options.store = member.store;
   options.backend = backend;
   options.timeout = kTimeout;
-  return std::make_unique<Reconfigurer>(std::move(options));
+  member.self = std::make_unique<Reconfigurer>(std::move(options));
+  return member;
 }
 
 absl::Status Wait(absl::StatusOr<WorkPtr> work) {
@@ -103,10 +111,10 @@ class ReconfigureTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(ReconfigureTest, RequestsThatCannotFormAreRefusedWithTheirReason) {
   const std::string path = StorePath("refused");
   auto ranks = ForkRanks(1, [&](int) -> absl::Status {
-    ASSIGN_OR_RETURN(auto self_owner, MakeReconfigurer(path, GetParam()));
-    Reconfigurer& self = *self_owner;
-    ASSIGN_OR_RETURN(auto other_owner, MakeReconfigurer(path, GetParam()));
-    Reconfigurer& other = *other_owner;
+    ASSIGN_OR_RETURN(Member one, OpenMember(path, GetParam()));
+    ASSIGN_OR_RETURN(Member another, OpenMember(path, GetParam()));  // As another process.
+    Reconfigurer& self = *one.self;
+    Reconfigurer& other = *another.self;
     RETURN_IF_ERROR(Expect(self.handle() != other.handle(), "two reconfigurers share a handle"));
     const auto code = absl::StatusCode::kInvalidArgument;
     RETURN_IF_ERROR(ExpectRefused(self.Reconfigure({1, {}}), code, "no handles"));
@@ -137,10 +145,9 @@ TEST_P(ReconfigureTest, RequestsThatCannotFormAreRefusedWithTheirReason) {
 TEST_P(ReconfigureTest, MembersTakeRanksByPositionOrBySortedHandle) {
   const std::string path = StorePath("ranks");
   auto ranks = ForkRanks(3, [&](int id) -> absl::Status {
-    ASSIGN_OR_RETURN(auto self_owner, MakeReconfigurer(path, GetParam()));
-    Reconfigurer& self = *self_owner;
-    ASSIGN_OR_RETURN(auto store, FileStore::Open(path, kTimeout));
-    ASSIGN_OR_RETURN(auto handles, ExchangeHandles(*store, self, id, {2, 1, 0}));
+    ASSIGN_OR_RETURN(Member member, OpenMember(path, GetParam()));
+    Reconfigurer& self = *member.self;
+    ASSIGN_OR_RETURN(auto handles, ExchangeHandles(*member.store, self, id, {2, 1, 0}));
     ASSIGN_OR_RETURN(auto by_position, self.Reconfigure({1, handles}));
     RETURN_IF_ERROR(Expect(by_position->rank() == 2 - id && by_position->size() == 3,
                            absl::StrCat("process ", id, " got rank ", by_position->rank())));
@@ -167,14 +174,13 @@ TEST_P(ReconfigureTest, MembersTakeRanksByPositionOrBySortedHandle) {
 // DeadlineExceeded naming its rank and handle, then form without it under a fresh uuid.
 TEST_P(ReconfigureTest, AMemberThatNeverComesIsNamedAndTheRestFormWithoutIt) {
   const std::string path = StorePath("absent");
-  auto absent = MakeReconfigurer(path, GetParam());  // Its process never reconfigures.
+  auto absent = OpenMember(path, GetParam());  // Its process never reconfigures.
   ASSERT_TRUE(absent.ok()) << absent.status();
-  const std::string absent_handle = (*absent)->handle();
+  const std::string absent_handle = absent->self->handle();
   auto ranks = ForkRanks(2, [&](int id) -> absl::Status {
-    ASSIGN_OR_RETURN(auto self_owner, MakeReconfigurer(path, GetParam()));
-    Reconfigurer& self = *self_owner;
-    ASSIGN_OR_RETURN(auto store, FileStore::Open(path, kTimeout));
-    ASSIGN_OR_RETURN(auto handles, ExchangeHandles(*store, self, id, {0, 1}));
+    ASSIGN_OR_RETURN(Member member, OpenMember(path, GetParam()));
+    Reconfigurer& self = *member.self;
+    ASSIGN_OR_RETURN(auto handles, ExchangeHandles(*member.store, self, id, {0, 1}));
     Reconfigurer::Request request{1, {handles[0], handles[1], absent_handle}};
     request.timeout = absl::Seconds(2);
     const absl::Time start = absl::Now();
@@ -259,10 +265,10 @@ testing::ForkedRanks ForkLoopingMembers(const std::string& path, const std::stri
   if (pipe(ready) != 0) abort();
   testing::ForkedRanks members = ForkRanks(3, [&](int id) -> absl::Status {
     close(ready[0]);
-    ASSIGN_OR_RETURN(auto self, MakeReconfigurer(path, backend));
-    ASSIGN_OR_RETURN(auto store, FileStore::Open(path, kTimeout));
-    ASSIGN_OR_RETURN(Looped looped, LoopUntilAnAllReduceFails(*self, *store, id, ready[1]));
-    return then(id, *self, *store, looped);
+    ASSIGN_OR_RETURN(Member member, OpenMember(path, backend));
+    ASSIGN_OR_RETURN(Looped looped,
+                     LoopUntilAnAllReduceFails(*member.self, *member.store, id, ready[1]));
+    return then(id, *member.self, *member.store, looped);
   });
   close(ready[1]);
   *all_ready = AllReady(ready[0], 3);
@@ -295,10 +301,9 @@ TEST_P(ReconfigureTest, SurvivorsOfASigkillFormAgainAndAReplacementJoins) {
   kill(members.pids[2], SIGKILL);
 
   auto replacement = ForkRanks(1, [&](int) -> absl::Status {
-    ASSIGN_OR_RETURN(auto self, MakeReconfigurer(path, GetParam()));
-    ASSIGN_OR_RETURN(auto store, FileStore::Open(path, kTimeout));
-    ASSIGN_OR_RETURN(auto handles, ExchangeHandles(*store, *self, 3, {0, 1, 3}));
-    ASSIGN_OR_RETURN(auto group, self->Reconfigure({3, handles}));
+    ASSIGN_OR_RETURN(Member member, OpenMember(path, GetParam()));
+    ASSIGN_OR_RETURN(auto handles, ExchangeHandles(*member.store, *member.self, 3, {0, 1, 3}));
+    ASSIGN_OR_RETURN(auto group, member.self->Reconfigure({3, handles}));
     RETURN_IF_ERROR(Expect(group->rank() == 2, "the replacement is not rank 2"));
     return ShareStateAndCheck(*group, /*newcomer=*/true);
   });

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,23 @@ bool SumAndSay(plexus::ProcessGroup& group, int id, int64_t uuid) {
   return group.Shutdown(absl::Seconds(60)).ok();  // Collective: every member leaves it.
 }
 
+// Publishes this process's handle as handle/<id>, then reads all `members` handles (each read
+// waits for the key up to the store's timeout). Here each reads them all; a coordinator would
+// choose.
+absl::StatusOr<std::vector<std::string>> ExchangeHandles(plexus::Store& store,
+                                                         const plexus::Reconfigurer& self, int id,
+                                                         int members) {
+  absl::Status published = store.Set("handle/" + std::to_string(id), self.handle());
+  if (!published.ok()) return published;
+  std::vector<std::string> handles;
+  for (int other = 0; other < members; ++other) {
+    absl::StatusOr<std::string> handle = store.Get("handle/" + std::to_string(other));
+    if (!handle.ok()) return handle.status();
+    handles.push_back(*std::move(handle));
+  }
+  return handles;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -47,23 +65,20 @@ int main(int argc, char** argv) {
   options.backend = "tcp";
   options.timeout = absl::Seconds(60);
   plexus::Reconfigurer self(options);
-  // Each publishes its handle; here each reads them all (a coordinator would choose).
-  (void)shared->Set("handle/" + std::to_string(id), self.handle());
-  std::vector<std::string> handles;
-  for (int other = 0; other < members; ++other) {
-    auto handle = shared->Get("handle/" + std::to_string(other));
-    if (!handle.ok()) return 1;
-    handles.push_back(*handle);
+  auto handles = ExchangeHandles(*shared, self, id, members);
+  if (!handles.ok()) {
+    std::fprintf(stderr, "member %d: %s\n", id, handles.status().ToString().c_str());
+    return 1;
   }
   for (int64_t uuid : {1, 2}) {  // A fresh uuid for every configuration.
-    auto group = self.Reconfigure({uuid, handles});
+    auto group = self.Reconfigure({uuid, *handles});
     if (!group.ok()) {
       std::fprintf(stderr, "member %d: %s\n", id, group.status().ToString().c_str());
       return 1;
     }
     if (!SumAndSay(**group, id, uuid)) return 1;
     if (id == members - 1) return 0;  // The last member leaves.
-    handles.pop_back();
+    handles->pop_back();
   }
   return 0;
 }
