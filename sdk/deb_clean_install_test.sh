@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# The .deb as a user installs it on a clean Debian of this machine's release (bookworm on
-# Debian 12, trixie on 13, forky: the .deb depends on the runtimes it was built against): debootstrap
-# a minimal one from the machine's apt mirror, `apt install ./plexus_*.deb` there, add a
-# compiler, CMake and pkg-config, build the example service both ways and run it on 2 and 4
-# ranks under mpirun. Needs root (debootstrap, chroot, mounts in a private mount namespace);
-# skips, saying why, without root, debootstrap or a reachable mirror.
+# The .debs as a user installs them on a clean Debian of this machine's release (bookworm on
+# Debian 12, trixie on 13, forky: each depends on the runtimes it was built against): debootstrap
+# a minimal one from the machine's apt mirror, `apt install ./plexus_*.deb
+# ./python3-plexus_*.deb` there (apt brings python3-torch and the rest of their Depends), then
+# from /tmp, with no PYTHONPATH: `import plexus` finds /usr/lib/python3/dist-packages, the
+# README's numpy and torch examples run on 2 ranks (torch's with no import of plexus where torch
+# 2.5+ reads entry points: bindings/python/tests/readme_examples.py); add a compiler, CMake and
+# pkg-config, build the example service both ways and run it on 2 and 4 ranks under mpirun.
+# Needs root (debootstrap, chroot, mounts in a private mount namespace); skips, saying why,
+# without root, debootstrap or a reachable mirror.
 set -euo pipefail
 
 skip() { echo "SKIP: $*"; exit 0; }
@@ -19,12 +23,14 @@ mirror="$(cat /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2> /dev/nu
 
 root="${TEST_TMPDIR}/${suite}"
 sdk/deb --output="${TEST_TMPDIR}/deb" > /dev/null
+bindings/python/python_deb --output="${TEST_TMPDIR}/deb" > /dev/null
 if ! debootstrap --variant=minbase "${suite}" "${root}" "${mirror}" > "${TEST_TMPDIR}/debootstrap.log" 2>&1; then
   tail -5 "${TEST_TMPDIR}/debootstrap.log"
   skip "debootstrap could not build ${suite} from ${mirror}"
 fi
-cp "${TEST_TMPDIR}"/deb/plexus_*.deb "${root}/tmp/"
-mkdir -p "${root}/tmp/service"
+cp "${TEST_TMPDIR}"/deb/*.deb "${root}/tmp/"
+mkdir -p "${root}/tmp/service" "${root}/tmp/python"
+cp README.md bindings/python/tests/readme_examples.py "${root}/tmp/python/"
 cp -L docs/examples/cpp/* "${root}/tmp/service/"
 cp sdk/example_checks.sh "${root}/tmp/"
 cp /etc/resolv.conf "${root}/etc/" 2> /dev/null || true
@@ -38,9 +44,19 @@ set -euo pipefail
 source /tmp/example_checks.sh
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq /tmp/plexus_*.deb > /tmp/apt.log 2>&1 || { tail -20 /tmp/apt.log; exit 1; }
-echo "ok: apt installed $(dpkg-query -W -f='${Package} ${Version}' plexus) on a clean $(. /etc/os-release && echo "${VERSION_CODENAME}")"
-apt-get install -y -qq g++ cmake pkg-config make > /tmp/apt_tools.log 2>&1 ||
+# Their Depends alone must be enough (and recommends would double the ~360 packages to unpack).
+apt-get install -y -qq --no-install-recommends /tmp/plexus_*.deb /tmp/python3-plexus_*.deb \
+  > /tmp/apt.log 2>&1 || { tail -20 /tmp/apt.log; exit 1; }
+echo "ok: apt installed $(dpkg-query -W -f='${Package} ${Version}, ' plexus python3-plexus)on a clean $(. /etc/os-release && echo "${VERSION_CODENAME}")"
+# Python, from outside any tree and with nothing on the path but what apt installed.
+unset PYTHONPATH
+cd /tmp/python
+found="$(python3 -c 'import plexus; print(plexus.__file__)')"
+[[ "${found}" == /usr/lib/python3/dist-packages/plexus/__init__.py ]] ||
+  { echo "FAIL: import plexus found ${found}"; exit 1; }
+echo "ok: import plexus from /tmp: ${found} (torch $(python3 -c 'import torch; print(torch.__version__)'))"
+timeout 300 python3 readme_examples.py README.md
+apt-get install -y -qq --no-install-recommends g++ cmake pkg-config make > /tmp/apt_tools.log 2>&1 ||
   { tail -20 /tmp/apt_tools.log; exit 1; }
 cd /tmp/service
 g++ average_service.cc $(pkg-config --cflags --libs plexus) -o service_pkgconfig

@@ -23,7 +23,8 @@ packages=(
   python3-matplotlib   # bench --plot, hang_report --plot
   python3-venv         # installing the wheel into a venv (docs/python.md; PEP 668)
   cmake pkg-config     # building C++ services against an install (sdk:install_test)
-  debootstrap          # a clean Debian 12 to install the .deb into (sdk:deb_clean_install_test)
+  debootstrap          # a clean Debian 12 to install the .debs into (sdk:deb_clean_install_test)
+  dpkg-dev             # dpkg-shlibdeps: the .debs' Depends from what their libraries link
 )
 
 missing=()

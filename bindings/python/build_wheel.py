@@ -1,5 +1,6 @@
-"""Writes a wheel (PEP 427) from a directory holding the package: the files, plus dist-info
-METADATA, WHEEL and RECORD (with sha256 digests)."""
+"""Writes a wheel (PEP 427) from a directory holding the package and its dist-info
+(METADATA and entry points, from dist_info.py): the files, plus the dist-info's WHEEL and
+RECORD (with sha256 digests)."""
 import argparse
 import base64
 import hashlib
@@ -26,13 +27,10 @@ def main():
                 continue
             with open(path, "rb") as f:
                 entries.append((os.path.relpath(path, args.package_dir), f.read()))
-    metadata = (
-        "Metadata-Version: 2.1\nName: %s\nVersion: %s\n"
-        "Summary: Collective communication with a torch.distributed-shaped API\n"
-        "Requires-Python: >=3.9\nRequires-Dist: numpy\n" % (args.distribution, args.version))
+    if not os.path.isfile(os.path.join(args.package_dir, dist_info, "METADATA")):
+        raise SystemExit("build_wheel: %s has no %s/METADATA" % (args.package_dir, dist_info))
     wheel = ("Wheel-Version: 1.0\nGenerator: plexus build_wheel.py\nRoot-Is-Purelib: false\n"
              "Tag: %s\n" % args.tag)
-    entries.append((dist_info + "/METADATA", metadata.encode()))
     entries.append((dist_info + "/WHEEL", wheel.encode()))
     record = "".join("%s,%s,%d\n" % (name, digest(data), len(data)) for name, data in entries)
     record += dist_info + "/RECORD,,\n"

@@ -18,8 +18,21 @@ def _python_package_dir_impl(ctx):
             package = ctx.attr.package,
             name = extension.basename,
         ))
+    if ctx.attr.distribution:
+        # The dist-info beside the package: its entry points, for torch (dist_info.py).
+        top_level = depset([
+            f.short_path[len(package_root):].split("/")[0].replace(".py", "")
+            for f in ctx.files.srcs
+        ]).to_list()
+        commands.append('/usr/bin/python3 "{tool}" --root "{out}" --distribution {dist} --version {version} {tops}'.format(
+            tool = ctx.file._dist_info.path,
+            out = out.path,
+            dist = ctx.attr.distribution,
+            version = ctx.attr.version,
+            tops = " ".join(["--top-level " + name for name in sorted(top_level)]),
+        ))
     ctx.actions.run_shell(
-        inputs = ctx.files.srcs + ctx.files.extensions,
+        inputs = ctx.files.srcs + ctx.files.extensions + [ctx.file._dist_info],
         outputs = [out],
         command = "\n".join(commands),
         mnemonic = "PythonPackage",
@@ -29,11 +42,15 @@ def _python_package_dir_impl(ctx):
 
 python_package_dir = rule(
     implementation = _python_package_dir_impl,
-    doc = "Copies Python sources (paths relative to this package) and the extensions into one directory.",
+    doc = "Copies Python sources (paths relative to this package) and the extensions into one " +
+          "directory, with the distribution's dist-info when `distribution` is given.",
     attrs = {
         "srcs": attr.label_list(allow_files = [".py"]),
         "extensions": attr.label_list(allow_files = [".so"], mandatory = True),
         "package": attr.string(mandatory = True),
+        "distribution": attr.string(),
+        "version": attr.string(),
+        "_dist_info": attr.label(default = "dist_info.py", allow_single_file = True),
     },
 )
 

@@ -5,11 +5,12 @@ interpreter), `<!-- runs on 2 ranks -->` (run here as two env:// ranks), or `<!-
 block must be docs/examples/cpp/quick_start.cc, which runs here on two ranks."""
 import os
 import re
-import socket
 import subprocess
 import sys
 
 import pytest
+
+import readme_examples
 
 ROOT = os.path.join(os.environ["TEST_SRCDIR"], os.environ["TEST_WORKSPACE"])
 
@@ -50,42 +51,28 @@ def test_every_python_block_runs_or_names_where_it_comes_from():
             assert os.path.exists(os.path.join(ROOT, path)), "%s: %s does not exist" % (page, path)
 
 
-def _readme_block(language):
-    (block,) = re.findall(r"```%s\n(.*?)```" % language, _read("README.md"), re.S)
+def _readme_cpp_block():
+    (block,) = re.findall(r"```cpp\n(.*?)```", _read("README.md"), re.S)
     return block
 
 
-def _two_ranks(command):
-    """Runs `command` as ranks 0 and 1 of an env:// job; their outputs."""
-    with socket.socket() as probe:  # A port the kernel says is free, for MASTER_PORT.
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    procs = []
-    for rank in (0, 1):
-        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2",
-                   RANK=str(rank))
-        procs.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True,
-                                      cwd=os.environ.get("TEST_TMPDIR")))
-    outputs = [p.communicate(timeout=120)[0] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outputs
-    return outputs
-
-
-def test_the_readme_python_example_runs_on_two_ranks():
-    script = os.path.join(os.environ["TEST_TMPDIR"], "all_reduce.py")
-    with open(script, "w") as f:
-        f.write(_readme_block("python"))
-    outputs = _two_ranks([sys.executable, script])
-    for rank, output in enumerate(outputs):
-        assert "rank %d has [3. 3. 3. 3.]" % rank in output, output
+@pytest.mark.parametrize("index", range(2))
+def test_the_readme_python_examples_run_on_two_ranks(index):
+    """numpy's and torch's: torch's makes a "plexus" group with no import of plexus where torch
+    finds the package's entry points (2.5+, bazel-bin's package has them too)."""
+    blocks = readme_examples.two_rank_blocks(_read("README.md"))
+    assert len(blocks) == 2, "README.md: expected two <!-- runs on 2 ranks --> blocks"
+    if "torch" in blocks[index]:
+        pytest.importorskip("torch")
+    readme_examples.run_block(blocks[index], os.environ["TEST_TMPDIR"], "readme_%d.py" % index)
 
 
 def test_the_readme_cpp_example_is_the_built_one_and_runs_on_two_ranks():
     source = _read("docs", "examples", "cpp", "quick_start.cc")
     # The file's first line says what it is; the README shows the rest.
-    assert _readme_block("cpp") == source.split("\n", 1)[1], "README.md's C++ block drifted"
-    outputs = _two_ranks([os.path.join(ROOT, "docs", "quick_start")])
+    assert _readme_cpp_block() == source.split("\n", 1)[1], "README.md's C++ block drifted"
+    outputs = readme_examples.run_on_two_ranks([os.path.join(ROOT, "docs", "quick_start")],
+                                               cwd=os.environ.get("TEST_TMPDIR"))
     for rank, output in enumerate(outputs):
         assert "rank %d: OK 3" % rank in output, output
 
