@@ -74,6 +74,18 @@ class ProcessGroupPlexus : public TorchGroupBase {
   // The timeout of later operations that set none (the group's own at creation).
   void setTimeout(std::chrono::milliseconds timeout) override;
 #endif
+#if PLEXUS_TORCH_SHRINK
+  // torch.distributed.shrink_group: the survivors' group without `ranks_to_exclude`, formed
+  // over this group's store with no new rendezvous (ProcessGroup::Shrink, which every survivor
+  // agrees on through the store). The parent is aborted first under both flags: with
+  // SHRINK_DEFAULT as with SHRINK_ABORT its pending operations fail with Aborted (torch
+  // destroys it next). `opts_override`'s timeout, when set, is the new group's. Not for the
+  // reconfigure regime (reconfigure forms its groups) nor groups with the mpi backend.
+  bool supportsShrinking() const override;
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranks_to_exclude,
+                                           int shrink_flags,
+                                           const c10::intrusive_ptr<Options>& opts_override) override;
+#endif
 #ifdef C10D_BACKEND_HAS_HOOKS
   // Run once per group, when a failure first breaks it (not on abort()), on the thread that
   // saw the failure; a hook must not wait for this group.

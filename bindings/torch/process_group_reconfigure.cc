@@ -1,16 +1,20 @@
 // ProcessGroupPlexus in torch's reconfigure regime (c10d's fault-tolerance API, torch 2.14+):
-// handles, reconfigure, the error kind, abort as a revoke, abort hooks. The membership itself
-// is frontend/dispatch/reconfigure.h's, which forms groups as init_process_group does.
+// handles, reconfigure, the error kind, abort as a revoke, abort hooks; and shrink_group. The
+// membership itself is frontend/dispatch's (reconfigure.h, ProcessGroup::Shrink), which forms
+// groups as init_process_group does.
 #include "bindings/torch/process_group_plexus.h"
-
-#ifdef C10D_BACKEND_HAS_RECONFIGURE
 
 #include <Python.h>
 
+#include <memory>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+#ifdef C10D_BACKEND_HAS_RECONFIGURE
 
 namespace plexus::torch_backend {
 namespace {
@@ -113,3 +117,67 @@ void ProcessGroupPlexus::unregisterAbortHook(int64_t hook_id) { hooks_->Remove(h
 
 }  // namespace plexus::torch_backend
 #endif  // C10D_BACKEND_HAS_HOOKS
+
+#if PLEXUS_TORCH_SHRINK
+namespace plexus::torch_backend {
+
+namespace {
+
+// Whether the backend string ("cpu:gloo,cuda:nccl", "mpi") names mpi, which cannot shrink:
+// Open MPI ends the job when a rank dies (ProcessGroup::Shrink refuses it, saying so).
+bool RunsOnMpi(absl::string_view backend_string) {
+  for (absl::string_view entry : absl::StrSplit(backend_string, ',')) {
+    const size_t colon = entry.find(':');
+    if ((colon == absl::string_view::npos ? entry : entry.substr(colon + 1)) == "mpi") return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool ProcessGroupPlexus::supportsShrinking() const {
+  return reconfigurer_ == nullptr && group_ != nullptr && !RunsOnMpi(group_->backend_string());
+}
+
+c10::intrusive_ptr<c10d::Backend> ProcessGroupPlexus::shrink(
+    const std::vector<int64_t>& ranks_to_exclude, int shrink_flags,
+    const c10::intrusive_ptr<Options>& opts_override) {
+  if (reconfigurer_ != nullptr) {
+    Throw(absl::FailedPreconditionError(
+              "shrink: a group created with enable_reconfigure=True changes its members by "
+              "reconfigure(), not shrink_group()"),
+          origin_);
+  }
+  constexpr int kKnownFlags = 0x01;  // SHRINK_ABORT; SHRINK_DEFAULT is 0.
+  if ((shrink_flags & ~kKnownFlags) != 0) {
+    Throw(absl::InvalidArgumentError(absl::StrCat(
+              "shrink: unknown shrink_flags ", shrink_flags,
+              " (SHRINK_DEFAULT 0 or SHRINK_ABORT 1)")),
+          origin_);
+  }
+  std::vector<int> excluded;
+  for (int64_t rank : ranks_to_exclude) {
+    if (rank < 0 || rank >= size_) {
+      Throw(absl::InvalidArgumentError(absl::StrCat("shrink: rank ", rank,
+                                                    " is not a rank of this group of ", size_)),
+            origin_);
+    }
+    excluded.push_back(static_cast<int>(rank));
+  }
+  absl::StatusOr<std::shared_ptr<plexus::ProcessGroup>> shrunk;
+  {
+    // The survivors meet on the store; Python callbacks elsewhere may need the GIL.
+    std::unique_ptr<PyThreadState, void (*)(PyThreadState*)> released(
+        Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr,
+        [](PyThreadState* state) {
+          if (state != nullptr) PyEval_RestoreThread(state);
+        });
+    shrunk = group_->Shrink(std::move(excluded));
+  }
+  auto made = c10::make_intrusive<ProcessGroupPlexus>(ValueOrThrow(std::move(shrunk), origin_));
+  if (opts_override && opts_override->timeout.count() > 0) made->setTimeout(opts_override->timeout);
+  return made;
+}
+
+}  // namespace plexus::torch_backend
+#endif  // PLEXUS_TORCH_SHRINK

@@ -22,6 +22,10 @@
 #define PLEXUS_TORCH_BACKEND_API 0
 #endif
 
+// c10d::Backend::supportsShrinking and shrink (torch.distributed.shrink_group): torch added
+// them in 2.10; 2.14 is the first torch plexus builds against that has them.
+#define PLEXUS_TORCH_SHRINK PLEXUS_TORCH_AT_LEAST(2, 14)
+
 // c10::DistBackendError (2.1+): what torch's backends raise for a failure while running.
 #define PLEXUS_TORCH_DIST_BACKEND_ERROR PLEXUS_TORCH_AT_LEAST(2, 1)
 

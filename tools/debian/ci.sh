@@ -33,11 +33,13 @@ case $suite in
       //bindings/python:test_torch_reconfigure
       //bindings/python:test_reconfigure_training
       //bindings/python:test_torch_semantics
+      //bindings/python:test_torch_shrink
       //bindings/python:test_torch_stacks
       //bindings/python:torch_suite_2_ranks
       //bindings/python:torch_fault_tolerance_suite
       //bindings/python:test_launchers
       //bindings/python:test_lifecycle
+      //bindings/python:test_package
       //bindings/python:test_reconfigure
       //bindings/torch:torch_stream_test
       //tests/mpi:all
@@ -53,6 +55,7 @@ case $suite in
     suite=trixie
     targets=(
       //bindings/python:plexus_pkg
+      //bindings/python:test_package
       //bindings/python:test_torch_backend
       //bindings/python:torch_suite_2_ranks
       //tools:bench
