@@ -94,6 +94,20 @@ void DefineMembership(GroupClass& group) {
           },
           py::arg("excluded") = py::none(), py::call_guard<py::gil_scoped_release>(),
           "The group of the survivors (without `excluded`, or without the ranks found lost).")
+#if PLEXUS_TORCH_SHRINK
+      // torch.distributed.shrink_group's call (c10d::Backend's binding, which the one above
+      // hides): the same shrink, with torch's flags and options.
+      .def(
+          "shrink",
+          [](ProcessGroupPlexus& self, const std::vector<int64_t>& ranks_to_exclude,
+             int shrink_flags, const c10::intrusive_ptr<c10d::Backend::Options>& opts_override) {
+            return self.shrink(ranks_to_exclude, shrink_flags, opts_override);
+          },
+          py::arg("ranks_to_exclude"), py::arg("shrink_flags") = 0,
+          py::arg("opts_override") = nullptr,
+          "torch's shrink: the survivors' backend without `ranks_to_exclude` (SHRINK_DEFAULT 0 "
+          "or SHRINK_ABORT 1).")
+#endif
       .def(
           "split",
           [](ProcessGroupPlexus& self, int color, int key) {

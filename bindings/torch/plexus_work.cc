@@ -35,6 +35,10 @@ PlexusWork::PlexusWork(WorkPtr work, Spec spec)
       inputs_(std::move(spec.inputs)),
       timeout_(spec.timeout),
       cuda_device_(spec.cuda_device),
+      type_(spec.type),
+      sequence_(spec.sequence),
+      started_(spec.started),
+      completions_(std::move(spec.completions)),
       future_(NewFuture(spec.cuda_device)) {}
 
 c10::intrusive_ptr<PlexusWork> PlexusWork::Create(WorkPtr work, Spec spec) {
@@ -53,6 +57,9 @@ void PlexusWork::Completed(const absl::Status& status) {
     future_->markCompleted(c10::IValue(outputs_));
   } else {
     future_->setError(error);
+  }
+  if (completions_ != nullptr) {
+    completions_->Ended({type_, sequence_, started_, std::chrono::steady_clock::now()});
   }
 }
 

@@ -3,7 +3,8 @@
 // The plexus Work is the source of truth. wait() waits on it (so a small collective still runs
 // in the waiting thread, as on plexus's own API) and throws its error; the torch Future of
 // getFuture() is completed by plexus's completion callback, in C++, with the output tensors or
-// the error, with no Python and no GIL. The tensors the operation reads and writes are held until
+// the error, with no Python and no GIL; then the group's completion hooks are told
+// (completion_hooks.h), also when it failed. The tensors the operation reads and writes are held until
 // it completes, even when the caller drops the Work.
 #ifndef PLEXUS_BINDINGS_TORCH_PLEXUS_WORK_H_
 #define PLEXUS_BINDINGS_TORCH_PLEXUS_WORK_H_
@@ -17,6 +18,7 @@
 
 #include "absl/time/time.h"
 #include "base/work/work.h"
+#include "bindings/torch/completion_hooks.h"
 #include "bindings/torch/torch_types.h"
 
 namespace plexus::torch_backend {
@@ -31,6 +33,9 @@ class PlexusWork : public c10d::Work {
     std::vector<at::Tensor> inputs;         // Held until completion.
     absl::Duration timeout;                 // The operation's own (resolved) deadline.
     int cuda_device = -1;                   // The tensors' CUDA device, if any.
+    uint64_t sequence = 0;                  // The group's number for it.
+    std::chrono::steady_clock::time_point started;      // When it was issued.
+    std::shared_ptr<CompletionHooks> completions;       // Told when it ends (may be null).
   };
 
   // Wraps `work` and registers the completion that finishes this Work and its future.
@@ -61,6 +66,10 @@ class PlexusWork : public c10d::Work {
   std::vector<at::Tensor> inputs_;  // Released at completion.
   const absl::Duration timeout_;
   const int cuda_device_;
+  const c10d::OpType type_;
+  const uint64_t sequence_;
+  const std::chrono::steady_clock::time_point started_;
+  const std::shared_ptr<CompletionHooks> completions_;
   const c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 

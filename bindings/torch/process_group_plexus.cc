@@ -1,13 +1,12 @@
 #include "bindings/torch/process_group_plexus.h"
 
-#include <Python.h>
-
 #include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "bindings/torch/c10d_store.h"
+#include "bindings/torch/gil.h"
 #include "bindings/torch/torch_stream.h"
 #include "devices/cuda/current_stream.h"
 #include "frontend/dispatch/init.h"
@@ -69,7 +68,8 @@ ProcessGroupPlexus::ProcessGroupPlexus(std::shared_ptr<plexus::ProcessGroup> gro
     : TorchGroupBase(group->rank(), group->size()),
       origin_{group->rank(), group->name()},
       group_(std::move(group)),
-      hooks_(std::make_shared<AbortHooks>()) {
+      hooks_(std::make_shared<AbortHooks>()),
+      completions_(std::make_shared<CompletionHooks>(origin_.group)) {
   WatchFailures(*group_);
 #if !PLEXUS_TORCH_BACKEND_API
   init();  // torch's logging of the group.
@@ -81,7 +81,8 @@ ProcessGroupPlexus::ProcessGroupPlexus(int rank, int size, const std::string& na
     : TorchGroupBase(rank, size),
       origin_{rank, name},
       reconfigurer_(std::move(reconfigurer)),
-      hooks_(std::make_shared<AbortHooks>()) {}
+      hooks_(std::make_shared<AbortHooks>()),
+      completions_(std::make_shared<CompletionHooks>(origin_.group)) {}
 
 void ProcessGroupPlexus::WatchFailures(plexus::ProcessGroup& group) {
   group.OnFirstFailure([hooks = hooks_](const absl::Status&) { hooks->Fire(); });
@@ -109,22 +110,14 @@ ProcessGroupPlexus::~ProcessGroupPlexus() {
   // Dropping the group joins its threads, and one of them may be completing a future whose
   // Python callback (a DDP communication hook's then()) waits for the GIL: release it first.
   // The sparse reducer finishes what is queued (within its deadlines): no GIL then.
-  auto drop = [&] {
-    std::unique_ptr<SparseAllReducer> sparse;
-    {
-      MutexLock lock(sparse_mu_);
-      sparse = std::move(sparse_);
-    }
-    sparse.reset();
-    group_.reset();
-  };
-  if (Py_IsInitialized() && PyGILState_Check()) {
-    PyThreadState* state = PyEval_SaveThread();
-    drop();
-    PyEval_RestoreThread(state);
-  } else {
-    drop();
+  WithoutGil released;
+  std::unique_ptr<SparseAllReducer> sparse;
+  {
+    MutexLock lock(sparse_mu_);
+    sparse = std::move(sparse_);
   }
+  sparse.reset();
+  group_.reset();
 }
 
 template <typename T>
@@ -161,6 +154,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::Run(c10d::OpType type, const 
   }
   int cuda_device = CudaDeviceOf(outputs);
   if (cuda_device < 0) cuda_device = CudaDeviceOf(inputs);
+  const auto started = std::chrono::steady_clock::now();
   absl::StatusOr<WorkPtr> work;
   if (cuda_device >= 0) {
     // Ordered after what the caller queued on torch's current stream, as ProcessGroupNCCL.
@@ -170,8 +164,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::Run(c10d::OpType type, const 
     work = issue(requested);
   }
   if (!work.ok()) Throw(work.status(), origin_);
-  sequence_.fetch_add(1, std::memory_order_relaxed);
+  {
+    MutexLock lock(coalescing_mu_);
+    if (coalescing_) coalesced_.push_back(*work);
+  }
   PlexusWork::Spec spec;
+  spec.sequence = sequence_.fetch_add(1, std::memory_order_relaxed) + 1;
+  spec.started = started;
+  spec.completions = completions_;
+  completions_->Issued();
   spec.origin = origin_;
   spec.type = type;
   spec.profiling_title = title;
@@ -457,6 +458,61 @@ void ProcessGroupPlexus::setSequenceNumberForGroup() {
 uint64_t ProcessGroupPlexus::getSequenceNumberForGroup() {
   return sequence_.load(std::memory_order_relaxed);
 }
+
+#if PLEXUS_TORCH_BACKEND_API
+void ProcessGroupPlexus::startCoalescing() {
+  MutexLock lock(coalescing_mu_);
+  if (coalescing_) {
+    Throw(absl::FailedPreconditionError(
+              "startCoalescing: a coalescing region is open already (regions do not nest)"),
+          origin_);
+  }
+  coalescing_ = true;
+  coalesced_.clear();
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::endCoalescing() {
+  std::vector<WorkPtr> works;
+  {
+    MutexLock lock(coalescing_mu_);
+    if (!coalescing_) {
+      Throw(absl::FailedPreconditionError("endCoalescing: no coalescing region is open"),
+            origin_);
+    }
+    coalescing_ = false;
+    works.swap(coalesced_);
+  }
+  const size_t count = works.size();
+  return Run(c10d::OpType::COALESCED, "plexus:coalesced", {}, {}, c10d::kUnsetTimeout,
+             [&](absl::Duration) -> absl::StatusOr<WorkPtr> {
+               return WhenAll(std::move(works), absl::StrCat("coalesced(", count, " ops)"),
+                              size_);
+             });
+}
+
+void ProcessGroupPlexus::registerOnCompletionHook(
+    std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) {
+  absl::Status registered =
+      completions_->Register([hook = std::move(hook)](const CompletionHooks::Finished& ended) {
+        const std::chrono::duration<float> active = ended.finished - ended.started;
+        hook(std::make_shared<c10d::WorkInfo>(ended.type, ended.sequence, ended.started,
+                                              ended.finished, active));
+      });
+  if (!registered.ok()) Throw(registered, origin_);
+  // What torch's hasHooks() reads (destroy_process_group then waits for pending hooks); the
+  // hook itself runs from completions_.
+  onCompletionHook_ = [](std::shared_ptr<c10d::WorkInfo>) {};
+}
+
+void ProcessGroupPlexus::waitForPendingWorks() {
+  absl::Status done;
+  {
+    WithoutGil released;  // The hooks' thread may need it.
+    done = completions_->WaitForPending(DefaultTimeout());
+  }
+  if (!done.ok()) Throw(done, origin_);
+}
+#endif
 
 #if PLEXUS_TORCH_BACKEND_API
 // torch 2.x's coalesced tensor collectives (1.13's ProcessGroup has none), what its

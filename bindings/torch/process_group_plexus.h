@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/core/mutex.h"
+#include "bindings/torch/completion_hooks.h"
 #include "bindings/torch/plexus_work.h"
 #include "bindings/torch/sparse_all_reduce.h"
 #include "bindings/torch/torch_types.h"
@@ -155,6 +156,28 @@ class ProcessGroupPlexus : public TorchGroupBase {
   // Collectives issued on this group, the same on every rank that issued the same ones.
   void setSequenceNumberForGroup() override;
   uint64_t getSequenceNumberForGroup() override;
+#if PLEXUS_TORCH_BACKEND_API
+  // torch's coalescing regions (_coalescing_manager(group, device), batch_isend_irecv,
+  // _abort_process_group): between startCoalescing and endCoalescing every operation of this
+  // group is issued as it comes and also gathered, and endCoalescing's one Work (op COALESCED)
+  // completes when they all have, with the first error. The all_reduces, all_gather_into_tensor
+  // and reduce_scatter_tensor calls of a _coalescing_manager region reach allreduce_coalesced
+  // and the *_coalesced calls instead (torch gathers those itself): one plexus collective for
+  // all the all_reduces. Nested regions are refused, as an end without a start.
+#if PLEXUS_TORCH_SUPPORTS_COALESCING
+  bool supportsCoalescing() const override { return true; }
+#endif
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  // torch's WorkInfo for every operation that ends, successfully or not (op type, sequence
+  // number, issued and ended times, active duration: the two apart, there being no device
+  // timing on CPU), on a thread of the group's own (completion_hooks.h). One hook per group.
+  void registerOnCompletionHook(std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) override;
+  // Until every operation issued so far has ended and its hook returned, within the group's
+  // timeout (then throws saying how many are left). torch's destroy_process_group calls it
+  // for a group with hooks.
+  void waitForPendingWorks() override;
+#endif
 
  private:
   // Queued on sparse_ (sparse_all_reduce.h); returns at once.
@@ -226,6 +249,10 @@ class ProcessGroupPlexus : public TorchGroupBase {
     std::map<int64_t, std::function<void()>> hooks_ ABSL_GUARDED_BY(mu_);
   };
   const std::shared_ptr<AbortHooks> hooks_;
+  const std::shared_ptr<CompletionHooks> completions_;  // Shared with the Works it counts.
+  Mutex coalescing_mu_;
+  bool coalescing_ ABSL_GUARDED_BY(coalescing_mu_) = false;  // Inside a coalescing region.
+  std::vector<WorkPtr> coalesced_ ABSL_GUARDED_BY(coalescing_mu_);  // Issued inside it.
   Mutex sparse_mu_;
   std::unique_ptr<SparseAllReducer> sparse_ ABSL_GUARDED_BY(sparse_mu_);  // At the first use.
   std::atomic<uint64_t> sequence_{0};

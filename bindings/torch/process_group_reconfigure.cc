@@ -4,8 +4,6 @@
 // groups as init_process_group does.
 #include "bindings/torch/process_group_plexus.h"
 
-#include <Python.h>
-
 #include <memory>
 #include <utility>
 #include <variant>
@@ -13,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bindings/torch/gil.h"
 
 #ifdef C10D_BACKEND_HAS_RECONFIGURE
 
@@ -54,11 +53,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reconfigure(
   absl::StatusOr<std::shared_ptr<plexus::ProcessGroup>> formed;
   {
     // Forming waits for the other members; Python callbacks elsewhere may need the GIL.
-    std::unique_ptr<PyThreadState, void (*)(PyThreadState*)> released(
-        Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr,
-        [](PyThreadState* state) {
-          if (state != nullptr) PyEval_RestoreThread(state);
-        });
+    WithoutGil released;
     formed = reconfigurer_->Reconfigure(std::move(request));
   }
   std::shared_ptr<plexus::ProcessGroup> group = ValueOrThrow(std::move(formed), origin_);
@@ -167,11 +162,7 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupPlexus::shrink(
   absl::StatusOr<std::shared_ptr<plexus::ProcessGroup>> shrunk;
   {
     // The survivors meet on the store; Python callbacks elsewhere may need the GIL.
-    std::unique_ptr<PyThreadState, void (*)(PyThreadState*)> released(
-        Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr,
-        [](PyThreadState* state) {
-          if (state != nullptr) PyEval_RestoreThread(state);
-        });
+    WithoutGil released;
     shrunk = group_->Shrink(std::move(excluded));
   }
   auto made = c10::make_intrusive<ProcessGroupPlexus>(ValueOrThrow(std::move(shrunk), origin_));

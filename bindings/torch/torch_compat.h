@@ -26,6 +26,10 @@
 // them in 2.10; 2.14 is the first torch plexus builds against that has them.
 #define PLEXUS_TORCH_SHRINK PLEXUS_TORCH_AT_LEAST(2, 14)
 
+// c10d::Backend::supportsCoalescing, which batch_isend_irecv and _abort_process_group ask
+// before opening a coalescing region (2.6 has startCoalescing and endCoalescing, not it).
+#define PLEXUS_TORCH_SUPPORTS_COALESCING PLEXUS_TORCH_AT_LEAST(2, 14)
+
 // c10::DistBackendError (2.1+): what torch's backends raise for a failure while running.
 #define PLEXUS_TORCH_DIST_BACKEND_ERROR PLEXUS_TORCH_AT_LEAST(2, 1)
 

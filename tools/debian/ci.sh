@@ -34,6 +34,8 @@ case $suite in
       //bindings/python:test_reconfigure_training
       //bindings/python:test_torch_semantics
       //bindings/python:test_torch_shrink
+      //bindings/python:test_torch_hooks
+      //bindings/python:test_torch_coalescing
       //bindings/python:test_torch_stacks
       //bindings/python:torch_suite_2_ranks
       //bindings/python:torch_fault_tolerance_suite
@@ -57,6 +59,8 @@ case $suite in
       //bindings/python:plexus_pkg
       //bindings/python:test_package
       //bindings/python:test_torch_backend
+      //bindings/python:test_torch_coalescing
+      //bindings/python:test_torch_hooks
       //bindings/python:torch_suite_2_ranks
       //tools:bench
     ) ;;

@@ -112,7 +112,7 @@ def shrink_with_abort(rank, world):
         leave()
     # Rank 2 never joins this one: it stays pending until SHRINK_ABORT ends it.
     pending = dist.all_reduce(torch.ones(16), async_op=True)
-    dist.shrink_group([2], shrink_flags=dist.SHRINK_ABORT)
+    dist.shrink_group([2], shrink_flags=dist.distributed_c10d.SHRINK_ABORT)
     try:
         pending.wait()
         ended = "completed"
