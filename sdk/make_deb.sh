@@ -7,21 +7,13 @@
 #
 # The C++ side only: the Python package is python3-plexus (bazel run //:python_deb).
 set -euo pipefail
-output=""
-for arg in "$@"; do
-  case "${arg}" in
-    --output=*) output="${arg#--output=}" ;;
-    *) echo "deb: unknown argument '${arg}'; usage: deb --output=DIR" >&2; exit 2 ;;
-  esac
-done
-[[ -n "${output}" ]] || { echo "deb: --output=DIR is required" >&2; exit 2; }
-[[ "${output}" == /* ]] || output="${BUILD_WORKING_DIRECTORY:-${PWD}}/${output}"
 # The main repository in the runfiles is "plexus" under Bazel 4's WORKSPACE, "_main" under bzlmod.
 runfiles="${RUNFILES_DIR:-$0.runfiles}/plexus"
 [[ -d "${runfiles}" ]] || runfiles="${RUNFILES_DIR:-$0.runfiles}/_main"
 [[ -d "${runfiles}" ]] || runfiles="${PWD}"
 
-source "${runfiles}/sdk/deb_depends.sh"
+source "${runfiles}/sdk/deb_common.sh"
+output="$(output_dir deb "$@")"
 stage="$(mktemp -d)"
 trap 'rm -rf "${stage}"' EXIT
 "${runfiles}/sdk/install" --prefix=/usr --destdir="${stage}" > /dev/null

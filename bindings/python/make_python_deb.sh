@@ -11,20 +11,12 @@
 # python3 and the python3-torch they were built for, and numpy. The C++ SDK is the package
 # plexus (bazel run //:deb).
 set -euo pipefail
-output=""
-for arg in "$@"; do
-  case "${arg}" in
-    --output=*) output="${arg#--output=}" ;;
-    *) echo "python_deb: unknown argument '${arg}'; usage: python_deb --output=DIR" >&2; exit 2 ;;
-  esac
-done
-[[ -n "${output}" ]] || { echo "python_deb: --output=DIR is required" >&2; exit 2; }
-[[ "${output}" == /* ]] || output="${BUILD_WORKING_DIRECTORY:-${PWD}}/${output}"
 # The main repository in the runfiles is "plexus" under Bazel 4's WORKSPACE, "_main" under bzlmod.
 runfiles="${RUNFILES_DIR:-$0.runfiles}/plexus"
 [[ -d "${runfiles}" ]] || runfiles="${RUNFILES_DIR:-$0.runfiles}/_main"
 [[ -d "${runfiles}" ]] || runfiles="${PWD}"
-source "${runfiles}/sdk/deb_depends.sh"
+source "${runfiles}/sdk/deb_common.sh"
+output="$(output_dir python_deb "$@")"
 
 stage="$(mktemp -d)"
 trap 'rm -rf "${stage}"' EXIT

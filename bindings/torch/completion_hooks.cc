@@ -27,9 +27,9 @@ CompletionHooks::~CompletionHooks() {
 absl::Status CompletionHooks::Register(Hook hook) {
   MutexLock lock(mu_);
   if (hook_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "registerOnCompletionHook: group '", group_, "' has a completion hook already (one per "
-        "group, as torch's NCCL backend)"));
+    return absl::FailedPreconditionError(absl::StrCat("registerOnCompletionHook: group '", group_,
+                                                      "' has a completion hook already (one per "
+                                                      "group, as torch's NCCL backend)"));
   }
   hook_ = std::move(hook);
   thread_ = std::thread([this] { RunHooks(); });
@@ -55,21 +55,20 @@ void CompletionHooks::Ended(const Finished& finished) {
 
 absl::Status CompletionHooks::WaitForPending(absl::Duration timeout) {
   UniqueLock lock(mu_);
-  const bool done = changed_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
-                                      [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return pending_ == 0; });
+  const bool done =
+      changed_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+                        [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return pending_ == 0; });
   if (done) return absl::OkStatus();
-  return absl::DeadlineExceededError(
-      absl::StrCat("waitForPendingWorks: group '", group_, "' still had ", pending_,
-                   " operation(s) running or in their completion hook after ",
-                   absl::FormatDuration(timeout)));
+  return absl::DeadlineExceededError(absl::StrCat(
+      "waitForPendingWorks: group '", group_, "' still had ", pending_,
+      " operation(s) running or in their completion hook after ", absl::FormatDuration(timeout)));
 }
 
 void CompletionHooks::RunHooks() {
   UniqueLock lock(mu_);
   for (;;) {
-    changed_.wait(lock, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return !queue_.empty() || stopping_;
-    });
+    changed_.wait(
+        lock, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty() || stopping_; });
     if (queue_.empty()) return;  // Stopping, with nothing left to run.
     const Finished finished = queue_.front();
     queue_.pop_front();
@@ -79,11 +78,11 @@ void CompletionHooks::RunHooks() {
       hook(finished);
     } catch (const std::exception& error) {
       Log(LogLevel::kWarning, absl::StrCat("group '", group_, "': a completion hook raised: ",
-                                          error.what(), " (the operation was not affected)"));
+                                           error.what(), " (the operation was not affected)"));
     } catch (...) {
-      Log(LogLevel::kWarning,
-          absl::StrCat("group '", group_, "': a completion hook raised (the operation was not "
-                       "affected)"));
+      Log(LogLevel::kWarning, absl::StrCat("group '", group_,
+                                           "': a completion hook raised (the operation was not "
+                                           "affected)"));
     }
     lock.lock();
     --pending_;

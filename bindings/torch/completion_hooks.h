@@ -29,8 +29,8 @@ class CompletionHooks {
  public:
   struct Finished {
     c10d::OpType type = c10d::OpType::UNKNOWN;
-    uint64_t sequence = 0;  // The group's sequence number of the operation.
-    std::chrono::steady_clock::time_point started;   // Issued.
+    uint64_t sequence = 0;                          // The group's sequence number of the operation.
+    std::chrono::steady_clock::time_point started;  // Issued.
     std::chrono::steady_clock::time_point finished;  // Ended (also with an error).
   };
   using Hook = std::function<void(const Finished&)>;

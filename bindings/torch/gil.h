@@ -10,8 +10,7 @@ namespace plexus::torch_backend {
 
 class WithoutGil {
  public:
-  WithoutGil()
-      : state_(Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr) {}
+  WithoutGil() : state_(Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr) {}
   ~WithoutGil() {
     if (state_ != nullptr) PyEval_RestoreThread(state_);
   }

@@ -53,13 +53,15 @@ void PlexusWork::Completed(const absl::Status& status) {
   std::exception_ptr error = status.ok() ? nullptr : ToException(status, origin_);
   inputs_.clear();
   finish(error);  // torch's own bookkeeping: its profiler event ends here.
+  // Before the future: a caller released by it issues its next operation only after this one
+  // is queued for the hooks, so they see one thread's operations in the order it issued them.
+  if (completions_ != nullptr) {
+    completions_->Ended({type_, sequence_, started_, std::chrono::steady_clock::now()});
+  }
   if (error == nullptr) {
     future_->markCompleted(c10::IValue(outputs_));
   } else {
     future_->setError(error);
-  }
-  if (completions_ != nullptr) {
-    completions_->Ended({type_, sequence_, started_, std::chrono::steady_clock::now()});
   }
 }
 

@@ -3,9 +3,9 @@
 // The plexus Work is the source of truth. wait() waits on it (so a small collective still runs
 // in the waiting thread, as on plexus's own API) and throws its error; the torch Future of
 // getFuture() is completed by plexus's completion callback, in C++, with the output tensors or
-// the error, with no Python and no GIL; then the group's completion hooks are told
-// (completion_hooks.h), also when it failed. The tensors the operation reads and writes are held until
-// it completes, even when the caller drops the Work.
+// the error, with no Python and no GIL, just after it tells the group's completion hooks
+// (completion_hooks.h), also when it failed. The tensors the operation reads and writes are held
+// until it completes, even when the caller drops the Work.
 #ifndef PLEXUS_BINDINGS_TORCH_PLEXUS_WORK_H_
 #define PLEXUS_BINDINGS_TORCH_PLEXUS_WORK_H_
 
@@ -28,14 +28,14 @@ class PlexusWork : public c10d::Work {
   struct Spec {
     Origin origin;  // The rank and group, for error messages.
     c10d::OpType type = c10d::OpType::UNKNOWN;
-    const char* profiling_title = nullptr;  // "plexus:all_reduce": torch's profiler event.
-    std::vector<at::Tensor> outputs;        // result(), and the future's value.
-    std::vector<at::Tensor> inputs;         // Held until completion.
-    absl::Duration timeout;                 // The operation's own (resolved) deadline.
-    int cuda_device = -1;                   // The tensors' CUDA device, if any.
-    uint64_t sequence = 0;                  // The group's number for it.
-    std::chrono::steady_clock::time_point started;      // When it was issued.
-    std::shared_ptr<CompletionHooks> completions;       // Told when it ends (may be null).
+    const char* profiling_title = nullptr;          // "plexus:all_reduce": torch's profiler event.
+    std::vector<at::Tensor> outputs;                // result(), and the future's value.
+    std::vector<at::Tensor> inputs;                 // Held until completion.
+    absl::Duration timeout;                         // The operation's own (resolved) deadline.
+    int cuda_device = -1;                           // The tensors' CUDA device, if any.
+    uint64_t sequence = 0;                          // The group's number for it.
+    std::chrono::steady_clock::time_point started;  // When it was issued.
+    std::shared_ptr<CompletionHooks> completions;   // Told when it ends (may be null).
   };
 
   // Wraps `work` and registers the completion that finishes this Work and its future.

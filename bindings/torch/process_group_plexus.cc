@@ -476,8 +476,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::endCoalescing() {
   {
     MutexLock lock(coalescing_mu_);
     if (!coalescing_) {
-      Throw(absl::FailedPreconditionError("endCoalescing: no coalescing region is open"),
-            origin_);
+      Throw(absl::FailedPreconditionError("endCoalescing: no coalescing region is open"), origin_);
     }
     coalescing_ = false;
     works.swap(coalesced_);
@@ -485,8 +484,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::endCoalescing() {
   const size_t count = works.size();
   return Run(c10d::OpType::COALESCED, "plexus:coalesced", {}, {}, c10d::kUnsetTimeout,
              [&](absl::Duration) -> absl::StatusOr<WorkPtr> {
-               return WhenAll(std::move(works), absl::StrCat("coalesced(", count, " ops)"),
-                              size_);
+               return WhenAll(std::move(works), absl::StrCat("coalesced(", count, " ops)"), size_);
              });
 }
 
@@ -495,8 +493,9 @@ void ProcessGroupPlexus::registerOnCompletionHook(
   absl::Status registered =
       completions_->Register([hook = std::move(hook)](const CompletionHooks::Finished& ended) {
         const std::chrono::duration<float> active = ended.finished - ended.started;
-        hook(std::make_shared<c10d::WorkInfo>(ended.type, ended.sequence, ended.started,
-                                              ended.finished, active));
+        hook(std::make_shared<c10d::WorkInfo>(ended.type, ended.sequence,
+                                              compat::AsWorkInfoTime(ended.started),
+                                              compat::AsWorkInfoTime(ended.finished), active));
       });
   if (!registered.ok()) Throw(registered, origin_);
   // What torch's hasHooks() reads (destroy_process_group then waits for pending hooks); the

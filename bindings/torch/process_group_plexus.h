@@ -83,9 +83,9 @@ class ProcessGroupPlexus : public TorchGroupBase {
   // destroys it next). `opts_override`'s timeout, when set, is the new group's. Not for the
   // reconfigure regime (reconfigure forms its groups) nor groups with the mpi backend.
   bool supportsShrinking() const override;
-  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranks_to_exclude,
-                                           int shrink_flags,
-                                           const c10::intrusive_ptr<Options>& opts_override) override;
+  c10::intrusive_ptr<c10d::Backend> shrink(
+      const std::vector<int64_t>& ranks_to_exclude, int shrink_flags,
+      const c10::intrusive_ptr<Options>& opts_override) override;
 #endif
 #ifdef C10D_BACKEND_HAS_HOOKS
   // Run once per group, when a failure first breaks it (not on abort()), on the thread that
@@ -172,7 +172,8 @@ class ProcessGroupPlexus : public TorchGroupBase {
   // torch's WorkInfo for every operation that ends, successfully or not (op type, sequence
   // number, issued and ended times, active duration: the two apart, there being no device
   // timing on CPU), on a thread of the group's own (completion_hooks.h). One hook per group.
-  void registerOnCompletionHook(std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) override;
+  void registerOnCompletionHook(
+      std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) override;
   // Until every operation issued so far has ended and its hook returned, within the group's
   // timeout (then throws saying how many are left). torch's destroy_process_group calls it
   // for a group with hooks.
@@ -251,7 +252,7 @@ class ProcessGroupPlexus : public TorchGroupBase {
   const std::shared_ptr<AbortHooks> hooks_;
   const std::shared_ptr<CompletionHooks> completions_;  // Shared with the Works it counts.
   Mutex coalescing_mu_;
-  bool coalescing_ ABSL_GUARDED_BY(coalescing_mu_) = false;  // Inside a coalescing region.
+  bool coalescing_ ABSL_GUARDED_BY(coalescing_mu_) = false;         // Inside a coalescing region.
   std::vector<WorkPtr> coalesced_ ABSL_GUARDED_BY(coalescing_mu_);  // Issued inside it.
   Mutex sparse_mu_;
   std::unique_ptr<SparseAllReducer> sparse_ ABSL_GUARDED_BY(sparse_mu_);  // At the first use.

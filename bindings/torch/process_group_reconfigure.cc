@@ -2,8 +2,6 @@
 // handles, reconfigure, the error kind, abort as a revoke, abort hooks; and shrink_group. The
 // membership itself is frontend/dispatch's (reconfigure.h, ProcessGroup::Shrink), which forms
 // groups as init_process_group does.
-#include "bindings/torch/process_group_plexus.h"
-
 #include <memory>
 #include <utility>
 #include <variant>
@@ -12,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bindings/torch/gil.h"
+#include "bindings/torch/process_group_plexus.h"
 
 #ifdef C10D_BACKEND_HAS_RECONFIGURE
 
@@ -145,16 +144,15 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupPlexus::shrink(
   }
   constexpr int kKnownFlags = 0x01;  // SHRINK_ABORT; SHRINK_DEFAULT is 0.
   if ((shrink_flags & ~kKnownFlags) != 0) {
-    Throw(absl::InvalidArgumentError(absl::StrCat(
-              "shrink: unknown shrink_flags ", shrink_flags,
-              " (SHRINK_DEFAULT 0 or SHRINK_ABORT 1)")),
+    Throw(absl::InvalidArgumentError(absl::StrCat("shrink: unknown shrink_flags ", shrink_flags,
+                                                  " (SHRINK_DEFAULT 0 or SHRINK_ABORT 1)")),
           origin_);
   }
   std::vector<int> excluded;
   for (int64_t rank : ranks_to_exclude) {
     if (rank < 0 || rank >= size_) {
-      Throw(absl::InvalidArgumentError(absl::StrCat("shrink: rank ", rank,
-                                                    " is not a rank of this group of ", size_)),
+      Throw(absl::InvalidArgumentError(
+                absl::StrCat("shrink: rank ", rank, " is not a rank of this group of ", size_)),
             origin_);
     }
     excluded.push_back(static_cast<int>(rank));

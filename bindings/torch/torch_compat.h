@@ -7,7 +7,9 @@
 #include <c10/core/Stream.h>
 #include <torch/csrc/api/include/torch/version.h>
 
+#include <chrono>
 #include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <type_traits>
 #include <utility>
 
@@ -94,6 +96,21 @@ class SequenceNumberForwarding<Group, true> : public Group {
     this->getDefaultBackend()->setSequenceNumberForGroup();
   }
 };
+
+#if PLEXUS_TORCH_BACKEND_API
+// A steady_clock time as torch's WorkInfo (completion hooks) holds times: system_clock up to
+// 2.6, steady_clock in 2.14.
+template <typename Info = c10d::WorkInfo>
+auto AsWorkInfoTime(std::chrono::steady_clock::time_point time) {
+  using Clock = typename decltype(std::declval<Info>().timeStarted)::clock;
+  if constexpr (std::is_same_v<Clock, std::chrono::steady_clock>) {
+    return time;
+  } else {
+    return std::chrono::time_point_cast<typename Clock::duration>(
+        Clock::now() - (std::chrono::steady_clock::now() - time));
+  }
+}
+#endif
 
 }  // namespace plexus::torch_backend::compat
 

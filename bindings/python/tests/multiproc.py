@@ -123,3 +123,13 @@ def torchrun_command(*args):
                else ["/usr/bin/torchrun"])
     # Debian's torch 1.13 torchrun mis-parses --redirects 0 on Python 3.11; 1 + --tee 1 works.
     return command + ["--redirects", "1", "--tee", "1"] + list(args)
+
+
+def refusal(call, words):
+    """"refused" when call() raises a RuntimeError saying `words`, "accepted" when it returns,
+    else the other error's message (so a test's assertion shows it)."""
+    try:
+        call()
+    except RuntimeError as error:
+        return "refused" if words in str(error) else str(error)
+    return "accepted"

@@ -4,7 +4,7 @@ says supports_coalescing, torch 2.14), regions refused when nested or never open
 one Work a region ends with. Each sum and each received tensor is checked."""
 import pytest
 
-from multiproc import run_world
+from multiproc import refusal, run_world
 
 torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
@@ -60,20 +60,12 @@ def test_batch_isend_irecv_runs_as_one_coalesced_work():
 def misuse(rank, world):
     pg = dist.distributed_c10d._get_default_group()
     pg._start_coalescing(CPU)
-    try:
-        pg._start_coalescing(CPU)
-        nested = "accepted"
-    except RuntimeError as error:
-        nested = "refused" if "do not nest" in str(error) else str(error)
+    nested = refusal(lambda: pg._start_coalescing(CPU), "do not nest")
     x = torch.ones(5)
     dist.all_reduce(x)  # Inside the region: issued at once, and part of its Work.
     work = pg._end_coalescing(CPU)
     work.wait()
-    try:
-        pg._end_coalescing(CPU)
-        unopened = "accepted"
-    except RuntimeError as error:
-        unopened = "refused" if "no coalescing region is open" in str(error) else str(error)
+    unopened = refusal(lambda: pg._end_coalescing(CPU), "no coalescing region is open")
     pg._start_coalescing(CPU)
     pg._end_coalescing(CPU).wait()  # An empty region completes at once.
     return nested, unopened, float(x[0])

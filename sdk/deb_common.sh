@@ -1,8 +1,24 @@
 #!/usr/bin/env bash
-# Sourced by sdk/make_deb.sh and bindings/python/make_python_deb.sh: the Depends of a .deb
-# computed from what its ELF files link, as Debian's packaging does (dpkg-shlibdeps reads each
-# library's shlibs or symbols file: libtorch2.14, libabsl20240722, libopenmpi3t64 and so on,
-# with the lowest version that provides the symbols used).
+# Sourced by sdk/make_deb.sh and bindings/python/make_python_deb.sh: their one argument, and
+# the Depends of a .deb computed from what its ELF files link, as Debian's packaging does
+# (dpkg-shlibdeps reads each library's shlibs or symbols file: libtorch2.14, libabsl20240722,
+# libopenmpi3t64 and so on, with the lowest version that provides the symbols used).
+
+# output_dir NAME ARG...: the absolute directory of --output=DIR (relative to where `bazel run`
+# was started); exits with NAME's usage otherwise.
+output_dir() {
+  local name=$1 arg output=""
+  shift
+  for arg in "$@"; do
+    case "${arg}" in
+      --output=*) output="${arg#--output=}" ;;
+      *) echo "${name}: unknown argument '${arg}'; usage: ${name} --output=DIR" >&2; exit 2 ;;
+    esac
+  done
+  [[ -n "${output}" ]] || { echo "${name}: --output=DIR is required" >&2; exit 2; }
+  [[ "${output}" == /* ]] || output="${BUILD_WORKING_DIRECTORY:-${PWD}}/${output}"
+  echo "${output}"
+}
 
 # shlib_depends PRIVATE_DIR FILE...: the Depends line for FILEs (absolute paths); libraries the
 # package itself holds (_plexus.so for _plexus_torch.so) are looked up in PRIVATE_DIR.
