@@ -73,6 +73,10 @@ class PlexusWork : public c10d::Work {
   const c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
+// A torch Work that is already done, with no tensors: what a call returns that finished before
+// it returned (reconfigure, an empty coalescing region).
+c10::intrusive_ptr<c10d::Work> CompletedWork();
+
 }  // namespace plexus::torch_backend
 
 #endif  // PLEXUS_BINDINGS_TORCH_PLEXUS_WORK_H_

@@ -481,6 +481,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::endCoalescing() {
     coalescing_ = false;
     works.swap(coalesced_);
   }
+  // Nothing to wait for: done, also on a group that is aborted, broken or not yet formed
+  // (torch's _abort_process_group() opens an empty region around its aborts).
+  if (works.empty()) return CompletedWork();
   const size_t count = works.size();
   return Run(c10d::OpType::COALESCED, "plexus:coalesced", {}, {}, c10d::kUnsetTimeout,
              [&](absl::Duration) -> absl::StatusOr<WorkPtr> {

@@ -15,17 +15,6 @@
 #ifdef C10D_BACKEND_HAS_RECONFIGURE
 
 namespace plexus::torch_backend {
-namespace {
-
-// A Work that is already done: reconfigure forms the group before it returns, as gloo's.
-c10::intrusive_ptr<c10d::Work> CompletedWork() {
-  auto future = c10::make_intrusive<c10::ivalue::Future>(
-      c10::ListType::create(c10::TensorType::get()), std::vector<at::Device>{});
-  future->markCompleted(c10::IValue(std::vector<at::Tensor>()));
-  return c10d::Work::create_from_future(future);
-}
-
-}  // namespace
 
 c10d::ReconfigureHandle ProcessGroupPlexus::get_reconfigure_handle() const {
   if (reconfigurer_ == nullptr) {
@@ -71,7 +60,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupPlexus::reconfigure(
     old->OnFirstFailure(nullptr);  // Its failures are no longer this group's.
     (void)old->Abort(absl::StrCat("replaced by reconfigure(uuid ", opts.uuid, ")"));
   }
-  return CompletedWork();
+  return CompletedWork();  // Formed before it returns, as gloo's.
 }
 
 c10d::ErrorType ProcessGroupPlexus::getError() {

@@ -89,3 +89,19 @@ def test_the_coalescing_benchmark_runs_and_checks_its_sums():
     rows = [line for line in done.stdout.splitlines() if line.startswith("| plexus")
             or line.startswith("| gloo")]
     assert [row.split("|")[1].strip() for row in rows] == ["plexus", "gloo"], done.stdout
+
+
+def abort_before_members(rank, world):
+    # torch's _abort_process_group() on the world opens a coalescing region around its aborts
+    # (torch 2.14, where the backend says supports_coalescing): an empty region must end at
+    # once also on a group that has no members yet.
+    dist.distributed_c10d._abort_process_group()
+    return "aborted"
+
+
+def test_abort_process_group_of_a_group_with_no_members_yet():
+    if "enable_reconfigure" not in dist.init_process_group.__code__.co_varnames:
+        pytest.skip("torch %s has no reconfigure regime (2.14+)" % torch.__version__)
+    results = run_world(abort_before_members, 2, backend="plexus", init="torch", destroy=False,
+                        init_options={"enable_reconfigure": True})
+    assert results == ["aborted", "aborted"]
