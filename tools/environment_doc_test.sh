@@ -26,7 +26,7 @@ fi
       --exclude='*_test.*' --exclude-dir=tests) |
   grep -vE '_H_$|\*$' |
   grep -vxE 'PLEXUS_(ABSL|BENCH_CUDA|CUDA_ROOT|HAVE_NCCL|TORCH_BACKEND_API|TORCH_AT_LEAST)' |
-  grep -vxE 'PLEXUS_TORCH_DIST_BACKEND_ERROR' |
+  grep -vxE 'PLEXUS_TORCH_(DIST_BACKEND_ERROR|SHRINK|SUPPORTS_COALESCING)' |
   grep -vxE 'PLEXUS_(STATUS_CONCAT|STATUS_CONCAT_INNER|ASSIGN_OR_RETURN_IMPL)' |
   sort -u > "${TEST_TMPDIR}/used"
 if ! comm -23 "${TEST_TMPDIR}/used" "${TEST_TMPDIR}/table" > "${TEST_TMPDIR}/unlisted" ||

@@ -9,9 +9,11 @@ from multiproc import refusal, run_world
 torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
 
-if not hasattr(dist.ProcessGroup, "_start_coalescing"):
-    pytest.skip("torch %s has no coalescing regions" % torch.__version__,
-                allow_module_level=True)
+from plexus import _plexus_torch  # noqa: E402
+
+pytestmark = pytest.mark.skipif(
+    not _plexus_torch.TORCH_BACKEND_API or not hasattr(dist, "_coalescing_manager"),
+    reason="plexus takes coalescing regions from torch 2.x (this is torch %s)" % torch.__version__)
 
 CPU = torch.device("cpu")
 

@@ -16,9 +16,8 @@ from multiproc import run_world
 torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
 
-if not hasattr(dist, "shrink_group"):
-    pytest.skip("torch %s has no shrink_group (2.10+)" % torch.__version__,
-                allow_module_level=True)
+pytestmark = pytest.mark.skipif(not hasattr(dist, "shrink_group"),
+                                reason="torch %s has no shrink_group (2.10+)" % torch.__version__)
 
 BACKENDS = ["tcp", "cpu:gloo"]
 CPU = torch.device("cpu")
